@@ -1,0 +1,27 @@
+# Warning and sanitizer flags for weft's own targets (never for dependencies).
+add_library(weft_flags INTERFACE)
+target_compile_options(weft_flags INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast
+  -Wcast-align -Woverloaded-virtual -Wimplicit-fallthrough
+  $<$<BOOL:${WEFT_WERROR}>:-Werror>)
+# Sanitizers apply to everything built here (tests, tools), so set them
+# globally rather than through weft_flags.
+if(WEFT_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
+                      -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# weft_library(NAME SOURCES... DEPS ...): one library per stage folder,
+# exported as weft::NAME, headers under <folder>/weft/NAME/.
+function(weft_library name)
+  cmake_parse_arguments(W "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(weft_${name} ${W_SOURCES})
+  add_library(weft::${name} ALIAS weft_${name})
+  target_include_directories(weft_${name} PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}>
+    $<INSTALL_INTERFACE:include>)
+  target_link_libraries(weft_${name} PUBLIC ${W_DEPS} PRIVATE weft_flags ${W_PRIVATE_DEPS})
+  set_target_properties(weft_${name} PROPERTIES OUTPUT_NAME weft_${name}
+    POSITION_INDEPENDENT_CODE ON)
+endfunction()

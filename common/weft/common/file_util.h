@@ -1,0 +1,19 @@
+// Whole-file reads and all-or-nothing writes.
+//
+// Every command that writes a file (rank files, topologies, plans) goes through
+// write_file_atomic: the data lands in a temporary file beside the target and is
+// renamed over it only when complete, so a failure never leaves partial output
+// (rename(2) is atomic within one file system).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "weft/common/status.h"
+
+namespace weft {
+
+Result<std::string> read_file(const std::string& path);
+Status write_file_atomic(const std::string& path, std::string_view data);
+
+}  // namespace weft

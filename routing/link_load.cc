@@ -1,0 +1,101 @@
+#include "weft/routing/link_load.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace weft::routing {
+
+int step_lower_bound(const topo::Fabric& f, const ranking::RankOrder& order, const Step& step) {
+  if (step.flows.empty()) return 0;
+  int lb = 1;
+  std::vector<int> up(f.switches.size(), 0), down(f.switches.size(), 0);
+  std::vector<int> acc_out(f.nics.size(), 0), acc_in(f.nics.size(), 0);
+  for (const auto& fl : step.flows) {
+    int s = order.nics[fl.src], d = order.nics[fl.dst];
+    lb = std::max({lb, ++acc_out[s], ++acc_in[d]});
+    int ls = f.nic_switch(s), ld = f.nic_switch(d);
+    if (ls != ld) {
+      ++up[ls];
+      ++down[ld];
+    }
+  }
+  for (size_t sw = 0; sw < f.switches.size(); ++sw) {
+    if (!up[sw] && !down[sw]) continue;
+    int uplinks = 0;
+    for (const auto& a : f.switch_neighbours(static_cast<int>(sw))) {
+      if (f.switches[a.sw].tier > f.switches[sw].tier && f.links[a.link].state == topo::LinkState::kUp) ++uplinks;
+    }
+    if (uplinks == 0) continue;  // no tier above (BiGraph): no bound from here
+    lb = std::max({lb, (up[sw] + uplinks - 1) / uplinks, (down[sw] + uplinks - 1) / uplinks});
+  }
+  return lb;
+}
+
+Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrder& order, const Schedule& s,
+                                   Router& router, const CheckOptions& opt) {
+  if (order.size() != s.ranks) {
+    return invalid_argument(
+        fmt::format("the rank order has {} ranks but the schedule is for {}", order.size(), s.ranks));
+  }
+  WEFT_RETURN_IF_ERROR(ranking::validate_order(f, order));
+  LoadReport rep;
+  const size_t nd = 2 * f.links.size();
+  std::vector<int> load(nd, 0);
+  std::vector<uint64_t> bytes(nd, 0);
+  std::vector<int> touched;
+  std::vector<Path> paths;
+  for (size_t si = 0; si < s.steps.size(); ++si) {
+    const Step& st = s.steps[si];
+    paths.assign(st.flows.size(), Path{});
+    auto rs = router.route_step(st, static_cast<int>(si), paths);
+    if (!rs) return rs.with_context(fmt::format("step {} ({} d={})", si, st.phase, st.distance));
+    StepLoad sl;
+    sl.step = static_cast<int>(si);
+    sl.phase = st.phase;
+    sl.distance = st.distance;
+    sl.repeat = st.repeat;
+    sl.flows = static_cast<int>(st.flows.size());
+    touched.clear();
+    for (size_t i = 0; i < st.flows.size(); ++i) {
+      const Path& p = paths[i];
+      if (p.dlinks.size() < 2) return internal_error(fmt::format("router {} returned an empty path", router.name()));
+      int fabric_hops = 0;
+      for (int dl : p.dlinks) {
+        if (dl < 0 || static_cast<size_t>(dl) >= nd) return internal_error("router returned a bad link");
+        if (load[dl]++ == 0) touched.push_back(dl);
+        bytes[dl] += st.flows[i].bytes;
+        const auto& lk = f.links[dl / 2];
+        if (f.is_switch_vertex(lk.a) && f.is_switch_vertex(lk.b)) ++fabric_hops;
+      }
+      if (fabric_hops >= 1) ++sl.fabric_flows;
+      if (fabric_hops >= 2) ++sl.multi_hop_flows;
+    }
+    for (int dl : touched) {
+      if (load[dl] > sl.max_load) {
+        sl.max_load = load[dl];
+        sl.hottest = dl;
+      }
+      const auto& lk = f.links[dl / 2];
+      if (f.is_switch_vertex(lk.a) && f.is_switch_vertex(lk.b)) sl.max_fabric_load = std::max(sl.max_fabric_load, load[dl]);
+      sl.max_bytes = std::max(sl.max_bytes, bytes[dl]);
+    }
+    sl.lower_bound = step_lower_bound(f, order, st);
+    if (opt.keep_per_link) {
+      sl.load = load;
+      sl.bytes = bytes;
+    }
+    if (opt.keep_paths) sl.paths = paths;
+    for (int dl : touched) {
+      load[dl] = 0;
+      bytes[dl] = 0;
+    }
+    rep.max_load = std::max(rep.max_load, sl.max_load);
+    rep.max_lower_bound = std::max(rep.max_lower_bound, sl.lower_bound);
+    rep.max_multi_hop = std::max(rep.max_multi_hop, sl.multi_hop_flows);
+    rep.steps.push_back(std::move(sl));
+  }
+  return rep;
+}
+
+}  // namespace weft::routing

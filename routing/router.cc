@@ -1,0 +1,161 @@
+#include "weft/routing/router.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "weft/routing/edge_coloring.h"
+
+namespace weft::routing {
+
+uint32_t nic_ipv4(const topo::Fabric& f, int nic) {
+  const auto& a = f.nics[nic].address;
+  in_addr addr{};
+  if (!a.empty() && inet_pton(AF_INET, a.c_str(), &addr) == 1) return ntohl(addr.s_addr);
+  auto n = static_cast<uint32_t>(nic);
+  return (10u << 24) | (((n >> 16) & 0xFF) << 16) | (((n >> 8) & 0xFF) << 8) | (n & 0xFF);
+}
+
+namespace {
+
+// ---- ideal ------------------------------------------------------------------
+
+class IdealRouter final : public Router {
+ public:
+  IdealRouter(const topo::Fabric& f, const ranking::RankOrder& order) : f_(f), order_(order), pf_(f) {
+    exact_clos2_ = f.kind == topo::FabricKind::kClos2;
+    for (size_t s = 0; s < f.switches.size() && exact_clos2_; ++s) {
+      if (f.switches[s].tier == topo::kTierSpine) spines_.push_back(static_cast<int>(s));
+      else if (f.switches[s].tier != topo::kTierLeaf) exact_clos2_ = false;
+    }
+    for (const auto& l : f.links) {
+      if (l.state != topo::LinkState::kUp) exact_clos2_ = false;
+    }
+    // Every leaf must reach every spine directly for the colouring to apply.
+    for (size_t s = 0; s < f.switches.size() && exact_clos2_; ++s) {
+      if (f.switches[s].tier == topo::kTierLeaf && f.switch_neighbours(static_cast<int>(s)).size() != spines_.size()) {
+        exact_clos2_ = false;
+      }
+    }
+    load_.assign(2 * f.links.size(), 0);
+  }
+
+  std::string_view name() const override { return "ideal"; }
+
+  Status route_step(const Step& step, int step_index, std::vector<Path>& paths) override {
+    (void)step_index;
+    if (exact_clos2_ && route_colouring(step, paths)) return Status::ok();
+    return route_greedy(step, paths);
+  }
+
+ private:
+  // König colouring of the step's leaf->leaf multigraph with the spines.
+  bool route_colouring(const Step& step, std::vector<Path>& paths) {
+    std::vector<BipartiteEdge> edges;
+    std::vector<size_t> edge_flow;
+    const int ns = static_cast<int>(f_.switches.size());
+    for (size_t i = 0; i < step.flows.size(); ++i) {
+      int s = order_.nics[step.flows[i].src], d = order_.nics[step.flows[i].dst];
+      int ls = f_.nic_switch(s), ld = f_.nic_switch(d);
+      if (ls == ld) {
+        paths[i].dlinks = {f_.directed_from(f_.nic_link(s), f_.nic_vertex(s)),
+                           f_.directed_from(f_.nic_link(d), f_.switch_vertex(ld))};
+        continue;
+      }
+      edges.push_back({ls, ld});
+      edge_flow.push_back(i);
+    }
+    auto colours = color_bipartite_edges(ns, ns, edges, static_cast<int>(spines_.size()));
+    if (!colours) return false;  // more flows per leaf than spines: fall back
+    for (size_t e = 0; e < edges.size(); ++e) {
+      const Flow& fl = step.flows[edge_flow[e]];
+      int s = order_.nics[fl.src], d = order_.nics[fl.dst];
+      int via[3] = {edges[e].left, spines_[(*colours)[e]], edges[e].right};
+      auto p = pf_.route_via(s, d, via);
+      if (!p) return false;
+      paths[edge_flow[e]] = std::move(*p);
+    }
+    return true;
+  }
+
+  Status route_greedy(const Step& step, std::vector<Path>& paths) {
+    std::fill(load_.begin(), load_.end(), 0);
+    auto least_loaded = [&](int, std::span<const int> c) {
+      size_t best = 0;
+      for (size_t i = 1; i < c.size(); ++i) {
+        if (load_[c[i]] < load_[c[best]]) best = i;
+      }
+      return best;
+    };
+    for (size_t i = 0; i < step.flows.size(); ++i) {
+      auto p = pf_.route(order_.nics[step.flows[i].src], order_.nics[step.flows[i].dst], least_loaded);
+      if (!p) return p.status();
+      for (int dl : p->dlinks) ++load_[dl];
+      paths[i] = std::move(*p);
+    }
+    return Status::ok();
+  }
+
+  const topo::Fabric& f_;
+  const ranking::RankOrder& order_;
+  PathFinder pf_;
+  bool exact_clos2_ = false;
+  std::vector<int> spines_;
+  std::vector<int> load_;
+};
+
+// ---- ecmp -------------------------------------------------------------------
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+class EcmpRouter final : public Router {
+ public:
+  EcmpRouter(const topo::Fabric& f, const ranking::RankOrder& order, const EcmpOptions& opt)
+      : f_(f), order_(order), opt_(opt), pf_(f), hash_(make_crc32_hash(opt.seed)) {}
+
+  std::string_view name() const override { return "ecmp"; }
+
+  Status route_step(const Step& step, int, std::vector<Path>& paths) override {
+    const uint64_t span = static_cast<uint64_t>(opt_.port_hi - opt_.port_lo) + 1;
+    for (size_t i = 0; i < step.flows.size(); ++i) {
+      const Flow& fl = step.flows[i];
+      int s = order_.nics[fl.src], d = order_.nics[fl.dst];
+      // One connection per directed rank pair; its ephemeral port is drawn once.
+      uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(fl.src)) << 32) | static_cast<uint32_t>(fl.dst);
+      FiveTuple t{nic_ipv4(f_, s), nic_ipv4(f_, d), opt_.proto,
+                  static_cast<uint16_t>(opt_.port_lo + splitmix64(key ^ (uint64_t{opt_.seed} << 20)) % span),
+                  opt_.dport};
+      auto p = pf_.route(s, d, [&](int sw, std::span<const int> c) { return hash_->pick(t, sw, c.size()); });
+      if (!p) return p.status();
+      paths[i] = std::move(*p);
+    }
+    return Status::ok();
+  }
+
+ private:
+  const topo::Fabric& f_;
+  const ranking::RankOrder& order_;
+  EcmpOptions opt_;
+  PathFinder pf_;
+  std::unique_ptr<EcmpHash> hash_;
+};
+
+}  // namespace
+
+std::unique_ptr<Router> make_ideal_router(const topo::Fabric& f, const ranking::RankOrder& order) {
+  return std::make_unique<IdealRouter>(f, order);
+}
+
+std::unique_ptr<Router> make_ecmp_router(const topo::Fabric& f, const ranking::RankOrder& order,
+                                         const EcmpOptions& opt) {
+  return std::make_unique<EcmpRouter>(f, order, opt);
+}
+
+}  // namespace weft::routing

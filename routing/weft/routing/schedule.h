@@ -1,0 +1,86 @@
+// Collective schedules: who sends what to whom, step by step.
+//
+// The schedule is the contract between the link-load checker, the route
+// planner and the collective engine: collectives/ runs exactly these flows
+// (tests/collectives check it), so every claim the checker makes is about the
+// traffic that really happens.
+//
+// allreduce-hd (Rabenseifner; MPICH's non-power-of-two scheme):
+//   p' = largest power of two <= P, rem = P - p'.
+//   fold      ranks 2i -> 2i+1 (i < rem) send the whole vector; 2i+1 keeps
+//             going as newrank i, ranks >= 2*rem as newrank rank - rem.
+//   rs d      reduce-scatter by recursive halving, d = 1, 2, 4, ... p'/2:
+//             newrank v exchanges with v^d; each keeps the half of its block
+//             given by bit d (0 keeps the lower half: mid = lo + (hi-lo)/2)
+//             and sends the other half.
+//   ag d      allgather by recursive doubling, the mirror: d = p'/2 ... 1,
+//             each sends the block it holds.
+//   unfold    ranks 2i+1 -> 2i send the result.
+//   Starting the halving at distance 1 keeps the largest messages between
+//   neighbouring ranks — inside one leaf under a leaf-set ranking.
+// allreduce-ring: reduce-scatter then allgather, each P-1 repetitions of
+//   r -> r+1; chunk c holds elements [c*count/P, (c+1)*count/P).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/common/status.h"
+
+namespace weft::routing {
+
+enum class Collective { kAllreduceHd, kAllreduceRing };
+
+std::string_view collective_name(Collective c);
+std::optional<Collective> parse_collective(std::string_view s);
+
+struct Flow {
+  int src = 0;         // rank
+  int dst = 0;         // rank
+  uint64_t bytes = 0;  // total over the step's repetitions
+};
+
+struct Step {
+  std::string phase;   // "fold", "rs", "ag", "unfold", "ring-rs", "ring-ag"
+  int distance = 0;    // HD: the rank distance of the exchange; ring: 1
+  int repeat = 1;      // the same flows run this many times in a row
+  std::vector<Flow> flows;
+};
+
+struct Schedule {
+  Collective collective = Collective::kAllreduceHd;
+  int ranks = 0;
+  uint64_t count = 0;
+  uint32_t elem_size = 4;
+  std::vector<Step> steps;
+};
+
+// Block maths of HD allreduce, shared with collectives/.
+struct HdLayout {
+  int ranks = 0;
+  int pof2 = 0;  // largest power of two <= ranks
+  int rem = 0;   // ranks - pof2
+  // -1 for a rank that folds into its neighbour (even ranks < 2*rem).
+  int newrank(int rank) const;
+  int rank_of(int newrank) const;
+  int log2_pof2() const;
+};
+HdLayout hd_layout(int ranks);
+
+// Element range [lo, hi) that newrank v holds after `steps` halving steps.
+struct Range {
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+  uint64_t size() const { return hi - lo; }
+};
+Range hd_block(const HdLayout& layout, int newrank, int steps, uint64_t count);
+
+// Ring chunk c of P over `count` elements.
+Range ring_chunk(int ranks, int c, uint64_t count);
+
+Result<Schedule> build_schedule(Collective c, int ranks, uint64_t count, uint32_t elem_size = 4);
+
+}  // namespace weft::routing

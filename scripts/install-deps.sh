@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs everything weft needs on Debian 12 (bookworm), as root. Idempotent:
+# re-running it only installs what is missing.
+#
+#   scripts/install-deps.sh            build + test dependencies
+#   scripts/install-deps.sh --extras   also the optional peers/backends:
+#                                      DPDK, Open MPI, Gloo, QEMU (soft-RoCE VM)
+set -euo pipefail
+
+core=(
+  build-essential cmake ninja-build pkg-config ccache git
+  libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
+  libboost-dev libsqlite3-dev sqlite3 libpcap-dev libssl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  iproute2 nftables procps
+)
+extras=(
+  libibverbs-dev ibverbs-providers rdma-core
+  libdpdk-dev dpdk
+  openmpi-bin libopenmpi-dev libgloo-dev
+  qemu-system-x86 busybox-static kmod tcpdump
+)
+
+want=("${core[@]}")
+[[ "${1:-}" == "--extras" ]] && want+=("${extras[@]}")
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#want[@]} packages present"
+  exit 0
+fi
+if [[ $(id -u) != 0 ]]; then
+  echo "install-deps: missing ${missing[*]}; run as root (apt-get install)" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"

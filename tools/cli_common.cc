@@ -1,0 +1,54 @@
+#include "cli_common.h"
+
+#include <cctype>
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "weft/common/file_util.h"
+
+namespace weft::cli {
+
+int fail(const Status& st) {
+  std::string msg = st.message();
+  for (char& c : msg) {
+    if (c == '\n') c = ' ';
+  }
+  fmt::print(stderr, "weft: error: {}\n", msg);
+  return 1;
+}
+
+std::optional<uint64_t> parse_size(std::string_view s) {
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p == s.data()) return std::nullopt;
+  std::string unit(p, s.data() + s.size());
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  uint64_t mul = 1;
+  if (unit.empty() || unit == "b") mul = 1;
+  else if (unit == "k" || unit == "kib" || unit == "kb") mul = 1ull << 10;
+  else if (unit == "m" || unit == "mib" || unit == "mb") mul = 1ull << 20;
+  else if (unit == "g" || unit == "gib" || unit == "gb") mul = 1ull << 30;
+  else return std::nullopt;
+  return v * mul;
+}
+
+std::string format_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  return u == 0 ? fmt::format("{:.0f} {}", b, units[u]) : fmt::format("{:.1f} {}", b, units[u]);
+}
+
+Status emit(const std::string& path, std::string_view text) {
+  if (path.empty() || path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return Status::ok();
+  }
+  return write_file_atomic(path, text);
+}
+
+}  // namespace weft::cli

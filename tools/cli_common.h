@@ -1,0 +1,35 @@
+// Shared helpers of the weft CLI: error reporting, sizes, output files.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <CLI/CLI.hpp>
+
+#include "weft/common/status.h"
+
+namespace weft::cli {
+
+// Prints "weft: error: <message>" on one line to stderr and returns 1.
+int fail(const Status& st);
+
+// "4", "4K", "64MiB", "1G" -> bytes (K/M/G are powers of 1024).
+std::optional<uint64_t> parse_size(std::string_view s);
+std::string format_bytes(double bytes);
+
+// Writes text to `path`, or to stdout when path is "" or "-"; atomic for files.
+Status emit(const std::string& path, std::string_view text);
+
+// Every subcommand registers itself here; `run` is set to the chosen command.
+struct Registry {
+  std::function<int()> run;
+};
+
+void register_topo(CLI::App& app, Registry& reg);
+void register_rank(CLI::App& app, Registry& reg);
+void register_check(CLI::App& app, Registry& reg);
+void register_demo(CLI::App& app, Registry& reg);
+
+}  // namespace weft::cli

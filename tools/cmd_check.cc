@@ -1,0 +1,93 @@
+// weft check: the link load of every step of a collective under a rank order.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "load_table.h"
+#include "weft/ranking/rank_file.h"
+#include "weft/routing/link_load.h"
+#include "weft/topology/topology_file.h"
+
+namespace weft::cli {
+namespace {
+
+struct CheckArgs {
+  std::string topology;
+  std::string ranks;
+  std::string collective = "allreduce-hd";
+  std::string routes = "ideal";
+  std::string size = "64MiB";
+  uint32_t seed = 1;
+  bool json = false;
+};
+
+std::string report_json(const topo::Fabric& f, const routing::LoadReport& rep) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const auto& s : rep.steps) {
+    steps.push_back({{"step", s.step},
+                     {"phase", s.phase},
+                     {"distance", s.distance},
+                     {"repeat", s.repeat},
+                     {"flows", s.flows},
+                     {"fabric_flows", s.fabric_flows},
+                     {"multi_hop_flows", s.multi_hop_flows},
+                     {"max_load", s.max_load},
+                     {"max_fabric_load", s.max_fabric_load},
+                     {"max_bytes", s.max_bytes},
+                     {"lower_bound", s.lower_bound},
+                     {"hottest", s.hottest >= 0 ? f.directed_name(s.hottest) : ""}});
+  }
+  nlohmann::json root = {{"max_load", rep.max_load}, {"max_lower_bound", rep.max_lower_bound}, {"steps", steps}};
+  return root.dump(2) + "\n";
+}
+
+int run_check(const CheckArgs& a) {
+  auto coll = routing::parse_collective(a.collective);
+  if (!coll) return fail(invalid_argument(fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring)", a.collective)));
+  if (a.routes != "ideal" && a.routes != "ecmp") {
+    return fail(invalid_argument(fmt::format("unknown --routes '{}' (ideal, ecmp)", a.routes)));
+  }
+  auto bytes = parse_size(a.size);
+  if (!bytes || *bytes % 4 != 0) return fail(invalid_argument(fmt::format("bad --size '{}' (a multiple of 4 bytes, e.g. 64MiB)", a.size)));
+  auto fabric = topo::load_topology(a.topology);
+  if (!fabric) return fail(fabric.status());
+  auto order = ranking::load_rank_file(*fabric, a.ranks);
+  if (!order) return fail(order.status());
+  auto sched = routing::build_schedule(*coll, order->size(), *bytes / 4, 4);
+  if (!sched) return fail(sched.status());
+  auto router = a.routes == "ideal" ? routing::make_ideal_router(*fabric, *order)
+                                    : routing::make_ecmp_router(*fabric, *order, routing::EcmpOptions{.seed = a.seed});
+  auto rep = routing::check_link_load(*fabric, *order, *sched, *router);
+  if (!rep) return fail(rep.status());
+  if (a.json) {
+    fmt::print("{}", report_json(*fabric, *rep));
+  } else {
+    fmt::print("{} on {} ranks, {} routes, {} per rank\n", a.collective, order->size(), a.routes,
+               format_bytes(static_cast<double>(*bytes)));
+    fmt::print("{}", format_load_table(*fabric, *rep));
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_check(CLI::App& app, Registry& reg) {
+  static CheckArgs a;
+  auto* cmd = app.add_subcommand(
+      "check",
+      "Count the flows on every directed link in every step of a collective and print\n"
+      "the maximum load per step beside its lower bound. Routes: 'ideal' = the best\n"
+      "spine per flow (exact König colouring on a 2-tier Clos); 'ecmp' = random\n"
+      "ephemeral ports hashed by the switches (what an unplanned fabric does).");
+  cmd->add_option("--topology", a.topology, "Topology file")->required();
+  cmd->add_option("--ranks", a.ranks, "Rank file (any weft rank --format; detected)")->required();
+  cmd->add_option("--collective", a.collective, "allreduce-hd|allreduce-ring")->capture_default_str();
+  cmd->add_option("--routes", a.routes, "ideal|ecmp")->capture_default_str();
+  cmd->add_option("--size", a.size, "Bytes per rank (K, M, G suffixes)")->capture_default_str();
+  cmd->add_option("--seed", a.seed, "ECMP hash and port seed")->capture_default_str();
+  cmd->add_flag("--json", a.json, "Print the report as JSON");
+  cmd->callback([&reg] { reg.run = [] { return run_check(a); }; });
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,100 @@
+// weft topo gen clos|clos3|bigraph, weft topo show.
+#include <fmt/format.h>
+
+#include "cli_common.h"
+#include "weft/topology/builders.h"
+#include "weft/topology/topology_file.h"
+
+namespace weft::cli {
+namespace {
+
+int write_fabric(const Result<topo::Fabric>& f, const std::string& out) {
+  if (!f) return fail(f.status());
+  auto st = emit(out, topo::topology_to_json(*f));
+  if (!st) return fail(st);
+  if (!out.empty() && out != "-") {
+    fmt::print(stderr, "wrote {} ({} hosts, {} NICs, {} switches, {} links)\n", out, f->hosts.size(),
+               f->nics.size(), f->switches.size(), f->links.size());
+  }
+  return 0;
+}
+
+void print_summary(const topo::Fabric& f) {
+  fmt::print("fabric   {} ({})\n", f.name, topo::fabric_kind_name(f.kind));
+  fmt::print("hosts    {}  NICs {}\n", f.hosts.size(), f.nics.size());
+  int tiers[3] = {0, 0, 0};
+  for (const auto& s : f.switches) ++tiers[s.tier];
+  fmt::print("switches {} (tier 0: {}, tier 1: {}, tier 2: {})\n", f.switches.size(), tiers[0], tiers[1], tiers[2]);
+  int down = 0;
+  for (const auto& l : f.links) down += l.state == topo::LinkState::kDown;
+  fmt::print("links    {} ({} down)\n", f.links.size(), down);
+  for (const auto& l : f.links) {
+    if (l.state == topo::LinkState::kDown) fmt::print("  down: {} - {}\n", f.vertex_name(l.a), f.vertex_name(l.b));
+  }
+}
+
+}  // namespace
+
+void register_topo(CLI::App& app, Registry& reg) {
+  auto* topo_cmd = app.add_subcommand("topo", "Generate and inspect topology files");
+  topo_cmd->require_subcommand(1);
+  auto* gen = topo_cmd->add_subcommand("gen", "Write a topology file for a fabric of a known shape");
+  gen->require_subcommand(1);
+
+  static topo::Clos2Spec c2;
+  static topo::Clos3Spec c3;
+  static topo::BiGraphSpec bg;
+  static std::string out;
+  static std::string show_path;
+  static bool show_json = false;
+
+  auto* clos = gen->add_subcommand("clos", "2-tier Clos (spine-leaf): every leaf linked to every spine");
+  clos->add_option("--spines", c2.spines, "Spine switches (S)")->required();
+  clos->add_option("--leaves", c2.leaves, "Leaf switches (L)")->required();
+  clos->add_option("--hosts", c2.hosts_per_leaf, "Hosts per leaf (H)")->required();
+  clos->add_option("--nics", c2.nics_per_host, "NICs (subnodes) per host (G), all on the host's leaf")->capture_default_str();
+  clos->add_option("--gbps", c2.fabric_gbps, "Spine-leaf link rate, Gbit/s")->capture_default_str();
+  clos->add_option("--access-gbps", c2.access_gbps, "NIC-leaf link rate, Gbit/s")->capture_default_str();
+  clos->add_option("-o,--output", out, "Output file (default: stdout)");
+  clos->callback([&reg] { reg.run = [] { return write_fabric(topo::build_clos2(c2), out); }; });
+
+  auto* clos3 = gen->add_subcommand("clos3", "3-tier Clos: pods of leaves and aggregation switches under a core");
+  clos3->add_option("--pods", c3.pods, "Pods")->required();
+  clos3->add_option("--leaves", c3.leaves_per_pod, "Leaves per pod")->required();
+  clos3->add_option("--aggs", c3.aggs_per_pod, "Aggregation switches per pod")->required();
+  clos3->add_option("--cores", c3.cores, "Core switches (a multiple of --aggs: one plane per aggregation index)")->required();
+  clos3->add_option("--hosts", c3.hosts_per_leaf, "Hosts per leaf")->required();
+  clos3->add_option("--nics", c3.nics_per_host, "NICs per host")->capture_default_str();
+  clos3->add_option("--gbps", c3.fabric_gbps, "Switch-switch link rate, Gbit/s")->capture_default_str();
+  clos3->add_option("--access-gbps", c3.access_gbps, "NIC-leaf link rate, Gbit/s")->capture_default_str();
+  clos3->add_option("-o,--output", out, "Output file (default: stdout)");
+  clos3->callback([&reg] { reg.run = [] { return write_fabric(topo::build_clos3(c3), out); }; });
+
+  auto* bigraph = gen->add_subcommand("bigraph", "EFLOPS BiGraph M x N: two parts, every upper switch linked to every lower");
+  bigraph->add_option("--switches", bg.switches, "Switches N (even; N/2 per part)")->required();
+  bigraph->add_option("--subnodes", bg.subnodes, "Subnodes M per switch (HDRM needs M <= N/2)")->required();
+  bigraph->add_option("--gbps", bg.fabric_gbps, "Upper-lower link rate, Gbit/s")->capture_default_str();
+  bigraph->add_option("--access-gbps", bg.access_gbps, "Subnode link rate, Gbit/s")->capture_default_str();
+  bigraph->add_option("-o,--output", out, "Output file (default: stdout)");
+  bigraph->callback([&reg] { reg.run = [] { return write_fabric(topo::build_bigraph(bg), out); }; });
+
+  auto* show = topo_cmd->add_subcommand("show", "Validate a topology file and print it (--json: the normalised form)");
+  show->add_option("file", show_path, "Topology file")->required();
+  show->add_flag("--json", show_json,
+                 "Print the normalised fabric as JSON: hosts with NICs, switches with tier (and part for "
+                 "BiGraph), every link with endpoints, capacity and state");
+  show->callback([&reg] {
+    reg.run = [] {
+      auto f = topo::load_topology(show_path);
+      if (!f) return fail(f.status());
+      if (show_json) {
+        fmt::print("{}", topo::topology_to_json(*f));
+      } else {
+        print_summary(*f);
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace weft::cli

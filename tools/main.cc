@@ -1,0 +1,31 @@
+// weft — congestion-free collectives on spine-leaf fabrics. The CLI front end:
+// one file per subcommand in this folder.
+#include <fmt/format.h>
+
+#include "cli_common.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "weft: make AI-training fabrics congestion-free.\n"
+      "Model a fabric, rank a job's hosts so collectives stay inside leaves, check\n"
+      "the link load of every collective step, and write rank files for launchers.\n"
+      "Start with:  weft demo      (a bundled 4x4x4 Clos, ranked, routed and checked)\n"
+      "Then:        weft topo gen clos --spines 4 --leaves 4 --hosts 4 -o fabric.json\n"
+      "             weft rank --topology fabric.json --all --format csv -o ranks.csv\n"
+      "             weft check --topology fabric.json --ranks ranks.csv\n",
+      "weft"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "weft 0.1.0");
+  weft::cli::Registry reg;
+  weft::cli::register_topo(app, reg);
+  weft::cli::register_rank(app, reg);
+  weft::cli::register_check(app, reg);
+  weft::cli::register_demo(app, reg);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (!reg.run) return weft::cli::fail(weft::internal_error("no command ran"));
+  return reg.run();
+}

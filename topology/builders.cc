@@ -1,0 +1,153 @@
+#include "weft/topology/builders.h"
+
+#include <fmt/format.h>
+
+namespace weft::topo {
+namespace {
+
+Status check_positive(std::string_view what, int v) {
+  if (v < 1) return invalid_argument(fmt::format("{} must be >= 1 (got {})", what, v));
+  return Status::ok();
+}
+
+Status check_rate(std::string_view what, double v) {
+  if (!(v > 0)) return invalid_argument(fmt::format("{} must be > 0 Gbit/s (got {})", what, v));
+  return Status::ok();
+}
+
+int add_switch(Fabric& f, std::string name, int tier, Part part, int pod, int id) {
+  f.switches.push_back({std::move(name), tier, part, pod, id});
+  return static_cast<int>(f.switches.size()) - 1;
+}
+
+// Adds a host with `nics` NICs, each linked to switch `sw`.
+void add_host(Fabric& f, std::string name, int nics, int sw, double gbps) {
+  const int h = static_cast<int>(f.hosts.size());
+  f.hosts.push_back({std::move(name), {}});
+  for (int g = 0; g < nics; ++g) {
+    const int n = static_cast<int>(f.nics.size());
+    f.nics.push_back({fmt::format("eth{}", g), h, g, {g}, ""});
+    f.hosts[h].nics.push_back(n);
+  }
+  // Links need vertex ids, which depend on the final NIC count: record the
+  // switch in Link::b as a switch index and fix up in finish().
+  for (int g = 0; g < nics; ++g) f.links.push_back({f.hosts[h].nics[g], -1 - sw, gbps, LinkState::kUp});
+}
+
+void add_switch_link(Fabric& f, int sa, int sb, double gbps) {
+  f.links.push_back({-1 - sa, -1 - sb, gbps, LinkState::kUp});
+}
+
+// Resolves the switch placeholders (-1 - index) to vertex ids.
+Result<Fabric> finish(Fabric f) {
+  for (auto& l : f.links) {
+    if (l.a < 0) l.a = f.switch_vertex(-1 - l.a);
+    if (l.b < 0) l.b = f.switch_vertex(-1 - l.b);
+  }
+  WEFT_RETURN_IF_ERROR(f.finalize());
+  return f;
+}
+
+}  // namespace
+
+Result<Fabric> build_clos2(const Clos2Spec& s) {
+  WEFT_RETURN_IF_ERROR(check_positive("--spines", s.spines));
+  WEFT_RETURN_IF_ERROR(check_positive("--leaves", s.leaves));
+  WEFT_RETURN_IF_ERROR(check_positive("--hosts", s.hosts_per_leaf));
+  WEFT_RETURN_IF_ERROR(check_positive("--nics", s.nics_per_host));
+  WEFT_RETURN_IF_ERROR(check_rate("fabric link rate", s.fabric_gbps));
+  WEFT_RETURN_IF_ERROR(check_rate("access link rate", s.access_gbps));
+  Fabric f;
+  f.kind = FabricKind::kClos2;
+  f.name = fmt::format("clos2-{}x{}x{}x{}", s.spines, s.leaves, s.hosts_per_leaf, s.nics_per_host);
+  for (int i = 1; i <= s.spines; ++i) add_switch(f, fmt::format("s{}", i), kTierSpine, Part::kNone, -1, i);
+  for (int l = 1; l <= s.leaves; ++l) add_switch(f, fmt::format("l{}", l), kTierLeaf, Part::kNone, -1, 0);
+  for (int l = 0; l < s.leaves; ++l) {
+    for (int h = 1; h <= s.hosts_per_leaf; ++h) {
+      add_host(f, fmt::format("h{}-{}", l + 1, h), s.nics_per_host, s.spines + l, s.access_gbps);
+    }
+  }
+  for (int sp = 0; sp < s.spines; ++sp) {
+    for (int l = 0; l < s.leaves; ++l) add_switch_link(f, sp, s.spines + l, s.fabric_gbps);
+  }
+  return finish(std::move(f));
+}
+
+Result<Fabric> build_clos3(const Clos3Spec& s) {
+  WEFT_RETURN_IF_ERROR(check_positive("--pods", s.pods));
+  WEFT_RETURN_IF_ERROR(check_positive("--leaves", s.leaves_per_pod));
+  WEFT_RETURN_IF_ERROR(check_positive("--aggs", s.aggs_per_pod));
+  WEFT_RETURN_IF_ERROR(check_positive("--cores", s.cores));
+  WEFT_RETURN_IF_ERROR(check_positive("--hosts", s.hosts_per_leaf));
+  WEFT_RETURN_IF_ERROR(check_positive("--nics", s.nics_per_host));
+  WEFT_RETURN_IF_ERROR(check_rate("fabric link rate", s.fabric_gbps));
+  WEFT_RETURN_IF_ERROR(check_rate("access link rate", s.access_gbps));
+  if (s.cores % s.aggs_per_pod != 0) {
+    return invalid_argument(fmt::format(
+        "--cores ({}) must be a multiple of --aggs ({}): aggregation switch k of every pod "
+        "connects to core plane k",
+        s.cores, s.aggs_per_pod));
+  }
+  Fabric f;
+  f.kind = FabricKind::kClos3;
+  f.name = fmt::format("clos3-{}p-{}l-{}a-{}c-{}h", s.pods, s.leaves_per_pod, s.aggs_per_pod, s.cores,
+                       s.hosts_per_leaf);
+  const int plane = s.cores / s.aggs_per_pod;
+  for (int c = 1; c <= s.cores; ++c) add_switch(f, fmt::format("c{}", c), kTierCore, Part::kNone, -1, c);
+  std::vector<int> agg_of(static_cast<size_t>(s.pods * s.aggs_per_pod));
+  std::vector<int> leaf_of(static_cast<size_t>(s.pods * s.leaves_per_pod));
+  for (int p = 0; p < s.pods; ++p) {
+    for (int a = 0; a < s.aggs_per_pod; ++a) {
+      agg_of[p * s.aggs_per_pod + a] =
+          add_switch(f, fmt::format("p{}-a{}", p + 1, a + 1), kTierSpine, Part::kNone, p, a + 1);
+    }
+    for (int l = 0; l < s.leaves_per_pod; ++l) {
+      leaf_of[p * s.leaves_per_pod + l] =
+          add_switch(f, fmt::format("p{}-l{}", p + 1, l + 1), kTierLeaf, Part::kNone, p, 0);
+    }
+  }
+  for (int p = 0; p < s.pods; ++p) {
+    for (int l = 0; l < s.leaves_per_pod; ++l) {
+      for (int h = 1; h <= s.hosts_per_leaf; ++h) {
+        add_host(f, fmt::format("h{}-{}-{}", p + 1, l + 1, h), s.nics_per_host,
+                 leaf_of[p * s.leaves_per_pod + l], s.access_gbps);
+      }
+    }
+  }
+  for (int p = 0; p < s.pods; ++p) {
+    for (int a = 0; a < s.aggs_per_pod; ++a) {
+      const int agg = agg_of[p * s.aggs_per_pod + a];
+      for (int l = 0; l < s.leaves_per_pod; ++l) add_switch_link(f, leaf_of[p * s.leaves_per_pod + l], agg, s.fabric_gbps);
+      for (int c = a * plane; c < (a + 1) * plane; ++c) add_switch_link(f, agg, c, s.fabric_gbps);
+    }
+  }
+  return finish(std::move(f));
+}
+
+Result<Fabric> build_bigraph(const BiGraphSpec& s) {
+  WEFT_RETURN_IF_ERROR(check_positive("--switches", s.switches));
+  WEFT_RETURN_IF_ERROR(check_positive("--subnodes", s.subnodes));
+  WEFT_RETURN_IF_ERROR(check_rate("fabric link rate", s.fabric_gbps));
+  WEFT_RETURN_IF_ERROR(check_rate("access link rate", s.access_gbps));
+  if (s.switches < 2 || s.switches % 2 != 0) {
+    return invalid_argument(
+        fmt::format("--switches must be even and >= 2: BiGraph splits them into two parts (got {})", s.switches));
+  }
+  Fabric f;
+  f.kind = FabricKind::kBiGraph;
+  f.name = fmt::format("bigraph-{}x{}", s.subnodes, s.switches);
+  const int half = s.switches / 2;
+  for (int i = 1; i <= half; ++i) add_switch(f, fmt::format("u{}", i), kTierLeaf, Part::kUpper, -1, 0);
+  for (int i = 1; i <= half; ++i) add_switch(f, fmt::format("w{}", i), kTierLeaf, Part::kLower, -1, 0);
+  for (int sw = 0; sw < s.switches; ++sw) {
+    for (int k = 1; k <= s.subnodes; ++k) {
+      add_host(f, fmt::format("n{}-{}", f.switches[sw].name, k), 1, sw, s.access_gbps);
+    }
+  }
+  for (int u = 0; u < half; ++u) {
+    for (int w = 0; w < half; ++w) add_switch_link(f, u, half + w, s.fabric_gbps);
+  }
+  return finish(std::move(f));
+}
+
+}  // namespace weft::topo
