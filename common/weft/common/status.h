@@ -124,5 +124,6 @@ Status as_status(const Result<T>& r) { return r.status(); }
   if (!tmp.is_ok()) return tmp.status();           \
   lhs = std::move(tmp).value()
 
+// Expands to several statements: inside an if, use braces.
 #define WEFT_ASSIGN_OR_RETURN(lhs, expr) \
   WEFT_ASSIGN_OR_RETURN_IMPL(WEFT_CONCAT(weft_result_, __LINE__), lhs, expr)

@@ -1,0 +1,152 @@
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/common/file_util.h"
+#include "weft/routing/plan.h"
+
+namespace weft::routing {
+namespace {
+
+using json = nlohmann::json;
+
+Status bad(const std::string& path, const std::string& what) {
+  return data_loss(fmt::format("route plan {}: {}", path, what));
+}
+
+template <typename T>
+Result<T> field(const json& j, const std::string& path, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end()) return bad(path + "/" + name, "missing");
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    return bad(path + "/" + name, fmt::format("wrong type ({})", it->type_name()));
+  }
+}
+
+Result<uint16_t> port(const json& j, const std::string& path, const char* name) {
+  WEFT_ASSIGN_OR_RETURN(int64_t v, field<int64_t>(j, path, name));
+  if (v < 1 || v > 65535) return bad(path + "/" + name, fmt::format("{} is not a port (1..65535)", v));
+  return static_cast<uint16_t>(v);
+}
+
+}  // namespace
+
+const PlanFlow* RoutePlan::find(int src_rank, int dst_rank) const {
+  for (const auto& f : flows) {
+    if (f.src_rank == src_rank && f.dst_rank == dst_rank) return &f;
+  }
+  return nullptr;
+}
+
+Result<RoutePlan> parse_plan(const std::string& text) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    std::string msg = e.what();
+    auto pos = msg.find("] ");
+    return data_loss("route plan: " + (pos == std::string::npos ? msg : msg.substr(pos + 2)));
+  }
+  if (!root.is_object()) return bad("/", "not a JSON object");
+  RoutePlan p;
+  WEFT_ASSIGN_OR_RETURN(p.version, field<int>(root, "", "version"));
+  if (p.version != 1) return bad("/version", fmt::format("unsupported version {} (this weft reads 1)", p.version));
+  WEFT_ASSIGN_OR_RETURN(p.collective, field<std::string>(root, "", "collective"));
+  if (root.contains("topology")) {
+      WEFT_ASSIGN_OR_RETURN(p.topology, field<std::string>(root, "", "topology"));
+    }
+  WEFT_ASSIGN_OR_RETURN(p.ranks, field<int>(root, "", "ranks"));
+  if (p.ranks < 1) return bad("/ranks", "must be >= 1");
+  auto flows = root.find("flows");
+  if (flows == root.end() || !flows->is_array()) return bad("/flows", "missing or not an array");
+  std::set<std::pair<int, int>> seen;
+  std::map<int, uint16_t> dport_of;
+  for (size_t i = 0; i < flows->size(); ++i) {
+    const json& jf = (*flows)[i];
+    const std::string path = fmt::format("/flows/{}", i);
+    if (!jf.is_object()) return bad(path, "not an object");
+    PlanFlow f;
+    WEFT_ASSIGN_OR_RETURN(f.src_rank, field<int>(jf, path, "src_rank"));
+    WEFT_ASSIGN_OR_RETURN(f.dst_rank, field<int>(jf, path, "dst_rank"));
+    if (f.src_rank < 0 || f.src_rank >= p.ranks) return bad(path + "/src_rank", fmt::format("{} is not a rank of {}", f.src_rank, p.ranks));
+    if (f.dst_rank < 0 || f.dst_rank >= p.ranks) return bad(path + "/dst_rank", fmt::format("{} is not a rank of {}", f.dst_rank, p.ranks));
+    if (f.src_rank == f.dst_rank) return bad(path, "a flow from a rank to itself");
+    if (!seen.emplace(f.src_rank, f.dst_rank).second) {
+      return bad(path, fmt::format("second flow {} -> {}", f.src_rank, f.dst_rank));
+    }
+    WEFT_ASSIGN_OR_RETURN(f.src_host, field<std::string>(jf, path, "src_host"));
+    WEFT_ASSIGN_OR_RETURN(f.dst_host, field<std::string>(jf, path, "dst_host"));
+    if (jf.contains("src_nic")) {
+      WEFT_ASSIGN_OR_RETURN(f.src_nic, field<std::string>(jf, path, "src_nic"));
+    }
+    if (jf.contains("dst_nic")) {
+      WEFT_ASSIGN_OR_RETURN(f.dst_nic, field<std::string>(jf, path, "dst_nic"));
+    }
+    WEFT_ASSIGN_OR_RETURN(f.protocol, field<std::string>(jf, path, "protocol"));
+    if (f.protocol != "udp" && f.protocol != "tcp") return bad(path + "/protocol", fmt::format("'{}' is not udp or tcp", f.protocol));
+    WEFT_ASSIGN_OR_RETURN(f.sport, port(jf, path, "sport"));
+    WEFT_ASSIGN_OR_RETURN(f.dport, port(jf, path, "dport"));
+    if (f.protocol == "tcp") {
+      auto [it, fresh] = dport_of.emplace(f.dst_rank, f.dport);
+      if (!fresh && it->second != f.dport) {
+        return bad(path + "/dport", fmt::format("rank {} listens on {} in another flow, not {}", f.dst_rank, it->second, f.dport));
+      }
+    }
+    WEFT_ASSIGN_OR_RETURN(f.path, field<std::vector<std::string>>(jf, path, "path"));
+    if (jf.contains("steps")) {
+      WEFT_ASSIGN_OR_RETURN(f.steps, field<std::vector<int>>(jf, path, "steps"));
+    }
+    p.flows.push_back(std::move(f));
+  }
+  if (root.contains("steps")) {
+    const json& js = root["steps"];
+    if (!js.is_array()) return bad("/steps", "not an array");
+    for (size_t i = 0; i < js.size(); ++i) {
+      const std::string path = fmt::format("/steps/{}", i);
+      PlanStep s;
+      WEFT_ASSIGN_OR_RETURN(s.step, field<int>(js[i], path, "step"));
+      if (js[i].contains("phase")) {
+      WEFT_ASSIGN_OR_RETURN(s.phase, field<std::string>(js[i], path, "phase"));
+    }
+      WEFT_ASSIGN_OR_RETURN(s.max_load, field<int>(js[i], path, "max_load"));
+      WEFT_ASSIGN_OR_RETURN(s.lower_bound, field<int>(js[i], path, "lower_bound"));
+      p.steps.push_back(std::move(s));
+    }
+  }
+  return p;
+}
+
+Result<RoutePlan> load_plan(const std::string& path) {
+  WEFT_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  auto p = parse_plan(text);
+  if (!p) return p.status().with_context(path);
+  return p;
+}
+
+std::string plan_to_json(const RoutePlan& p) {
+  json flows = json::array();
+  for (const auto& f : p.flows) {
+    json jf = {{"src_rank", f.src_rank}, {"dst_rank", f.dst_rank}, {"src_host", f.src_host},
+               {"dst_host", f.dst_host}, {"protocol", f.protocol}, {"sport", f.sport},
+               {"dport", f.dport},       {"path", f.path},         {"steps", f.steps}};
+    if (!f.src_nic.empty()) jf["src_nic"] = f.src_nic;
+    if (!f.dst_nic.empty()) jf["dst_nic"] = f.dst_nic;
+    flows.push_back(std::move(jf));
+  }
+  json steps = json::array();
+  for (const auto& s : p.steps) {
+    steps.push_back({{"step", s.step}, {"phase", s.phase}, {"max_load", s.max_load}, {"lower_bound", s.lower_bound}});
+  }
+  json root = {{"version", p.version}, {"collective", p.collective}, {"topology", p.topology},
+               {"ranks", p.ranks},     {"flows", std::move(flows)},   {"steps", std::move(steps)}};
+  return root.dump(1) + "\n";
+}
+
+Status save_plan(const RoutePlan& plan, const std::string& path) { return write_file_atomic(path, plan_to_json(plan)); }
+
+}  // namespace weft::routing

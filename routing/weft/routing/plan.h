@@ -1,0 +1,73 @@
+// The route plan file: what `weft route` writes and the collective library
+// reads. One schema, versioned; see docs/route-plan.md.
+//
+//   {"version": 1, "collective": "allreduce-hd", "topology": "clos2-4x4x4x1",
+//    "ranks": 16,
+//    "flows": [{"src_rank": 0, "dst_rank": 4, "src_host": "h1-1", "dst_host": "h2-1",
+//               "src_nic": "eth0", "dst_nic": "eth0", "protocol": "tcp",
+//               "sport": 49152, "dport": 29500, "path": ["l1", "s2", "l2"],
+//               "steps": [2, 5]}],
+//    "steps": [{"step": 2, "phase": "rs", "max_load": 1, "lower_bound": 1}]}
+//
+// The plan is per *directed* flow: the two directions of a pair hash
+// independently. A RoCE QP sets its own UDP source port on each side; for TCP
+// weft opens one connection per direction (the data of flow a->b rides only
+// on the connection a opened to b, whose reverse direction carries ACKs
+// alone), so each direction's 5-tuple is chosen on its own and no coupled
+// port choice is needed. Every flow into one rank has that rank's listen
+// port as dport.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "weft/common/status.h"
+
+namespace weft::routing {
+
+struct PlanFlow {
+  int src_rank = 0;
+  int dst_rank = 0;
+  std::string src_host;
+  std::string dst_host;
+  std::string src_nic;   // NIC name on src_host ("" = the host's only NIC)
+  std::string dst_nic;
+  std::string protocol = "udp";  // "udp" (RoCEv2) or "tcp"
+  uint16_t sport = 0;
+  uint16_t dport = 0;
+  std::vector<std::string> path;  // switch names, source leaf first
+  std::vector<int> steps;         // schedule steps this flow serves
+  friend bool operator==(const PlanFlow&, const PlanFlow&) = default;
+};
+
+struct PlanStep {
+  int step = 0;
+  std::string phase;
+  int max_load = 0;
+  int lower_bound = 0;
+  friend bool operator==(const PlanStep&, const PlanStep&) = default;
+};
+
+struct RoutePlan {
+  int version = 1;
+  std::string collective;
+  std::string topology;
+  int ranks = 0;
+  std::vector<PlanFlow> flows;
+  std::vector<PlanStep> steps;
+  friend bool operator==(const RoutePlan&, const RoutePlan&) = default;
+
+  // The flow src -> dst, or nullptr.
+  const PlanFlow* find(int src_rank, int dst_rank) const;
+};
+
+// Parses and validates: version 1, ranks in [0, ranks), protocol udp|tcp,
+// ports in 1..65535, one flow per directed pair, one dport per destination.
+// Errors name the JSON path ("/flows/3/sport: ...").
+Result<RoutePlan> parse_plan(const std::string& text);
+Result<RoutePlan> load_plan(const std::string& path);
+std::string plan_to_json(const RoutePlan& plan);
+Status save_plan(const RoutePlan& plan, const std::string& path);
+
+}  // namespace weft::routing
