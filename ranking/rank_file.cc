@@ -112,19 +112,21 @@ std::string write_csv(const topo::Fabric& f, const RankOrder& o) {
 std::string write_hccl(const topo::Fabric& f, const RankOrder& o) {
   // HCCL rank table 1.0: servers in order of their first rank; string values
   // throughout, as HCCL's parser expects.
-  json servers = json::array();
+  using ojson = nlohmann::ordered_json;  // keep HCCL's documented key order
+  ojson servers = ojson::array();
   std::map<int, size_t> slot_of_host;
   for (int r = 0; r < o.size(); ++r) {
     const auto& nic = f.nics[o.nics[r]];
     auto [it, fresh] = slot_of_host.try_emplace(nic.host, servers.size());
     if (fresh) {
-      servers.push_back({{"server_id", f.hosts[nic.host].name}, {"device", json::array()}, {"host_nic_ip", "reserve"}});
+      servers.push_back({{"server_id", f.hosts[nic.host].name}, {"device", ojson::array()}, {"host_nic_ip", "reserve"}});
     }
-    json dev = {{"device_id", std::to_string(nic.index_on_host)}, {"rank_id", std::to_string(r)}};
-    dev["device_ip"] = nic.address.empty() ? "0.0.0.0" : nic.address;
+    ojson dev = {{"device_id", std::to_string(nic.index_on_host)},
+                 {"device_ip", nic.address.empty() ? "0.0.0.0" : nic.address},
+                 {"rank_id", std::to_string(r)}};
     servers[it->second]["device"].push_back(std::move(dev));
   }
-  json root = {{"status", "completed"},
+  ojson root = {{"status", "completed"},
                {"version", "1.0"},
                {"server_count", std::to_string(servers.size())},
                {"server_list", std::move(servers)}};

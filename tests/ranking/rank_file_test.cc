@@ -1,0 +1,90 @@
+// Rank files: golden files for every format, round trips, and the errors a
+// launcher user sees.
+#include <gtest/gtest.h>
+
+#include "weft/common/file_util.h"
+#include "weft/ranking/rank_file.h"
+#include "weft/topology/builders.h"
+
+namespace weft::ranking {
+namespace {
+
+// 2 spines x 2 leaves x 2 hosts x 2 NICs, addresses on leaf 1 only, and the
+// clos order of a partial allocation given in a scrambled order: leaf 2
+// (4 NICs) comes before leaf 1 (2 NICs).
+struct Golden {
+  topo::Fabric fabric;
+  RankOrder order;
+};
+
+Golden golden_case() {
+  auto f = topo::build_clos2({.spines = 2, .leaves = 2, .hosts_per_leaf = 2, .nics_per_host = 2});
+  EXPECT_TRUE(f);
+  f->nics[0].address = "10.0.1.1";
+  f->nics[1].address = "10.0.1.2";
+  auto alloc = allocation_from_names(*f, {"h2-2", "h1-1", "h2-1"});
+  EXPECT_TRUE(alloc);
+  auto order = rank(*f, *alloc, RankAlgo::kClos);
+  EXPECT_TRUE(order);
+  return {std::move(*f), std::move(*order)};
+}
+
+class RankFileGolden : public ::testing::TestWithParam<RankFormat> {};
+
+TEST_P(RankFileGolden, MatchesTheGoldenFileAndReadsBack) {
+  const auto g = golden_case();
+  const std::string name = std::string(rank_format_name(GetParam()));
+  auto text = format_rank_file(g.fabric, g.order, GetParam());
+  ASSERT_TRUE(text) << text.status().message();
+  auto golden = read_file(std::string(WEFT_SOURCE_DIR) + "/tests/golden/rankfiles/" + name + ".txt");
+  ASSERT_TRUE(golden) << golden.status().message();
+  EXPECT_EQ(*text, *golden) << "regenerate with: weft rank --format " << name;
+  EXPECT_EQ(detect_rank_format(*text), GetParam());
+  auto back = parse_rank_file(g.fabric, *text);
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_EQ(*back, g.order);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFormats, RankFileGolden,
+                         ::testing::Values(RankFormat::kOpenMpi, RankFormat::kMpich, RankFormat::kSlurm,
+                                           RankFormat::kHccl, RankFormat::kTorchrun, RankFormat::kCsv),
+                         [](const auto& p) { return std::string(rank_format_name(p.param)); });
+
+TEST(RankFile, TorchrunRefusesAnOrderItCannotExpress) {
+  auto f = topo::build_clos2({.spines = 2, .leaves = 1, .hosts_per_leaf = 2, .nics_per_host = 2});
+  ASSERT_TRUE(f);
+  RankOrder split{{0, 2, 1, 3}};  // h1-1, h1-2, h1-1, h1-2
+  auto text = format_rank_file(*f, split, RankFormat::kTorchrun);
+  ASSERT_FALSE(text);
+  EXPECT_EQ(text.status().message(),
+            "torchrun cannot express this order: host 'h1-1' gets two separate blocks of ranks (again at rank 2)");
+}
+
+struct BadRankFile {
+  const char* text;
+  const char* error;
+};
+
+class RankFileErrors : public ::testing::TestWithParam<BadRankFile> {};
+
+TEST_P(RankFileErrors, NameTheLine) {
+  auto f = topo::build_clos2({.spines = 2, .leaves = 2, .hosts_per_leaf = 2});
+  ASSERT_TRUE(f);
+  auto o = parse_rank_file(*f, GetParam().text);
+  ASSERT_FALSE(o);
+  EXPECT_EQ(o.status().message(), GetParam().error);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, RankFileErrors,
+    ::testing::Values(
+        BadRankFile{"rank 0=h1-1 slot=0\nrank 2=h1-2 slot=0\n", "openmpi rank file: rank 1 is missing"},
+        BadRankFile{"rank 0=h1-1 slot=3\n", "openmpi rank file: line 1: host 'h1-1' has no NIC 3"},
+        BadRankFile{"h1-1\nh7-7\n", "slurm rank file: line 2: host 'h7-7' is not in the topology"},
+        BadRankFile{"h1-1\nh1-1\n", "slurm rank file: line 2: host 'h1-1' has 1 NIC(s) but gets more ranks"},
+        BadRankFile{"rank,host,nic,switch\n0,h1-1,eth0,l2\n",
+                    "csv rank file: line 2: h1-1:eth0 attaches to 'l1', not 'l2'"},
+        BadRankFile{"h1-1:x\n", "mpich rank file: line 1: expected 'host:count'"}));
+
+}  // namespace
+}  // namespace weft::ranking

@@ -1,0 +1,83 @@
+#include <gtest/gtest.h>
+
+#include "weft/topology/builders.h"
+#include "weft/topology/topology_file.h"
+
+namespace weft::topo {
+namespace {
+
+TEST(TopologyFile, NormalisedJsonLoadsBackToTheSameJson) {
+  for (auto f : {build_clos2({.spines = 3, .leaves = 2, .hosts_per_leaf = 2, .nics_per_host = 2}),
+                 build_clos3({.pods = 2, .leaves_per_pod = 2, .aggs_per_pod = 2, .cores = 2, .hosts_per_leaf = 1}),
+                 build_bigraph({.switches = 4, .subnodes = 2})}) {
+    ASSERT_TRUE(f);
+    f->links[f->links.size() - 1].state = LinkState::kDown;  // states survive too
+    std::string json = topology_to_json(*f);
+    auto back = parse_topology(json);
+    ASSERT_TRUE(back) << back.status().message();
+    EXPECT_EQ(topology_to_json(*back), json);
+    EXPECT_EQ(back->kind, f->kind);
+  }
+}
+
+TEST(TopologyFile, MinimalHandWrittenFileLoads) {
+  auto f = parse_topology(R"({
+    "switches": [{"name": "s1", "tier": 1, "id": 1}, {"name": "l1"}, {"name": "l2"}],
+    "hosts": [{"name": "a", "nics": [{"switch": "l1"}]},
+              {"name": "b", "nics": [{"switch": "l2", "gbps": 25, "address": "10.0.2.1"}]}],
+    "links": [{"a": "s1", "b": "l1"}, {"a": "s1", "b": "l2", "state": "down"}]})");
+  ASSERT_TRUE(f) << f.status().message();
+  EXPECT_EQ(f->kind, FabricKind::kCustom);
+  auto b = f->find_nic("b");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(f->nics[*b].name, "eth0");
+  EXPECT_EQ(f->nics[*b].address, "10.0.2.1");
+  EXPECT_EQ(f->links[f->nic_link(*b)].gbps, 25);
+  EXPECT_EQ(f->links[*f->link_between(f->switch_vertex(0), f->switch_vertex(2))].state, LinkState::kDown);
+}
+
+struct BadFile {
+  const char* text;
+  const char* error;
+};
+
+class TopologyFileErrors : public ::testing::TestWithParam<BadFile> {};
+
+TEST_P(TopologyFileErrors, NameTheFieldOrLine) {
+  auto f = parse_topology(GetParam().text);
+  ASSERT_FALSE(f);
+  EXPECT_EQ(f.status().message(), GetParam().error);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, TopologyFileErrors,
+    ::testing::Values(
+        BadFile{"{\n  \"switches\": [\n  ,\n]}",
+                "parse error at line 3, column 3: syntax error while parsing value - unexpected ','; expected "
+                "'[', '{', or a literal"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "a", "nics": [{"switch": "l9"}]}]})",
+                "/hosts/0/nics/0/switch: unknown switch 'l9'"},
+        BadFile{R"({"switches": [{"name": "l1", "tier": 5}], "hosts": []})", "/switches/0/tier: 5 is not 0, 1 or 2"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "a", "nics": [{"switch": "l1", "gbps": -1}]}]})",
+                "/hosts/0/nics/0/gbps: must be > 0 (got -1)"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "a", "nics": []}]})",
+                "/hosts/0/nics: a host needs at least one NIC"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "a", "nics": [{"switch": "l1"}]},
+                   {"name": "a", "nics": [{"switch": "l1"}]}]})",
+                "/hosts/1/name: duplicate host 'a'"},
+        BadFile{R"({"switches": [{"name": "l1"}, {"name": "s1"}], "hosts": [],
+                   "links": [{"a": "l1", "b": "s1"}, {"a": "s1", "b": "l1"}]})",
+                "two links between s1 and l1"},
+        BadFile{R"({"version": 2, "switches": [], "hosts": []})", "/version: unsupported version 2 (this weft reads 1)"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [], "links": [{"a": "l1", "b": "x"}]})",
+                "/links/0/b: unknown switch 'x'"},
+        BadFile{R"({"switches": "no", "hosts": []})", "/switches: expected an array, got string"}));
+
+TEST(TopologyFile, LoadNamesTheFileThatDoesNotExist) {
+  auto f = load_topology("/nonexistent/fabric.json");
+  ASSERT_FALSE(f);
+  EXPECT_EQ(f.status().message(), "cannot open /nonexistent/fabric.json: No such file or directory");
+}
+
+}  // namespace
+}  // namespace weft::topo
