@@ -1,0 +1,56 @@
+#include <gtest/gtest.h>
+
+#include "weft/routing/plan.h"
+
+namespace weft::routing {
+namespace {
+
+RoutePlan sample() {
+  RoutePlan p;
+  p.collective = "allreduce-hd";
+  p.topology = "clos2-2x2x1x1";
+  p.ranks = 2;
+  p.flows = {{0, 1, "h1-1", "h2-1", "eth0", "eth0", "tcp", 49152, 29500, {"l1", "s2", "l2"}, {0, 1}},
+             {1, 0, "h2-1", "h1-1", "", "", "tcp", 49153, 29501, {"l2", "s1", "l1"}, {0, 1}}};
+  p.steps = {{0, "rs", 1, 1}, {1, "ag", 1, 1}};
+  return p;
+}
+
+TEST(PlanFile, RoundTripsEveryField) {
+  auto back = parse_plan(plan_to_json(sample()));
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_EQ(*back, sample());
+  ASSERT_NE(back->find(1, 0), nullptr);
+  EXPECT_EQ(back->find(1, 0)->sport, 49153);
+  EXPECT_EQ(back->find(0, 0), nullptr);
+}
+
+struct Corrupt {
+  const char* from;
+  const char* to;
+  const char* error;
+};
+
+class PlanFileErrors : public ::testing::TestWithParam<Corrupt> {};
+
+TEST_P(PlanFileErrors, NameTheJsonPath) {
+  std::string text = plan_to_json(sample());
+  auto pos = text.find(GetParam().from);
+  ASSERT_NE(pos, std::string::npos) << text;
+  text.replace(pos, std::string(GetParam().from).size(), GetParam().to);
+  auto p = parse_plan(text);
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.status().message(), GetParam().error);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PlanFileErrors,
+    ::testing::Values(Corrupt{"\"version\": 1", "\"version\": 2", "route plan /version: unsupported version 2 (this weft reads 1)"},
+                      Corrupt{"\"sport\": 49152", "\"sport\": 70000", "route plan /flows/0/sport: 70000 is not a port (1..65535)"},
+                      Corrupt{"\"dst_rank\": 1", "\"dst_rank\": 5", "route plan /flows/0/dst_rank: 5 is not a rank of 2"},
+                      Corrupt{"\"protocol\": \"tcp\"", "\"protocol\": \"sctp\"", "route plan /flows/0/protocol: 'sctp' is not udp or tcp"},
+                      Corrupt{"\"ranks\": 2", "\"ranks\": \"2\"", "route plan /ranks: wrong type (string)"},
+                      Corrupt{"{", "[", "route plan: parse error at line 2, column 14: syntax error while parsing array - unexpected ':'; expected ']'"}));
+
+}  // namespace
+}  // namespace weft::routing
