@@ -1,0 +1,147 @@
+// The weft CLI as a user meets it: generated files, JSON for scripts, and bad
+// input answered by one line on stderr, a non-zero exit and no output file.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/common/file_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int rc;
+  std::string out;
+  std::string err;
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("weft-cli-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  void write(const std::string& name, const std::string& text) const { std::ofstream(path(name)) << text; }
+
+  CliRun weft(const std::string& args) const {
+    const std::string out = path("stdout"), err = path("stderr");
+    std::string cmd = std::string(WEFT_BINARY_DIR) + "/weft " + args + " >" + out + " 2>" + err;
+    int st = std::system(cmd.c_str());
+    CliRun r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, weft::read_file(out).value(), weft::read_file(err).value()};
+    return r;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Cli, GenShowPrintsTheNormalisedFabricForScripts) {
+  ASSERT_EQ(weft("topo gen bigraph --switches 4 --subnodes 2 -o " + path("bg.json")).rc, 0);
+  CliRun r = weft("topo show " + path("bg.json") + " --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kind"], "bigraph");
+  EXPECT_EQ(j["hosts"].size(), 8u);
+  EXPECT_EQ(j["hosts"][0]["nics"][0]["switch"], "u1");
+  EXPECT_EQ(j["switches"][0]["part"], "upper");
+  EXPECT_EQ(j["switches"][3]["part"], "lower");
+  EXPECT_EQ(j["switches"][0]["tier"], 0);
+  EXPECT_EQ(j["links"].size(), 8u + 4u);  // 8 access + 2x2 upper-lower
+  EXPECT_EQ(j["links"][8]["state"], "up");
+  EXPECT_EQ(j["links"][8]["gbps"], 100.0);
+}
+
+TEST_F(Cli, RankThenCheckShowsLoadOneForLeafSetsOnAFullClos) {
+  ASSERT_EQ(weft("topo gen clos --spines 4 --leaves 4 --hosts 4 -o " + path("f.json")).rc, 0);
+  ASSERT_EQ(weft("rank --topology " + path("f.json") + " --all --algo clos --format openmpi -o " + path("r.txt")).rc, 0);
+  CliRun r = weft("check --topology " + path("f.json") + " --ranks " + path("r.txt") + " --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["max_load"], 1);
+  EXPECT_EQ(j["steps"].size(), 8u);
+}
+
+struct BadInput {
+  const char* name;
+  const char* setup;  // topology file text, or "" for a generated 2x2x2 Clos
+  const char* hosts;  // hosts file text
+  const char* args;   // after "rank --topology T --hosts H -o OUT"
+  const char* error;  // expected stderr line
+};
+
+class CliBadInput : public Cli, public ::testing::WithParamInterface<BadInput> {};
+
+TEST_P(CliBadInput, PrintsOneLineExitsNonZeroAndWritesNothing) {
+  const auto& p = GetParam();
+  if (std::string(p.setup).empty()) {
+    ASSERT_EQ(weft("topo gen clos --spines 2 --leaves 2 --hosts 2 -o " + path("t.json")).rc, 0);
+  } else {
+    write("t.json", p.setup);
+  }
+  write("hosts", p.hosts);
+  CliRun r = weft("rank --topology " + path("t.json") + " --hosts " + path("hosts") + " -o " + path("out") + " " + p.args);
+  EXPECT_NE(r.rc, 0);
+  std::string expected = std::string("weft: error: ") + p.error + "\n";
+  for (auto [var, file] : {std::pair{"$T", "t.json"}, std::pair{"$H", "hosts"}}) {
+    if (auto at = expected.find(var); at != std::string::npos) expected.replace(at, 2, path(file));
+  }
+  EXPECT_EQ(r.err, expected);
+  EXPECT_FALSE(fs::exists(path("out")));
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(e.path().filename().string().find("out.tmp"), std::string::npos) << "temporary left behind";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CliBadInput,
+    ::testing::Values(
+        BadInput{"malformed_topology", "{\"switches\": [}", "h1-1\n", "--format csv",
+                 "$T: parse error at line 1, column 15: syntax error while parsing value - unexpected '}'; "
+                 "expected '[', '{', or a literal"},
+        BadInput{"host_not_in_topology", "", "h1-1\nh9-1\n", "--format csv",
+                 "$H: host 'h9-1' is not in the topology 'clos2-2x2x2x1'"},
+        BadInput{"duplicate_host", "", "h1-1\nh1-2\nh1-1 slots=1\n", "--format csv",
+                 "$H: duplicate host: 'h1-1' lists h1-1:eth0 a second time"},
+        BadInput{"unknown_format", "", "h1-1\n", "--format lsf",
+                 "unknown --format 'lsf' (openmpi, mpich, slurm, hccl, torchrun, csv)"},
+        BadInput{"unknown_algo", "", "h1-1\n", "--algo fast", "unknown --algo 'fast' (auto, clos, hdrm, ring, naive)"},
+        BadInput{"hdrm_on_clos", "", "h1-1\n", "--algo hdrm",
+                 "hdrm needs a BiGraph fabric: h1-1:eth0 attaches to switch 'l1', which is in neither part (use "
+                 "--algo clos)"},
+        BadInput{"empty_hosts", "", "# nobody\n", "--format csv", "$H: the allocation is empty: no hosts given"}),
+    [](const auto& p) { return std::string(p.param.name); });
+
+TEST_F(Cli, HdrmWithTooManySubnodesPerSwitchIsRejected) {
+  ASSERT_EQ(weft("topo gen bigraph --switches 4 --subnodes 3 -o " + path("bg.json")).rc, 0);
+  CliRun r = weft("rank --topology " + path("bg.json") + " --all --algo hdrm -o " + path("out"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(r.err, "weft: error: hdrm: M = 3 subnodes per switch exceeds N/2 = 2 (an M x N BiGraph needs M <= N/2)\n");
+  EXPECT_FALSE(fs::exists(path("out")));
+}
+
+TEST_F(Cli, GenRejectsBadSizesWithoutWriting) {
+  CliRun r = weft("topo gen bigraph --switches 5 --subnodes 2 -o " + path("bg.json"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(r.err, "weft: error: --switches must be even and >= 2: BiGraph splits them into two parts (got 5)\n");
+  EXPECT_FALSE(fs::exists(path("bg.json")));
+}
+
+TEST_F(Cli, DemoRanksRoutesAndChecksTheBundledFabric) {
+  CliRun r = weft("demo");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("(b) weft: contiguous leaf sets + ideal spine per flow"), std::string::npos);
+  EXPECT_NE(r.out.find("max load 1 (lower bound 1) over 8 steps"), std::string::npos) << r.out;
+}
+
+}  // namespace
