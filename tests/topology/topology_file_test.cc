@@ -81,3 +81,16 @@ TEST(TopologyFile, LoadNamesTheFileThatDoesNotExist) {
 
 }  // namespace
 }  // namespace weft::topo
+
+namespace weft::topo {
+namespace {
+
+TEST(TopologyFile, EveryBundledExampleLoads) {
+  for (const char* name : {"clos-4x4x4.json", "clos3-small.json", "bigraph-4x8.json", "lab-custom.json"}) {
+    auto f = load_topology(std::string(WEFT_SOURCE_DIR) + "/examples/topologies/" + name);
+    EXPECT_TRUE(f) << name << ": " << f.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace weft::topo
