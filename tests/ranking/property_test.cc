@@ -20,7 +20,9 @@
 namespace weft::ranking {
 namespace {
 
-constexpr int kCases = 1000;
+// 1000 cases in 4 shards of 250, so ctest -j spreads them over the cores.
+constexpr int kShards = 4;
+constexpr int kCasesPerShard = 250;
 
 struct Brute {
   int flows = 0;
@@ -69,11 +71,13 @@ void expect_checker_matches_brute_force(const topo::Fabric& f, const RankOrder& 
   EXPECT_EQ(rep->max_load, max_seen);
 }
 
-TEST(RankingProperties, HoldOverAThousandRandomAllocations) {
-  std::mt19937 rng(20261122);
+class RankingProperties : public ::testing::TestWithParam<int> {};
+
+TEST_P(RankingProperties, HoldOverRandomAllocations) {
+  std::mt19937 rng(20261122u + static_cast<uint32_t>(GetParam()));
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   int torchrun_refused = 0;
-  for (int c = 0; c < kCases; ++c) {
+  for (int c = GetParam() * kCasesPerShard; c < (GetParam() + 1) * kCasesPerShard; ++c) {
     const int leaves = uni(1, 64), hosts = uni(1, 32), nics = uni(1, 4);
     auto f = topo::build_clos2({.spines = uni(1, 16), .leaves = leaves, .hosts_per_leaf = hosts, .nics_per_host = nics});
     ASSERT_TRUE(f);
@@ -126,8 +130,11 @@ TEST(RankingProperties, HoldOverAThousandRandomAllocations) {
                                        static_cast<uint32_t>(rng()), c);
     if (HasFatalFailure()) return;
   }
-  std::printf("torchrun refused %d of %d orders (hosts with unequal or split rank blocks)\n", torchrun_refused, kCases);
+  std::printf("torchrun refused %d of %d orders (hosts with unequal or split rank blocks)\n", torchrun_refused,
+              kCasesPerShard);
 }
+
+INSTANTIATE_TEST_SUITE_P(Shards, RankingProperties, ::testing::Range(0, kShards));
 
 }  // namespace
 }  // namespace weft::ranking
