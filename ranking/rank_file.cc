@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/common/file_util.h"
+#include "weft/common/json.h"
 
 namespace weft::ranking {
 namespace {
@@ -69,6 +70,16 @@ Result<int> nic_by_index(const topo::Fabric& f, std::string_view host, long inde
     return invalid_argument(fmt::format("line {}: host '{}' has no NIC {}", line, host, index));
   }
   return f.hosts[*h].nics[static_cast<size_t>(index)];
+}
+
+// Ranks given by number (openmpi, hccl) must be exactly 0..n-1.
+Result<RankOrder> order_from_ranks(const std::map<long, int>& by_rank, std::string_view what) {
+  RankOrder o;
+  for (const auto& [r, nic] : by_rank) {
+    if (r != o.size()) return invalid_argument(fmt::format("{} {} is missing", what, o.size()));
+    o.nics.push_back(nic);
+  }
+  return o;
 }
 
 // ---- writers ----------------------------------------------------------------
@@ -190,12 +201,7 @@ Result<RankOrder> read_openmpi(const topo::Fabric& f, std::string_view text) {
     WEFT_ASSIGN_OR_RETURN(int nic, nic_by_index(f, trim(line.substr(eq + 1, sp - eq - 1)), *slot, i + 1));
     if (!by_rank.emplace(*rank, nic).second) return invalid_argument(fmt::format("line {}: rank {} given twice", i + 1, *rank));
   }
-  RankOrder o;
-  for (auto& [r, nic] : by_rank) {
-    if (r != o.size()) return invalid_argument(fmt::format("rank {} is missing", o.size()));
-    o.nics.push_back(nic);
-  }
-  return o;
+  return order_from_ranks(by_rank, "rank");
 }
 
 Result<RankOrder> read_mpich(const topo::Fabric& f, std::string_view text) {
@@ -266,14 +272,7 @@ Result<RankOrder> read_csv(const topo::Fabric& f, std::string_view text) {
 }
 
 Result<RankOrder> read_hccl(const topo::Fabric& f, std::string_view text) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    std::string msg = e.what();
-    auto pos = msg.find("] ");
-    return invalid_argument(pos == std::string::npos ? msg : msg.substr(pos + 2));
-  }
+  WEFT_ASSIGN_OR_RETURN(json root, parse_json(text));
   std::map<long, int> by_rank;
   try {
     if (root.at("version").get<std::string>() != "1.0") return invalid_argument("/version: only rank table 1.0 is read");
@@ -292,12 +291,7 @@ Result<RankOrder> read_hccl(const topo::Fabric& f, std::string_view text) {
   } catch (const json::exception& e) {
     return invalid_argument(fmt::format("not an HCCL rank table: {}", e.what()));
   }
-  RankOrder o;
-  for (auto& [r, nic] : by_rank) {
-    if (r != o.size()) return invalid_argument(fmt::format("rank_id {} is missing", o.size()));
-    o.nics.push_back(nic);
-  }
-  return o;
+  return order_from_ranks(by_rank, "rank_id");
 }
 
 Result<RankOrder> read_torchrun(const topo::Fabric& f, std::string_view text) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/common/file_util.h"
+#include "weft/common/json.h"
 #include "weft/routing/plan.h"
 
 namespace weft::routing {
@@ -44,14 +45,7 @@ const PlanFlow* RoutePlan::find(int src_rank, int dst_rank) const {
 }
 
 Result<RoutePlan> parse_plan(const std::string& text) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    std::string msg = e.what();
-    auto pos = msg.find("] ");
-    return data_loss("route plan: " + (pos == std::string::npos ? msg : msg.substr(pos + 2)));
-  }
+  WEFT_ASSIGN_OR_RETURN(json root, parse_json(text, StatusCode::kDataLoss, "route plan"));
   if (!root.is_object()) return bad("/", "not a JSON object");
   RoutePlan p;
   WEFT_ASSIGN_OR_RETURN(p.version, field<int>(root, "", "version"));

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/common/file_util.h"
+#include "weft/common/json.h"
 
 namespace weft::topo {
 namespace {
@@ -212,15 +213,7 @@ Result<Fabric> from_json(const json& root) {
 }  // namespace
 
 Result<Fabric> parse_topology(const std::string& text) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // what() is "[json.exception.parse_error.101] parse error at line L, column C: ..."
-    std::string msg = e.what();
-    auto pos = msg.find("] ");
-    return invalid_argument(pos == std::string::npos ? msg : msg.substr(pos + 2));
-  }
+  WEFT_ASSIGN_OR_RETURN(json root, parse_json(text));
   return from_json(root);
 }
 

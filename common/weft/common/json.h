@@ -1,0 +1,27 @@
+// JSON parsing with weft's error style: nlohmann's parse_error becomes a
+// one-line Status "parse error at line L, column C: ..." (without the
+// library's "[json.exception.parse_error.101]" prefix).
+#pragma once
+
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/common/status.h"
+
+namespace weft {
+
+inline Result<nlohmann::json> parse_json(std::string_view text, StatusCode code = StatusCode::kInvalidArgument,
+                                         std::string_view context = {}) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    std::string msg = e.what();
+    auto pos = msg.find("] ");
+    if (pos != std::string::npos) msg = msg.substr(pos + 2);
+    if (!context.empty()) msg = std::string(context) + ": " + msg;
+    return Status(code, std::move(msg));
+  }
+}
+
+}  // namespace weft
