@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "fabric_svg.h"
 #include "load_table.h"
 #include "weft/ranking/rank_order.h"
 #include "weft/routing/link_load.h"
@@ -17,7 +18,27 @@ namespace {
 struct DemoArgs {
   int spines = 4, leaves = 4, hosts = 4;
   uint32_t seed = 1;
+  std::string svg = "weft-demo.svg";
 };
+
+// Predicted utilisation of every directed link over the whole collective:
+// a step lasts as long as its busiest link needs (bytes / rate), and a link
+// is busy for its own bytes / rate of that time.
+std::vector<double> predicted_utilisation(const topo::Fabric& f, const routing::LoadReport& rep) {
+  std::vector<double> busy(2 * f.links.size(), 0);
+  double total = 0;
+  for (const auto& s : rep.steps) {
+    double longest = 0;
+    for (size_t dl = 0; dl < s.bytes.size(); ++dl) {
+      const double t = static_cast<double>(s.bytes[dl]) * 8 / (f.links[dl / 2].gbps * 1e9);
+      busy[dl] += t;
+      longest = std::max(longest, t);
+    }
+    total += longest;
+  }
+  for (double& b : busy) b = total > 0 ? b / total : 0;
+  return busy;
+}
 
 // The input order a launcher typically produces: hosts interleaved across
 // leaves (round-robin by leaf), which is what scheduler node lists look like
@@ -48,8 +69,8 @@ int run_demo(const DemoArgs& a) {
   if (!sched) return fail(sched.status());
   auto ecmp = routing::make_ecmp_router(f, *naive, {.seed = a.seed});
   auto ideal = routing::make_ideal_router(f, *weft_order);
-  auto before = routing::check_link_load(f, *naive, *sched, *ecmp);
-  auto after = routing::check_link_load(f, *weft_order, *sched, *ideal);
+  auto before = routing::check_link_load(f, *naive, *sched, *ecmp, {.keep_per_link = true});
+  auto after = routing::check_link_load(f, *weft_order, *sched, *ideal, {.keep_per_link = true});
   if (!before || !after) return fail(!before ? before.status() : after.status());
 
   fmt::print("weft demo: HD AllReduce of 64 MiB on {} ({} hosts)\n\n", f.name, f.hosts.size());
@@ -63,6 +84,12 @@ int run_demo(const DemoArgs& a) {
   fmt::print("bytes on the busiest link per step, summed: (a) {}  (b) {}  -> (b) is {:.2f}x faster on a\n"
              "fabric whose links are the bottleneck (the simulator and the emulated fabric measure it).\n",
              format_bytes(t_before), format_bytes(t_after), t_before / t_after);
+  if (!a.svg.empty()) {
+    auto st = emit(a.svg, fabric_svg(f, {{"(a) input order, ECMP", predicted_utilisation(f, *before)},
+                                         {"(b) weft order, planned spines", predicted_utilisation(f, *after)}}));
+    if (!st) return fail(st);
+    fmt::print("wrote {} (link utilisation of (a) and (b))\n", a.svg);
+  }
   return after->max_load == after->max_lower_bound ? 0 : 1;
 }
 
@@ -75,6 +102,8 @@ void register_demo(CLI::App& app, Registry& reg) {
   cmd->add_option("--leaves", a.leaves, "Leaves")->capture_default_str();
   cmd->add_option("--hosts", a.hosts, "Hosts per leaf")->capture_default_str();
   cmd->add_option("--seed", a.seed, "ECMP seed for the unplanned run")->capture_default_str();
+  cmd->add_option("--svg", a.svg, "Write the fabric with link utilisation of (a) and (b) here ('' = none)")
+      ->capture_default_str();
   cmd->callback([&reg] { reg.run = [] { return run_demo(a); }; });
 }
 
