@@ -1,0 +1,301 @@
+#!/usr/bin/env bash
+# netns-fabric.sh — a two-tier Clos (spine-leaf) fabric built from Linux network
+# namespaces, for weft's integration tests, `weft demo` and by-hand experiments.
+# Needs root, iproute2 and nftables. Every namespace, process and file it makes
+# carries $WEFT_FABRIC_PREFIX, so several fabrics coexist on one machine.
+#
+# Commands (the stable interface; tests/integration/netns_fabric.h wraps it):
+#   up S L H            build S spines, L leaves, H hosts per leaf
+#   down                kill every process inside the fabric's namespaces,
+#                       delete the namespaces and the state dir (idempotent)
+#   hosts               "namespace ip leaf index" per host, leaves in order
+#   spines              "namespace loopback-ip" per spine
+#   exec HOST CMD...    run CMD inside host HOST (a name such as h2-3 or the full
+#                       namespace name); stdin/stdout pass through
+#   fail N M            fail link spine N <-> leaf M (spine end admin-down, leaf
+#                       end loses carrier; every leaf withdraws spine N as next
+#                       hop toward leaf M, as a routing protocol would)
+#   restore N M         undo `fail N M`
+#   failed              "N M" per failed link
+#   route SRC_IP DST_IP PROTO SPORT DPORT
+#                       ground truth: the spine the fabric forwards this 5-tuple
+#                       through (0 = same leaf, never leaves it; -1 = unreachable)
+#   routes              the same for many 5-tuples: one "SRC_IP DST_IP PROTO
+#                       SPORT DPORT" per stdin line -> one spine per stdout line
+#   counters            per link and direction: "spine leaf up|down bytes packets"
+#                       (up = leaf -> spine, read from the spine's interface
+#                       counters) and "spine probes PKTS" (DSCP-X packets the
+#                       spine rewrote, from its nft counter)
+#
+# Environment (all optional):
+#   WEFT_FABRIC_PREFIX=wf-   namespace prefix; use a unique one (e.g. with $$)
+#   WEFT_FABRIC_STATE=/tmp/weft-fabric/$PREFIX  remembers S L H and failed links
+#   PROBE_DSCP=8             spine N rewrites DSCP X -> X+N (DESIGN.md default X=8;
+#                            X+S must be <= 63, DSCP is 6 bits)
+#   HASH_SEED=12345          net.ipv4.fib_multipath_hash_seed (kernel >= 6.11):
+#                            fixed so that runs and ground truth are reproducible
+#   HASH_POLICY=3 HASH_FIELDS=0x0037  see below
+#   LINK_RATE=               e.g. 100mbit: tbf on both ends of every spine-leaf veth
+#   HOST_RATE=               tbf on both ends of every host-leaf veth
+#   TBF_BURST=64kb
+#
+# Naming and addressing (S <= 63-X, L <= 127, H <= 253):
+#   namespaces            ${P}s<N>  ${P}l<M>  ${P}h<M>-<K>
+#   spine N loopback      10.254.0.N/32 (ICMP time-exceeded from spine N has it
+#                         as source: the TTL method reads the spine from it)
+#   spine N <-> leaf M    spine dev dn<M> 172.16.N.(2M-2)/31, leaf dev up<N> 172.16.N.(2M-1)/31
+#   leaf M                bridge br0 10.0.M.254/24; port h<K> -> host K's eth0 10.0.M.K/24
+#
+# Pitfalls this script avoids (each cost someone an afternoon):
+#   * fib_multipath_hash_policy 1 takes skb->hash when set, and veth carries the
+#     sender socket's txhash for TCP and connected UDP: each connection would get
+#     a random spine. Policy 3 with fields 0x37 (src/dst IP, proto, sport, dport;
+#     Documentation/networking/ip-sysctl.rst) hashes the packet's own 5-tuple.
+#   * the hash seed is random per namespace unless fixed: ground truth taken now
+#     must hold for the probe run a second later, and runs must be reproducible.
+#   * switches rate-limit ICMP errors (icmp_ratelimit, 1 per second per peer by
+#     default): the TTL method would lose most answers. Switches get 0.
+#   * IPv6 router solicitations and DAD add stray packets to every counter:
+#     IPv6 is disabled in every namespace before any interface exists.
+#   * a leaf keeps a next hop whose link is down unless
+#     ignore_routes_with_linkdown=1; we also withdraw it explicitly (fail).
+set -euo pipefail
+
+P=${WEFT_FABRIC_PREFIX:-wf-}
+STATE=${WEFT_FABRIC_STATE:-/tmp/weft-fabric/${P}}
+X=${PROBE_DSCP:-8}
+SEED=${HASH_SEED-12345}
+RATE=${LINK_RATE:-}
+HRATE=${HOST_RATE:-}
+BURST=${TBF_BURST:-64kb}
+
+die() { echo "netns-fabric: $*" >&2; exit 1; }
+nsx() { local ns=$1; shift; nsenter --net=/run/netns/"$ns" "$@"; }
+size() { [[ -f "$STATE/size" ]] || die "no fabric with prefix '$P' (run: up S L H)"; read -r S L H < "$STATE/size"; }
+
+up() {
+  (($# == 3)) || die "usage: up SPINES LEAVES HOSTS_PER_LEAF"
+  local S=$1 L=$2 H=$3 s l h ns
+  [[ "$S$L$H" =~ ^[0-9]+$ ]] || die "sizes must be positive integers: '$S' '$L' '$H'"
+  ((S >= 1 && L >= 1 && H >= 1)) || die "sizes must be >= 1"
+  ((X + S <= 63)) || die "PROBE_DSCP $X + $S spines > 63: DSCP is 6 bits; use fewer spines or the TTL method"
+  ((L <= 127 && H <= 253)) || die "at most 127 leaves and 253 hosts per leaf (addressing plan)"
+  [[ ! -e "$STATE/size" ]] || die "a fabric with prefix '$P' exists (run: down)"
+  mkdir -p "$STATE"; echo "$S $L $H" > "$STATE/size"; : > "$STATE/failed"
+  local spines=() leaves=() hosts=()
+  for ((s=1;s<=S;s++)); do spines+=("${P}s$s"); done
+  for ((l=1;l<=L;l++)); do leaves+=("${P}l$l"); done
+  for ((l=1;l<=L;l++)); do for ((h=1;h<=H;h++)); do hosts+=("${P}h$l-$h"); done; done
+
+  # 1. namespaces
+  for ns in "${spines[@]}" "${leaves[@]}" "${hosts[@]}"; do echo "netns add $ns"; done | ip -batch -
+
+  # 2. sysctls BEFORE any interface exists, so the 'default' values apply to new links
+  local common=(net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+    net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0)
+  local sw=("${common[@]}" net.ipv4.ip_forward=1
+    net.ipv4.fib_multipath_hash_policy="${HASH_POLICY:-3}"
+    net.ipv4.fib_multipath_hash_fields="${HASH_FIELDS:-0x0037}"
+    net.ipv4.conf.all.ignore_routes_with_linkdown=1
+    net.ipv4.conf.default.ignore_routes_with_linkdown=1
+    net.ipv4.icmp_ratelimit=0 net.ipv4.icmp_ratemask=0)
+  [[ -n "$SEED" ]] && sw+=(net.ipv4.fib_multipath_hash_seed="$SEED")
+  for ns in "${spines[@]}" "${leaves[@]}"; do nsx "$ns" sysctl -q -w "${sw[@]}"; done
+  for ns in "${hosts[@]}"; do nsx "$ns" sysctl -q -w "${common[@]}" net.ipv4.ip_forward=0; done
+
+  # 3. veth pairs, created directly inside their namespaces
+  {
+    for ((s=1;s<=S;s++)); do for ((l=1;l<=L;l++)); do
+      echo "link add dn$l netns ${P}s$s type veth peer name up$s netns ${P}l$l"
+    done; done
+    for ((l=1;l<=L;l++)); do for ((h=1;h<=H;h++)); do
+      echo "link add h$h netns ${P}l$l type veth peer name eth0 netns ${P}h$l-$h"
+    done; done
+  } | ip -batch -
+
+  # 4. addresses and static routes
+  for ((s=1;s<=S;s++)); do
+    {
+      echo "link set lo up"; echo "addr add 10.254.0.$s/32 dev lo"
+      for ((l=1;l<=L;l++)); do
+        echo "addr add 172.16.$s.$((2*l-2))/31 dev dn$l"; echo "link set dn$l up"
+        echo "route add 10.0.$l.0/24 via 172.16.$s.$((2*l-1)) dev dn$l src 10.254.0.$s"
+      done
+    } | ip -n "${P}s$s" -batch -
+  done
+  for ((l=1;l<=L;l++)); do
+    {
+      echo "link set lo up"
+      echo "link add br0 type bridge"; echo "addr add 10.0.$l.254/24 dev br0"; echo "link set br0 up"
+      for ((h=1;h<=H;h++)); do echo "link set h$h master br0"; echo "link set h$h up"; done
+      for ((s=1;s<=S;s++)); do
+        echo "addr add 172.16.$s.$((2*l-1))/31 dev up$s"; echo "link set up$s up"
+        echo "route add 10.254.0.$s/32 via 172.16.$s.$((2*l-2)) dev up$s"
+      done
+    } | ip -n "${P}l$l" -batch -
+  done
+  leaf_routes
+  for ((l=1;l<=L;l++)); do for ((h=1;h<=H;h++)); do
+    printf 'link set lo up\naddr add 10.0.%d.%d/24 dev eth0\nlink set eth0 up\nroute add default via 10.0.%d.254\n' \
+      "$l" "$h" "$l" | ip -n "${P}h$l-$h" -batch -
+  done; done
+
+  # 5. spine N rewrites DSCP X -> X+N on forwarded packets (RFC 2474 DSCP, 6 bits),
+  #    counting all forwarded packets and the rewritten probes.
+  for ((s=1;s<=S;s++)); do
+    nsx "${P}s$s" nft -f - <<EOF
+table ip weft {
+  counter transit_pkts {}
+  counter probes {}
+  chain transit {
+    type filter hook forward priority mangle; policy accept;
+    counter name "transit_pkts"
+    ip dscp $X counter name "probes" ip dscp set $((X+s))
+  }
+}
+EOF
+  done
+
+  # 6. optional shaping: tbf on BOTH ends of a veth = a rate-limited full-duplex link
+  if [[ -n "$RATE" ]]; then
+    for ((s=1;s<=S;s++)); do for ((l=1;l<=L;l++)); do
+      tc -n "${P}s$s" qdisc add dev "dn$l" root tbf rate "$RATE" burst "$BURST" latency 50ms
+      tc -n "${P}l$l" qdisc add dev "up$s" root tbf rate "$RATE" burst "$BURST" latency 50ms
+    done; done
+  fi
+  if [[ -n "$HRATE" ]]; then
+    for ((l=1;l<=L;l++)); do for ((h=1;h<=H;h++)); do
+      tc -n "${P}l$l" qdisc add dev "h$h" root tbf rate "$HRATE" burst "$BURST" latency 50ms
+      tc -n "${P}h$l-$h" qdisc add dev eth0 root tbf rate "$HRATE" burst "$BURST" latency 50ms
+    done; done
+  fi
+}
+
+# (Re)program every leaf: one ECMP route per remote leaf m whose next hops are the
+# spines with both links (to l and to m) up. A failed link is withdrawn everywhere,
+# as BGP would, so no flow is hashed onto a spine that cannot reach the target.
+leaf_routes() {
+  local S L H l m s mp n f1 f2; local -A F=()
+  size
+  while read -r f1 f2; do [[ -n "$f1" ]] && F["$f1 $f2"]=1; done < "$STATE/failed"
+  for ((l=1;l<=L;l++)); do
+    for ((m=1;m<=L;m++)); do
+      ((m == l)) && continue
+      mp="route replace 10.0.$m.0/24 proto static"; n=0
+      for ((s=1;s<=S;s++)); do
+        [[ -n "${F["$s $l"]:-}" || -n "${F["$s $m"]:-}" ]] && continue
+        mp="$mp nexthop via 172.16.$s.$((2*l-2)) dev up$s weight 1"; n=$((n+1))
+      done
+      ((n == 0)) && mp="route replace unreachable 10.0.$m.0/24"
+      echo "$mp"
+    done | ip -n "${P}l$l" -batch -
+  done
+}
+
+check_link() {
+  local S L H; size
+  [[ "$1$2" =~ ^[0-9]+$ ]] && (($1 >= 1 && $1 <= S && $2 >= 1 && $2 <= L)) ||
+    die "no link spine '$1' - leaf '$2' (spines 1..$S, leaves 1..$L)"
+}
+
+fail() {
+  check_link "$1" "$2"
+  grep -qxF "$1 $2" "$STATE/failed" || echo "$1 $2" >> "$STATE/failed"
+  ip -n "${P}s$1" link set "dn$2" down   # IPv4 drops the spine's routes via dn$2
+  leaf_routes
+}
+
+restore() {
+  check_link "$1" "$2"
+  grep -vxF "$1 $2" "$STATE/failed" > "$STATE/failed.tmp" || true
+  mv "$STATE/failed.tmp" "$STATE/failed"
+  ip -n "${P}s$1" link set "dn$2" up
+  ip -n "${P}s$1" route replace "10.0.$2.0/24" via "172.16.$1.$((2*$2-1))" dev "dn$2" src "10.254.0.$1"
+  leaf_routes
+}
+
+down() {
+  local ns pid
+  for ns in $(ip netns list | awk '{print $1}' | grep -F -- "$P" | grep "^${P}" || true); do
+    # Processes left in the namespace (agents of a killed test) are ours: end them by PID.
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  rm -rf "$STATE"
+}
+
+hosts() {
+  local S L H l h; size
+  for ((l=1;l<=L;l++)); do for ((h=1;h<=H;h++)); do echo "${P}h$l-$h 10.0.$l.$h $l $h"; done; done
+}
+
+spines() {
+  local S L H s; size
+  for ((s=1;s<=S;s++)); do echo "${P}s$s 10.254.0.$s"; done
+}
+
+host_ns() {
+  case "$1" in "${P}"*) echo "$1" ;; h*) echo "${P}$1" ;; *) die "bad host '$1' (h<leaf>-<k>)" ;; esac
+}
+
+# routes: ask each source leaf's FIB what it would do with the 5-tuple
+# (`ip route get DST from SRC iif br0 ipproto P sport S dport D` builds a real
+# packet and hashes it like a forwarded one). Output order = input order.
+routes() {
+  local S L H; size
+  local tmp; tmp=$(mktemp -d); trap 'rm -rf "$tmp"' RETURN
+  awk -v dir="$tmp" '
+    NF == 0 { next }
+    NF != 5 { print "bad line " NR ": want SRC_IP DST_IP PROTO SPORT DPORT" > "/dev/stderr"; exit 2 }
+    {
+      split($1, a, "."); split($2, b, ".")
+      if (a[1] != 10 || a[2] != 0 || b[1] != 10 || b[2] != 0) { print "not a fabric host: " $0 > "/dev/stderr"; exit 2 }
+      n++
+      if (a[3] == b[3]) { kind[n] = "same"; next }
+      kind[n] = a[3]; idx[a[3]] = idx[a[3]] + 1; pos[n] = idx[a[3]]
+      printf "route get %s from %s iif br0 ipproto %s sport %s dport %s\n", $2, $1, $3, $4, $5 > (dir "/q." a[3])
+    }
+    END { for (i = 1; i <= n; i++) print kind[i], pos[i] > (dir "/order") }' || die "routes: bad input"
+  local f l
+  for f in "$tmp"/q.*; do
+    [[ -e "$f" ]] || continue
+    l=${f##*.}
+    ip -o -n "${P}l$l" -batch "$f" 2>&1 | awk '
+      / via 172\.16\./ { split($0, w, " via 172.16."); split(w[2], o, "."); print o[1]; next }
+      { print -1 }' > "$tmp/a.$l"
+  done
+  awk -v dir="$tmp" '
+    $1 == "same" { print 0; next }
+    { f = dir "/a." $1; getline v < f; print v }' "$tmp/order"
+}
+
+route() { (($# == 5)) || die "usage: route SRC_IP DST_IP PROTO SPORT DPORT"; echo "$*" | routes; }
+
+counters() {
+  local S L H s; size
+  for ((s=1;s<=S;s++)); do
+    ip netns exec "${P}s$s" sh -c '
+      for d in /sys/class/net/dn*; do
+        l=${d##*/dn}
+        echo "'"$s"' $l up $(cat $d/statistics/rx_bytes) $(cat $d/statistics/rx_packets)"
+        echo "'"$s"' $l down $(cat $d/statistics/tx_bytes) $(cat $d/statistics/tx_packets)"
+      done' | sort -n -k2
+    echo "$s probes $(nsx "${P}s$s" nft list counter ip weft probes | awk '/packets/ {print $2}')"
+  done
+}
+
+cmd=${1:-}; (($#)) && shift
+case "$cmd" in
+  up) up "$@" ;;
+  down) down ;;
+  hosts) hosts ;;
+  spines) spines ;;
+  exec) (($# >= 2)) || die "usage: exec HOST CMD..."; ns=$(host_ns "$1"); shift; exec ip netns exec "$ns" "$@" ;;
+  fail) (($# == 2)) || die "usage: fail SPINE LEAF"; fail "$1" "$2" ;;
+  restore) (($# == 2)) || die "usage: restore SPINE LEAF"; restore "$1" "$2" ;;
+  failed) size; cat "$STATE/failed" ;;
+  route) route "$@" ;;
+  routes) routes ;;
+  counters) counters ;;
+  *) echo "usage: $0 up S L H | down | hosts | spines | exec HOST CMD... | fail N M | restore N M | failed | route SRC DST PROTO SPORT DPORT | routes | counters" >&2; exit 2 ;;
+esac
