@@ -2,9 +2,24 @@
 //
 // A switch with n equal-cost next hops computes a hash of the packet's
 // 5-tuple and maps it to one of them. Models:
-//   crc32   a CRC32 over (src IP, dst IP, proto, sport, dport) with a
-//           per-switch seed mixed in, as merchant silicon does
-//           (the seed is the switch's "hash seed" knob).
+//   crc32     a CRC32 over (src IP, dst IP, proto, sport, dport) with a
+//             per-switch seed mixed in, as merchant silicon does
+//             (the seed is the switch's "hash seed" knob).
+//   linux-l4  Linux's IPv4 multipath hash, fib_multipath_hash_policy=1 (or
+//             policy 3 with fields 0x37): SipHash-2-4 over the flow keys
+//             (proto, ports, addresses), the key built from
+//             net.ipv4.fib_multipath_hash_seed, the 31-bit result mapped by
+//             hash-threshold (net/ipv4/route.c fib_multipath_hash,
+//             net/ipv4/fib_semantics.c fib_select_multipath). The kernel
+//             orders the addresses (and ports) before hashing
+//             (__flow_hash_consistentify), so a->b and b->a hash alike, and
+//             every router of a fabric with one seed hashes a flow the same
+//             way — consecutive tiers are correlated (hash polarisation).
+//   linux-l3  the same with policy 0: addresses only, so every source port of
+//             a host pair takes the same path and no port choice can help.
+// The Linux models follow the kernel's structure, not its exact byte layout
+// of struct flow_keys: they predict the behaviour (uniform, symmetric,
+// seed-stable), not the spine a given kernel picks.
 // Models are deterministic for a given seed, so a simulated fabric behaves
 // the same on every run; tests/routing pins their values.
 #pragma once
@@ -12,6 +27,8 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+
+#include "weft/common/status.h"
 
 namespace weft::routing {
 
@@ -25,6 +42,8 @@ struct FiveTuple {
 };
 
 inline constexpr uint16_t kRoceV2Port = 4791;
+inline constexpr uint8_t kProtoTcp = 6;
+inline constexpr uint8_t kProtoUdp = 17;
 
 class EcmpHash {
  public:
@@ -39,6 +58,19 @@ class EcmpHash {
   }
 };
 
+enum class LinuxHashPolicy { kL3 = 0, kL4 = 1 };
+
 std::unique_ptr<EcmpHash> make_crc32_hash(uint32_t seed);
+std::unique_ptr<EcmpHash> make_linux_hash(uint32_t seed, LinuxHashPolicy policy);
+
+// "crc32", "linux-l4" or "linux-l3"; anything else is an error naming the models.
+Result<std::unique_ptr<EcmpHash>> make_hash(std::string_view model, uint32_t seed);
+inline constexpr std::string_view kHashModels = "crc32, linux-l4, linux-l3";
+
+namespace internal {
+// SipHash-2-4 of `len` bytes with key (k0, k1), the words read little-endian
+// (exposed for its reference test vector).
+uint64_t siphash24(const uint8_t* data, size_t len, uint64_t k0, uint64_t k1);
+}  // namespace internal
 
 }  // namespace weft::routing

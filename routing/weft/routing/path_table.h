@@ -1,0 +1,125 @@
+// Path tables: which way a flow's 5-tuple goes through the fabric.
+//
+// A path table answers two questions about flows between NICs (subnodes):
+//   route(key)          the switches one 5-tuple (src NIC, dst NIC, protocol,
+//                       sport, dport) crosses, source leaf first;
+//   ports(pair, range)  the planner's question: which source ports of this
+//                       pair land on which route.
+// Two sources fill it, behind this one interface:
+//   a model     make_model_path_table(): an ECMP hash model (ecmp.h) walked
+//               over the topology; it knows every port.
+//   a campaign  the probe stage's table over fabric.db observations
+//               (src, dst, protocol, sport, dport, spine or hop address,
+//               campaign); it knows the probed ports only. It lives in probe/
+//               (routing/ never depends on probe/ or db/) and reaches
+//               `weft route --paths fabric.db` through the factory hook in
+//               tools/path_source.h.
+//
+// Contract for every implementation:
+//   - a Route is switch indices of the table's Fabric, source leaf first,
+//     destination leaf last; two NICs on one leaf give a one-switch route;
+//   - ports() returns at most max_ports entries, each sport at most once and
+//     inside the range, sorted by sport; every entry's `route` indexes
+//     PairRoutes::routes, which holds no duplicates;
+//   - knowing nothing about a pair or tuple is not an error: ports() returns
+//     no entries, route() returns NotFound; errors are for bad arguments
+//     (unknown NICs) and for failing sources (a database that cannot be read);
+//   - a table does not check links against the topology's link states: a
+//     measured route may have gone through a link that failed since. Callers
+//     (the planner) drop routes over links that are down;
+//   - not thread-safe: tables may cache.
+//
+// A model:
+//   auto table = make_model_path_table(fabric, make_hash("crc32", 7).value());
+//   PairQuery q{.src_nic = 0, .dst_nic = 9, .proto = kProtoUdp, .dport = kRoceV2Port};
+//   PairRoutes pr = table->ports(q, PortRange{}, 64).value();
+//   for (const PortRoute& p : pr.ports) use(p.sport, pr.routes[p.route]);
+//
+// Observations (the shape of the probe stage's table):
+//   class DbPathTable final : public routing::PathTable {
+//     Result<Route> route(const FlowKey& k) override;
+//       // the newest campaign's row for exactly this 5-tuple ->
+//       // {leaf of src, spine, leaf of dst}; NotFound if it was never probed
+//     Result<PairRoutes> ports(const PairQuery& q, PortRange r, int max_ports) override;
+//       // every probed sport of (src, dst, protocol, dport) inside r
+//   };
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/common/status.h"
+#include "weft/routing/ecmp.h"
+#include "weft/routing/paths.h"
+#include "weft/topology/fabric.h"
+
+namespace weft::routing {
+
+// Switch indices, source leaf first.
+using Route = std::vector<int>;
+
+struct FlowKey {
+  int src_nic = -1;
+  int dst_nic = -1;
+  uint8_t proto = kProtoUdp;
+  uint16_t sport = 0;
+  uint16_t dport = kRoceV2Port;
+};
+
+struct PairQuery {
+  int src_nic = -1;
+  int dst_nic = -1;
+  uint8_t proto = kProtoUdp;
+  uint16_t dport = kRoceV2Port;
+};
+
+// An inclusive range of source ports. The default is the dynamic range
+// 49152-65535 (RFC 6335), which RoCEv2 also uses: a QP's UDP source port is
+// derived from its flow label, sport = 0xC000 | (flow label & 0x3FFF)
+// (IBTA RoCEv2 annex A17; rdma_get_udp_sport), so flow label = port - 0xC000.
+struct PortRange {
+  uint16_t lo = 49152;
+  uint16_t hi = 65535;
+  uint32_t size() const { return hi >= lo ? static_cast<uint32_t>(hi - lo) + 1 : 0; }
+  bool contains(uint16_t p) const { return p >= lo && p <= hi; }
+};
+
+// Rejects an empty range (lo > hi) and port 0, naming the range.
+Result<PortRange> make_port_range(int lo, int hi);
+
+struct PortRoute {
+  uint16_t sport = 0;
+  int route = 0;  // index into PairRoutes::routes
+};
+
+struct PairRoutes {
+  std::vector<Route> routes;
+  std::vector<PortRoute> ports;  // sorted by sport
+};
+
+class PathTable {
+ public:
+  virtual ~PathTable() = default;
+  // "model crc32 seed 7", "fabric.db campaign 3": said in plans and reports.
+  virtual std::string describe() const = 0;
+  virtual const topo::Fabric& fabric() const = 0;
+  virtual Result<Route> route(const FlowKey& key) = 0;
+  virtual Result<PairRoutes> ports(const PairQuery& pair, PortRange range, int max_ports) = 0;
+};
+
+// A model table: every switch on the way picks among its shortest-path next
+// hops (links that are up) by `hash`. ports() draws max_ports distinct ports
+// of the range per pair, spread over it by a stride that depends on the pair
+// and `draw_seed` (a probe campaign sweeping a sample of ports looks the
+// same); it returns the whole range in order when max_ports covers it.
+std::unique_ptr<PathTable> make_model_path_table(const topo::Fabric& f, std::unique_ptr<EcmpHash> hash,
+                                                 uint32_t draw_seed = 1);
+
+// The directed links of a route between two NICs; fails naming the first
+// missing or down link (route_via).
+Result<Path> route_path(const PathFinder& pf, int src_nic, int dst_nic, const Route& route);
+
+}  // namespace weft::routing
