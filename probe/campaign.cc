@@ -1,0 +1,198 @@
+// The campaign runner (campaign.h): windows of source ports, rounds of probes,
+// pacing by a token bucket, timeouts and retries; one FlowResult per 5-tuple.
+#include "weft/probe/campaign.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace weft::probe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Flow {
+  uint32_t target = 0;  // index into plan.targets
+  uint16_t sport = 0;
+  FlowResult r;
+  bool have_path = false;
+};
+
+// Paces sends to rate_pps: before sending k more, wait until the bucket allows.
+class Pacer {
+ public:
+  explicit Pacer(double pps) : pps_(pps), start_(Clock::now()) {}
+  void take(size_t n) {
+    if (pps_ <= 0) return;
+    sent_ += n;
+    const auto due = start_ + std::chrono::duration<double>(static_cast<double>(sent_) / pps_);
+    const auto now = Clock::now();
+    if (due > now) std::this_thread::sleep_until(due);
+  }
+
+ private:
+  double pps_;
+  Clock::time_point start_;
+  uint64_t sent_ = 0;
+};
+
+void record_answer(Flow& f, const ProbeAnswer& a) {
+  FlowResult& r = f.r;
+  ++r.answered;
+  if (r.min_rtt_ns == 0 || a.rtt_ns < r.min_rtt_ns) r.min_rtt_ns = a.rtt_ns;
+  // TTL method: an answer from the reflector itself means no spine expired it.
+  const int spine = a.hop_ip != 0 ? -1 : a.spine;
+  if (!f.have_path) {
+    f.have_path = true;
+    r.spine = spine;
+    r.hop_ip = a.hop_ip;
+    r.dscp_seen = a.dscp_seen;
+    return;
+  }
+  if (spine != r.spine || a.hop_ip != r.hop_ip) {
+    r.unstable = true;
+    r.other_spine = spine;
+    r.other_hop_ip = a.hop_ip;
+  }
+}
+
+}  // namespace
+
+Status CampaignPlan::validate() const {
+  if (targets.empty()) return invalid_argument("campaign has no targets");
+  if (sport_count == 0 || sport_first == 0 || uint32_t{sport_first} + sport_count > 65536) {
+    return invalid_argument(fmt::format("bad source port range {}+{}", sport_first, sport_count));
+  }
+  if (probes_per_port < 1) return invalid_argument("probes per port must be >= 1");
+  if (timeout_ms < 1 || retries < 0) return invalid_argument("timeout must be >= 1 ms and retries >= 0");
+  if (rate_pps < 0) return invalid_argument("rate must be >= 0 (0 = unlimited)");
+  if (port_window == 0) return invalid_argument("port window must be >= 1");
+  if (stop_at_spines < 0 || stop_at_spines > 63) return invalid_argument("stop_at_spines must be in 0..63");
+  return Status::ok();
+}
+
+Result<CampaignOutcome> run_campaign(SenderBackend& backend, const CampaignPlan& plan, const FlowCallback& on_flow,
+                                     const std::atomic<bool>* cancel) {
+  WEFT_RETURN_IF_ERROR(plan.validate());
+  CampaignOutcome out;
+  out.spend.resize(plan.targets.size());
+  std::unordered_map<uint32_t, size_t> target_of;
+  for (size_t t = 0; t < plan.targets.size(); ++t) {
+    out.spend[t].dst_ip = plan.targets[t];
+    target_of[plan.targets[t]] = t;
+  }
+  std::vector<std::set<std::pair<int, uint32_t>>> seen_paths(plan.targets.size());
+  const bool targeted = plan.stop_at_spines > 0;
+  const uint16_t window = targeted ? static_cast<uint16_t>(std::min<int>(plan.port_window, plan.stop_at_spines))
+                                   : plan.port_window;
+  uint32_t seq = plan.first_sequence;
+  Pacer pacer(plan.rate_pps);
+  ProbeStats base = backend.stats();
+
+  for (uint32_t p0 = plan.sport_first; p0 < uint32_t{plan.sport_first} + plan.sport_count; p0 += window) {
+    if (cancel && cancel->load()) {
+      out.cancelled = true;
+      break;
+    }
+    const uint16_t w = static_cast<uint16_t>(std::min<uint32_t>(window, plan.sport_first + plan.sport_count - p0));
+    std::vector<Flow> flows;
+    for (uint32_t t = 0; t < plan.targets.size(); ++t) {
+      if (targeted && out.spend[t].complete) continue;
+      for (uint16_t i = 0; i < w; ++i) {
+        const uint16_t sport = static_cast<uint16_t>(p0 + i);
+        if (plan.skip.count({plan.targets[t], sport})) continue;
+        Flow f;
+        f.target = t;
+        f.sport = sport;
+        f.r.dst_ip = plan.targets[t];
+        f.r.sport = sport;
+        flows.push_back(f);
+      }
+    }
+    if (flows.empty()) continue;
+    WEFT_RETURN_IF_ERROR(backend.open_ports(static_cast<uint16_t>(p0), w));
+    std::unordered_map<uint32_t, size_t> outstanding;  // sequence -> flow
+    std::vector<ProbeAnswer> answers;
+    for (int round = 0; round < plan.probes_per_port; ++round) {
+      std::vector<size_t> pending(flows.size());
+      for (size_t i = 0; i < flows.size(); ++i) pending[i] = i;
+      for (int attempt = 0; attempt <= plan.retries && !pending.empty(); ++attempt) {
+        if (attempt > 0) out.stats.retried += pending.size();
+        std::vector<ProbeSend> batch;
+        outstanding.clear();
+        for (size_t i : pending) {
+          batch.push_back({flows[i].r.dst_ip, flows[i].sport, seq});
+          outstanding[seq++] = i;
+          ++flows[i].r.sent;
+          ++out.spend[flows[i].target].probes;
+        }
+        for (size_t at = 0; at < batch.size(); at += 64) {
+          const size_t n = std::min<size_t>(64, batch.size() - at);
+          pacer.take(n);
+          WEFT_RETURN_IF_ERROR(backend.send(std::span<const ProbeSend>(batch.data() + at, n)));
+        }
+        const auto deadline = Clock::now() + std::chrono::milliseconds(plan.timeout_ms);
+        while (!outstanding.empty()) {
+          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+          if (left <= 0) break;
+          answers.clear();
+          WEFT_RETURN_IF_ERROR(backend.poll(static_cast<int>(std::min<int64_t>(left, 20)), answers));
+          for (const ProbeAnswer& a : answers) {
+            auto it = outstanding.find(a.sequence);
+            if (it == outstanding.end()) {
+              ++out.stats.rejected[static_cast<size_t>(Reject::kUnexpected)];  // late, duplicate or foreign
+              continue;
+            }
+            Flow& f = flows[it->second];
+            if (a.dst_ip != f.r.dst_ip || a.sport != f.sport) {
+              ++out.stats.rejected[static_cast<size_t>(Reject::kUnexpected)];
+              continue;
+            }
+            record_answer(f, a);
+            ++out.stats.answered;
+            outstanding.erase(it);
+          }
+        }
+        pending.clear();
+        for (const auto& [s, i] : outstanding) pending.push_back(i);
+        std::sort(pending.begin(), pending.end());
+      }
+      out.stats.timed_out += pending.size();
+    }
+    for (Flow& f : flows) {
+      if (f.have_path) {
+        seen_paths[f.target].insert({f.r.spine, f.r.hop_ip});
+        if (f.r.unstable) seen_paths[f.target].insert({f.r.other_spine, f.r.other_hop_ip});
+      }
+      on_flow(f.r);
+      ++out.flows;
+    }
+    if (targeted) {
+      for (size_t t = 0; t < plan.targets.size(); ++t) {
+        int spines = 0;
+        for (const auto& [s, hop] : seen_paths[t]) spines += (s > 0 || hop != 0) ? 1 : 0;
+        out.spend[t].spines_found = spines;
+        // A same-leaf pair never crosses a spine: one answered probe says all there is.
+        const bool same_leaf = seen_paths[t].count({0, 0}) > 0;
+        out.spend[t].complete = spines >= plan.stop_at_spines || same_leaf;
+      }
+      if (std::all_of(out.spend.begin(), out.spend.end(), [](const PairSpend& s) { return s.complete; })) break;
+    }
+  }
+  for (size_t t = 0; t < plan.targets.size(); ++t) {
+    int spines = 0;
+    for (const auto& [s, hop] : seen_paths[t]) spines += (s > 0 || hop != 0) ? 1 : 0;
+    out.spend[t].spines_found = spines;
+  }
+  const ProbeStats& now = backend.stats();
+  out.stats.sent = now.sent - base.sent;
+  out.stats.send_errors = now.send_errors - base.send_errors;
+  for (size_t i = 0; i < out.stats.rejected.size(); ++i) out.stats.rejected[i] += now.rejected[i] - base.rejected[i];
+  return out;
+}
+
+}  // namespace weft::probe

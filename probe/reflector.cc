@@ -1,0 +1,149 @@
+// The UDP side of the reflector (reflector.h). IP_RECVTOS delivers each
+// datagram's TOS byte as an IP_TOS control message (ip(7)); DSCP = TOS >> 2
+// (RFC 2474). The TCP-SYN side (libpcap) is in reflector_pcap.cc.
+#include "weft/probe/reflector.h"
+
+#include "weft/probe/backend.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace weft::probe {
+
+Reflector::Reflector(const KeyRing& keys, ReflectorConfig cfg) : keys_(keys), cfg_(std::move(cfg)) {}
+
+Reflector::~Reflector() { stop(); }
+
+Status Reflector::start() {
+  if (running_) return failed_precondition("reflector already running");
+  if (cfg_.probe_dscp > 63 || cfg_.reply_dscp > 63) return invalid_argument("DSCP values must be <= 63");
+  if (cfg_.reply_dscp == cfg_.probe_dscp) {
+    return invalid_argument("reply DSCP must differ from the probe DSCP, or spines would rewrite answers");
+  }
+  acceptor_ = std::make_unique<RequestAcceptor>(keys_, stats_, cfg_.accept);
+  udp_.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!udp_) return io_error("socket(UDP)", errno);
+  const int one = 1, tos = cfg_.reply_dscp << 2, rcvbuf = 4 << 20;
+  if (::setsockopt(udp_.get(), IPPROTO_IP, IP_RECVTOS, &one, sizeof one) != 0) return io_error("IP_RECVTOS", errno);
+  if (::setsockopt(udp_.get(), IPPROTO_IP, IP_TOS, &tos, sizeof tos) != 0) return io_error("IP_TOS", errno);
+  ::setsockopt(udp_.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(cfg_.udp_port);
+  a.sin_addr.s_addr = htonl(cfg_.bind_ip);
+  if (::bind(udp_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    return io_error(fmt::format("reflector: binding UDP port {}", cfg_.udp_port), errno);
+  }
+  socklen_t len = sizeof a;
+  ::getsockname(udp_.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  bound_port_ = ntohs(a.sin_port);
+  stop_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!stop_fd_) return io_error("eventfd", errno);
+  running_ = true;
+  udp_thread_ = std::thread([this] { udp_loop(); });
+  if (cfg_.tcp_port != 0) {
+    Status st = start_pcap();
+    if (!st) {
+      stop();
+      return st;
+    }
+  }
+  return Status::ok();
+}
+
+void Reflector::stop() {
+  if (!running_.exchange(false)) return;
+  const uint64_t one = 1;
+  (void)!::write(stop_fd_.get(), &one, sizeof one);
+  if (udp_thread_.joinable()) udp_thread_.join();
+  if (pcap_thread_.joinable()) pcap_thread_.join();
+  stop_pcap();
+}
+
+ProbeStats Reflector::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void Reflector::answer(const ProbeHeader& req, uint8_t dscp_seen, uint32_t to_ip, uint16_t to_port) {
+  ProbeHeader rep = req;
+  rep.type = ProbeType::kReply;
+  rep.dscp_seen = dscp_seen;
+  rep.spine = spine_from_dscp(dscp_seen, cfg_.probe_dscp);
+  auto key = keys_.find(req.campaign);
+  if (!key) return;  // retired between accept and answer
+  std::array<uint8_t, kProbeSize> buf;
+  encode_probe(rep, *key, buf);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(to_port);
+  to.sin_addr.s_addr = htonl(to_ip);
+  if (::sendto(udp_.get(), buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to) ==
+      static_cast<ssize_t>(buf.size())) {
+    std::lock_guard lock(mu_);
+    ++stats_.answered;
+  } else {
+    std::lock_guard lock(mu_);
+    ++stats_.send_errors;
+  }
+}
+
+void Reflector::udp_loop() {
+  constexpr int kBatch = 64;
+  std::array<std::array<uint8_t, 2048>, kBatch> rb;
+  std::array<iovec, kBatch> iov;
+  std::array<sockaddr_in, kBatch> from;
+  std::array<std::array<uint8_t, 64>, kBatch> ctl;
+  std::array<mmsghdr, kBatch> msgs;
+  pollfd fds[2] = {{udp_.get(), POLLIN, 0}, {stop_fd_.get(), POLLIN, 0}};
+  while (running_) {
+    if (::poll(fds, 2, 200) <= 0 || (fds[1].revents & POLLIN)) continue;
+    for (;;) {
+      for (int i = 0; i < kBatch; ++i) {
+        iov[i] = {rb[i].data(), rb[i].size()};
+        msgs[i] = mmsghdr{};
+        msgs[i].msg_hdr.msg_name = &from[i];
+        msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+        msgs[i].msg_hdr.msg_control = ctl[i].data();
+        msgs[i].msg_hdr.msg_controllen = ctl[i].size();
+      }
+      const int r = ::recvmmsg(udp_.get(), msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
+      if (r <= 0) break;
+      const uint64_t now = realtime_ns();
+      for (int i = 0; i < r; ++i) {
+        int tos = -1;
+        for (cmsghdr* c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
+          if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) tos = *CMSG_DATA(c);
+        }
+        const uint32_t src = ntohl(from[i].sin_addr.s_addr);
+        const uint16_t sport = ntohs(from[i].sin_port);
+        ProbeHeader h;
+        bool ok;
+        {
+          std::lock_guard lock(mu_);
+          ok = acceptor_->accept(std::span<const uint8_t>(rb[i].data(), msgs[i].msg_len), src, sport, now, &h);
+          // A request naming another source port than it came from is not a probe of this 5-tuple.
+          if (ok && (h.sport != sport || tos < 0)) {
+            stats_.reject(Reject::kUnexpected);
+            ok = false;
+          }
+        }
+        if (ok) answer(h, static_cast<uint8_t>(tos >> 2), src, sport);
+      }
+      if (r < kBatch) break;
+    }
+  }
+}
+
+}  // namespace weft::probe

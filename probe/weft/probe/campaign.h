@@ -1,0 +1,76 @@
+// A probe campaign from one sender host: for each destination and each source
+// port of a range, N probes, paced to a rate, each with a timeout and retries.
+// The spine of every 5-tuple is reported once all its probes are settled; a
+// 5-tuple that answered with two different spines is flagged unstable (hash
+// instability or a flapping link).
+//
+// Targeted mode (job launch): stop_at_spines = S probes each pair only until it
+// has seen S distinct spines (every usable spine has a port), a window of S
+// ports at a time; the expected cost is the coupon-collector bound S·H(S) ≈
+// S·ln S probes per pair. Probes spent per pair are reported.
+//
+//   CampaignPlan plan{.targets = {...}, .sport_first = 49152, .sport_count = 64};
+//   auto out = run_campaign(*backend, plan, [&](const FlowResult& f) { ... }, &cancel);
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "weft/probe/backend.h"
+
+namespace weft::probe {
+
+struct CampaignPlan {
+  std::vector<uint32_t> targets;  // destination IPs, host byte order
+  uint16_t sport_first = 49152;
+  uint16_t sport_count = 64;
+  int probes_per_port = 1;
+  double rate_pps = 100000;  // per sender; 0 = unlimited
+  int timeout_ms = 250;      // wait for answers after the last send of a round
+  int retries = 2;           // resends of an unanswered probe
+  uint16_t port_window = 256;  // source ports (sockets) open at once
+  int stop_at_spines = 0;      // targeted mode: S > 0
+  std::set<std::pair<uint32_t, uint16_t>> skip;  // (dst, sport) already recorded (resume)
+  uint32_t first_sequence = 1;
+
+  Status validate() const;
+};
+
+struct FlowResult {
+  uint32_t dst_ip = 0;
+  uint16_t sport = 0;
+  int sent = 0;
+  int answered = 0;
+  int spine = -1;        // DSCP method: spine; 0 = same leaf; -1 = unknown / unanswered
+  uint32_t hop_ip = 0;   // TTL method: ICMP source (0 = reached the destination: same leaf)
+  int dscp_seen = -1;
+  bool unstable = false;
+  int other_spine = -1;
+  uint32_t other_hop_ip = 0;
+  uint64_t min_rtt_ns = 0;
+};
+
+struct PairSpend {
+  uint32_t dst_ip = 0;
+  int probes = 0;
+  int spines_found = 0;
+  bool complete = false;  // targeted: reached stop_at_spines
+};
+
+struct CampaignOutcome {
+  ProbeStats stats;
+  std::vector<PairSpend> spend;  // one per target
+  uint64_t flows = 0;
+  bool cancelled = false;
+};
+
+using FlowCallback = std::function<void(const FlowResult&)>;
+
+Result<CampaignOutcome> run_campaign(SenderBackend& backend, const CampaignPlan& plan, const FlowCallback& on_flow,
+                                     const std::atomic<bool>* cancel = nullptr);
+
+}  // namespace weft::probe

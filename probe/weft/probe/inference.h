@@ -1,0 +1,36 @@
+// Topology inference from one campaign's observations (issue 4, "Topology
+// inference"):
+//   leaves  — hosts joined by any 5-tuple that crossed no spine (spine 0) share a
+//             leaf (union-find); leaves are numbered in the order of their first
+//             host in the host list;
+//   spines  — every spine number some 5-tuple crossed;
+//   links   — spine s – leaf l carries the flows of s from or to a host of l; a
+//             link no flow crossed while the spine and the leaf both carried
+//             other flows is named dead ("spine 3 – leaf 7: no flow crossed it").
+// Unstable 5-tuples and host pairs that never answered become anomalies.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "weft/db/stores.h"
+
+namespace weft::probe {
+
+struct Inference {
+  db::InferredFabric fabric;
+  std::vector<db::Anomaly> anomalies;
+  int leaves = 0;
+};
+
+// hosts: every host of the campaign in list order (id, name).
+Inference infer_fabric(const std::vector<db::HostRow>& hosts, const std::vector<db::Observation>& obs,
+                       const std::map<int, std::string>& spine_address = {});
+
+// TTL method: number the distinct ICMP source addresses 1..S in numeric order
+// and set each answered observation's spine (0 = reached the destination).
+// Returns number -> address.
+std::map<int, std::string> number_ttl_spines(std::vector<db::Observation>& obs);
+
+}  // namespace weft::probe

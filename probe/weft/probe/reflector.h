@@ -1,0 +1,73 @@
+// The reflector: the data-plane half of every agent. It answers each valid probe
+// request with a reply that names the DSCP it received (and so the spine), and
+// counts — never answers — anything forged, stale, replayed or malformed.
+//
+//   KeyRing keys;                       // the control plane adds campaign keys
+//   Reflector r(keys, {.udp_port = 4791});
+//   WEFT_RETURN_IF_ERROR(r.start());    // threads: UDP (+ pcap for TCP SYN probes)
+//   ...
+//   ProbeStats s = r.stats();
+//   r.stop();                           // also in the destructor
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "weft/probe/fd.h"
+#include "weft/probe/stats.h"
+#include "weft/probe/validate.h"
+
+namespace weft::probe {
+
+struct ReflectorConfig {
+  uint32_t bind_ip = 0;      // host order; 0 = any
+  uint16_t udp_port = 4791;  // UDP probes arrive here; TCP probes are answered from here
+  uint8_t probe_dscp = 8;    // X, to turn the received DSCP into a spine number
+  uint8_t reply_dscp = 4;    // Y, the DSCP of answers (never rewritten by spines)
+  uint16_t tcp_port = 0;     // > 0: capture TCP SYN probes to this port (libpcap)
+  std::string pcap_device;   // "" = the interface that holds bind_ip, else "any"
+  AcceptOptions accept;
+};
+
+class Reflector {
+ public:
+  Reflector(const KeyRing& keys, ReflectorConfig cfg);
+  ~Reflector();
+  Reflector(const Reflector&) = delete;
+  Reflector& operator=(const Reflector&) = delete;
+
+  Status start();
+  void stop();
+  ProbeStats stats() const;
+  uint16_t udp_port() const { return bound_port_; }
+
+ private:
+  void udp_loop();
+  Status start_pcap();
+  void stop_pcap();
+  void pcap_loop();
+  void handle_frame(const uint8_t* data, size_t caplen);
+  void answer(const ProbeHeader& req, uint8_t dscp_seen, uint32_t to_ip, uint16_t to_port);
+
+  const KeyRing& keys_;
+  ReflectorConfig cfg_;
+  UniqueFd udp_;
+  UniqueFd stop_fd_;  // eventfd: wakes the loops for stop()
+  uint16_t bound_port_ = 0;
+  mutable std::mutex mu_;  // guards stats_ and the acceptors (both loops write)
+  ProbeStats stats_;
+  std::unique_ptr<RequestAcceptor> acceptor_;
+  std::atomic<bool> running_{false};
+  std::thread udp_thread_, pcap_thread_;
+  struct PcapState;
+  struct PcapDeleter {
+    void operator()(PcapState* p) const;  // defined beside PcapState (reflector_pcap.cc)
+  };
+  std::unique_ptr<PcapState, PcapDeleter> pcap_;
+};
+
+}  // namespace weft::probe

@@ -1,0 +1,217 @@
+// The campaign runner against a scripted backend: every 5-tuple settled once,
+// retries recover dropped probes, unstable 5-tuples are flagged, resume skips,
+// and targeted campaigns stop per pair once every spine has a port.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "weft/probe/campaign.h"
+
+namespace weft::probe {
+namespace {
+
+// A fabric in a box: destination d, source port p take spine (d*7 + p*13) % S + 1;
+// destinations below 10 share the sender's leaf (spine 0). Drops the first send
+// of every `drop_every`-th probe; `flap_port` answers alternately on two spines.
+class ScriptedBackend final : public SenderBackend {
+ public:
+  ScriptedBackend(int spines, int drop_every, int flap_port = -1)
+      : spines_(spines), drop_every_(drop_every), flap_port_(flap_port) {}
+  std::string_view name() const override { return "scripted"; }
+  Status open_ports(uint16_t first, uint16_t count) override {
+    ++windows_;
+    first_ = first;
+    count_ = count;
+    return Status::ok();
+  }
+  Status send(std::span<const ProbeSend> probes) override {
+    for (const auto& p : probes) {
+      EXPECT_GE(p.sport, first_);
+      EXPECT_LT(p.sport, first_ + count_);
+      ++stats_.sent;
+      ++sent_to_[p.dst_ip];
+      const bool drop = drop_every_ > 0 && (sends_++ % drop_every_) == 0 && !dropped_.count({p.dst_ip, p.sport});
+      if (drop) {
+        dropped_.insert({p.dst_ip, p.sport});
+        continue;
+      }
+      ProbeAnswer a;
+      a.sequence = p.sequence;
+      a.dst_ip = p.dst_ip;
+      a.sport = p.sport;
+      a.spine = spine_of(p.dst_ip, p.sport);
+      if (p.sport == flap_port_) a.spine = (flaps_++ % 2) ? 1 : 2;
+      a.dscp_seen = 8 + a.spine;
+      a.rtt_ns = 1000;
+      queue_.push_back(a);
+    }
+    return Status::ok();
+  }
+  Status poll(int, std::vector<ProbeAnswer>& out) override {
+    out.insert(out.end(), queue_.begin(), queue_.end());
+    queue_.clear();
+    return Status::ok();
+  }
+  int spine_of(uint32_t dst, uint16_t sport) const {
+    return dst < 10 ? 0 : static_cast<int>((dst * 7 + sport * 13u) % static_cast<uint32_t>(spines_)) + 1;
+  }
+  std::map<uint32_t, int> sent_to_;
+  int windows_ = 0;
+
+ private:
+  int spines_, drop_every_, flap_port_;
+  int flaps_ = 0;
+  uint64_t sends_ = 0;
+  uint16_t first_ = 0, count_ = 0;
+  std::set<std::pair<uint32_t, uint16_t>> dropped_;
+  std::vector<ProbeAnswer> queue_;
+};
+
+struct SweepCase {
+  int spines, targets, ports, window, drop_every;
+};
+
+class SweepTest : public ::testing::TestWithParam<SweepCase> {};
+
+TEST_P(SweepTest, EveryFiveTupleIsSettledOnceWithItsSpine) {
+  const SweepCase c = GetParam();
+  ScriptedBackend be(c.spines, c.drop_every);
+  CampaignPlan plan;
+  for (int t = 0; t < c.targets; ++t) plan.targets.push_back(static_cast<uint32_t>(5 + t * 3));
+  plan.sport_first = 40000;
+  plan.sport_count = static_cast<uint16_t>(c.ports);
+  plan.port_window = static_cast<uint16_t>(c.window);
+  plan.rate_pps = 0;
+  plan.timeout_ms = 5;
+  std::map<std::pair<uint32_t, uint16_t>, FlowResult> got;
+  auto out = run_campaign(be, plan, [&](const FlowResult& f) {
+    EXPECT_TRUE(got.emplace(std::make_pair(f.dst_ip, f.sport), f).second) << "flow reported twice";
+  });
+  ASSERT_TRUE(out) << out.status().to_string();
+  ASSERT_EQ(got.size(), static_cast<size_t>(c.targets * c.ports));
+  for (const auto& [k, f] : got) {
+    EXPECT_EQ(f.spine, be.spine_of(k.first, k.second));
+    EXPECT_EQ(f.answered, 1);
+    EXPECT_FALSE(f.unstable);
+  }
+  const uint64_t dropped = c.drop_every ? (out->stats.retried) : 0;
+  EXPECT_EQ(out->stats.sent, static_cast<uint64_t>(c.targets * c.ports) + dropped);
+  EXPECT_EQ(out->stats.answered, static_cast<uint64_t>(c.targets * c.ports));
+  EXPECT_EQ(out->stats.timed_out, 0u);
+  EXPECT_EQ(be.windows_, (c.ports + c.window - 1) / c.window);
+  if (c.drop_every) {
+    EXPECT_GT(out->stats.retried, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SweepTest,
+                         ::testing::Values(SweepCase{4, 3, 7, 256, 0}, SweepCase{8, 5, 64, 13, 0},
+                                           SweepCase{3, 7, 13, 5, 3}, SweepCase{5, 1, 1, 1, 2}));
+
+TEST(CampaignTest, AFiveTupleAnsweringOnTwoSpinesIsUnstable) {
+  ScriptedBackend be(4, 0, 40002);
+  CampaignPlan plan;
+  plan.targets = {20};
+  plan.sport_first = 40000;
+  plan.sport_count = 5;
+  plan.probes_per_port = 3;
+  plan.rate_pps = 0;
+  plan.timeout_ms = 5;
+  std::map<uint16_t, FlowResult> got;
+  ASSERT_TRUE(run_campaign(be, plan, [&](const FlowResult& f) { got[f.sport] = f; }));
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_TRUE(got[40002].unstable);
+  EXPECT_EQ(got[40002].sent, 3);
+  EXPECT_EQ(got[40002].answered, 3);
+  EXPECT_EQ(std::set<int>({got[40002].spine, got[40002].other_spine}), (std::set<int>{1, 2}));
+  for (uint16_t p : {40000, 40001, 40003, 40004}) EXPECT_FALSE(got[p].unstable) << p;
+}
+
+TEST(CampaignTest, ResumeSkipsRecordedFiveTuples) {
+  ScriptedBackend be(4, 0);
+  CampaignPlan plan;
+  plan.targets = {20, 30};
+  plan.sport_first = 100;
+  plan.sport_count = 7;
+  plan.rate_pps = 0;
+  plan.skip = {{20, 100}, {20, 101}, {30, 106}};
+  int flows = 0;
+  ASSERT_TRUE(run_campaign(be, plan, [&](const FlowResult& f) {
+    ++flows;
+    EXPECT_FALSE(plan.skip.count({f.dst_ip, f.sport}));
+  }));
+  EXPECT_EQ(flows, 11);
+}
+
+TEST(CampaignTest, UnansweredProbesTimeOutAfterRetries) {
+  class Silent final : public SenderBackend {
+   public:
+    std::string_view name() const override { return "silent"; }
+    Status open_ports(uint16_t, uint16_t) override { return Status::ok(); }
+    Status send(std::span<const ProbeSend> p) override {
+      stats_.sent += p.size();
+      return Status::ok();
+    }
+    Status poll(int, std::vector<ProbeAnswer>&) override { return Status::ok(); }
+  } be;
+  CampaignPlan plan;
+  plan.targets = {20};
+  plan.sport_count = 3;
+  plan.retries = 2;
+  plan.timeout_ms = 2;
+  plan.rate_pps = 0;
+  std::vector<FlowResult> got;
+  auto out = run_campaign(be, plan, [&](const FlowResult& f) { got.push_back(f); });
+  ASSERT_TRUE(out);
+  ASSERT_EQ(got.size(), 3u);
+  for (const auto& f : got) {
+    EXPECT_EQ(f.sent, 3);
+    EXPECT_EQ(f.answered, 0);
+    EXPECT_EQ(f.spine, -1);
+  }
+  EXPECT_EQ(out->stats.timed_out, 3u);
+  EXPECT_EQ(out->stats.retried, 6u);
+}
+
+class TargetedTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(TargetedTest, StopsPerPairOnceEverySpineHasAPort) {
+  const int spines = GetParam();
+  ScriptedBackend be(spines, 0);
+  CampaignPlan plan;
+  plan.targets = {20, 31, 47, 3};  // 3 is on the sender's leaf
+  plan.sport_first = 50000;
+  plan.sport_count = 1024;
+  plan.stop_at_spines = spines;
+  plan.rate_pps = 0;
+  std::map<uint32_t, std::set<int>> spines_of;
+  ASSERT_TRUE(run_campaign(be, plan, [&](const FlowResult& f) { spines_of[f.dst_ip].insert(f.spine); }).status().is_ok());
+  auto out = run_campaign(be, plan, [](const FlowResult&) {});
+  ASSERT_TRUE(out);
+  for (const PairSpend& s : out->spend) {
+    EXPECT_TRUE(s.complete) << s.dst_ip;
+    if (s.dst_ip == 3) {
+      EXPECT_EQ(s.probes, spines) << "a same-leaf pair stops after its first window";
+      continue;
+    }
+    EXPECT_EQ(s.spines_found, spines);
+    EXPECT_LT(s.probes, 1024) << "stopped early";
+    EXPECT_EQ(s.probes % spines, 0) << "windows of S ports";
+    EXPECT_EQ(spines_of[s.dst_ip].size(), static_cast<size_t>(spines));
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Spines, TargetedTest, ::testing::Values(2, 3, 5, 8));
+
+TEST(CampaignTest, InvalidPlansAreRejectedWithAReason) {
+  ScriptedBackend be(2, 0);
+  CampaignPlan p;
+  EXPECT_EQ(run_campaign(be, p, [](const FlowResult&) {}).status().message(), "campaign has no targets");
+  p.targets = {1};
+  p.sport_first = 65500;
+  p.sport_count = 100;
+  EXPECT_EQ(run_campaign(be, p, [](const FlowResult&) {}).status().message(), "bad source port range 65500+100");
+}
+
+}  // namespace
+}  // namespace weft::probe
