@@ -1,0 +1,82 @@
+// Context: one rank's verbs state — the device, one completion queue shared by
+// all its connections, and the registration cache — and the progress engine.
+//
+// Every wait progresses every connection of the context: collectives send to
+// one peer while waiting on another, and a send stalled for credits must
+// advance while its owner sleeps in a receive, or ranks deadlock in a cycle.
+//
+//   ContextConfig cfg{.device = {.name = "rxe1"}};
+//   WEFT_ASSIGN_OR_RETURN(auto ctx, Context::open(cfg));
+//   WEFT_ASSIGN_OR_RETURN(auto conn, ctx->create_connection({.peer_name = "rank 1"}));
+//   // swap conn->local_info() with the peer out of band, then
+//   WEFT_RETURN_IF_ERROR(conn->connect(remote));
+//   WEFT_RETURN_IF_ERROR(conn->isend(buf, n));
+//   WEFT_RETURN_IF_ERROR(ctx->wait_sends(*conn));
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "weft/common/status.h"
+#include "weft/verbs/completion_queue.h"
+#include "weft/verbs/connection.h"
+#include "weft/verbs/device.h"
+#include "weft/verbs/mr_cache.h"
+
+namespace weft::verbs {
+
+struct ContextConfig {
+  DeviceConfig device;
+  CqConfig cq;
+  MrCacheConfig cache;
+  std::chrono::milliseconds timeout{30000};  // every blocking wait
+};
+
+class Context {
+ public:
+  static Result<std::unique_ptr<Context>> open(const ContextConfig& config);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  Result<std::unique_ptr<Connection>> create_connection(const ConnectionConfig& config);
+
+  // Registers user memory so isend writes from it directly (no staging copy).
+  // It must stay mapped until unregister_buffer.
+  Status register_buffer(const void* data, std::size_t len);
+  void unregister_buffer(const void* data, std::size_t len);
+
+  // Progress until `conn` has no pending sends / receives, or fail with the
+  // connection's error, a dead peer, or the timeout (each naming the peer).
+  Status wait_sends(Connection& conn);
+  Status wait_recvs(Connection& conn);
+  Status wait_all(Connection& conn);
+
+  const Device& device() const { return *device_; }
+  MrCache& cache() { return *cache_; }
+  const CompletionQueue& cq() const { return *cq_; }
+  std::chrono::milliseconds timeout() const { return config_.timeout; }
+
+ private:
+  friend class Connection;
+  Context() = default;
+  Status progress_until(Connection& conn, const std::function<bool()>& done, const char* what);
+  Status dispatch(std::span<ibv_wc> wcs);
+  void check_liveness(Connection& conn);
+
+  ContextConfig config_;
+  // Destroyed in reverse: connections first (they hold QPs and cache entries),
+  // then the cache, the CQ, and the device (PD, context) last.
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<CompletionQueue> cq_;
+  std::unique_ptr<PdRegistrar> registrar_;
+  std::unique_ptr<MrCache> cache_;
+  std::map<std::uint32_t, Connection*> by_qpn_;
+  std::vector<ibv_wc> wcs_;
+};
+
+}  // namespace weft::verbs

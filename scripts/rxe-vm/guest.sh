@@ -1,0 +1,66 @@
+#!/bin/bash
+# PID 1 of weft's soft-RoCE VM (after the initramfs switched to the host's
+# read-only root). Sets up two rdma_rxe devices on a veth pair and then serves
+# jobs that scripts/rxe-vm.sh drops into $LAB/jobs until told to stop or idle.
+#
+# Why a veth pair in the initial namespace with policy routing: rdma_rxe (6.1)
+# binds its UDP socket in init_net only, and a packet to a local address would
+# be looped back by the IP stack instead of crossing the veth. Rules at pref
+# 10/11 deliver what arrives on va/vb locally; table 100 (pref 20) sends
+# 10.78.0.1 <-> 10.78.0.2 out of the other end, ahead of the local table.
+LAB=$1
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp LC_ALL=C
+arg() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
+KDIR=$(arg weftkdir); IDLE=$(arg weftidle)
+log() { echo "weft-vm: $*" >> "$LAB/guest.log"; }
+fail() { log "setup failed: $*"; echo "$*" > "$LAB/failed"; sync; busybox poweroff -f; }
+
+mkdir -p /dev/shm /dev/pts; mount -t tmpfs shm /dev/shm; mount -t devpts devpts /dev/pts
+# Module autoloading (rdma_rxe pulls crc32 through the crypto API) must look in
+# the unpacked kernel, not the host's /lib/modules.
+printf '#!/bin/sh\nexec /sbin/modprobe -d %s "$@"\n' "$KDIR" > /run/modprobe && chmod +x /run/modprobe
+echo /run/modprobe > /proc/sys/kernel/modprobe
+ip link set lo up
+for m in crc32_generic rdma_rxe rdma_ucm veth; do modprobe -d "$KDIR" $m || fail "modprobe $m"; done
+ip link add va type veth peer name vb || fail "veth"
+ip addr add 10.78.0.1/24 dev va; ip addr add 10.78.0.2/24 dev vb; ip link set va up; ip link set vb up
+for i in all default va vb; do sysctl -qw net.ipv4.conf.$i.rp_filter=0 net.ipv4.conf.$i.accept_local=1; done
+ip rule add pref 10 iif va lookup local; ip rule add pref 11 iif vb lookup local
+ip rule add pref 20 lookup 100; ip rule add pref 100 lookup local; ip rule del pref 0
+ip route add 10.78.0.2 dev va src 10.78.0.1 table 100; ip route add 10.78.0.1 dev vb src 10.78.0.2 table 100
+rdma link add rxe1 type rxe netdev va || fail "rdma link add rxe1"
+rdma link add rxe2 type rxe netdev vb || fail "rdma link add rxe2"
+ulimit -l unlimited
+# What the verbs tests use (tests/verbs/verbs_env.h reads it).
+export WEFT_VERBS_DEVICES=rxe1,rxe2
+echo "$(cut -d' ' -f1 /proc/uptime) $(ls /sys/class/infiniband | tr '\n' ' ')" > "$LAB/ready.tmp"
+mv "$LAB/ready.tmp" "$LAB/ready"
+log "ready: $(cat "$LAB/ready")"
+
+# A job is $LAB/jobs/N/{cmd,cwd,timeout} plus a 'go' file written last; the
+# guest claims it by renaming 'go' (atomic on 9p), runs it in the background
+# and publishes rc atomically (rc.tmp -> rc) after its output is complete.
+run_job() {
+  local d=$1 rc
+  cd "$(cat "$d/cwd")" 2>/dev/null || cd /
+  timeout -k 5 "$(cat "$d/timeout")" bash "$d/cmd" > "$d/out" 2>&1 < /dev/null
+  rc=$?
+  echo "$rc" > "$d/rc.tmp"; mv "$d/rc.tmp" "$d/rc"
+}
+last=$(date +%s)
+while [ ! -e "$LAB/stop" ]; do
+  for go in "$LAB"/jobs/*/go; do
+    [ -e "$go" ] || continue
+    d=${go%/go}
+    mv "$go" "$d/taken" 2>/dev/null || continue
+    run_job "$d" & last=$(date +%s)
+  done
+  # A ctest run that was killed never sends 'stop': power off when idle.
+  if [ -z "$(jobs -r)" ] && [ $(( $(date +%s) - last )) -gt "${IDLE:-600}" ]; then log "idle, powering off"; break; fi
+  sleep 0.1
+done
+wait
+{ echo "== interface counters at shutdown"; ip -s link show va; ip -s link show vb; } > "$LAB/netstats" 2>&1
+log "stopping at $(cut -d' ' -f1 /proc/uptime)s"
+sync
+busybox poweroff -f
