@@ -19,7 +19,7 @@ namespace {
 struct Seen {
   std::uint16_t sport;
   std::uint32_t dest_qpn;
-  std::uint32_t src_ip;
+  std::uint32_t dst_ip;  // network order
 };
 
 // Ethernet / IPv4 / UDP / BTH: the BTH's destination QP is bytes 5..7 of the
@@ -35,7 +35,7 @@ bool parse(const std::uint8_t* p, std::size_t n, Seen* out) {
   const std::uint8_t* bth = udp + 8;
   out->sport = static_cast<std::uint16_t>(udp[0] << 8 | udp[1]);
   out->dest_qpn = static_cast<std::uint32_t>(bth[5] << 16 | bth[6] << 8 | bth[7]);
-  std::memcpy(&out->src_ip, ip + 12, 4);
+  std::memcpy(&out->dst_ip, ip + 16, 4);
   return true;
 }
 
@@ -104,16 +104,22 @@ TEST(SourcePorts, EveryQpCarriesItsPlannedPortInBothDirections) {
   }
 
   // A packet addressed to QP q was sent by q's peer: the expected port is the
-  // peer's plan.
-  std::map<std::uint32_t, std::pair<std::uint32_t, std::string>> expect;  // dest qpn -> (sport, sender)
+  // peer's plan. QP numbers are per device, so the key is (destination IP, QPN).
+  auto ip_of = [](const Context& c) {
+    in_addr a{};
+    inet_pton(AF_INET, c.device().gid().ipv4().c_str(), &a);
+    return std::uint64_t{a.s_addr};
+  };
+  const std::uint64_t ip_a = ip_of(*p->a), ip_b = ip_of(*p->b);
+  std::map<std::uint64_t, std::pair<std::uint32_t, std::string>> expect;  // (ip, qpn) -> (sport, sender)
   for (std::size_t i = 0; i < plan_a.size(); ++i) {
-    expect[p->cb[i]->qpn()] = {plan_a[i], "a" + std::to_string(i)};
-    expect[p->ca[i]->qpn()] = {plan_b[i], "b" + std::to_string(i)};
+    expect[ip_b << 24 | p->cb[i]->qpn()] = {plan_a[i], "a" + std::to_string(i)};
+    expect[ip_a << 24 | p->ca[i]->qpn()] = {plan_b[i], "b" + std::to_string(i)};
   }
   std::map<std::string, int> packets_by_sender;
   int unknown = 0;
   for (const Seen& s : seen) {
-    auto it = expect.find(s.dest_qpn);
+    auto it = expect.find(std::uint64_t{s.dst_ip} << 24 | s.dest_qpn);
     if (it == expect.end()) {
       ++unknown;
       continue;
@@ -122,10 +128,10 @@ TEST(SourcePorts, EveryQpCarriesItsPlannedPortInBothDirections) {
     ++packets_by_sender[it->second.second];
   }
   EXPECT_EQ(unknown, 0) << "packets to QPs outside this test";
-  for (auto& [qpn, want] : expect) {
+  for (auto& [key, want] : expect) {
     EXPECT_GT(packets_by_sender[want.second], 0) << want.second << " (port " << want.first << ") sent nothing";
-    std::printf("%s -> QP %#x: %d packets, all with UDP source port %u\n", want.second.c_str(), qpn,
-                packets_by_sender[want.second], want.first);
+    std::printf("%s -> QP %#x: %d packets checked against planned UDP source port %u\n", want.second.c_str(),
+                static_cast<unsigned>(key & 0xFFFFFF), packets_by_sender[want.second], want.first);
   }
 }
 
