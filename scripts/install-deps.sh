@@ -4,7 +4,9 @@
 #
 #   scripts/install-deps.sh            build + test dependencies
 #   scripts/install-deps.sh --extras   also the optional peers/backends:
-#                                      DPDK, Open MPI, Gloo, QEMU (soft-RoCE VM)
+#                                      DPDK, Open MPI, Gloo
+# Both also unpack Debian's generic kernel for the soft-RoCE VM into
+# /var/cache/weft/rxe-vm (scripts/rxe-vm.sh fetch-kernel; skipped when present).
 set -euo pipefail
 
 core=(
@@ -13,12 +15,13 @@ core=(
   libboost-dev libsqlite3-dev sqlite3 libpcap-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 nftables procps
+  # verbs transport + the soft-RoCE VM that the rdma tests boot (scripts/rxe-vm.sh)
+  libibverbs-dev ibverbs-providers rdma-core
+  qemu-system-x86 busybox-static kmod tcpdump
 )
 extras=(
-  libibverbs-dev ibverbs-providers rdma-core
   libdpdk-dev dpdk
   openmpi-bin libopenmpi-dev libgloo-dev
-  qemu-system-x86 busybox-static kmod tcpdump
 )
 
 want=("${core[@]}")
@@ -28,8 +31,13 @@ missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+vm_kernel() {
+  if [[ $(id -u) == 0 ]]; then bash "$(dirname "$0")/rxe-vm.sh" fetch-kernel
+  else echo "install-deps: not root, not fetching the soft-RoCE VM kernel (rdma tests will skip)"; fi
+}
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#want[@]} packages present"
+  vm_kernel
   exit 0
 fi
 if [[ $(id -u) != 0 ]]; then
@@ -41,3 +49,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "install-deps: done"
+vm_kernel
