@@ -109,8 +109,9 @@ void report_cleanup_failure(std::string_view what, int err) {
 
 void CleanupErrors::add(const Status& s) {
   if (s.is_ok()) return;
-  if (count_++ > 0) message_ += "; ";
-  message_ += s.message();
+  // fmt rather than operator+=: GCC 12 -O3 reports a false -Wrestrict on the
+  // latter (GCC bug 105329).
+  message_ = count_++ == 0 ? s.message() : fmt::format("{}; {}", message_, s.message());
 }
 
 Status CleanupErrors::status() const {
