@@ -1,0 +1,111 @@
+#include "context.h"
+
+#include <sched.h>
+
+#include <fmt/format.h>
+
+namespace weft::coll::internal {
+
+Context::Context(Group group, std::vector<Pair*> pairs_by_rank, std::vector<int> transport_of,
+                 std::vector<Transport*> transports, const Buffers* buffers, Deadline deadline,
+                 DataType dtype, ReduceOp op,
+                 const std::function<void(int, const TraceEvent&)>* trace, int phys_rank)
+    : group_(std::move(group)),
+      pairs_(std::move(pairs_by_rank)),
+      transport_of_(std::move(transport_of)),
+      transports_(std::move(transports)),
+      buffers_(buffers),
+      last_send_(pairs_.size(), 0),
+      deadline_(deadline),
+      dtype_(dtype),
+      op_(op),
+      esize_(dtype_size(dtype)),
+      trace_(trace),
+      phys_rank_(phys_rank) {}
+
+Pair& Context::pair(int peer) { return *pairs_[static_cast<size_t>(physical(peer))]; }
+
+Memory& Context::mem(int peer, Buf b) const {
+  const int t = transport_of_[static_cast<size_t>(physical(peer))];
+  return *buffers_->mem[b].by_transport[static_cast<size_t>(t)];
+}
+
+Result<Ticket> Context::send(int peer, Buf b, size_t offset, size_t len) {
+  const int phys = physical(peer);
+  if (trace_ && *trace_) (*trace_)(phys_rank_, TraceEvent{TraceEvent::kSend, {}, 0, phys, len});
+  auto t = pair(peer).send(mem(peer, b), offset, len);
+  if (t) last_send_[static_cast<size_t>(phys)] = *t;
+  return t;
+}
+
+Result<Ticket> Context::recv(int peer, Buf b, size_t offset, size_t len) {
+  return pair(peer).recv(mem(peer, b), offset, len);
+}
+
+// With one transport its own blocking wait is the cheapest; with several
+// (hybrid, hierarchical) no single call can block on all of them, so poll
+// each in turn until the operation completes.
+template <typename Test>
+Status Context::wait_polling(int peer, Test test) {
+  for (;;) {
+    WEFT_ASSIGN_OR_RETURN(bool done, test(pair(peer)));
+    if (done) return Status::ok();
+    bool moved = false;
+    for (Transport* t : transports_) {
+      WEFT_ASSIGN_OR_RETURN(bool m, t->poll());
+      moved = moved || m;
+    }
+    if (Clock::now() > deadline_) {
+      return deadline_exceeded(fmt::format("timed out waiting for rank {}", physical(peer)));
+    }
+    if (!moved) sched_yield();
+  }
+}
+
+Status Context::wait_send(int peer, Ticket t) {
+  if (transports_.size() <= 1) return pair(peer).wait_send(t, deadline_);
+  return wait_polling(peer, [t](Pair& p) { return p.test_send(t); });
+}
+
+Status Context::wait_recv(int peer, Ticket t) {
+  if (transports_.size() <= 1) return pair(peer).wait_recv(t, deadline_);
+  return wait_polling(peer, [t](Pair& p) { return p.test_recv(t); });
+}
+
+Status Context::wait_all_sends() {
+  for (int g = 0; g < size(); ++g) {
+    auto& last = last_send_[static_cast<size_t>(physical(g))];
+    if (last == 0 || g == rank()) continue;
+    WEFT_RETURN_IF_ERROR(wait_send(g, last));
+  }
+  return Status::ok();
+}
+
+void Context::reduce(void* dst, const void* src, size_t count) const {
+  reduce_into(dst, src, count, dtype_, op_);
+}
+
+void Context::step(std::string_view phase, int distance) const {
+  if (trace_ && *trace_) (*trace_)(phys_rank_, TraceEvent{TraceEvent::kStep, phase, distance, -1, 0});
+}
+
+Context Context::subgroup(const std::vector<int>& members) const {
+  Group g;
+  for (size_t i = 0; i < members.size(); ++i) {
+    g.ranks.push_back(physical(members[i]));
+    if (members[i] == rank()) g.me = static_cast<int>(i);
+  }
+  Context c = *this;
+  c.group_ = std::move(g);
+  return c;
+}
+
+Status exchange(Context& ctx, int to, Buf sb, size_t soff, size_t slen, int from, Buf rb,
+                size_t roff, size_t rlen) {
+  WEFT_ASSIGN_OR_RETURN(Ticket r, ctx.recv(from, rb, roff, rlen));
+  WEFT_ASSIGN_OR_RETURN(Ticket s, ctx.send(to, sb, soff, slen));
+  WEFT_RETURN_IF_ERROR(ctx.wait_recv(from, r));
+  return ctx.wait_send(to, s);
+}
+
+}  // namespace weft::coll::internal

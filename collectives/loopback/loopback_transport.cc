@@ -1,0 +1,212 @@
+#include "loopback/loopback_transport.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+namespace weft::coll {
+namespace {
+
+struct Op {
+  char* ptr;
+  size_t len;
+};
+
+// One direction src -> dst.
+struct Channel {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Op> sends, recvs;
+  Ticket sends_done = 0, recvs_done = 0;
+  Ticket sends_posted = 0, recvs_posted = 0;
+  std::string error;  // set once: length mismatch, peer gone, abort
+
+  void match_locked(int src, int dst) {
+    while (!sends.empty() && !recvs.empty() && error.empty()) {
+      Op s = sends.front(), r = recvs.front();
+      if (s.len != r.len) {
+        error = fmt::format("message {} from rank {} to rank {}: {} bytes sent, {} bytes expected",
+                            recvs_done + 1, src, dst, s.len, r.len);
+        break;
+      }
+      if (s.len) std::memcpy(r.ptr, s.ptr, s.len);
+      sends.pop_front();
+      recvs.pop_front();
+      ++sends_done;
+      ++recvs_done;
+    }
+    cv.notify_all();
+  }
+};
+
+struct Hub {
+  explicit Hub(int n) : size(n), channels(static_cast<size_t>(n * n)) {}
+  Channel& ch(int src, int dst) { return channels[static_cast<size_t>(src * size + dst)]; }
+  void fail_all(const std::string& why) {
+    for (auto& c : channels) {
+      std::lock_guard<std::mutex> l(c.mu);
+      if (c.error.empty()) c.error = why;
+      c.cv.notify_all();
+    }
+  }
+  int size;
+  std::deque<Channel> channels;
+};
+
+std::mutex g_hubs_mu;
+std::map<std::string, std::weak_ptr<Hub>> g_hubs;
+
+class LoopbackMemory final : public Memory {
+ public:
+  LoopbackMemory(void* d, size_t n) : Memory(d, n) {}
+};
+
+class LoopbackPair final : public Pair {
+ public:
+  LoopbackPair(std::shared_ptr<Hub> hub, int me, int peer) : hub_(std::move(hub)), me_(me), peer_(peer) {}
+  int peer() const override { return peer_; }
+
+  Result<Ticket> send(const Memory& mem, size_t offset, size_t len) override {
+    if (offset + len > mem.size()) return out_of_range(range_msg("send", offset, len, mem.size()));
+    Channel& c = hub_->ch(me_, peer_);
+    std::lock_guard<std::mutex> l(c.mu);
+    if (!c.error.empty()) return unavailable(c.error);
+    c.sends.push_back({static_cast<char*>(mem.data()) + offset, len});
+    c.match_locked(me_, peer_);
+    return ++c.sends_posted;
+  }
+  Result<Ticket> recv(Memory& mem, size_t offset, size_t len) override {
+    if (offset + len > mem.size()) return out_of_range(range_msg("recv", offset, len, mem.size()));
+    Channel& c = hub_->ch(peer_, me_);
+    std::lock_guard<std::mutex> l(c.mu);
+    if (!c.error.empty()) return unavailable(c.error);
+    c.recvs.push_back({static_cast<char*>(mem.data()) + offset, len});
+    c.match_locked(peer_, me_);
+    return ++c.recvs_posted;
+  }
+  Status wait_send(Ticket t, Deadline d) override { return wait(hub_->ch(me_, peer_), t, d, true); }
+  Status wait_recv(Ticket t, Deadline d) override { return wait(hub_->ch(peer_, me_), t, d, false); }
+  Result<bool> test_send(Ticket t) override { return test(hub_->ch(me_, peer_), t, true); }
+  Result<bool> test_recv(Ticket t) override { return test(hub_->ch(peer_, me_), t, false); }
+
+ private:
+  std::string range_msg(const char* what, size_t off, size_t len, size_t size) const {
+    return fmt::format("{} to rank {}: [{}, {}) lies outside the {}-byte buffer", what, peer_, off,
+                       off + len, size);
+  }
+  Result<bool> test(Channel& c, Ticket t, bool is_send) {
+    std::lock_guard<std::mutex> l(c.mu);
+    if ((is_send ? c.sends_done : c.recvs_done) >= t) return true;
+    if (!c.error.empty()) return unavailable(c.error);
+    return false;
+  }
+  Status wait(Channel& c, Ticket t, Deadline d, bool is_send) {
+    std::unique_lock<std::mutex> l(c.mu);
+    Ticket& done = is_send ? c.sends_done : c.recvs_done;
+    if (!c.cv.wait_until(l, d, [&] { return done >= t || !c.error.empty(); })) {
+      return deadline_exceeded(fmt::format("timed out waiting for rank {} ({} of message {})", peer_,
+                                           is_send ? "send" : "receive", t));
+    }
+    if (done >= t) return Status::ok();
+    return unavailable(c.error);
+  }
+  std::shared_ptr<Hub> hub_;
+  int me_, peer_;
+};
+
+class LoopbackTransport final : public Transport {
+ public:
+  LoopbackTransport(std::shared_ptr<Hub> hub, const TransportConfig& cfg) : hub_(std::move(hub)), rank_(cfg.rank) {
+    pairs_.resize(static_cast<size_t>(cfg.size));
+    auto add = [&](int p) {
+      if (p != rank_) pairs_[static_cast<size_t>(p)] = std::make_unique<LoopbackPair>(hub_, rank_, p);
+    };
+    if (cfg.peers.empty()) {
+      for (int p = 0; p < cfg.size; ++p) add(p);
+    } else {
+      for (int p : cfg.peers) add(p);
+    }
+  }
+  ~LoopbackTransport() override {
+    // A peer still waiting on this rank learns it left instead of hanging.
+    for (size_t p = 0; p < pairs_.size(); ++p) {
+      if (!pairs_[p]) continue;
+      for (Channel* c : {&hub_->ch(rank_, static_cast<int>(p)), &hub_->ch(static_cast<int>(p), rank_)}) {
+        std::lock_guard<std::mutex> l(c->mu);
+        if (c->error.empty() && !(c->sends.empty() && c->recvs.empty())) {
+          c->error = fmt::format("rank {} closed its communicator with messages pending", rank_);
+        }
+        c->cv.notify_all();
+      }
+    }
+  }
+  std::string_view name() const override { return "loopback"; }
+  int rank() const override { return rank_; }
+  int size() const override { return hub_->size; }
+  Pair* pair(int peer) override {
+    if (peer < 0 || peer >= hub_->size) return nullptr;
+    return pairs_[static_cast<size_t>(peer)].get();
+  }
+  Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) override {
+    return std::unique_ptr<Memory>(std::make_unique<LoopbackMemory>(data, size));
+  }
+  Result<bool> poll() override { return false; }  // matching happens when posted
+  void abort(const Status& reason) override {
+    hub_->fail_all(fmt::format("rank {} aborted: {}", rank_, reason.message()));
+  }
+
+ private:
+  std::shared_ptr<Hub> hub_;
+  int rank_;
+  std::vector<std::unique_ptr<LoopbackPair>> pairs_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> make_loopback_transport(const TransportConfig& config,
+                                                           Store& store, Deadline deadline) {
+  const std::string key = config.store_prefix + "/loopback/hub";
+  std::shared_ptr<Hub> hub;
+  if (config.rank == 0) {
+    static std::atomic<uint64_t> counter{0};
+    const std::string id = fmt::format("{}:{}", getpid(), counter++);
+    hub = std::make_shared<Hub>(config.size);
+    {
+      std::lock_guard<std::mutex> l(g_hubs_mu);
+      g_hubs[id] = hub;
+    }
+    // Every rank holds the hub before rank 0 returns, so it cannot vanish
+    // between publication and lookup.
+    WEFT_RETURN_IF_ERROR(store.set(key, id));
+    for (int r = 1; r < config.size; ++r) {
+      WEFT_RETURN_IF_ERROR(store.get(fmt::format("{}/joined/{}", key, r), deadline).status());
+    }
+  } else {
+    WEFT_ASSIGN_OR_RETURN(std::string id, store.get(key, deadline));
+    {
+      std::lock_guard<std::mutex> l(g_hubs_mu);
+      auto it = g_hubs.find(id);
+      if (it != g_hubs.end()) hub = it->second.lock();
+    }
+    if (!hub) {
+      return failed_precondition(fmt::format(
+          "loopback hub {} is not in this process: the loopback transport needs every rank to be a "
+          "thread of one process",
+          id));
+    }
+    if (hub->size != config.size) {
+      return invalid_argument(fmt::format("loopback hub has {} ranks, this rank was told {}", hub->size, config.size));
+    }
+    WEFT_RETURN_IF_ERROR(store.set(fmt::format("{}/joined/{}", key, config.rank), "1"));
+  }
+  return std::unique_ptr<Transport>(std::make_unique<LoopbackTransport>(std::move(hub), config));
+}
+
+}  // namespace weft::coll

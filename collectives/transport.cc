@@ -1,0 +1,93 @@
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "loopback/loopback_transport.h"
+#include "weft/collectives/transport.h"
+
+namespace weft::coll {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, TransportFactory> factories;
+};
+
+Registry& registry() {
+  static Registry* r = [] {
+    auto* reg = new Registry;  // never destroyed: factories may be used at exit
+    reg->factories["loopback"] = make_loopback_transport;
+    return reg;
+  }();
+  return *r;
+}
+
+}  // namespace
+
+Status TransportConfig::validate() const {
+  if (size < 1) return invalid_argument(fmt::format("transport: size must be >= 1 (got {})", size));
+  if (rank < 0 || rank >= size) {
+    return invalid_argument(fmt::format("transport: rank {} is outside [0, {})", rank, size));
+  }
+  for (int p : peers) {
+    if (p < 0 || p >= size || p == rank) {
+      return invalid_argument(fmt::format("transport: peer {} is not another rank of [0, {})", p, size));
+    }
+  }
+  if (!routes.empty() && routes.size() != static_cast<size_t>(size)) {
+    return invalid_argument(fmt::format("transport: {} routes given for {} ranks", routes.size(), size));
+  }
+  if (tcp.connections_per_peer < 1 || tcp.connections_per_peer > 64) {
+    return invalid_argument(fmt::format("tcp: connections_per_peer must be in 1..64 (got {})",
+                                        tcp.connections_per_peer));
+  }
+  if (tcp.socket_buffer_bytes < 4096) {
+    return invalid_argument(fmt::format("tcp: socket_buffer_bytes must be >= 4096 (got {})",
+                                        tcp.socket_buffer_bytes));
+  }
+  if (shm.slot_bytes < 4096 || shm.slot_bytes % 64 != 0) {
+    return invalid_argument(fmt::format("shm: slot_bytes must be a multiple of 64, >= 4096 (got {})",
+                                        shm.slot_bytes));
+  }
+  if (shm.slots < 2 || shm.slots > 1024) {
+    return invalid_argument(fmt::format("shm: slots must be in 2..1024 (got {})", shm.slots));
+  }
+  return Status::ok();
+}
+
+bool register_transport(const std::string& name, TransportFactory factory) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> l(r.mu);
+  return r.factories.emplace(name, std::move(factory)).second;
+}
+
+std::vector<std::string> transport_names() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> l(r.mu);
+  std::vector<std::string> out;
+  for (const auto& [name, f] : r.factories) out.push_back(name);
+  return out;
+}
+
+Result<std::unique_ptr<Transport>> make_transport(const TransportConfig& config, Store& store,
+                                                  Deadline deadline) {
+  WEFT_RETURN_IF_ERROR(config.validate());
+  TransportFactory f;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> l(r.mu);
+    auto it = r.factories.find(config.name);
+    if (it == r.factories.end()) {
+      std::string known;
+      for (const auto& [name, fac] : r.factories) known += (known.empty() ? "" : ", ") + name;
+      return not_found(fmt::format("unknown transport '{}' (known: {})", config.name, known));
+    }
+    f = it->second;
+  }
+  auto t = f(config, store, deadline);
+  if (!t) return t.status().with_context(fmt::format("rank {}: {} transport", config.rank, config.name));
+  return t;
+}
+
+}  // namespace weft::coll

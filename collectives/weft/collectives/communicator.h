@@ -1,0 +1,141 @@
+// The communicator: what training code links (see DESIGN.md "Collectives").
+//
+//   weft::coll::CommConfig cfg;
+//   cfg.rank = rank; cfg.size = size;          // or bootstrap_from_env()
+//   cfg.transport = "auto";                    // shm to same-host peers, tcp to the rest
+//   cfg.plan = *weft::routing::load_plan("plan.json");   // optional: planned routes
+//   WEFT_ASSIGN_OR_RETURN(auto comm, weft::coll::Communicator::create(cfg, store));
+//   WEFT_RETURN_IF_ERROR(comm->allreduce(in, out, n, DataType::kF32, ReduceOp::kSum));
+//
+// A communicator is used by one thread at a time; abort() may be called from
+// any thread. Every call has a deadline (CommConfig::timeout, or the per-call
+// option); a dead or stalled peer makes the call fail with a message naming
+// that peer, and the failing rank tells the others so that they fail fast.
+//
+// Plans: a collective call picks (or is told) an algorithm, plans it for the
+// (count, type) once — peers, block ranges, scratch size — and caches the
+// plan; run() then only moves and reduces data.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "weft/collectives/store.h"
+#include "weft/collectives/transport.h"
+#include "weft/collectives/types.h"
+#include "weft/common/status.h"
+#include "weft/routing/plan.h"
+
+namespace weft::coll {
+
+enum class Algorithm : uint8_t {
+  kAuto,             // chosen by size and topology (CommConfig::selection)
+  kHalvingDoubling,  // allreduce: Rabenseifner, MPICH's non-power-of-two fold
+  kRing,             // allreduce, reduce-scatter, allgather: chunked, pipelined
+  kButterfly,        // allreduce: recursive doubling, whole vector per step
+  kHybrid,           // allreduce: shm reduce-scatter, inter-host HD, shm allgather
+  kHierarchical,     // allgather: inter-host ring overlapped with intra-host mesh (seed 004)
+  kBinomial,         // broadcast: binomial tree, segmented
+};
+std::string_view algorithm_name(Algorithm a);  // "auto", "hd", "ring", "butterfly", ...
+std::optional<Algorithm> parse_algorithm(std::string_view s);
+
+// Algorithm selection for kAuto. The defaults were measured on loopback TCP
+// with `weft bench allreduce --algo hd|ring|butterfly` (see
+// docs/collectives.md); re-measure on a real fabric.
+struct Selection {
+  size_t butterfly_max_bytes = 16 << 10;  // allreduce below this: butterfly
+  size_t ring_min_bytes = SIZE_MAX;       // allreduce at/above this: ring (else HD)
+  bool hybrid_when_multi_host = true;     // >1 host, equal ranks per host: hybrid
+};
+
+struct CollectiveOptions {
+  Algorithm algorithm = Algorithm::kAuto;
+  std::chrono::milliseconds timeout{0};  // 0: CommConfig::timeout
+  // Pipelining unit of ring-based algorithms, bytes; 0 = the default. Tests
+  // set it small to force the multi-segment paths on small vectors.
+  size_t segment_bytes = 0;
+};
+
+// One observable event of an algorithm: tests compare the flows that really
+// moved with routing's schedule (routing/weft/routing/schedule.h).
+struct TraceEvent {
+  enum Kind { kStep, kSend } kind = kStep;
+  std::string_view phase;  // kStep: "fold", "rs", "ag", "unfold", "ring-rs", "ring-ag", ...
+  int distance = 0;        // kStep
+  int peer = -1;           // kSend: physical rank
+  size_t bytes = 0;        // kSend
+};
+
+struct CommConfig {
+  int rank = 0;
+  int size = 1;
+  // "tcp", "shm", "loopback" (ranks are threads of one process), "auto"
+  // (shm to ranks on the same host, tcp to the others), or a name given to
+  // register_transport ("verbs").
+  std::string transport = "tcp";
+  // This rank's host identity; ranks with equal host share memory (shm,
+  // hybrid). "" = gethostname(). Tests give several "hosts" on one machine.
+  std::string host;
+  std::chrono::milliseconds timeout{60000};  // setup and every collective call
+  // Planned routes (weft route). Applied to the TCP transport: the
+  // connection rank -> peer binds the flow's sport before connect; this
+  // rank listens on the dport of the flows into it. Flows of other protocols
+  // go to transports that understand them (verbs: udp).
+  std::optional<routing::RoutePlan> plan;
+  // Physical rank pairs whose direct link is down: allreduce remaps logical
+  // ranks so that no algorithm step uses them (seed 000, generalised).
+  std::vector<std::pair<int, int>> failed_links;
+  TcpOptions tcp;
+  ShmOptions shm;
+  Selection selection;
+  std::string store_prefix = "weft";
+  std::function<void(int rank, const TraceEvent&)> trace;  // tests and debugging
+  Status validate() const;
+};
+
+class Communicator {
+ public:
+  // Connects to every peer through `store` (collective: every rank calls it).
+  static Result<std::unique_ptr<Communicator>> create(const CommConfig& config, Store& store);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+  const std::string& host() const;
+  // Ranks sharing this rank's host, ascending, and the number of hosts.
+  const std::vector<int>& local_ranks() const;
+  int host_count() const;
+  // Transport serving `peer` (nullptr for this rank), e.g. to inspect ports.
+  Transport* transport_for(int peer) const;
+
+  // recv = op over ranks of send, count elements. send == recv is in place.
+  Status allreduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op,
+                   const CollectiveOptions& o = {});
+  Status barrier(const CollectiveOptions& o = {});
+
+  // Thread-safe: the current and every later call fails with kAborted.
+  void abort(std::string_view reason = "aborted by the application");
+
+  // The logical -> physical rank map allreduce algorithm `a` runs on
+  // (identity unless failed_links forced a remap; an error if no order
+  // avoids them).
+  Result<std::vector<int>> allreduce_rank_map(Algorithm a) const;
+
+  class Impl;
+
+ private:
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace weft::coll

@@ -1,0 +1,170 @@
+// The transport interface under every collective algorithm (after Gloo's
+// Context -> Pair -> Buffer, reshaped so that an RDMA transport that writes
+// one-sided into registered memory fits without emulation).
+//
+//   Transport   one per communicator and kind (tcp, shm, loopback, verbs):
+//               connects this rank to its peers through the rendezvous Store,
+//               registers memory, and makes progress (poll / wait).
+//   Memory      a registered region (ibv_reg_mr for verbs; a no-op wrapper for
+//               TCP, shm, loopback). Registration happens up front, before the
+//               data moves: the communicator registers its scratch once and
+//               the caller's buffer once per call, so a transport whose
+//               registration is costly keeps a cache keyed by address range.
+//   Pair        this rank's link to one peer. Two ordered queues:
+//                 send(mem, offset, len) -> ticket
+//                 recv(mem, offset, len) -> ticket
+//               The i-th send posted on pair (a -> b) is delivered into the
+//               i-th recv that b posted on pair (b <- a); lengths must match
+//               (a mismatch is an error naming both). Messages of one pair
+//               and direction complete in the order they were posted, so one
+//               ticket stands for itself and every earlier post.
+//               wait_send(t) returns when the source of send t may be reused;
+//               wait_recv(t) when the data of recv t is in place.
+//
+// Why receiver-driven matching: a one-sided transport needs to know where to
+// write before it writes. A verbs pair turns recv() into a small credit
+// message to the peer (address, rkey, length) and send() into an RDMA WRITE
+// WITH IMMEDIATE once the matching credit has arrived; the immediate data
+// completes the receiver's recv (completion by notification, no polling of
+// memory). TCP and shm implement the same contract with a header per message
+// and copy-out on arrival. Algorithms post their recvs before their sends
+// where they can, so the credit is on the wire before the data is ready.
+//
+// Progress: a transport moves data only inside its own calls (post, poll,
+// wait); there is no hidden thread unless a backend documents one. Every
+// blocking call takes a deadline and returns kDeadlineExceeded naming the
+// peer it waited for; abort() from any thread makes every current and future
+// blocking call return kAborted. A peer that dies (connection reset, process
+// gone) turns the waits on it into kUnavailable naming it.
+//
+// Routes: TransportConfig carries per-peer routes (PeerRoute): the source
+// port that this rank's connection (TCP) or queue pair (RoCEv2 UDP source
+// port via the GRH flow label) towards the peer must use, and this rank's
+// listen port (TCP dport of every flow into it). Zero means "any".
+//
+// Choosing a transport by name: make_transport("tcp" | "shm" | "loopback" |
+// any name registered with register_transport, e.g. "verbs"). Tests read the
+// name from the environment variable WEFT_TEST_TRANSPORT so that one
+// correctness matrix runs over every backend (see tests/collectives/).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/collectives/store.h"
+#include "weft/common/status.h"
+
+namespace weft::coll {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+using Ticket = uint64_t;  // 1, 2, 3, ... per pair and direction; 0 = nothing posted
+
+// A registered region of local memory. Valid until destroyed; a transport may
+// keep the registration cached after that (verbs), never the data.
+class Memory {
+ public:
+  virtual ~Memory() = default;
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ protected:
+  Memory(void* data, size_t size) : data_(data), size_(size) {}
+
+ private:
+  void* data_;
+  size_t size_;
+};
+
+class Pair {
+ public:
+  virtual ~Pair() = default;
+  virtual int peer() const = 0;
+
+  // Posts a message of bytes [offset, offset+len) of `mem`; returns its
+  // ticket. The memory must stay untouched until wait_send(ticket) returns.
+  virtual Result<Ticket> send(const Memory& mem, size_t offset, size_t len) = 0;
+  // Posts room for the next message from the peer at [offset, offset+len).
+  virtual Result<Ticket> recv(Memory& mem, size_t offset, size_t len) = 0;
+
+  virtual Status wait_send(Ticket t, Deadline deadline) = 0;
+  virtual Status wait_recv(Ticket t, Deadline deadline) = 0;
+  // Non-blocking: true once the operation has completed (error -> Status).
+  virtual Result<bool> test_send(Ticket t) = 0;
+  virtual Result<bool> test_recv(Ticket t) = 0;
+};
+
+// The route of one peer, from this rank's point of view.
+struct PeerRoute {
+  uint16_t sport = 0;  // source port of this rank's connection/QP to the peer; 0 = ephemeral
+};
+
+struct TcpOptions {
+  std::string listen_address = "127.0.0.1";  // address peers connect to (IPv4)
+  uint16_t listen_port = 0;                  // 0 = ephemeral (no plan); a plan sets the dport
+  int connections_per_peer = 1;              // >1 stripes large messages (no route plan then)
+  int socket_buffer_bytes = 4 << 20;         // SO_SNDBUF / SO_RCVBUF
+};
+
+struct ShmOptions {
+  size_t slot_bytes = 256 << 10;  // one copy unit of the shared ring
+  int slots = 8;                  // ring depth per direction
+};
+
+struct TransportConfig {
+  std::string name = "tcp";
+  int rank = 0;
+  int size = 1;
+  std::vector<int> peers;         // ranks to connect to; empty = every other rank
+  std::vector<PeerRoute> routes;  // indexed by peer rank; empty = no plan
+  std::string store_prefix = "weft";  // keys of this transport: <prefix>/<name>/...
+  TcpOptions tcp;
+  ShmOptions shm;
+  // Rejects values no backend can use (ranks out of range, routes of the
+  // wrong length, non-positive sizes), with a message.
+  Status validate() const;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // The pair to `peer`, or nullptr if the peer is not connected by this
+  // transport (another transport serves it, or it is this rank).
+  virtual Pair* pair(int peer) = 0;
+
+  virtual Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) = 0;
+
+  // Makes whatever progress is possible now without blocking; returns true
+  // if anything moved. Used when an algorithm waits on several transports.
+  virtual Result<bool> poll() = 0;
+
+  // Thread-safe. Every blocking call of this transport returns kAborted
+  // with `reason` from now on; peers are told (best effort) so that they
+  // fail fast naming this rank instead of waiting for their deadline.
+  virtual void abort(const Status& reason) = 0;
+};
+
+// Creates and connects a transport: publishes this rank's address in the
+// store, reads the peers' addresses, connects, and returns when every pair is
+// up (or the deadline passes, naming the peers still missing).
+using TransportFactory =
+    std::function<Result<std::unique_ptr<Transport>>(const TransportConfig&, Store&, Deadline)>;
+
+Result<std::unique_ptr<Transport>> make_transport(const TransportConfig& config, Store& store,
+                                                  Deadline deadline);
+// Registers a backend built outside this library (e.g. collectives/verbs).
+// Returns false if the name is taken.
+bool register_transport(const std::string& name, TransportFactory factory);
+std::vector<std::string> transport_names();
+
+}  // namespace weft::coll
