@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "loopback/loopback_transport.h"
+#include "tcp/tcp_transport.h"
 #include "weft/collectives/transport.h"
 
 namespace weft::coll {
@@ -18,6 +19,7 @@ Registry& registry() {
   static Registry* r = [] {
     auto* reg = new Registry;  // never destroyed: factories may be used at exit
     reg->factories["loopback"] = make_loopback_transport;
+    reg->factories["tcp"] = tcp::make_tcp_transport;
     return reg;
   }();
   return *r;
@@ -45,6 +47,9 @@ Status TransportConfig::validate() const {
   if (tcp.socket_buffer_bytes < 4096) {
     return invalid_argument(fmt::format("tcp: socket_buffer_bytes must be >= 4096 (got {})",
                                         tcp.socket_buffer_bytes));
+  }
+  if (tcp.spin_us < 0 || tcp.spin_us > 100000) {
+    return invalid_argument(fmt::format("tcp: spin_us must be in 0..100000 (got {})", tcp.spin_us));
   }
   if (shm.slot_bytes < 4096 || shm.slot_bytes % 64 != 0) {
     return invalid_argument(fmt::format("shm: slot_bytes must be a multiple of 64, >= 4096 (got {})",

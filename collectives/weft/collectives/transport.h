@@ -110,6 +110,7 @@ struct TcpOptions {
   uint16_t listen_port = 0;                  // 0 = ephemeral (no plan); a plan sets the dport
   int connections_per_peer = 1;              // >1 stripes large messages (no route plan then)
   int socket_buffer_bytes = 4 << 20;         // SO_SNDBUF / SO_RCVBUF
+  int spin_us = 50;  // a wait polls this long before it sleeps in epoll_wait
 };
 
 struct ShmOptions {

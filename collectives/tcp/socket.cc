@@ -1,0 +1,189 @@
+#include "tcp/socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace weft::coll::tcp {
+
+Fd& Fd::operator=(Fd&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.release();
+  }
+  return *this;
+}
+Fd::~Fd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+int Fd::release() {
+  int f = fd_;
+  fd_ = -1;
+  return f;
+}
+
+std::string Endpoint::to_string() const { return fmt::format("{}:{}", host, port); }
+
+Result<Endpoint> Endpoint::parse(const std::string& s) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos) return invalid_argument(fmt::format("address '{}' has no ':port'", s));
+  Endpoint e;
+  e.host = s.substr(0, colon);
+  try {
+    int p = std::stoi(s.substr(colon + 1));
+    if (p < 1 || p > 65535) throw std::out_of_range("port");
+    e.port = static_cast<uint16_t>(p);
+  } catch (const std::exception&) {
+    return invalid_argument(fmt::format("address '{}' has no valid port", s));
+  }
+  return e;
+}
+
+namespace {
+
+Result<sockaddr_in> sockaddr_of(const std::string& host, uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) {
+    return invalid_argument(fmt::format("'{}' is not an IPv4 address", host));
+  }
+  return a;
+}
+
+int wait_fd(int fd, short events, Deadline deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  if (left < 0) return 0;
+  pollfd p{fd, events, 0};
+  int r = ::poll(&p, 1, static_cast<int>(std::min<long>(left, 1000)));
+  return r < 0 && errno == EINTR ? 0 : r;
+}
+
+}  // namespace
+
+void set_buffers_and_nodelay(int fd, int buffer_bytes) {
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
+  int one = 1;
+  // Nagle holds back a small tail segment until the previous one is ACKed,
+  // and the receiver delays that ACK by up to 40 ms: the Gloo stall of
+  // DESIGN.md. Every message here is written whole, so Nagle buys nothing.
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+Status set_nonblocking(int fd) {
+  int fl = ::fcntl(fd, F_GETFL);
+  if (fl < 0 || ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return io_error("fcntl(O_NONBLOCK)", errno);
+  return Status::ok();
+}
+
+Result<Fd> listen_on(const std::string& address, uint16_t port, Endpoint* bound) {
+  WEFT_ASSIGN_OR_RETURN(sockaddr_in a, sockaddr_of(address, port));
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return io_error("socket", errno);
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    return io_error(fmt::format("bind {}:{}", address, port), errno);
+  }
+  if (::listen(fd.get(), SOMAXCONN) != 0) return io_error("listen", errno);
+  if (bound) *bound = Endpoint{address, local_port(fd.get())};
+  return fd;
+}
+
+Result<Fd> connect_to(const Endpoint& to, const std::string& local_address, uint16_t sport,
+                      int buffer_bytes, Deadline deadline) {
+  WEFT_ASSIGN_OR_RETURN(sockaddr_in dst, sockaddr_of(to.host, to.port));
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) return io_error("socket", errno);
+    set_buffers_and_nodelay(fd.get(), buffer_bytes);
+    if (sport != 0) {
+      // Bind before connect: the kernel then uses exactly this source port.
+      int one = 1;
+      ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      WEFT_ASSIGN_OR_RETURN(sockaddr_in src, sockaddr_of(local_address, sport));
+      if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&src), sizeof src) != 0) {
+        return io_error(fmt::format("bind planned source port {}", sport), errno);
+      }
+    }
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&dst), sizeof dst) == 0) return fd;
+    const int err = errno;
+    if ((err != ECONNREFUSED && err != ETIMEDOUT && err != EADDRNOTAVAIL) || Clock::now() > deadline) {
+      return io_error(fmt::format("connect to {}{}", to.to_string(),
+                                  sport ? fmt::format(" from port {}", sport) : ""),
+                      err);
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
+  }
+}
+
+Result<Fd> accept_one(int listen_fd, Deadline deadline) {
+  for (;;) {
+    if (Clock::now() > deadline) return deadline_exceeded("no connection arrived in time");
+    if (wait_fd(listen_fd, POLLIN, deadline) <= 0) continue;
+    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) return Fd(fd);
+    if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) return io_error("accept", errno);
+  }
+}
+
+Status write_all(int fd, const void* p, size_t n, Deadline deadline) {
+  auto* c = static_cast<const char*>(p);
+  while (n > 0) {
+    ssize_t w = ::send(fd, c, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      c += w;
+      n -= static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno != EAGAIN && errno != EINTR) return io_error("send", errno);
+    if (Clock::now() > deadline) return deadline_exceeded("send did not finish in time");
+    wait_fd(fd, POLLOUT, deadline);
+  }
+  return Status::ok();
+}
+
+Status read_all(int fd, void* p, size_t n, Deadline deadline) {
+  auto* c = static_cast<char*>(p);
+  while (n > 0) {
+    ssize_t r = ::recv(fd, c, n, MSG_DONTWAIT);
+    if (r > 0) {
+      c += r;
+      n -= static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) return unavailable("connection closed by the peer");
+    if (errno != EAGAIN && errno != EINTR) return io_error("recv", errno);
+    if (Clock::now() > deadline) return deadline_exceeded("receive did not finish in time");
+    wait_fd(fd, POLLIN, deadline);
+  }
+  return Status::ok();
+}
+
+uint16_t local_port(int fd) {
+  sockaddr_in a{};
+  socklen_t l = sizeof a;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &l) != 0) return 0;
+  return ntohs(a.sin_port);
+}
+
+uint16_t remote_port(int fd) {
+  sockaddr_in a{};
+  socklen_t l = sizeof a;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &l) != 0) return 0;
+  return ntohs(a.sin_port);
+}
+
+}  // namespace weft::coll::tcp

@@ -1,0 +1,59 @@
+// Socket helpers of the TCP transport (internal): an owning fd, listening,
+// connecting from a chosen source port, and blocking-with-deadline I/O for
+// the handshake. errno is turned into a Status here, once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "weft/collectives/transport.h"
+
+namespace weft::coll::tcp {
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd();
+  int get() const { return fd_; }
+  int release();
+  explicit operator bool() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+struct Endpoint {
+  std::string host;  // dotted IPv4
+  uint16_t port = 0;
+  std::string to_string() const;
+  static Result<Endpoint> parse(const std::string& s);  // "a.b.c.d:port"
+};
+
+// A listening socket on address:port (port 0 = ephemeral). SO_REUSEADDR so a
+// planned port is reusable right after a previous job (TIME_WAIT).
+Result<Fd> listen_on(const std::string& address, uint16_t port, Endpoint* bound);
+
+// Connects to `to`, binding source port `sport` first when non-zero (the
+// planned route: ECMP hashes the 5-tuple, so the source port picks the
+// spine). Buffers are sized before connect so the window scale covers them
+// (tcp(7): "set before connect/listen"). Retries refused connections until
+// the deadline. Returns a blocking socket with TCP_NODELAY set.
+Result<Fd> connect_to(const Endpoint& to, const std::string& local_address, uint16_t sport,
+                      int buffer_bytes, Deadline deadline);
+
+// Accepts one connection within the deadline.
+Result<Fd> accept_one(int listen_fd, Deadline deadline);
+
+void set_buffers_and_nodelay(int fd, int buffer_bytes);
+Status set_nonblocking(int fd);
+Status write_all(int fd, const void* p, size_t n, Deadline deadline);
+Status read_all(int fd, void* p, size_t n, Deadline deadline);
+uint16_t local_port(int fd);
+uint16_t remote_port(int fd);
+
+}  // namespace weft::coll::tcp

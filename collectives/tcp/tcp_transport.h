@@ -1,0 +1,45 @@
+// TCP transport: non-blocking sockets and one epoll set per transport, driven
+// by the calling thread inside post/poll/wait (no I/O thread: a wait spins
+// briefly on epoll_wait(0), then blocks until the deadline).
+//
+// Connections: one per direction and peer (x connections_per_peer). The
+// data of a -> b rides only on the connection a opened to b, so its 5-tuple
+// (a's planned source port -> b's listen port) is what the route plan chose,
+// and the reverse direction of that connection carries ACKs alone
+// (routing/weft/routing/plan.h).
+//
+// Wire: every message is a 16-byte Header then the payload. Large messages
+// (>= 256 KiB) are striped over the connections of a pair, part j on
+// connection j; the receiver computes the same split from the length.
+//   kData   payload = the bytes of one send()
+//   kAbort  payload = a one-line reason; the receiver fails every call
+//           naming the sender (a peer that gave up tells everyone at once)
+//   kBye    clean shutdown; EOF without it means the peer died
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "weft/collectives/transport.h"
+
+namespace weft::coll::tcp {
+
+struct ConnectionPorts {
+  bool outgoing;  // true: this rank opened it (carries data to the peer)
+  uint16_t local_port;
+  uint16_t remote_port;
+};
+
+// The TCP transport's extra surface, for tests and diagnostics.
+class TcpTransportInfo {
+ public:
+  virtual ~TcpTransportInfo() = default;
+  // getsockname/getpeername of every connection to `peer`.
+  virtual std::vector<ConnectionPorts> connection_ports(int peer) const = 0;
+  virtual uint16_t listen_port() const = 0;
+};
+
+Result<std::unique_ptr<Transport>> make_tcp_transport(const TransportConfig& config, Store& store,
+                                                      Deadline deadline);
+
+}  // namespace weft::coll::tcp
