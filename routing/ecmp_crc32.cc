@@ -19,25 +19,40 @@ class Crc32Hash final : public EcmpHash {
   explicit Crc32Hash(uint32_t seed) : seed_(seed) {}
   std::string_view name() const override { return "crc32"; }
   uint32_t hash(const FiveTuple& t, int sw) const override {
-    std::array<uint8_t, 17> b{};
-    auto put32 = [&](size_t at, uint32_t v) {
-      for (int i = 0; i < 4; ++i) b[at + i] = static_cast<uint8_t>(v >> (24 - 8 * i));
-    };
-    put32(0, t.src_ip);
-    put32(4, t.dst_ip);
-    b[8] = t.proto;
-    b[9] = static_cast<uint8_t>(t.sport >> 8);
-    b[10] = static_cast<uint8_t>(t.sport);
-    b[11] = static_cast<uint8_t>(t.dport >> 8);
-    b[12] = static_cast<uint8_t>(t.dport);
-    put32(13, seed_ ^ (static_cast<uint32_t>(sw) * 0x9E3779B1u));
-    boost::crc_32_type crc;
+    // CRC over src IP, dst IP, proto | sport, dport, seed (big endian). The
+    // first nine bytes are the same for every port of a host pair (a planner
+    // asks for 64 ports of each), so the CRC state after them is memoised.
+    if (!memo_valid_ || memo_src_ != t.src_ip || memo_dst_ != t.dst_ip || memo_proto_ != t.proto) {
+      std::array<uint8_t, 9> b{};
+      put32(b.data(), t.src_ip);
+      put32(b.data() + 4, t.dst_ip);
+      b[8] = t.proto;
+      memo_ = boost::crc_32_type();
+      memo_.process_bytes(b.data(), b.size());
+      memo_valid_ = true, memo_src_ = t.src_ip, memo_dst_ = t.dst_ip, memo_proto_ = t.proto;
+    }
+    std::array<uint8_t, 8> b{};
+    b[0] = static_cast<uint8_t>(t.sport >> 8);
+    b[1] = static_cast<uint8_t>(t.sport);
+    b[2] = static_cast<uint8_t>(t.dport >> 8);
+    b[3] = static_cast<uint8_t>(t.dport);
+    put32(b.data() + 4, seed_ ^ (static_cast<uint32_t>(sw) * 0x9E3779B1u));
+    boost::crc_32_type crc = memo_;
     crc.process_bytes(b.data(), b.size());
     return crc.checksum();
   }
 
  private:
+  static void put32(uint8_t* at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) at[i] = static_cast<uint8_t>(v >> (24 - 8 * i));
+  }
+
   uint32_t seed_;
+  // Not thread-safe (ecmp.h): the CRC state after the pair's fixed bytes.
+  mutable boost::crc_32_type memo_;
+  mutable bool memo_valid_ = false;
+  mutable uint32_t memo_src_ = 0, memo_dst_ = 0;
+  mutable uint8_t memo_proto_ = 0;
 };
 
 }  // namespace

@@ -11,6 +11,7 @@ int step_lower_bound(const topo::Fabric& f, const ranking::RankOrder& order, con
   int lb = 1;
   std::vector<int> up(f.switches.size(), 0), down(f.switches.size(), 0);
   std::vector<int> acc_out(f.nics.size(), 0), acc_in(f.nics.size(), 0);
+  std::vector<uint64_t> pairs;
   for (const auto& fl : step.flows) {
     int s = order.nics[fl.src], d = order.nics[fl.dst];
     lb = std::max({lb, ++acc_out[s], ++acc_in[d]});
@@ -18,7 +19,26 @@ int step_lower_bound(const topo::Fabric& f, const ranking::RankOrder& order, con
     if (ls != ld) {
       ++up[ls];
       ++down[ld];
+      pairs.push_back((static_cast<uint64_t>(ls) << 32) | static_cast<uint32_t>(ld));
     }
+  }
+  // Flows between two switches that share upper neighbours cross one of the
+  // upper switches both still reach: ceil(flows / such switches) on the
+  // busiest of those uplinks (2-tier Clos with failed links; leaves of one
+  // pod). Shortest-path routing cannot detour around it.
+  std::sort(pairs.begin(), pairs.end());
+  for (size_t i = 0; i < pairs.size();) {
+    size_t j = i;
+    while (j < pairs.size() && pairs[j] == pairs[i]) ++j;
+    const int a = static_cast<int>(pairs[i] >> 32), b = static_cast<int>(pairs[i] & 0xffffffffu);
+    int common = 0;
+    for (const auto& adj : f.switch_neighbours(a)) {
+      if (f.switches[adj.sw].tier <= f.switches[a].tier || f.links[adj.link].state != topo::LinkState::kUp) continue;
+      auto l = f.link_between(f.switch_vertex(adj.sw), f.switch_vertex(b));
+      common += l && f.links[*l].state == topo::LinkState::kUp;
+    }
+    if (common > 0) lb = std::max(lb, static_cast<int>((j - i + common - 1) / static_cast<size_t>(common)));
+    i = j;
   }
   for (size_t sw = 0; sw < f.switches.size(); ++sw) {
     if (!up[sw] && !down[sw]) continue;
@@ -47,7 +67,8 @@ Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrd
   std::vector<Path> paths;
   for (size_t si = 0; si < s.steps.size(); ++si) {
     const Step& st = s.steps[si];
-    paths.assign(st.flows.size(), Path{});
+    paths.resize(st.flows.size());  // routers overwrite; reusing keeps the vectors' capacity
+    for (auto& p : paths) p.dlinks.clear();
     auto rs = router.route_step(st, static_cast<int>(si), paths);
     if (!rs) return rs.with_context(fmt::format("step {} ({} d={})", si, st.phase, st.distance));
     StepLoad sl;

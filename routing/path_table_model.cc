@@ -1,7 +1,7 @@
 // The model path table: an ECMP hash model walked over the topology.
 #include <algorithm>
 #include <numeric>
-#include <unordered_map>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -18,7 +18,7 @@ Result<PortRange> make_port_range(int lo, int hi) {
   return PortRange{static_cast<uint16_t>(lo), static_cast<uint16_t>(hi)};
 }
 
-Result<Path> route_path(const PathFinder& pf, int src_nic, int dst_nic, const Route& route) {
+Result<Path> route_path(const PathFinder& pf, int src_nic, int dst_nic, std::span<const int> route) {
   return pf.route_via(src_nic, dst_nic, route);
 }
 
@@ -40,27 +40,33 @@ uint64_t route_key(const Route& r) {
 class ModelPathTable final : public PathTable {
  public:
   ModelPathTable(const topo::Fabric& f, std::unique_ptr<EcmpHash> hash, uint32_t draw_seed)
-      : f_(f), hash_(std::move(hash)), draw_seed_(draw_seed), pf_(f) {}
+      : f_(f), hash_(std::move(hash)), draw_seed_(draw_seed), pf_(f),
+        hop_range_(f.switches.size() * f.switches.size(), {-1, -1}) {}
 
   std::string describe() const override { return fmt::format("model {}", hash_->name()); }
   const topo::Fabric& fabric() const override { return f_; }
 
   Result<Route> route(const FlowKey& k) override {
     WEFT_RETURN_IF_ERROR(check_pair(k.src_nic, k.dst_nic));
+    WEFT_RETURN_IF_ERROR(reachable(k.src_nic, k.dst_nic));
     Route r;
     WEFT_RETURN_IF_ERROR(walk(FiveTuple{nic_ipv4(f_, k.src_nic), nic_ipv4(f_, k.dst_nic), k.proto, k.sport, k.dport},
                               k.src_nic, k.dst_nic, r));
     return r;
   }
 
-  Result<PairRoutes> ports(const PairQuery& q, PortRange range, int max_ports) override {
+  Status ports(const PairQuery& q, PortRange range, int max_ports, PairRoutes& out) override {
+    out.clear();
     WEFT_RETURN_IF_ERROR(check_pair(q.src_nic, q.dst_nic));
-    PairRoutes out;
+    WEFT_RETURN_IF_ERROR(reachable(q.src_nic, q.dst_nic));
     const uint32_t n = range.size();
-    if (n == 0 || max_ports <= 0) return out;
+    if (n == 0 || max_ports <= 0) return Status::ok();
     const uint32_t want = std::min<uint32_t>(n, static_cast<uint32_t>(max_ports));
     // Ports lo + (start + i * stride) mod n, i < want: distinct because the
-    // stride is coprime with n.
+    // stride is coprime with n. An odd, pair-dependent stride varies the low
+    // bits of the port too: evenly spaced ports (stride n / want) differ in
+    // a few high bits only, and a CRC — linear over GF(2) — maps them onto
+    // a few spines.
     uint32_t start = 0, stride = 1;
     if (want < n) {
       const uint64_t h = mix64((static_cast<uint64_t>(static_cast<uint32_t>(q.src_nic)) << 32) ^
@@ -71,22 +77,29 @@ class ModelPathTable final : public PathTable {
       while (std::gcd(stride, n) != 1) stride += 2;
     }
     FiveTuple t{nic_ipv4(f_, q.src_nic), nic_ipv4(f_, q.dst_nic), q.proto, 0, q.dport};
-    std::unordered_map<uint64_t, int> seen;
-    Route r;
+    // Distinct routes through a small open-addressing table (route hash ->
+    // index), reused across calls.
+    size_t cap = 16;
+    while (cap < 2 * static_cast<size_t>(want)) cap *= 2;
+    slots_.assign(cap, {0, -1});
     out.ports.reserve(want);
+    out.hops.reserve(4 * static_cast<size_t>(want));
+    out.ends.reserve(want);
     for (uint32_t i = 0; i < want; ++i) {
       t.sport = static_cast<uint16_t>(range.lo + (start + static_cast<uint64_t>(i) * stride) % n);
-      WEFT_RETURN_IF_ERROR(walk(t, q.src_nic, q.dst_nic, r));
-      auto [it, fresh] = seen.emplace(route_key(r), static_cast<int>(out.routes.size()));
-      if (fresh) {
-        out.routes.push_back(r);
-      } else if (out.routes[static_cast<size_t>(it->second)] != r) {
+      WEFT_RETURN_IF_ERROR(walk(t, q.src_nic, q.dst_nic, r_));
+      const uint64_t key = route_key(r_);
+      size_t at = key & (cap - 1);
+      while (slots_[at].second >= 0 && slots_[at].first != key) at = (at + 1) & (cap - 1);
+      if (slots_[at].second < 0) {
+        slots_[at] = {key, out.add_route(r_)};
+      } else if (!std::equal(r_.begin(), r_.end(), out.route(static_cast<size_t>(slots_[at].second)).begin(),
+                             out.route(static_cast<size_t>(slots_[at].second)).end())) {
         return internal_error("route hash collision in the model path table");
       }
-      out.ports.push_back({t.sport, it->second});
+      out.ports.push_back({t.sport, slots_[at].second});
     }
-    std::sort(out.ports.begin(), out.ports.end(), [](const PortRoute& a, const PortRoute& b) { return a.sport < b.sport; });
-    return out;
+    return Status::ok();
   }
 
  private:
@@ -97,28 +110,38 @@ class ModelPathTable final : public PathTable {
     return Status::ok();
   }
 
-  const std::vector<int>& hops(int sw, int dst) {
-    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(sw)) << 32) | static_cast<uint32_t>(dst);
-    auto it = hops_.find(key);
-    if (it == hops_.end()) it = hops_.emplace(key, pf_.next_hops(sw, dst)).first;
-    return it->second;
+  // Shortest-path next switches of (sw, dst) in PathFinder::next_hops order,
+  // computed once: a flat table of
+  // [begin, end) ranges into one pool (switches^2 entries: 32 MB at 2,000
+  // switches, the 65,536-endpoint 3-tier fabric's order).
+  std::span<const int> hops(int sw, int dst) {
+    auto& h = hop_range_[static_cast<size_t>(sw) * f_.switches.size() + static_cast<size_t>(dst)];
+    if (h.first < 0) {
+      auto v = pf_.next_hops(sw, dst);
+      h = {static_cast<int32_t>(hop_pool_.size()), static_cast<int32_t>(hop_pool_.size() + v.size())};
+      for (int dl : v) hop_pool_.push_back(f_.vertex_switch(f_.directed_dst(dl)));
+    }
+    return {hop_pool_.data() + h.first, static_cast<size_t>(h.second - h.first)};
   }
 
-  // The switches tuple t crosses from NIC s to NIC d, into r.
+  Status reachable(int s, int d) {
+    const int a = f_.nic_switch(s), b = f_.nic_switch(d);
+    if (a == b || pf_.distance(a, b) >= 0) return Status::ok();
+    return unavailable(fmt::format("no path {} -> {}: '{}' cannot reach '{}' over links that are up",
+                                   f_.nic_qualified_name(s), f_.nic_qualified_name(d), f_.switches[a].name,
+                                   f_.switches[b].name));
+  }
+
+  // The switches tuple t crosses from NIC s to NIC d, into r (reachable).
   Status walk(const FiveTuple& t, int s, int d, Route& r) {
     r.clear();
     int sw = f_.nic_switch(s);
     const int dst = f_.nic_switch(d);
     r.push_back(sw);
-    if (sw != dst && pf_.distance(sw, dst) < 0) {
-      return unavailable(fmt::format("no path {} -> {}: '{}' cannot reach '{}' over links that are up",
-                                     f_.nic_qualified_name(s), f_.nic_qualified_name(d), f_.switches[sw].name,
-                                     f_.switches[dst].name));
-    }
     while (sw != dst) {
-      const auto& h = hops(sw, dst);
+      const auto h = hops(sw, dst);
       const size_t pick = h.size() == 1 ? 0 : hash_->pick(t, sw, h.size());
-      sw = f_.vertex_switch(f_.directed_dst(h[pick]));
+      sw = h[pick];
       r.push_back(sw);
     }
     return Status::ok();
@@ -128,7 +151,10 @@ class ModelPathTable final : public PathTable {
   std::unique_ptr<EcmpHash> hash_;
   uint32_t draw_seed_;
   PathFinder pf_;
-  std::unordered_map<uint64_t, std::vector<int>> hops_;
+  std::vector<std::pair<int32_t, int32_t>> hop_range_;
+  std::vector<int> hop_pool_;
+  std::vector<std::pair<uint64_t, int>> slots_;
+  Route r_;
 };
 
 }  // namespace

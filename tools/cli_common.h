@@ -31,5 +31,6 @@ void register_topo(CLI::App& app, Registry& reg);
 void register_rank(CLI::App& app, Registry& reg);
 void register_check(CLI::App& app, Registry& reg);
 void register_demo(CLI::App& app, Registry& reg);
+void register_route(CLI::App& app, Registry& reg);
 
 }  // namespace weft::cli

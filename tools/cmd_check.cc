@@ -7,6 +7,7 @@
 #include "load_table.h"
 #include "weft/ranking/rank_file.h"
 #include "weft/routing/link_load.h"
+#include "weft/routing/plan_router.h"
 #include "weft/topology/topology_file.h"
 
 namespace weft::cli {
@@ -17,6 +18,7 @@ struct CheckArgs {
   std::string ranks;
   std::string collective = "allreduce-hd";
   std::string routes = "ideal";
+  std::string plan;
   std::string size = "64MiB";
   uint32_t seed = 1;
   bool json = false;
@@ -45,8 +47,11 @@ std::string report_json(const topo::Fabric& f, const routing::LoadReport& rep) {
 int run_check(const CheckArgs& a) {
   auto coll = routing::parse_collective(a.collective);
   if (!coll) return fail(invalid_argument(fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring)", a.collective)));
-  if (a.routes != "ideal" && a.routes != "ecmp") {
-    return fail(invalid_argument(fmt::format("unknown --routes '{}' (ideal, ecmp)", a.routes)));
+  if (a.routes != "ideal" && a.routes != "ecmp" && a.routes != "plan") {
+    return fail(invalid_argument(fmt::format("unknown --routes '{}' (ideal, ecmp, plan)", a.routes)));
+  }
+  if ((a.routes == "plan") != !a.plan.empty()) {
+    return fail(invalid_argument("--routes plan and --plan FILE go together"));
   }
   auto bytes = parse_size(a.size);
   if (!bytes || *bytes % 4 != 0) return fail(invalid_argument(fmt::format("bad --size '{}' (a multiple of 4 bytes, e.g. 64MiB)", a.size)));
@@ -56,8 +61,21 @@ int run_check(const CheckArgs& a) {
   if (!order) return fail(order.status());
   auto sched = routing::build_schedule(*coll, order->size(), *bytes / 4, 4);
   if (!sched) return fail(sched.status());
-  auto router = a.routes == "ideal" ? routing::make_ideal_router(*fabric, *order)
-                                    : routing::make_ecmp_router(*fabric, *order, routing::EcmpOptions{.seed = a.seed});
+  std::unique_ptr<routing::Router> router;
+  if (a.routes == "plan") {
+    auto plan = routing::load_plan(a.plan);
+    if (!plan) return fail(plan.status());
+    if (plan->collective != a.collective) {
+      return fail(invalid_argument(fmt::format("{}: the plan is for {}, not --collective {}", a.plan, plan->collective,
+                                               a.collective)));
+    }
+    auto r = routing::make_plan_router(*fabric, *order, *plan);
+    if (!r) return fail(r.status().with_context(a.plan));
+    router = std::move(*r);
+  } else {
+    router = a.routes == "ideal" ? routing::make_ideal_router(*fabric, *order)
+                                 : routing::make_ecmp_router(*fabric, *order, routing::EcmpOptions{.seed = a.seed});
+  }
   auto rep = routing::check_link_load(*fabric, *order, *sched, *router);
   if (!rep) return fail(rep.status());
   if (a.json) {
@@ -79,11 +97,13 @@ void register_check(CLI::App& app, Registry& reg) {
       "Count the flows on every directed link in every step of a collective and print\n"
       "the maximum load per step beside its lower bound. Routes: 'ideal' = the best\n"
       "spine per flow (exact König colouring on a 2-tier Clos); 'ecmp' = random\n"
-      "ephemeral ports hashed by the switches (what an unplanned fabric does).");
+      "ephemeral ports hashed by the switches (what an unplanned fabric does); 'plan' =\n"
+      "the paths of a route plan from weft route (--plan FILE).");
   cmd->add_option("--topology", a.topology, "Topology file")->required();
   cmd->add_option("--ranks", a.ranks, "Rank file (any weft rank --format; detected)")->required();
   cmd->add_option("--collective", a.collective, "allreduce-hd|allreduce-ring")->capture_default_str();
-  cmd->add_option("--routes", a.routes, "ideal|ecmp")->capture_default_str();
+  cmd->add_option("--routes", a.routes, "ideal|ecmp|plan")->capture_default_str();
+  cmd->add_option("--plan", a.plan, "Route plan to replay (with --routes plan)");
   cmd->add_option("--size", a.size, "Bytes per rank (K, M, G suffixes)")->capture_default_str();
   cmd->add_option("--seed", a.seed, "ECMP hash and port seed")->capture_default_str();
   cmd->add_flag("--json", a.json, "Print the report as JSON");

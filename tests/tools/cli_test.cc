@@ -1,50 +1,13 @@
 // The weft CLI as a user meets it: generated files, JSON for scripts, and bad
 // input answered by one line on stderr, a non-zero exit and no output file.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
-#include "weft/common/file_util.h"
+#include "cli_fixture.h"
 
 namespace {
 
-namespace fs = std::filesystem;
-
-struct CliRun {
-  int rc;
-  std::string out;
-  std::string err;
-};
-
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("weft-cli-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  void write(const std::string& name, const std::string& text) const { std::ofstream(path(name)) << text; }
-
-  CliRun weft(const std::string& args) const {
-    const std::string out = path("stdout"), err = path("stderr");
-    std::string cmd = std::string(WEFT_BINARY_DIR) + "/weft " + args + " >" + out + " 2>" + err;
-    int st = std::system(cmd.c_str());
-    CliRun r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, weft::read_file(out).value(), weft::read_file(err).value()};
-    return r;
-  }
-
-  fs::path dir_;
-};
 
 TEST_F(Cli, GenShowPrintsTheNormalisedFabricForScripts) {
   ASSERT_EQ(weft("topo gen bigraph --switches 4 --subnodes 2 -o " + path("bg.json")).rc, 0);

@@ -21,7 +21,9 @@
 // of struct flow_keys: they predict the behaviour (uniform, symmetric,
 // seed-stable), not the spine a given kernel picks.
 // Models are deterministic for a given seed, so a simulated fabric behaves
-// the same on every run; tests/routing pins their values.
+// the same on every run; tests/routing pins their values. A hash object is
+// not thread-safe (crc32 memoises the CRC of a pair's fixed fields); give
+// each thread its own.
 #pragma once
 
 #include <cstdint>

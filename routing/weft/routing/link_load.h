@@ -5,8 +5,11 @@
 // (flows on one directed link at once) beside a lower bound that no routing
 // can beat: the access links' own load, and for every switch with uplinks
 // ceil(flows that must leave it upward / uplinks that are up), and the same
-// for flows entering it from above. On a 2-tier Clos that is the bound the
-// route planner is held to.
+// for flows entering it from above; and for two switches sharing upper
+// neighbours (the leaves of a 2-tier Clos, or of one pod), ceil(flows
+// between them / upper switches both still reach over links that are up),
+// which is what failed links make binding. On a 2-tier Clos that is the bound
+// the route planner is held to.
 #pragma once
 
 #include <cstdint>

@@ -19,8 +19,10 @@
 //   - a Route is switch indices of the table's Fabric, source leaf first,
 //     destination leaf last; two NICs on one leaf give a one-switch route;
 //   - ports() returns at most max_ports entries, each sport at most once and
-//     inside the range, sorted by sport; every entry's `route` indexes
-//     PairRoutes::routes, which holds no duplicates;
+//     inside the range, in the table's order of preference (the planner takes
+//     the first free port on the route it chose); every entry's `route` indexes the
+//     pair's routes (PairRoutes::add_route / route(i)), which hold no
+//     duplicates;
 //   - knowing nothing about a pair or tuple is not an error: ports() returns
 //     no entries, route() returns NotFound; errors are for bad arguments
 //     (unknown NICs) and for failing sources (a database that cannot be read);
@@ -32,21 +34,25 @@
 // A model:
 //   auto table = make_model_path_table(fabric, make_hash("crc32", 7).value());
 //   PairQuery q{.src_nic = 0, .dst_nic = 9, .proto = kProtoUdp, .dport = kRoceV2Port};
-//   PairRoutes pr = table->ports(q, PortRange{}, 64).value();
-//   for (const PortRoute& p : pr.ports) use(p.sport, pr.routes[p.route]);
+//   PairRoutes pr;
+//   Status st = table->ports(q, PortRange{}, 64, pr);
+//   for (const PortRoute& p : pr.ports) use(p.sport, pr.route(p.route));
 //
 // Observations (the shape of the probe stage's table):
 //   class DbPathTable final : public routing::PathTable {
 //     Result<Route> route(const FlowKey& k) override;
 //       // the newest campaign's row for exactly this 5-tuple ->
 //       // {leaf of src, spine, leaf of dst}; NotFound if it was never probed
-//     Result<PairRoutes> ports(const PairQuery& q, PortRange r, int max_ports) override;
-//       // every probed sport of (src, dst, protocol, dport) inside r
+//     Status ports(const PairQuery& q, PortRange r, int max_ports, PairRoutes& out) override;
+//       // every probed sport of (src, dst, protocol, dport) inside r:
+//       //   int i = out.add_route({leaf_s, spine, leaf_d});  // once per spine
+//       //   out.ports.push_back({sport, i});
 //   };
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -95,9 +101,29 @@ struct PortRoute {
   int route = 0;  // index into PairRoutes::routes
 };
 
+// Routes are stored flat (one allocation per pair, not per route: a planner
+// asks for 64 ports of each of ~10^5 pairs).
 struct PairRoutes {
-  std::vector<Route> routes;
-  std::vector<PortRoute> ports;  // sorted by sport
+  std::vector<int> hops;         // the switches of every route, concatenated
+  std::vector<uint32_t> ends;    // route i is hops[ends[i-1] (0 for i = 0) .. ends[i])
+  std::vector<PortRoute> ports;  // distinct sports, in order of preference
+
+  size_t num_routes() const { return ends.size(); }
+  std::span<const int> route(size_t i) const {
+    const uint32_t b = i == 0 ? 0 : ends[i - 1];
+    return {hops.data() + b, ends[i] - b};
+  }
+  void clear() {
+    hops.clear();
+    ends.clear();
+    ports.clear();
+  }
+  // Appends a route and returns its index; callers keep routes distinct.
+  int add_route(std::span<const int> switches) {
+    hops.insert(hops.end(), switches.begin(), switches.end());
+    ends.push_back(static_cast<uint32_t>(hops.size()));
+    return static_cast<int>(ends.size()) - 1;
+  }
 };
 
 class PathTable {
@@ -107,11 +133,13 @@ class PathTable {
   virtual std::string describe() const = 0;
   virtual const topo::Fabric& fabric() const = 0;
   virtual Result<Route> route(const FlowKey& key) = 0;
-  virtual Result<PairRoutes> ports(const PairQuery& pair, PortRange range, int max_ports) = 0;
+  // Fills `out` (cleared first; its capacity is reused, so a caller asking
+  // about 10^5 pairs passes one buffer per pair in flight, not a fresh one).
+  virtual Status ports(const PairQuery& pair, PortRange range, int max_ports, PairRoutes& out) = 0;
 };
 
 // A model table: every switch on the way picks among its shortest-path next
-// hops (links that are up) by `hash`. ports() draws max_ports distinct ports
+// hops (links that are up) by `hash`. ports() samples max_ports distinct ports
 // of the range per pair, spread over it by a stride that depends on the pair
 // and `draw_seed` (a probe campaign sweeping a sample of ports looks the
 // same); it returns the whole range in order when max_ports covers it.
@@ -120,6 +148,6 @@ std::unique_ptr<PathTable> make_model_path_table(const topo::Fabric& f, std::uni
 
 // The directed links of a route between two NICs; fails naming the first
 // missing or down link (route_via).
-Result<Path> route_path(const PathFinder& pf, int src_nic, int dst_nic, const Route& route);
+Result<Path> route_path(const PathFinder& pf, int src_nic, int dst_nic, std::span<const int> route);
 
 }  // namespace weft::routing

@@ -1,0 +1,100 @@
+#include "weft/routing/plan_router.h"
+
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace weft::routing {
+namespace {
+
+uint64_t pair_key(int a, int b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
+
+// Checks that the plan's flows sit where the order runs their ranks.
+Status check_against_order(const topo::Fabric& f, const ranking::RankOrder& order, const RoutePlan& plan) {
+  if (plan.ranks != order.size()) {
+    return invalid_argument(fmt::format("the plan is for {} ranks but the rank order has {}", plan.ranks, order.size()));
+  }
+  auto at = [&](int rank, const std::string& host, const std::string& nic, const char* end) -> Status {
+    const auto& n = f.nics[static_cast<size_t>(order.nics[static_cast<size_t>(rank)])];
+    const std::string& h = f.hosts[static_cast<size_t>(n.host)].name;
+    if (h != host || (!nic.empty() && nic != n.name)) {
+      return invalid_argument(fmt::format("plan flow {} rank {} is on '{}{}{}' but the rank order runs it on '{}:{}'",
+                                          end, rank, host, nic.empty() ? "" : ":", nic, h, n.name));
+    }
+    return Status::ok();
+  };
+  for (const auto& fl : plan.flows) {
+    WEFT_RETURN_IF_ERROR(at(fl.src_rank, fl.src_host, fl.src_nic, "source"));
+    WEFT_RETURN_IF_ERROR(at(fl.dst_rank, fl.dst_host, fl.dst_nic, "destination"));
+  }
+  return Status::ok();
+}
+
+class PathsRouter final : public Router {
+ public:
+  PathsRouter(std::string_view name, std::unordered_map<uint64_t, Path> paths)
+      : name_(name), paths_(std::move(paths)) {}
+  std::string_view name() const override { return name_; }
+  Status route_step(const Step& step, int step_index, std::vector<Path>& paths) override {
+    for (size_t i = 0; i < step.flows.size(); ++i) {
+      auto it = paths_.find(pair_key(step.flows[i].src, step.flows[i].dst));
+      if (it == paths_.end()) {
+        return not_found(fmt::format("the plan has no flow {} -> {} (step {})", step.flows[i].src, step.flows[i].dst,
+                                     step_index));
+      }
+      paths[i] = it->second;
+    }
+    return Status::ok();
+  }
+
+ private:
+  std::string_view name_;
+  std::unordered_map<uint64_t, Path> paths_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Router>> make_plan_router(const topo::Fabric& f, const ranking::RankOrder& order,
+                                                 const RoutePlan& plan) {
+  WEFT_RETURN_IF_ERROR(check_against_order(f, order, plan));
+  PathFinder pf(f);
+  std::unordered_map<uint64_t, Path> paths;
+  paths.reserve(plan.flows.size());
+  Route r;
+  for (size_t i = 0; i < plan.flows.size(); ++i) {
+    const auto& fl = plan.flows[i];
+    r.clear();
+    for (const auto& name : fl.path) {
+      auto sw = f.find_switch(name);
+      if (!sw) return invalid_argument(fmt::format("plan flow {}: unknown switch '{}' in its path", i, name));
+      r.push_back(*sw);
+    }
+    auto p = route_path(pf, order.nics[static_cast<size_t>(fl.src_rank)], order.nics[static_cast<size_t>(fl.dst_rank)], r);
+    if (!p) return p.status().with_context(fmt::format("plan flow {}", i));
+    paths.emplace(pair_key(fl.src_rank, fl.dst_rank), std::move(*p));
+  }
+  return std::unique_ptr<Router>(std::make_unique<PathsRouter>("plan", std::move(paths)));
+}
+
+Result<std::unique_ptr<Router>> make_table_router(const topo::Fabric& f, const ranking::RankOrder& order,
+                                                  const RoutePlan& plan, PathTable& table) {
+  WEFT_RETURN_IF_ERROR(check_against_order(f, order, plan));
+  PathFinder pf(f);
+  std::unordered_map<uint64_t, Path> paths;
+  paths.reserve(plan.flows.size());
+  for (size_t i = 0; i < plan.flows.size(); ++i) {
+    const auto& fl = plan.flows[i];
+    const int s = order.nics[static_cast<size_t>(fl.src_rank)], d = order.nics[static_cast<size_t>(fl.dst_rank)];
+    FlowKey k{s, d, fl.protocol == "tcp" ? kProtoTcp : kProtoUdp, fl.sport, fl.dport};
+    auto r = table.route(k);
+    if (!r) return r.status().with_context(fmt::format("plan flow {} (sport {})", i, fl.sport));
+    auto p = route_path(pf, s, d, *r);
+    if (!p) return p.status().with_context(fmt::format("plan flow {} (sport {})", i, fl.sport));
+    paths.emplace(pair_key(fl.src_rank, fl.dst_rank), std::move(*p));
+  }
+  return std::unique_ptr<Router>(std::make_unique<PathsRouter>("table", std::move(paths)));
+}
+
+}  // namespace weft::routing

@@ -1,0 +1,85 @@
+// The route planner: a source port for every directed flow of a collective,
+// chosen so that in every step the flows spread over distinct links.
+//
+//   auto table = make_model_path_table(fabric, make_hash("crc32", 1).value());
+//   auto sched = build_schedule(Collective::kAllreduceHd, order.size(), count).value();
+//   PlannerOptions opt;                       // udp, ports 49152-65535, 64 per pair
+//   PlannedRoutes pr = plan_routes(fabric, order, sched, *table, opt).value();
+//   save_plan(pr.plan, "plan.json");
+//
+// How (DESIGN.md "Routing"):
+//   1. Steps with the same flows (HD's reduce-scatter and allgather at one
+//      distance, ring's two phases) are planned once: a flow's port, hence
+//      its path, is fixed for the whole collective. A directed pair that
+//      appears in steps with different flow sets is refused (no schedule of
+//      ours has one).
+//   2. Per flow the path table says which of `ports_per_pair` source ports
+//      land on which route; routes over links that are down are dropped.
+//   3. 2-tier Clos: the step is a bipartite multigraph (source leaf ->
+//      destination leaf) coloured with the spines, each flow restricted to
+//      the spines its ports reach (list_edge_coloring.h: exact by König when
+//      every spine is reachable, alternating-chain search otherwise).
+//      Other fabrics: min-congestion route assignment (route_assignment.h).
+//   4. Each flow gets the first candidate port on its route that its source
+//      host does not use yet: a sport is used by at most one flow per source
+//      host, so a TCP transport binds it without SO_REUSEADDR tricks and
+//      never collides with a listen port (those lie outside the range, or are
+//      refused). A route whose ports are all taken is struck from that flow's
+//      list and the step planned again.
+//   5. The plan's per-step max_load is counted by the link-load checker over
+//      the plan's paths, beside the checker's lower bound.
+//
+// Listen ports (dport): udp flows go to 4791 (RoCEv2). For tcp, rank r
+// listens on tcp_dport + k, where k counts the ranks before r (in rank
+// order) on r's host: one port per host when each host runs one rank, and a
+// fixed, documented rule for several (docs/route-plan.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "weft/ranking/rank_order.h"
+#include "weft/routing/path_table.h"
+#include "weft/routing/plan.h"
+#include "weft/routing/schedule.h"
+
+namespace weft::routing {
+
+struct PlannerOptions {
+  std::string protocol = "udp";  // "udp" (RoCEv2, dport 4791) or "tcp"
+  PortRange sports;              // where source ports come from (49152-65535)
+  int ports_per_pair = 64;       // candidate source ports asked of the path table per pair
+  uint16_t tcp_dport = 29500;    // tcp: the first listen port on every host
+  int budget = 20000;            // list colouring: ejections per flow insertion
+};
+
+// Rejects an unknown protocol, an empty or too small range, ports_per_pair < 1,
+// and tcp listen ports inside the source port range.
+Status validate(const PlannerOptions& opt, const topo::Fabric& f, const ranking::RankOrder& order);
+
+// dport of every rank (the rule above).
+Result<std::vector<uint16_t>> listen_ports(const topo::Fabric& f, const ranking::RankOrder& order,
+                                           const PlannerOptions& opt);
+
+struct PlanStats {
+  int flows = 0;             // directed flows in the plan
+  int fabric_flows = 0;      // flows that leave their leaf
+  int planned_classes = 0;   // distinct flow sets planned (HD: log2 P, plus fold/unfold)
+  int replans = 0;           // classes planned again after a port ran out
+  int exact_classes = 0;     // classes solved by the König reduction
+  int max_load = 0;          // over all steps, counted by the checker
+  int max_lower_bound = 0;
+  int steps_at_bound = 0;    // steps whose max load equals the lower bound
+  int steps = 0;
+};
+
+struct PlannedRoutes {
+  RoutePlan plan;
+  PlanStats stats;
+};
+
+Result<PlannedRoutes> plan_routes(const topo::Fabric& f, const ranking::RankOrder& order, const Schedule& s,
+                                  PathTable& table, const PlannerOptions& opt);
+
+}  // namespace weft::routing

@@ -1,0 +1,108 @@
+// weft route and weft check --plan as a user meets them: a plan with load 1
+// on a non-blocking Clos, and bad input answered by one line on stderr, a
+// non-zero exit and no output file.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_fixture.h"
+
+namespace {
+
+class RouteCli : public Cli {
+ protected:
+  void SetUp() override {
+    Cli::SetUp();
+    ASSERT_EQ(weft("topo gen clos --spines 4 --leaves 3 --hosts 4 -o " + path("f.json")).rc, 0);
+    ASSERT_EQ(weft("rank --topology " + path("f.json") + " --all --algo clos -o " + path("r.csv")).rc, 0);
+  }
+  std::string base() const { return "route --topology " + path("f.json") + " --ranks " + path("r.csv") + " "; }
+};
+
+TEST_F(RouteCli, WritesAPlanThatTheCheckerReplaysAtLoadOne) {
+  CliRun r = weft(base() + "--protocol tcp --dport 29500 -o " + path("plan.json"));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("max load 1 (lower bound 1), 8 of 8 steps at the bound; wrote"), std::string::npos) << r.err;
+  auto j = nlohmann::json::parse(weft::read_file(path("plan.json")).value());
+  EXPECT_EQ(j["version"], 1);
+  EXPECT_EQ(j["collective"], "allreduce-hd");
+  EXPECT_EQ(j["ranks"], 12);
+  for (const auto& fl : j["flows"]) {
+    EXPECT_EQ(fl["protocol"], "tcp");
+    EXPECT_EQ(fl["dport"], 29500) << "one rank per host listens on --dport";
+    EXPECT_GE(fl["sport"].get<int>(), 49152);
+  }
+  CliRun c = weft("check --topology " + path("f.json") + " --ranks " + path("r.csv") + " --routes plan --plan " +
+                  path("plan.json") + " --json");
+  ASSERT_EQ(c.rc, 0) << c.err;
+  EXPECT_EQ(nlohmann::json::parse(c.out)["max_load"], 1);
+}
+
+struct BadRoute {
+  const char* name;
+  const char* args;   // after "route --topology T --ranks R"
+  const char* error;  // the stderr line
+};
+
+class RouteCliBadInput : public RouteCli, public ::testing::WithParamInterface<BadRoute> {};
+
+TEST_P(RouteCliBadInput, PrintsOneLineExitsNonZeroAndWritesNothing) {
+  write("other.csv", "rank,host,nic,switch\n0,h1-1,eth0,l1\n1,h9-9,eth0,l1\n");
+  std::string args = GetParam().args;
+  if (auto at = args.find("$O"); at != std::string::npos) args.replace(at, 2, path("other.csv"));
+  CliRun r = weft(base() + args + " -o " + path("out.json"));
+  EXPECT_NE(r.rc, 0);
+  std::string expected = std::string("weft: error: ") + GetParam().error + "\n";
+  if (auto at = expected.find("$O"); at != std::string::npos) expected.replace(at, 2, path("other.csv"));
+  EXPECT_EQ(r.err, expected);
+  EXPECT_FALSE(fs::exists(path("out.json")));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, RouteCliBadInput,
+    ::testing::Values(
+        BadRoute{"unknown_collective", "--collective allgather",
+                 "unknown --collective 'allgather' (allreduce-hd, allreduce-ring)"},
+        BadRoute{"empty_port_range", "--sport-range 60000-50000",
+                 "--sport-range: port range 60000-50000 is empty (low end above high end)"},
+        BadRoute{"bad_port_range", "--sport-range 49152", "--sport-range: bad port range '49152' (LO-HI, e.g. 49152-65535)"},
+        BadRoute{"impossible_port_range", "--sport-range 49152-49153",
+                 "no free source port for rank 1 (h1-2:eth0) -> rank 8 (h3-1:eth0): its host already uses every "
+                 "candidate port of its routes (64 ports per pair in 49152-49153); widen the port range or ask for "
+                 "more ports per pair"},
+        BadRoute{"listen_port_in_range", "--protocol tcp --dport 50000",
+                 "listen port 50000 lies inside the source port range 49152-65535"},
+        BadRoute{"unknown_hash", "--hash fnv", "unknown hash model 'fnv' (crc32, linux-l4, linux-l3)"},
+        BadRoute{"no_probe_reader", "--paths fabric.db",
+                 "--paths fabric.db: this weft has no probe-database reader (the probe stage registers it); use "
+                 "--paths model"}),
+    [](const auto& p) { return std::string(p.param.name); });
+
+TEST_F(RouteCli, RanksNotInTheTopologyAreOneLine) {
+  write("bad.csv", "rank,host,nic,switch\n0,h1-1,eth0,l1\n1,h9-9,eth0,l1\n");
+  CliRun r = weft("route --topology " + path("f.json") + " --ranks " + path("bad.csv") + " -o " + path("out.json"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("h9-9"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(path("out.json")));
+}
+
+TEST_F(RouteCli, CorruptPlansAreRefusedOnRead) {
+  ASSERT_EQ(weft(base() + "-o " + path("plan.json")).rc, 0);
+  std::string text = weft::read_file(path("plan.json")).value();
+  text.replace(text.find("\"sport\": "), 9, "\"sport\": 7");  // 7 + digits: out of 1..65535
+  write("bad.json", text);
+  CliRun r = weft("check --topology " + path("f.json") + " --ranks " + path("r.csv") + " --routes plan --plan " +
+                  path("bad.json"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("route plan /flows/0/sport: "), std::string::npos) << r.err;
+  write("trunc.json", text.substr(0, text.size() / 2));
+  r = weft("check --topology " + path("f.json") + " --ranks " + path("r.csv") + " --routes plan --plan " +
+           path("trunc.json"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("parse error"), std::string::npos) << r.err;
+}
+
+}  // namespace

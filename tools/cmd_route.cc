@@ -1,0 +1,133 @@
+// weft route: a rank order + a collective -> a route plan (a source port and a
+// path per directed flow), verified by the link-load checker before writing.
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "cli_common.h"
+#include "path_source.h"
+#include "weft/ranking/rank_file.h"
+#include "weft/routing/link_load.h"
+#include "weft/routing/plan_router.h"
+#include "weft/routing/planner.h"
+#include "weft/topology/topology_file.h"
+
+namespace weft::cli {
+
+Result<routing::PortRange> parse_port_range(const std::string& s) {
+  const auto dash = s.find('-');
+  int lo = 0, hi = 0;
+  auto num = [](std::string_view t, int& v) {
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    return ec == std::errc() && p == t.data() + t.size() && !t.empty();
+  };
+  if (dash == std::string::npos || !num(std::string_view(s).substr(0, dash), lo) ||
+      !num(std::string_view(s).substr(dash + 1), hi)) {
+    return invalid_argument(fmt::format("bad port range '{}' (LO-HI, e.g. 49152-65535)", s));
+  }
+  return routing::make_port_range(lo, hi);
+}
+
+namespace {
+
+// Jobs this large take a noticeable moment: say what is going on.
+constexpr int kProgressRanks = 4096;
+
+struct RouteArgs {
+  std::string topology;
+  std::string ranks;
+  std::string collective = "allreduce-hd";
+  std::string paths = "model";
+  ModelSpec model;
+  std::string protocol = "udp";
+  std::string sports = "49152-65535";
+  int ports_per_pair = 64;
+  int dport = 29500;
+  std::string out;
+};
+
+int run_route(const RouteArgs& a) {
+  auto coll = routing::parse_collective(a.collective);
+  if (!coll) return fail(invalid_argument(fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring)", a.collective)));
+  auto range = parse_port_range(a.sports);
+  if (!range) return fail(range.status().with_context("--sport-range"));
+  if (a.dport < 1 || a.dport > 65535) return fail(invalid_argument(fmt::format("--dport {} is not a port (1-65535)", a.dport)));
+  routing::PlannerOptions opt{.protocol = a.protocol,
+                              .sports = *range,
+                              .ports_per_pair = a.ports_per_pair,
+                              .tcp_dport = static_cast<uint16_t>(a.dport)};
+  auto fabric = topo::load_topology(a.topology);
+  if (!fabric) return fail(fabric.status());
+  auto order = ranking::load_rank_file(*fabric, a.ranks);
+  if (!order) return fail(order.status());
+  if (auto st = routing::validate(opt, *fabric, *order); !st) return fail(st);
+  auto table = open_path_table(*fabric, a.paths, a.model);
+  if (!table) return fail(table.status());
+  // Flows per step are fixed by the schedule; bytes do not change the plan.
+  auto sched = routing::build_schedule(*coll, order->size(), 1024, 4);
+  if (!sched) return fail(sched.status());
+  if (order->size() >= kProgressRanks) {
+    fmt::print(stderr, "planning {} for {} ranks on {} ({} paths, {} ports per pair)...\n", a.collective,
+               order->size(), fabric->name, (*table)->describe(), a.ports_per_pair);
+  }
+  auto planned = routing::plan_routes(*fabric, *order, *sched, **table, opt);
+  if (!planned) return fail(planned.status());
+  // Where the path table itself sends the planned ports, checked as well.
+  auto replay = routing::make_table_router(*fabric, *order, planned->plan, **table);
+  if (!replay) return fail(replay.status());
+  auto rep = routing::check_link_load(*fabric, *order, *sched, **replay);
+  if (!rep) return fail(rep.status());
+  for (size_t i = 0; i < rep->steps.size(); ++i) {
+    if (rep->steps[i].max_load != planned->plan.steps[i].max_load) {
+      return fail(internal_error(fmt::format("step {}: the plan's paths give load {} but its ports hash to load {}",
+                                             i, planned->plan.steps[i].max_load, rep->steps[i].max_load)));
+    }
+  }
+  auto st = emit(a.out, routing::plan_to_json(planned->plan));
+  if (!st) return fail(st);
+  const auto& s = planned->stats;
+  fmt::print(stderr, "{:>4}  {:<7} {:>6}  {:>8} {:>6}\n", "step", "phase", "flows", "max load", "bound");
+  for (size_t i = 0; i < planned->plan.steps.size(); ++i) {
+    const auto& ps = planned->plan.steps[i];
+    fmt::print(stderr, "{:>4}  {:<7} {:>6}  {:>8} {:>6}{}\n", ps.step, ps.phase, sched->steps[i].flows.size(),
+               ps.max_load, ps.lower_bound, ps.max_load > ps.lower_bound ? "   <- above the bound" : "");
+  }
+  fmt::print(stderr, "{} flows ({} cross leaves), max load {} (lower bound {}), {} of {} steps at the bound{}\n",
+             s.flows, s.fabric_flows, s.max_load, s.max_lower_bound, s.steps_at_bound, s.steps,
+             a.out.empty() || a.out == "-" ? "" : fmt::format("; wrote {}", a.out));
+  return 0;
+}
+
+}  // namespace
+
+void register_route(CLI::App& app, Registry& reg) {
+  static RouteArgs a;
+  auto* cmd = app.add_subcommand(
+      "route",
+      "Plan a source port for every directed flow of a collective so that each step's\n"
+      "flows take distinct links, and write the route plan the collective library reads\n"
+      "(docs/route-plan.md). On a 2-tier Clos each step is coloured with the spines\n"
+      "(König; list colouring where a pair's ports reach only some spines); where load 1\n"
+      "is impossible (failed links, fewer spines than hosts per leaf) the max load is\n"
+      "minimised and printed beside its lower bound. The plan is checked by the link-load\n"
+      "checker, and its ports are looked up again in the path table, before it is written.\n"
+      "Listen ports: udp flows go to 4791 (RoCEv2); tcp rank r listens on --dport + k,\n"
+      "k = how many ranks precede r on its host.");
+  cmd->add_option("--topology", a.topology, "Topology file")->required();
+  cmd->add_option("--ranks", a.ranks, "Rank file (any weft rank --format; detected)")->required();
+  cmd->add_option("--collective", a.collective, "allreduce-hd|allreduce-ring")->capture_default_str();
+  cmd->add_option("--paths", a.paths, "Where paths come from: 'model' (ECMP hash model) or a probe database file")
+      ->capture_default_str();
+  cmd->add_option("--hash", a.model.hash, "Model: crc32|linux-l4|linux-l3")->capture_default_str();
+  cmd->add_option("--seed", a.model.seed, "Model: switch hash seed (Linux: fib_multipath_hash_seed)")->capture_default_str();
+  cmd->add_option("--protocol", a.protocol, "udp (RoCEv2) or tcp (one connection per direction)")->capture_default_str();
+  cmd->add_option("--sport-range", a.sports, "Source ports to choose from, LO-HI (RoCEv2: flow label = port - 0xC000)")
+      ->capture_default_str();
+  cmd->add_option("--ports-per-pair", a.ports_per_pair, "Candidate source ports per host pair")->capture_default_str();
+  cmd->add_option("--dport", a.dport, "tcp: listen port of each host's first rank (then +1 per rank on the host)")
+      ->capture_default_str();
+  cmd->add_option("-o,--output", a.out, "Plan file (default: stdout); never left half-written");
+  cmd->callback([&reg] { reg.run = [] { return run_route(a); }; });
+}
+
+}  // namespace weft::cli
