@@ -147,7 +147,31 @@ class EcmpRouter final : public Router {
   std::unique_ptr<EcmpHash> hash_;
 };
 
+// ---- crossbar ---------------------------------------------------------------
+
+class CrossbarRouter final : public Router {
+ public:
+  CrossbarRouter(const topo::Fabric& f, const ranking::RankOrder& order) : f_(f), order_(order) {}
+  std::string_view name() const override { return "crossbar"; }
+  Status route_step(const Step& step, int, std::vector<Path>& paths) override {
+    for (size_t i = 0; i < step.flows.size(); ++i) {
+      const int s = order_.nics[static_cast<size_t>(step.flows[i].src)], d = order_.nics[static_cast<size_t>(step.flows[i].dst)];
+      paths[i].dlinks = {f_.directed_from(f_.nic_link(s), f_.nic_vertex(s)),
+                         f_.directed_from(f_.nic_link(d), f_.switch_vertex(f_.nic_switch(d)))};
+    }
+    return Status::ok();
+  }
+
+ private:
+  const topo::Fabric& f_;
+  const ranking::RankOrder& order_;
+};
+
 }  // namespace
+
+std::unique_ptr<Router> make_crossbar_router(const topo::Fabric& f, const ranking::RankOrder& order) {
+  return std::make_unique<CrossbarRouter>(f, order);
+}
 
 std::unique_ptr<Router> make_ideal_router(const topo::Fabric& f, const ranking::RankOrder& order) {
   return std::make_unique<IdealRouter>(f, order);

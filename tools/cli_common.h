@@ -32,5 +32,6 @@ void register_rank(CLI::App& app, Registry& reg);
 void register_check(CLI::App& app, Registry& reg);
 void register_demo(CLI::App& app, Registry& reg);
 void register_route(CLI::App& app, Registry& reg);
+void register_sim(CLI::App& app, Registry& reg);
 
 }  // namespace weft::cli

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   weft::cli::register_rank(app, reg);
   weft::cli::register_check(app, reg);
   weft::cli::register_route(app, reg);
+  weft::cli::register_sim(app, reg);
   weft::cli::register_demo(app, reg);
   try {
     app.parse(argc, argv);

@@ -8,6 +8,7 @@
 //   ecmp   what an unplanned fabric does: each connection gets a random
 //          ephemeral source port (seeded), and every switch picks its next
 //          hop by an ECMP hash model.
+//   crossbar  an ideal non-blocking switch (access links only).
 // The route planner (weft route) adds routers for planned source ports.
 #pragma once
 
@@ -45,5 +46,9 @@ struct EcmpOptions {
 std::unique_ptr<Router> make_ideal_router(const topo::Fabric& f, const ranking::RankOrder& order);
 std::unique_ptr<Router> make_ecmp_router(const topo::Fabric& f, const ranking::RankOrder& order,
                                          const EcmpOptions& opt);
+// An ideal non-blocking switch: every flow crosses only its two access links
+// (the source NIC's uplink and the destination NIC's downlink), as if all
+// NICs hung off one crossbar — the bound no fabric can beat.
+std::unique_ptr<Router> make_crossbar_router(const topo::Fabric& f, const ranking::RankOrder& order);
 
 }  // namespace weft::routing

@@ -1,0 +1,97 @@
+#include "weft/routing/simulator.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "weft/routing/max_min.h"
+
+namespace weft::routing {
+
+std::vector<double> SimResult::utilisation() const {
+  std::vector<double> u(link_bytes.size(), 0.0);
+  if (seconds <= 0) return u;
+  for (size_t l = 0; l < u.size(); ++l) u[l] = capacity_Bps[l] > 0 ? link_bytes[l] / (capacity_Bps[l] * seconds) : 0;
+  return u;
+}
+
+double algbw(uint64_t bytes, double seconds) { return seconds > 0 ? static_cast<double>(bytes) / seconds : 0; }
+
+double allreduce_busbw(uint64_t bytes, int ranks, double seconds) {
+  return ranks > 0 ? algbw(bytes, seconds) * 2.0 * (ranks - 1) / ranks : 0;
+}
+
+Result<SimResult> simulate(const topo::Fabric& f, const ranking::RankOrder& order, const Schedule& s, Router& router,
+                           const SimOptions& opt) {
+  if (order.size() != s.ranks) {
+    return invalid_argument(fmt::format("the rank order has {} ranks but the schedule is for {}", order.size(), s.ranks));
+  }
+  if (opt.hop_latency_s < 0) return invalid_argument("per-hop latency must be >= 0");
+  SimResult out;
+  out.capacity_Bps.resize(2 * f.links.size());
+  for (size_t l = 0; l < f.links.size(); ++l) {
+    const double c = f.links[l].state == topo::LinkState::kUp ? f.links[l].gbps * 1e9 / 8 : 0;
+    out.capacity_Bps[2 * l] = out.capacity_Bps[2 * l + 1] = c;
+  }
+  out.link_bytes.assign(out.capacity_Bps.size(), 0.0);
+  MaxMinFair mm(out.capacity_Bps);
+  std::vector<Path> paths;
+  std::vector<std::vector<int>> links;
+  std::vector<double> left;
+  std::vector<char> active;
+  std::vector<int> load(out.capacity_Bps.size(), 0);
+  for (size_t si = 0; si < s.steps.size(); ++si) {
+    const Step& st = s.steps[si];
+    const size_t n = st.flows.size();
+    paths.resize(n);
+    for (auto& p : paths) p.dlinks.clear();
+    auto rs = router.route_step(st, static_cast<int>(si), paths);
+    if (!rs) return rs.with_context(fmt::format("step {} ({} d={})", si, st.phase, st.distance));
+    links.resize(n);
+    left.assign(n, 0);
+    active.assign(n, 0);
+    SimStep ss{static_cast<int>(si), st.phase, st.repeat, 0, 0, 0};
+    size_t hops = 0, running = 0;
+    for (size_t i = 0; i < n; ++i) {
+      links[i] = paths[i].dlinks;
+      for (int l : links[i]) {
+        if (out.capacity_Bps[static_cast<size_t>(l)] <= 0) {
+          return failed_precondition(fmt::format("step {}: rank {} -> {} is routed over '{}', which is down", si,
+                                                 st.flows[i].src, st.flows[i].dst, f.directed_name(l)));
+        }
+        ss.max_load = std::max(ss.max_load, ++load[static_cast<size_t>(l)]);
+        out.link_bytes[static_cast<size_t>(l)] += static_cast<double>(st.flows[i].bytes);
+      }
+      hops = std::max(hops, links[i].size());
+      left[i] = static_cast<double>(st.flows[i].bytes) / st.repeat;
+      active[i] = left[i] > 0;
+      running += active[i];
+    }
+    for (size_t i = 0; i < n; ++i) {
+      for (int l : links[i]) load[static_cast<size_t>(l)] = 0;
+    }
+    double t = 0;
+    while (running > 0) {
+      const auto& rate = mm.solve(links, active);
+      ++ss.events;
+      double dt = std::numeric_limits<double>::infinity();
+      for (size_t i = 0; i < n; ++i) {
+        if (active[i]) dt = std::min(dt, left[i] / rate[i]);
+      }
+      t += dt;
+      for (size_t i = 0; i < n; ++i) {
+        if (!active[i]) continue;
+        left[i] -= rate[i] * dt;
+        // Flows within a relative 1e-9 of done finish now (rounding).
+        if (left[i] <= 1e-9 * static_cast<double>(st.flows[i].bytes)) active[i] = 0, --running;
+      }
+    }
+    ss.seconds = st.repeat * (t + static_cast<double>(hops) * opt.hop_latency_s);
+    out.seconds += ss.seconds;
+    out.steps.push_back(std::move(ss));
+  }
+  return out;
+}
+
+}  // namespace weft::routing

@@ -1,0 +1,65 @@
+// weft sim as a user meets it: the (a)-(d) table, the SVG plot, JSON for
+// scripts, and bad input answered by one line and no plot file.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_fixture.h"
+
+namespace {
+
+TEST_F(Cli, SimComparesFourWaysAndPlotsBusbwAgainstEndpoints) {
+  CliRun r = weft("sim --spines 4 --hosts-per-leaf 4 --leaves 2,4 --size 4MiB --svg " + path("p.svg"));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const char* row : {"(a) default", "(b) leaf sets + ECMP", "(c) weft", "(d) ideal switch"}) {
+    EXPECT_NE(r.out.find(row), std::string::npos) << row << " in\n" << r.out;
+  }
+  const std::string svg = weft::read_file(path("p.svg")).value();
+  size_t lines = 0;
+  for (size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++lines;
+  EXPECT_EQ(lines, 4u) << "one line per case";
+  EXPECT_NE(svg.find("busbw (GB/s)"), std::string::npos);
+}
+
+TEST_F(Cli, SimJsonGivesPerLinkUtilisationForOneFabric) {
+  ASSERT_EQ(weft("topo gen clos --spines 4 --leaves 2 --hosts 4 -o " + path("f.json")).rc, 0);
+  CliRun r = weft("sim --topology " + path("f.json") + " --collective allreduce-ring --size 1MiB --svg '' --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["endpoints"], 8);
+  ASSERT_EQ(j[0]["cases"].size(), 4u);
+  const auto& weft_case = j[0]["cases"][2];
+  EXPECT_EQ(weft_case["max_load"], 1);
+  EXPECT_FALSE(weft_case["utilisation"].empty());
+  for (const auto& [link, u] : weft_case["utilisation"].items()) EXPECT_LE(u.get<double>(), 1.0 + 1e-9) << link;
+  EXPECT_FALSE(fs::exists(path("weft-sim.svg")));
+}
+
+struct BadSim {
+  const char* name;
+  const char* args;
+  const char* error;
+};
+
+class SimCliBadInput : public Cli, public ::testing::WithParamInterface<BadSim> {};
+
+TEST_P(SimCliBadInput, PrintsOneLineExitsNonZeroAndWritesNoPlot) {
+  CliRun r = weft(std::string("sim ") + GetParam().args + " --svg " + path("p.svg"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(r.err, std::string("weft: error: ") + GetParam().error + "\n");
+  EXPECT_FALSE(fs::exists(path("p.svg")));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, SimCliBadInput,
+    ::testing::Values(
+        BadSim{"unknown_collective", "--collective allgather",
+               "unknown --collective 'allgather' (allreduce-hd, allreduce-ring, allreduce-hybrid)"},
+        BadSim{"bad_leaves", "--leaves 2,x", "bad --leaves '2,x' (a comma-separated list of counts >= 1, e.g. 2,4,8)"},
+        BadSim{"bad_size", "--size 3", "bad --size '3' (a multiple of 4 bytes, e.g. 64MiB)"},
+        BadSim{"unknown_hash", "--hash md5", "unknown hash model 'md5' (crc32, linux-l4, linux-l3)"},
+        BadSim{"no_trials", "--leaves 2 --trials 0", "clos2-8x2x8x1: trials must be >= 1 (got 0)"}),
+    [](const auto& p) { return std::string(p.param.name); });
+
+}  // namespace
