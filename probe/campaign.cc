@@ -115,53 +115,60 @@ Result<CampaignOutcome> run_campaign(SenderBackend& backend, const CampaignPlan&
     }
     if (flows.empty()) continue;
     WEFT_RETURN_IF_ERROR(backend.open_ports(static_cast<uint16_t>(p0), w));
-    std::unordered_map<uint32_t, size_t> outstanding;  // sequence -> flow
+    std::unordered_map<uint32_t, size_t> sent_seq;  // sequence -> flow, every attempt of this window
     std::vector<ProbeAnswer> answers;
     for (int round = 0; round < plan.probes_per_port; ++round) {
-      std::vector<size_t> pending(flows.size());
-      for (size_t i = 0; i < flows.size(); ++i) pending[i] = i;
-      for (int attempt = 0; attempt <= plan.retries && !pending.empty(); ++attempt) {
-        if (attempt > 0) out.stats.retried += pending.size();
+      std::vector<char> settled(flows.size(), 0);
+      const uint32_t round_first = seq;
+      size_t open = flows.size();
+      for (int attempt = 0; attempt <= plan.retries && open > 0; ++attempt) {
         std::vector<ProbeSend> batch;
-        outstanding.clear();
-        for (size_t i : pending) {
+        for (size_t i = 0; i < flows.size(); ++i) {
+          if (settled[i]) continue;
           batch.push_back({flows[i].r.dst_ip, flows[i].sport, seq});
-          outstanding[seq++] = i;
+          sent_seq[seq++] = i;
           ++flows[i].r.sent;
           ++out.spend[flows[i].target].probes;
         }
+        if (attempt > 0) out.stats.retried += batch.size();
         for (size_t at = 0; at < batch.size(); at += 64) {
           const size_t n = std::min<size_t>(64, batch.size() - at);
           pacer.take(n);
           WEFT_RETURN_IF_ERROR(backend.send(std::span<const ProbeSend>(batch.data() + at, n)));
         }
         const auto deadline = Clock::now() + std::chrono::milliseconds(plan.timeout_ms);
-        while (!outstanding.empty()) {
+        while (open > 0) {
           const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
           if (left <= 0) break;
           answers.clear();
           WEFT_RETURN_IF_ERROR(backend.poll(static_cast<int>(std::min<int64_t>(left, 20)), answers));
           for (const ProbeAnswer& a : answers) {
-            auto it = outstanding.find(a.sequence);
-            if (it == outstanding.end()) {
-              ++out.stats.rejected[static_cast<size_t>(Reject::kUnexpected)];  // late, duplicate or foreign
+            auto it = sent_seq.find(a.sequence);
+            if (it == sent_seq.end()) {  // not a probe of this window
+              out.stats.reject(Reject::kUnexpected);
+              continue;
+            }
+            if (a.sequence < round_first) {  // an earlier round's answer, after its timeout
+              out.stats.reject(Reject::kLate);
               continue;
             }
             Flow& f = flows[it->second];
             if (a.dst_ip != f.r.dst_ip || a.sport != f.sport) {
-              ++out.stats.rejected[static_cast<size_t>(Reject::kUnexpected)];
+              out.stats.reject(Reject::kUnexpected);
+              continue;
+            }
+            if (settled[it->second]) {
+              out.stats.reject(Reject::kLate);  // an earlier attempt's answer after a retry was answered
               continue;
             }
             record_answer(f, a);
             ++out.stats.answered;
-            outstanding.erase(it);
+            settled[it->second] = 1;
+            --open;
           }
         }
-        pending.clear();
-        for (const auto& [s, i] : outstanding) pending.push_back(i);
-        std::sort(pending.begin(), pending.end());
       }
-      out.stats.timed_out += pending.size();
+      out.stats.timed_out += open;
     }
     for (Flow& f : flows) {
       if (f.have_path) {

@@ -35,7 +35,10 @@ Status Reflector::start() {
   const int one = 1, tos = cfg_.reply_dscp << 2, rcvbuf = 4 << 20;
   if (::setsockopt(udp_.get(), IPPROTO_IP, IP_RECVTOS, &one, sizeof one) != 0) return io_error("IP_RECVTOS", errno);
   if (::setsockopt(udp_.get(), IPPROTO_IP, IP_TOS, &tos, sizeof tos) != 0) return io_error("IP_TOS", errno);
-  ::setsockopt(udp_.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  set_rcvbuf(udp_.get(), rcvbuf);
+  if (::setsockopt(udp_.get(), SOL_SOCKET, SO_SNDBUFFORCE, &rcvbuf, sizeof rcvbuf) != 0) {
+    ::setsockopt(udp_.get(), SOL_SOCKET, SO_SNDBUF, &rcvbuf, sizeof rcvbuf);
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(cfg_.udp_port);
@@ -81,20 +84,52 @@ void Reflector::answer(const ProbeHeader& req, uint8_t dscp_seen, uint32_t to_ip
   rep.spine = spine_from_dscp(dscp_seen, cfg_.probe_dscp);
   auto key = keys_.find(req.campaign);
   if (!key) return;  // retired between accept and answer
-  std::array<uint8_t, kProbeSize> buf;
-  encode_probe(rep, *key, buf);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(to_port);
-  to.sin_addr.s_addr = htonl(to_ip);
-  if (::sendto(udp_.get(), buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to) ==
-      static_cast<ssize_t>(buf.size())) {
-    std::lock_guard lock(mu_);
-    ++stats_.answered;
-  } else {
-    std::lock_guard lock(mu_);
-    ++stats_.send_errors;
+  Outgoing o;
+  encode_probe(rep, *key, o.buf);
+  o.to = sockaddr_in{};
+  o.to.sin_family = AF_INET;
+  o.to.sin_port = htons(to_port);
+  o.to.sin_addr.s_addr = htonl(to_ip);
+  std::lock_guard lock(out_mu_);
+  out_.push_back(o);
+}
+
+// Sends the queued answers with sendmmsg(2); a full send buffer is waited for
+// (briefly) rather than dropping answers on the floor.
+void Reflector::flush_answers() {
+  std::lock_guard lock(out_mu_);
+  std::vector<mmsghdr> msgs(out_.size());
+  std::vector<iovec> iov(out_.size());
+  for (size_t i = 0; i < out_.size(); ++i) {
+    iov[i] = {out_[i].buf.data(), out_[i].buf.size()};
+    msgs[i] = mmsghdr{};
+    msgs[i].msg_hdr.msg_name = &out_[i].to;
+    msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+    msgs[i].msg_hdr.msg_iov = &iov[i];
+    msgs[i].msg_hdr.msg_iovlen = 1;
   }
+  size_t done = 0;
+  uint64_t sent = 0, failed = 0;
+  while (done < msgs.size()) {
+    const int r = ::sendmmsg(udp_.get(), msgs.data() + done, static_cast<unsigned>(msgs.size() - done), 0);
+    if (r > 0) {
+      done += static_cast<size_t>(r);
+      sent += static_cast<uint64_t>(r);
+    } else if (r < 0 && (errno == EAGAIN || errno == ENOBUFS)) {
+      pollfd p{udp_.get(), POLLOUT, 0};
+      if (::poll(&p, 1, 10) <= 0) {
+        failed += msgs.size() - done;
+        break;
+      }
+    } else {
+      ++failed;  // e.g. an ICMP error pending on the socket: skip this answer
+      ++done;
+    }
+  }
+  out_.clear();
+  std::lock_guard slock(mu_);
+  stats_.answered += sent;
+  stats_.send_errors += failed;
 }
 
 void Reflector::udp_loop() {
@@ -141,6 +176,7 @@ void Reflector::udp_loop() {
         }
         if (ok) answer(h, static_cast<uint8_t>(tos >> 2), src, sport);
       }
+      flush_answers();
       if (r < kBatch) break;
     }
   }

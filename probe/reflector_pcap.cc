@@ -99,6 +99,7 @@ void Reflector::pcap_loop() {
           reinterpret_cast<Reflector*>(self)->handle_frame(bytes, hdr->caplen);
         },
         reinterpret_cast<u_char*>(this));
+    flush_answers();
   }
 }
 

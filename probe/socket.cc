@@ -60,7 +60,7 @@ class UdpSender final : public SenderBackend {
       if (!fd) return io_error("socket(UDP)", errno);
       const int tos = cfg_.probe_dscp << 2, one = 1, rcvbuf = 1 << 20;
       if (::setsockopt(fd.get(), IPPROTO_IP, IP_TOS, &tos, sizeof tos) != 0) return io_error("IP_TOS", errno);
-      ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+      set_rcvbuf(fd.get(), rcvbuf);
       if (cfg_.method == Method::kTtl) {
         const int ttl = cfg_.ttl;
         if (::setsockopt(fd.get(), IPPROTO_IP, IP_TTL, &ttl, sizeof ttl) != 0) return io_error("IP_TTL", errno);
@@ -117,20 +117,25 @@ class UdpSender final : public SenderBackend {
         msgs_[i].msg_hdr.msg_iovlen = 1;
       }
       size_t done = 0;
-      int spins = 0;
+      int spins = 0, pending_errors = 0;
       while (done < n) {
         const int r = ::sendmmsg(socks_[idx].get(), msgs_.data() + done, static_cast<unsigned>(n - done), 0);
         if (r > 0) {
           done += static_cast<size_t>(r);
           stats_.sent += static_cast<uint64_t>(r);
+          pending_errors = 0;
         } else if (r < 0 && (errno == EAGAIN || errno == ENOBUFS) && ++spins < 1000) {
           continue;  // the socket buffer drains at line rate; retry briefly
-        } else if (r < 0 && (errno == EHOSTUNREACH || errno == ENETUNREACH || errno == ECONNREFUSED)) {
-          ++stats_.send_errors;  // reported by an earlier ICMP; skip this one probe
-          ++done;
+        } else if (r < 0 && (errno == EHOSTUNREACH || errno == ENETUNREACH || errno == ECONNREFUSED) &&
+                   ++pending_errors < 3) {
+          // With IP_RECVERR every ICMP error (the TTL method's time-exceeded
+          // included) also sets sk_err, which the next send returns once and
+          // clears (udp(7), ip(7) IP_RECVERR) without sending: send it again.
+          continue;
         } else {
-          stats_.send_errors += n - done;
-          break;
+          ++stats_.send_errors;  // this probe cannot leave; the next may
+          ++done;
+          pending_errors = 0;
         }
       }
     }

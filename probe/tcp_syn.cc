@@ -54,7 +54,7 @@ class TcpSynSender final : public SenderBackend {
     udp_.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!udp_) return io_error("socket(UDP)", errno);
     const int rcvbuf = 4 << 20;
-    ::setsockopt(udp_.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    set_rcvbuf(udp_.get(), rcvbuf);
     a.sin_port = htons(cfg_.reply_port);
     if (::bind(udp_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
       return io_error(fmt::format("binding reply port {}", cfg_.reply_port), errno);

@@ -33,6 +33,7 @@ std::string_view reject_name(Reject r) {
     case Reject::kStale: return "stale";
     case Reject::kReplayed: return "replayed";
     case Reject::kUnexpected: return "unexpected";
+    case Reject::kLate: return "late";
     case Reject::kCount: break;
   }
   return "?";

@@ -33,5 +33,7 @@ void register_check(CLI::App& app, Registry& reg);
 void register_demo(CLI::App& app, Registry& reg);
 void register_route(CLI::App& app, Registry& reg);
 void register_sim(CLI::App& app, Registry& reg);
+void register_agent(CLI::App& app, Registry& reg);
+void register_probe(CLI::App& app, Registry& reg);
 
 }  // namespace weft::cli

@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   weft::cli::register_route(app, reg);
   weft::cli::register_sim(app, reg);
   weft::cli::register_demo(app, reg);
+  weft::cli::register_agent(app, reg);
+  weft::cli::register_probe(app, reg);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

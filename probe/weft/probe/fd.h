@@ -1,6 +1,7 @@
 // A file descriptor that closes itself (RAII for every handle, DESIGN.md).
 #pragma once
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <utility>
@@ -27,5 +28,15 @@ class UniqueFd {
  private:
   int fd_ = -1;
 };
+
+// A receive buffer big enough for a burst of answers from every peer at once.
+// SO_RCVBUF is capped by net.core.rmem_max (208 KiB by default: ~300 probe
+// datagrams, less than one sweep window's answers); SO_RCVBUFFORCE passes the
+// cap with CAP_NET_ADMIN (socket(7)). Without it we keep the capped size.
+inline void set_rcvbuf(int fd, int bytes) {
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0) {
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+  }
+}
 
 }  // namespace weft::probe

@@ -10,12 +10,16 @@
 //   r.stop();                           // also in the destructor
 #pragma once
 
+#include <netinet/in.h>
+
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "weft/probe/fd.h"
 #include "weft/probe/stats.h"
@@ -52,6 +56,7 @@ class Reflector {
   void pcap_loop();
   void handle_frame(const uint8_t* data, size_t caplen);
   void answer(const ProbeHeader& req, uint8_t dscp_seen, uint32_t to_ip, uint16_t to_port);
+  void flush_answers();
 
   const KeyRing& keys_;
   ReflectorConfig cfg_;
@@ -61,6 +66,12 @@ class Reflector {
   mutable std::mutex mu_;  // guards stats_ and the acceptors (both loops write)
   ProbeStats stats_;
   std::unique_ptr<RequestAcceptor> acceptor_;
+  struct Outgoing {
+    std::array<uint8_t, kProbeSize> buf;
+    sockaddr_in to;
+  };
+  std::mutex out_mu_;  // answers queued by either loop, sent by flush_answers
+  std::vector<Outgoing> out_;
   std::atomic<bool> running_{false};
   std::thread udp_thread_, pcap_thread_;
   struct PcapState;

@@ -87,7 +87,8 @@ enum class Reject : uint8_t {
   kBadMac,           // forged, corrupted, or under another key
   kStale,            // send time outside the acceptance window
   kReplayed,         // a (campaign, sequence, source) seen before
-  kUnexpected,       // a valid reply that matches no outstanding probe
+  kUnexpected,       // a valid reply that matches no probe of this round
+  kLate,             // a valid answer to a probe a retry already settled
   kCount
 };
 std::string_view reject_name(Reject r);

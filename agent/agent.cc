@@ -1,0 +1,333 @@
+// The agent daemon (agent.h) on Boost.Asio C++20 coroutines: one coroutine per
+// control session and one writer per session; sweeps run on their own threads
+// (the senders block) and post result frames back to the io thread.
+#include <utility>  // before asio: Boost 1.74's awaitable.hpp uses std::exchange
+
+#include "weft/agent/agent.h"
+
+#include <unistd.h>
+
+#include <deque>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <fmt/format.h>
+
+namespace weft::agent {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using nlohmann::json;
+
+namespace {
+
+// Reads one frame; closes the socket when `timeout_ms` passes first.
+asio::awaitable<Result<std::string>> read_frame(tcp::socket& s, int timeout_ms, ControlReject* why) {
+  asio::steady_timer timer(s.get_executor());
+  bool timed_out = false;
+  timer.expires_after(std::chrono::milliseconds(timeout_ms));
+  timer.async_wait([&](boost::system::error_code ec) {
+    if (!ec) {
+      timed_out = true;
+      boost::system::error_code ignore;
+      s.cancel(ignore);
+    }
+  });
+  uint8_t hdr[4];
+  boost::system::error_code ec;
+  co_await asio::async_read(s, asio::buffer(hdr), asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    timer.cancel();
+    *why = ControlReject::kTimeout;
+    co_return Result<std::string>(unavailable(timed_out ? "peer silent" : ec.message()));
+  }
+  const uint32_t n = frame_length(hdr);
+  if (n > kMaxFrame) {
+    timer.cancel();
+    *why = ControlReject::kOversize;
+    co_return Result<std::string>(invalid_argument(fmt::format("frame of {} bytes exceeds {}", n, kMaxFrame)));
+  }
+  std::string body(n, '\0');
+  co_await asio::async_read(s, asio::buffer(body), asio::redirect_error(asio::use_awaitable, ec));
+  timer.cancel();
+  if (ec) {
+    *why = ControlReject::kTimeout;
+    co_return Result<std::string>(unavailable(timed_out ? "peer silent mid-frame" : ec.message()));
+  }
+  co_return Result<std::string>(std::move(body));
+}
+
+}  // namespace
+
+struct Agent::Impl {
+  AgentConfig cfg;
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  probe::KeyRing keys;
+  std::unique_ptr<probe::Reflector> reflector;
+  mutable std::mutex mu;  // counters, sweeps
+  AgentCounters counters;
+  int live_sessions = 0;
+  struct Sweep {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> cancel;
+    std::shared_ptr<std::atomic<bool>> finished = std::make_shared<std::atomic<bool>>(false);
+  };
+  std::list<Sweep> sweeps;
+
+  struct Session : std::enable_shared_from_this<Session> {
+    explicit Session(tcp::socket s) : sock(std::move(s)), wake(sock.get_executor()) {}
+    tcp::socket sock;
+    asio::steady_timer wake;
+    std::deque<std::string> out;
+    bool closed = false;
+    std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
+
+    void send(const json& j) {
+      out.push_back(frame(j));
+      wake.cancel();
+    }
+    asio::awaitable<void> writer() {
+      auto self = shared_from_this();
+      while (!closed) {
+        if (out.empty()) {
+          wake.expires_at(asio::steady_timer::time_point::max());
+          boost::system::error_code ec;
+          co_await wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+          continue;
+        }
+        boost::system::error_code ec;
+        co_await asio::async_write(sock, asio::buffer(out.front()), asio::redirect_error(asio::use_awaitable, ec));
+        out.pop_front();
+        if (ec) closed = true;
+      }
+    }
+    void close() {
+      closed = true;
+      cancel->store(true);
+      boost::system::error_code ec;
+      sock.shutdown(tcp::socket::shutdown_both, ec);
+      sock.close(ec);
+      wake.cancel();
+    }
+  };
+
+  void count(ControlReject r) {
+    std::lock_guard lock(mu);
+    ++counters.rejected[static_cast<size_t>(r)];
+  }
+
+  asio::awaitable<void> accept_loop() {
+    for (;;) {
+      boost::system::error_code ec;
+      tcp::socket s = co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        if (ec == asio::error::operation_aborted) co_return;
+        continue;
+      }
+      {
+        std::lock_guard lock(mu);
+        if (live_sessions >= cfg.max_sessions) continue;  // socket closes on scope exit
+        ++live_sessions;
+        ++counters.sessions;
+      }
+      s.set_option(tcp::no_delay(true));
+      asio::co_spawn(io, session(std::make_shared<Session>(std::move(s))), asio::detached);
+    }
+  }
+
+  asio::awaitable<void> session(std::shared_ptr<Session> ss) {
+    asio::co_spawn(io, ss->writer(), asio::detached);
+    co_await converse(ss);
+    ss->close();
+    std::lock_guard lock(mu);
+    --live_sessions;
+  }
+
+  asio::awaitable<void> converse(std::shared_ptr<Session> ss) {
+    const std::string nonce = probe::to_hex(probe::random_bytes(16));
+    ss->send({{"type", "hello"}, {"version", kControlVersion}, {"host", cfg.name}, {"nonce", nonce}});
+    ControlReject why{};
+    auto first = co_await read_frame(ss->sock, cfg.handshake_timeout_ms, &why);
+    if (!first) {
+      count(why);
+      co_return;
+    }
+    auto auth = parse_control(*first);
+    if (!auth || auth->type != "auth") {
+      count(!auth && auth.status().code() == StatusCode::kDataLoss ? ControlReject::kBadJson
+            : auth                                                  ? ControlReject::kUnauthenticated
+                                                                    : ControlReject::kBadMessage);
+      co_return;
+    }
+    const std::string client_nonce = auth->body["nonce"].get<std::string>();
+    if (!proof_matches(client_proof(cfg.secret, nonce, client_nonce), auth->body["mac"].get<std::string>())) {
+      count(ControlReject::kBadAuth);
+      co_return;
+    }
+    ss->send({{"type", "auth_ok"}, {"mac", agent_proof(cfg.secret, client_nonce, nonce)}});
+    for (;;) {
+      auto body = co_await read_frame(ss->sock, cfg.idle_timeout_ms, &why);
+      if (!body) {
+        if (why == ControlReject::kOversize) count(why);
+        co_return;  // peer closed or went silent
+      }
+      auto msg = parse_control(*body);
+      if (!msg) {
+        count(msg.status().code() == StatusCode::kDataLoss ? ControlReject::kBadJson : ControlReject::kBadMessage);
+        ss->send({{"type", "error"}, {"message", msg.status().message().substr(0, 200)}});
+        continue;
+      }
+      handle(ss, *msg);
+    }
+  }
+
+  void handle(const std::shared_ptr<Session>& ss, const ControlMessage& m) {
+    if (m.type == "announce") {
+      const uint32_t run = m.body["run"].get<uint32_t>();
+      keys.set(run, campaign_key(cfg.secret, run, m.body["nonce"].get<std::string>()));
+      ss->send({{"type", "ok"}, {"run", run}});
+    } else if (m.type == "retire") {
+      const uint32_t run = m.body["run"].get<uint32_t>();
+      keys.erase(run);
+      ss->send({{"type", "ok"}, {"run", run}});
+    } else if (m.type == "status") {
+      json rej = json::object();
+      const AgentCounters c = snapshot();
+      for (size_t i = 0; i < c.rejected.size(); ++i) {
+        if (c.rejected[i]) rej[std::string(control_reject_name(static_cast<ControlReject>(i)))] = c.rejected[i];
+      }
+      ss->send({{"type", "status"}, {"host", cfg.name}, {"reflector", encode_stats(reflector->stats())},
+                {"control_rejected", rej}, {"sessions", c.sessions}, {"campaigns", c.campaigns},
+                {"keys", keys.size()}});
+    } else if (m.type == "campaign") {
+      start_sweep(ss, *decode_campaign(m.body));
+    } else {
+      count(ControlReject::kBadMessage);
+      ss->send({{"type", "error"}, {"message", fmt::format("'{}' is not a command", m.type)}});
+    }
+  }
+
+  AgentCounters snapshot() const {
+    std::lock_guard lock(mu);
+    return counters;
+  }
+
+  // Runs the sweep on its own thread; results reach the session through the io thread.
+  void start_sweep(const std::shared_ptr<Session>& ss, CampaignCommand cmd) {
+    keys.set(cmd.run, campaign_key(cfg.secret, cmd.run, cmd.nonce));
+    std::lock_guard lock(mu);
+    ++counters.campaigns;
+    for (auto it = sweeps.begin(); it != sweeps.end();) {  // reap finished sweeps
+      if (it->finished->load()) {
+        it->thread.join();
+        it = sweeps.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    sweeps.push_back({});
+    Sweep& sw = sweeps.back();
+    sw.cancel = ss->cancel;
+    sw.thread = std::thread([this, ss, cmd = std::move(cmd), finished = sw.finished] {
+      struct Done {
+        std::atomic<bool>& f;
+        ~Done() { f.store(true); }
+      } done{*finished};
+      auto post = [&](json j) { asio::post(io, [ss, j = std::move(j)] { if (!ss->closed) ss->send(j); }); };
+      probe::SenderConfig sc;
+      sc.method = *probe::parse_method(cmd.method);
+      sc.local_ip = cfg.probe_ip;
+      sc.dport = cmd.dport;
+      sc.probe_dscp = cmd.probe_dscp;
+      sc.run = cmd.run;
+      sc.key = campaign_key(cfg.secret, cmd.run, cmd.nonce);
+      auto be = probe::make_sender(cmd.backend, sc);
+      if (!be) {
+        post({{"type", "error"}, {"run", cmd.run}, {"message", be.status().message()}});
+        return;
+      }
+      json rows = json::array();
+      auto last = std::chrono::steady_clock::now();
+      auto out = probe::run_campaign(**be, cmd.plan, [&](const probe::FlowResult& f) {
+        rows.push_back(encode_flow(f));
+        const auto now = std::chrono::steady_clock::now();
+        if (rows.size() >= 1024 || now - last > std::chrono::milliseconds(100)) {
+          post({{"type", "results"}, {"run", cmd.run}, {"rows", std::move(rows)}});
+          rows = json::array();
+          last = now;
+        }
+      }, ss->cancel.get());
+      if (!rows.empty()) post({{"type", "results"}, {"run", cmd.run}, {"rows", std::move(rows)}});
+      if (!out) {
+        post({{"type", "error"}, {"run", cmd.run}, {"message", out.status().message()}});
+        return;
+      }
+      json spend = json::array();
+      for (const auto& s : out->spend) spend.push_back({s.dst_ip, s.probes, s.spines_found, s.complete});
+      post({{"type", "done"}, {"run", cmd.run}, {"stats", encode_stats(out->stats)}, {"spend", spend},
+            {"cancelled", out->cancelled}});
+    });
+  }
+};
+
+Agent::Agent(AgentConfig cfg) : impl_(std::make_unique<Impl>()) {
+  impl_->cfg = std::move(cfg);
+  if (impl_->cfg.name.empty()) {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    impl_->cfg.name = host;
+  }
+}
+
+Agent::~Agent() {
+  stop();
+  std::lock_guard lock(impl_->mu);
+  for (auto& s : impl_->sweeps) {
+    s.cancel->store(true);
+    if (s.thread.joinable()) s.thread.join();
+  }
+}
+
+Status Agent::start() {
+  Impl& m = *impl_;
+  m.reflector = std::make_unique<probe::Reflector>(m.keys, m.cfg.reflector);
+  WEFT_RETURN_IF_ERROR(m.reflector->start().with_context("agent reflector"));
+  boost::system::error_code ec;
+  const auto addr = asio::ip::make_address(m.cfg.listen_ip, ec);
+  if (ec) return invalid_argument(fmt::format("bad listen address '{}'", m.cfg.listen_ip));
+  const tcp::endpoint ep(addr, m.cfg.listen_port);
+  m.acceptor.open(ep.protocol(), ec);
+  if (!ec) m.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) m.acceptor.bind(ep, ec);
+  if (!ec) m.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return unavailable(fmt::format("agent control port {}:{}: {}", m.cfg.listen_ip, m.cfg.listen_port, ec.message()));
+  asio::co_spawn(m.io, m.accept_loop(), asio::detached);
+  return Status::ok();
+}
+
+void Agent::run() {
+  auto guard = asio::make_work_guard(impl_->io);
+  impl_->io.run();
+}
+
+void Agent::stop() {
+  asio::post(impl_->io, [this] {
+    boost::system::error_code ec;
+    impl_->acceptor.close(ec);
+    impl_->io.stop();
+  });
+  if (impl_->reflector) impl_->reflector->stop();
+}
+
+uint16_t Agent::control_port() const { return impl_->acceptor.local_endpoint().port(); }
+
+AgentCounters Agent::counters() const { return impl_->snapshot(); }
+
+probe::ProbeStats Agent::reflector_stats() const {
+  return impl_->reflector ? impl_->reflector->stats() : probe::ProbeStats{};
+}
+
+}  // namespace weft::agent

@@ -1,0 +1,273 @@
+// Control-plane messages (control.h). Every field is checked for type and range
+// here, once; the agent and the controller only see validated values.
+#include "weft/agent/control.h"
+
+#include <openssl/crypto.h>
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+#include "weft/common/file_util.h"
+
+namespace weft::agent {
+namespace {
+
+using nlohmann::json;
+
+Status need(const json& j, const char* key, json::value_t type) {
+  auto it = j.find(key);
+  if (it == j.end()) return invalid_argument(fmt::format("missing field '{}'", key));
+  const bool ok = type == json::value_t::number_unsigned ? it->is_number_unsigned()
+                  : type == json::value_t::number_float  ? it->is_number()
+                                                         : it->type() == type;
+  if (!ok) return invalid_argument(fmt::format("field '{}' has the wrong type", key));
+  return Status::ok();
+}
+
+Status need_hex(const json& j, const char* key, size_t min_len, size_t max_len) {
+  WEFT_RETURN_IF_ERROR(need(j, key, json::value_t::string));
+  const std::string& s = j[key].get_ref<const std::string&>();
+  if (s.size() < min_len || s.size() > max_len || !probe::from_hex(s)) {
+    return invalid_argument(fmt::format("field '{}' is not {}..{} hex digits", key, min_len, max_len));
+  }
+  return Status::ok();
+}
+
+Result<uint64_t> uint_in(const json& j, const char* key, uint64_t lo, uint64_t hi) {
+  WEFT_RETURN_IF_ERROR(need(j, key, json::value_t::number_unsigned));
+  const uint64_t v = j[key].get<uint64_t>();
+  if (v < lo || v > hi) return invalid_argument(fmt::format("field '{}' = {} is outside {}..{}", key, v, lo, hi));
+  return v;
+}
+
+Status validate(const std::string& type, const json& j) {
+  if (type == "hello") {
+    WEFT_RETURN_IF_ERROR(uint_in(j, "version", 1, 1000).status());
+    WEFT_RETURN_IF_ERROR(need(j, "host", json::value_t::string));
+    return need_hex(j, "nonce", 32, 32);
+  }
+  if (type == "auth") {
+    WEFT_RETURN_IF_ERROR(need_hex(j, "nonce", 32, 32));
+    return need_hex(j, "mac", 64, 64);
+  }
+  if (type == "auth_ok") return need_hex(j, "mac", 64, 64);
+  if (type == "announce") {
+    WEFT_RETURN_IF_ERROR(uint_in(j, "run", 1, 0xffffffff).status());
+    return need_hex(j, "nonce", 32, 32);
+  }
+  if (type == "retire") return uint_in(j, "run", 1, 0xffffffff).status();
+  if (type == "campaign") return decode_campaign(j).status();
+  if (type == "results") {
+    WEFT_RETURN_IF_ERROR(uint_in(j, "run", 1, 0xffffffff).status());
+    WEFT_RETURN_IF_ERROR(need(j, "rows", json::value_t::array));
+    for (const auto& r : j["rows"]) WEFT_RETURN_IF_ERROR(decode_flow(r).status());
+    return Status::ok();
+  }
+  if (type == "done") {
+    WEFT_RETURN_IF_ERROR(uint_in(j, "run", 1, 0xffffffff).status());
+    WEFT_RETURN_IF_ERROR(need(j, "stats", json::value_t::object));
+    return need(j, "spend", json::value_t::array);
+  }
+  if (type == "status") return Status::ok();  // a request has no fields; a reply has extra ones
+  if (type == "ok" || type == "error") return Status::ok();
+  return invalid_argument(fmt::format("unknown message type '{}'", type.substr(0, 32)));
+}
+
+std::string mac_hex(const probe::MacKey& k, const std::string& msg) {
+  return probe::to_hex(k.mac(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(msg.data()), msg.size())));
+}
+
+}  // namespace
+
+std::string_view control_reject_name(ControlReject r) {
+  switch (r) {
+    case ControlReject::kOversize: return "oversize";
+    case ControlReject::kBadJson: return "bad_json";
+    case ControlReject::kBadMessage: return "bad_message";
+    case ControlReject::kBadAuth: return "bad_auth";
+    case ControlReject::kUnauthenticated: return "unauthenticated";
+    case ControlReject::kTimeout: return "timeout";
+    case ControlReject::kCount: break;
+  }
+  return "?";
+}
+
+Result<ControlMessage> parse_control(std::string_view frame_body) {
+  if (frame_body.size() > kMaxFrame) return invalid_argument("frame too large");
+  json j = json::parse(frame_body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return data_loss("control frame is not JSON");
+  if (!j.is_object()) return invalid_argument("control frame is not a JSON object");
+  auto t = j.find("type");
+  if (t == j.end() || !t->is_string()) return invalid_argument("control frame has no string 'type'");
+  ControlMessage m{t->get<std::string>(), std::move(j)};
+  WEFT_RETURN_IF_ERROR(validate(m.type, m.body).with_context("'" + m.type.substr(0, 32) + "' message"));
+  return m;
+}
+
+Result<CampaignCommand> decode_campaign(const json& j) {
+  CampaignCommand c;
+  WEFT_ASSIGN_OR_RETURN(uint64_t run, uint_in(j, "run", 1, 0xffffffff));
+  c.run = static_cast<uint32_t>(run);
+  WEFT_RETURN_IF_ERROR(need_hex(j, "nonce", 32, 32));
+  c.nonce = j["nonce"].get<std::string>();
+  WEFT_RETURN_IF_ERROR(need(j, "method", json::value_t::string));
+  c.method = j["method"].get<std::string>();
+  WEFT_RETURN_IF_ERROR(probe::parse_method(c.method).status());
+  WEFT_RETURN_IF_ERROR(need(j, "backend", json::value_t::string));
+  c.backend = j["backend"].get<std::string>();
+  if (c.backend != "udp" && c.backend != "tcp-syn" && c.backend != "dpdk") {
+    return invalid_argument(fmt::format("unknown backend '{}'", c.backend.substr(0, 32)));
+  }
+  WEFT_ASSIGN_OR_RETURN(uint64_t dport, uint_in(j, "dport", 1, 65535));
+  c.dport = static_cast<uint16_t>(dport);
+  WEFT_ASSIGN_OR_RETURN(uint64_t x, uint_in(j, "probe_dscp", 0, 63));
+  c.probe_dscp = static_cast<uint8_t>(x);
+  auto& p = c.plan;
+  WEFT_ASSIGN_OR_RETURN(uint64_t first, uint_in(j, "sport_first", 1, 65535));
+  WEFT_ASSIGN_OR_RETURN(uint64_t count, uint_in(j, "sport_count", 1, 65535));
+  if (first + count > 65536) return invalid_argument("source port range passes 65535");
+  p.sport_first = static_cast<uint16_t>(first);
+  p.sport_count = static_cast<uint16_t>(count);
+  WEFT_ASSIGN_OR_RETURN(uint64_t probes, uint_in(j, "probes", 1, 1000));
+  p.probes_per_port = static_cast<int>(probes);
+  WEFT_RETURN_IF_ERROR(need(j, "rate", json::value_t::number_float));
+  p.rate_pps = j["rate"].get<double>();
+  if (!(p.rate_pps >= 0 && p.rate_pps <= 1e9)) return invalid_argument("field 'rate' is outside 0..1e9");
+  WEFT_ASSIGN_OR_RETURN(uint64_t timeout, uint_in(j, "timeout_ms", 1, 60000));
+  p.timeout_ms = static_cast<int>(timeout);
+  WEFT_ASSIGN_OR_RETURN(uint64_t retries, uint_in(j, "retries", 0, 100));
+  p.retries = static_cast<int>(retries);
+  WEFT_ASSIGN_OR_RETURN(uint64_t stop, uint_in(j, "stop_at_spines", 0, 63));
+  p.stop_at_spines = static_cast<int>(stop);
+  WEFT_RETURN_IF_ERROR(need(j, "targets", json::value_t::array));
+  for (const auto& t : j["targets"]) {
+    if (!t.is_number_unsigned() || t.get<uint64_t>() == 0 || t.get<uint64_t>() > 0xffffffffu) {
+      return invalid_argument("a target is not an IPv4 address as a number");
+    }
+    p.targets.push_back(t.get<uint32_t>());
+  }
+  if (p.targets.empty()) return invalid_argument("campaign has no targets");
+  if (auto s = j.find("skip"); s != j.end()) {
+    if (!s->is_array()) return invalid_argument("field 'skip' is not an array");
+    for (const auto& e : *s) {
+      if (!e.is_array() || e.size() != 2 || !e[0].is_number_unsigned() || !e[1].is_number_unsigned() ||
+          e[0].get<uint64_t>() > 0xffffffffu || e[1].get<uint64_t>() > 65535) {
+        return invalid_argument("a skip entry is not [ip, port]");
+      }
+      p.skip.insert({e[0].get<uint32_t>(), e[1].get<uint16_t>()});
+    }
+  }
+  WEFT_RETURN_IF_ERROR(p.validate());
+  return c;
+}
+
+json encode_campaign(const CampaignCommand& c) {
+  json skip = json::array();
+  for (const auto& [ip, port] : c.plan.skip) skip.push_back({ip, port});
+  return {{"type", "campaign"},          {"run", c.run},
+          {"nonce", c.nonce},            {"method", c.method},
+          {"backend", c.backend},        {"dport", c.dport},
+          {"probe_dscp", c.probe_dscp},  {"sport_first", c.plan.sport_first},
+          {"sport_count", c.plan.sport_count}, {"probes", c.plan.probes_per_port},
+          {"rate", c.plan.rate_pps},     {"timeout_ms", c.plan.timeout_ms},
+          {"retries", c.plan.retries},   {"stop_at_spines", c.plan.stop_at_spines},
+          {"targets", c.plan.targets},   {"skip", skip}};
+}
+
+// [dst, sport, sent, answered, spine, hop, dscp, unstable, other_spine, other_hop, rtt_ns]
+json encode_flow(const probe::FlowResult& f) {
+  return json::array({f.dst_ip, f.sport, f.sent, f.answered, f.spine, f.hop_ip, f.dscp_seen, f.unstable ? 1 : 0,
+                      f.other_spine, f.other_hop_ip, f.min_rtt_ns});
+}
+
+Result<probe::FlowResult> decode_flow(const json& r) {
+  if (!r.is_array() || r.size() != 11) return invalid_argument("a result row is not an 11-element array");
+  for (const auto& v : r) {
+    if (!v.is_number_integer()) return invalid_argument("a result row holds a non-integer");
+  }
+  auto in = [&](size_t i, int64_t lo, int64_t hi) { return r[i].get<int64_t>() >= lo && r[i].get<int64_t>() <= hi; };
+  if (!in(0, 1, 0xffffffffLL) || !in(1, 1, 65535) || !in(2, 1, 1 << 20) || !in(3, 0, r[2].get<int64_t>()) ||
+      !in(4, -1, 63) || !in(5, 0, 0xffffffffLL) || !in(6, -1, 63) || !in(7, 0, 1) || !in(8, -1, 63) ||
+      !in(9, 0, 0xffffffffLL) || !in(10, 0, INT64_MAX)) {
+    return invalid_argument("a result row has a value out of range");
+  }
+  probe::FlowResult f;
+  f.dst_ip = r[0].get<uint32_t>();
+  f.sport = r[1].get<uint16_t>();
+  f.sent = r[2].get<int>();
+  f.answered = r[3].get<int>();
+  f.spine = r[4].get<int>();
+  f.hop_ip = r[5].get<uint32_t>();
+  f.dscp_seen = r[6].get<int>();
+  f.unstable = r[7].get<int>() != 0;
+  f.other_spine = r[8].get<int>();
+  f.other_hop_ip = r[9].get<uint32_t>();
+  f.min_rtt_ns = r[10].get<uint64_t>();
+  return f;
+}
+
+json encode_stats(const probe::ProbeStats& s) {
+  json rej = json::object();
+  for (const auto& [k, v] : s.rejected_by_name()) rej[k] = v;
+  return {{"sent", s.sent},       {"answered", s.answered},       {"timed_out", s.timed_out},
+          {"retried", s.retried}, {"send_errors", s.send_errors}, {"rejected", rej}};
+}
+
+probe::ProbeStats decode_stats(const json& j) {
+  probe::ProbeStats s;
+  auto u = [&](const char* k) { return j.contains(k) && j[k].is_number_unsigned() ? j[k].get<uint64_t>() : 0; };
+  s.sent = u("sent");
+  s.answered = u("answered");
+  s.timed_out = u("timed_out");
+  s.retried = u("retried");
+  s.send_errors = u("send_errors");
+  if (j.contains("rejected") && j["rejected"].is_object()) {
+    for (size_t i = 0; i < s.rejected.size(); ++i) {
+      const std::string name(probe::reject_name(static_cast<probe::Reject>(i)));
+      const auto& r = j["rejected"];
+      if (r.contains(name) && r[name].is_number_unsigned()) s.rejected[i] = r[name].get<uint64_t>();
+    }
+  }
+  return s;
+}
+
+std::string client_proof(const probe::MacKey& secret, std::string_view agent_nonce, std::string_view client_nonce) {
+  return mac_hex(secret, fmt::format("weft-ctl-client|{}|{}", agent_nonce, client_nonce));
+}
+
+std::string agent_proof(const probe::MacKey& secret, std::string_view client_nonce, std::string_view agent_nonce) {
+  return mac_hex(secret, fmt::format("weft-ctl-agent|{}|{}", client_nonce, agent_nonce));
+}
+
+bool proof_matches(std::string_view want_hex, std::string_view got_hex) {
+  return want_hex.size() == got_hex.size() && CRYPTO_memcmp(want_hex.data(), got_hex.data(), want_hex.size()) == 0;
+}
+
+probe::MacKey campaign_key(const probe::MacKey& secret, uint32_t run, std::string_view nonce) {
+  return probe::MacKey::derive(secret, "weft-probe-campaign", run, nonce);
+}
+
+std::string frame(const json& j) {
+  const std::string body = j.dump();
+  const uint32_t n = static_cast<uint32_t>(body.size());
+  std::string out;
+  out.reserve(4 + body.size());
+  for (int i = 3; i >= 0; --i) out += static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + body;
+}
+
+uint32_t frame_length(const uint8_t h[4]) {
+  return static_cast<uint32_t>(h[0]) << 24 | static_cast<uint32_t>(h[1]) << 16 | static_cast<uint32_t>(h[2]) << 8 | h[3];
+}
+
+Result<probe::MacKey> load_secret(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return io_error("secret file " + path, errno);
+  if (st.st_mode & 077) return failed_precondition(fmt::format("secret file {} is readable by others (chmod 600 it)", path));
+  WEFT_ASSIGN_OR_RETURN(std::string s, read_file(path));
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  if (s.size() < 16) return invalid_argument(fmt::format("secret in {} is shorter than 16 bytes", path));
+  return probe::MacKey::from_string(s);
+}
+
+}  // namespace weft::agent

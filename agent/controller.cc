@@ -1,0 +1,95 @@
+// The controller's configuration: host lists, validation, the campaign spec.
+#include <arpa/inet.h>
+
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "weft/agent/controller.h"
+
+namespace weft::agent {
+
+using nlohmann::json;
+
+namespace {
+uint32_t parse_ip(const std::string& s) {
+  in_addr a{};
+  return ::inet_pton(AF_INET, s.c_str(), &a) == 1 ? ntohl(a.s_addr) : 0;
+}
+}  // namespace
+
+Result<std::vector<HostEntry>> parse_hosts(const std::string& text, const std::string& origin) {
+  std::vector<HostEntry> out;
+  std::istringstream in(text);
+  std::string line;
+  for (int no = 1; std::getline(in, line); ++no) {
+    if (auto h = line.find('#'); h != std::string::npos) line.resize(h);
+    std::istringstream ls(line);
+    HostEntry e;
+    std::string port;
+    if (!(ls >> e.name)) continue;
+    if (!(ls >> e.ip) || parse_ip(e.ip) == 0) {
+      return invalid_argument(fmt::format("{}:{}: want 'name ipv4 [control_port]'", origin, no));
+    }
+    if (ls >> port) {
+      char* end = nullptr;
+      const long p = std::strtol(port.c_str(), &end, 10);
+      if (*end || p < 1 || p > 65535) return invalid_argument(fmt::format("{}:{}: bad port '{}'", origin, no, port));
+      e.control_port = static_cast<uint16_t>(p);
+    }
+    for (const auto& o : out) {
+      if (o.name == e.name || o.ip == e.ip) {
+        return invalid_argument(fmt::format("{}:{}: host {} / {} listed twice", origin, no, e.name, e.ip));
+      }
+    }
+    out.push_back(e);
+  }
+  if (out.size() < 2) return invalid_argument(origin + ": a campaign needs at least 2 hosts");
+  return out;
+}
+
+Status ProbeRunConfig::validate() const {
+  WEFT_RETURN_IF_ERROR(probe::parse_method(method).status());
+  if (backend != "udp" && backend != "tcp-syn" && backend != "dpdk") {
+    return invalid_argument(fmt::format("unknown backend '{}' (udp, tcp-syn, dpdk)", backend));
+  }
+  if (probe_dscp > 63) return invalid_argument("probe DSCP must be <= 63 (6 bits)");
+  if (stop_at_spines > 0 && probe_dscp + stop_at_spines > 63 && method == "dscp") {
+    return invalid_argument(fmt::format("probe DSCP {} + {} spines > 63: DSCP cannot name them; use --method ttl",
+                                        probe_dscp, stop_at_spines));
+  }
+  if (batch_rows < 1) return invalid_argument("batch rows must be >= 1");
+  probe::CampaignPlan p;
+  p.targets = {1};
+  p.sport_first = sport_first;
+  p.sport_count = sport_count;
+  p.probes_per_port = probes_per_port;
+  p.rate_pps = rate_pps;
+  p.timeout_ms = timeout_ms;
+  p.retries = retries;
+  p.stop_at_spines = stop_at_spines;
+  return p.validate();
+}
+
+db::CampaignSpec ProbeRunConfig::spec(const std::vector<HostEntry>& hosts) const {
+  db::CampaignSpec s;
+  s.method = method;
+  s.backend = backend;
+  s.protocol = backend == "tcp-syn" ? 6 : 17;
+  s.dport = dport;
+  s.sport_first = sport_first;
+  s.sport_count = sport_count;
+  s.probes_per_port = probes_per_port;
+  s.probe_dscp = probe_dscp;
+  s.targeted = pairs.has_value();
+  json h = json::array();
+  for (const auto& e : hosts) h.push_back({e.name, e.ip, e.control_port});
+  json cfg = {{"hosts", h}, {"rate", rate_pps}, {"timeout_ms", timeout_ms}, {"retries", retries},
+              {"stop_at_spines", stop_at_spines}};
+  if (pairs) cfg["pairs"] = *pairs;
+  s.config_json = cfg.dump();
+  return s;
+}
+
+}  // namespace weft::agent

@@ -1,0 +1,160 @@
+// Internal to the controller (controller.cc, controller_run.cc): agent
+// connections and their request helpers.
+#pragma once
+
+#include <utility>  // before asio: Boost 1.74's awaitable.hpp uses std::exchange
+
+#include <arpa/inet.h>
+
+#include <string>
+
+#include <boost/asio.hpp>
+#include <fmt/format.h>
+
+#include "weft/agent/control.h"
+#include "weft/agent/controller.h"
+
+namespace weft::agent::internal {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using nlohmann::json;
+
+// WEFT_RETURN_IF_ERROR for coroutines (a coroutine must co_return).
+#define WEFT_CO_RETURN_IF_ERROR(expr)                                \
+  do {                                                               \
+    ::weft::Status weft_status_ = ::weft::internal::as_status(expr); \
+    if (!weft_status_.is_ok()) co_return weft_status_;               \
+  } while (0)
+
+inline uint32_t parse_ip(const std::string& s) {
+  in_addr a{};
+  return ::inet_pton(AF_INET, s.c_str(), &a) == 1 ? ntohl(a.s_addr) : 0;
+}
+
+inline std::string ip_str(uint32_t ip) {
+  return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff, ip & 0xff);
+}
+
+struct Conn {
+  explicit Conn(asio::io_context& io) : sock(io) {}
+  HostEntry host;
+  int index = 0;
+  int64_t host_id = 0;
+  tcp::socket sock;
+  probe::ProbeStats reflector_before, reflector_after;
+  std::string error;
+  bool done = false;
+  std::string where() const { return fmt::format("agent {} ({}:{})", host.name, host.ip, host.control_port); }
+};
+
+// Runs `op` with a deadline: when it passes, the socket is cancelled and the
+// pending read or write fails.
+class Deadline {
+ public:
+  Deadline(tcp::socket& s, int ms) : timer_(s.get_executor()) {
+    timer_.expires_after(std::chrono::milliseconds(ms));
+    timer_.async_wait([&s, this](boost::system::error_code ec) {
+      if (!ec) {
+        expired_ = true;
+        boost::system::error_code ignore;
+        s.cancel(ignore);
+      }
+    });
+  }
+  ~Deadline() { timer_.cancel(); }
+  bool expired() const { return expired_; }
+
+ private:
+  asio::steady_timer timer_;
+  bool expired_ = false;
+};
+
+inline asio::awaitable<Status> write_msg(Conn& c, const json& j, int timeout_ms) {
+  const std::string f = frame(j);
+  Deadline d(c.sock, timeout_ms);
+  boost::system::error_code ec;
+  co_await asio::async_write(c.sock, asio::buffer(f), asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return unavailable(fmt::format("{}: sending: {}", c.where(), d.expired() ? "timed out" : ec.message()));
+  co_return Status::ok();
+}
+
+inline asio::awaitable<Result<ControlMessage>> read_msg(Conn& c, int timeout_ms) {
+  Deadline d(c.sock, timeout_ms);
+  uint8_t hdr[4];
+  boost::system::error_code ec;
+  co_await asio::async_read(c.sock, asio::buffer(hdr), asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    co_return Result<ControlMessage>(unavailable(fmt::format(
+        "{}: {}", c.where(), d.expired() ? "no answer in time" : "connection lost (" + ec.message() + ")")));
+  }
+  const uint32_t n = frame_length(hdr);
+  if (n > kMaxFrame) co_return Result<ControlMessage>(data_loss(c.where() + ": oversized frame"));
+  std::string body(n, '\0');
+  co_await asio::async_read(c.sock, asio::buffer(body), asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return Result<ControlMessage>(unavailable(c.where() + ": connection lost mid-frame"));
+  auto m = parse_control(body);
+  if (!m) co_return Result<ControlMessage>(m.status().with_context(c.where()));
+  if (m->type == "error") {
+    co_return Result<ControlMessage>(
+        failed_precondition(fmt::format("{}: {}", c.where(), m->body.value("message", std::string("error")))));
+  }
+  co_return m;
+}
+
+inline asio::awaitable<Result<ControlMessage>> expect(Conn& c, const std::string& type, int timeout_ms) {
+  auto m = co_await read_msg(c, timeout_ms);
+  if (m && m->type != type) {
+    co_return Result<ControlMessage>(data_loss(fmt::format("{}: expected '{}', got '{}'", c.where(), type, m->type)));
+  }
+  co_return m;
+}
+
+inline asio::awaitable<Status> connect_and_auth(Conn& c, const probe::MacKey& secret, int timeout_ms) {
+  boost::system::error_code ec;
+  const auto addr = asio::ip::make_address(c.host.ip, ec);
+  if (ec) co_return invalid_argument(c.where() + ": bad address");
+  {
+    Deadline d(c.sock, timeout_ms);
+    co_await c.sock.async_connect(tcp::endpoint(addr, c.host.control_port),
+                                  asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      co_return unavailable(fmt::format("{}: cannot connect: {}", c.where(), d.expired() ? "timed out" : ec.message()));
+    }
+  }
+  c.sock.set_option(tcp::no_delay(true));
+  auto hello = co_await expect(c, "hello", timeout_ms);
+  if (!hello) co_return hello.status();
+  const std::string agent_nonce = hello->body["nonce"].get<std::string>();
+  const std::string nonce = probe::to_hex(probe::random_bytes(16));
+  // (GCC 12 rejects braced JSON temporaries inside co_await: build messages first.)
+  const json auth = {{"type", "auth"}, {"nonce", nonce}, {"mac", client_proof(secret, agent_nonce, nonce)}};
+  WEFT_CO_RETURN_IF_ERROR(co_await write_msg(c, auth, timeout_ms));
+  auto ok = co_await expect(c, "auth_ok", timeout_ms);
+  if (!ok) co_return ok.status().with_context("authentication (is the secret the same on both ends?)");
+  if (!proof_matches(agent_proof(secret, nonce, agent_nonce), ok->body["mac"].get<std::string>())) {
+    co_return Status(StatusCode::kPermissionDenied, c.where() + ": agent failed to prove it knows the secret");
+  }
+  co_return Status::ok();
+}
+
+inline asio::awaitable<Result<probe::ProbeStats>> reflector_stats(Conn& c, int timeout_ms) {
+  const json req = {{"type", "status"}};
+  Status sent = co_await write_msg(c, req, timeout_ms);
+  if (!sent) co_return Result<probe::ProbeStats>(sent);
+  auto st = co_await expect(c, "status", timeout_ms);
+  if (!st) co_return Result<probe::ProbeStats>(st.status());
+  co_return decode_stats(st->body.value("reflector", json::object()));
+}
+
+inline probe::ProbeStats minus(const probe::ProbeStats& a, const probe::ProbeStats& b) {
+  probe::ProbeStats d;
+  d.sent = a.sent - b.sent;
+  d.answered = a.answered - b.answered;
+  d.send_errors = a.send_errors - b.send_errors;
+  for (size_t i = 0; i < d.rejected.size(); ++i) d.rejected[i] = a.rejected[i] - b.rejected[i];
+  return d;
+}
+
+
+}  // namespace weft::agent::internal

@@ -1,0 +1,63 @@
+// weft agent: the per-host daemon. It runs the reflector (data plane) and an
+// authenticated TCP control plane (control.h) through which a controller
+// announces campaigns, starts sweeps from this host and reads statistics.
+//
+//   AgentConfig cfg;  cfg.secret = *load_secret("/etc/weft/secret"); ...
+//   Agent agent(cfg);
+//   WEFT_RETURN_IF_ERROR(agent.start());   // binds the control port, starts the reflector
+//   agent.run();                           // until stop() (thread-safe) or SIGTERM
+//
+// Capabilities: the UDP reflector and the UDP backend need none (ports >= 1024,
+// or CAP_NET_BIND_SERVICE below); the TCP-SYN backend and the pcap reflector
+// need CAP_NET_RAW; the TTL method needs none (IP_RECVERR on UDP sockets).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "weft/agent/control.h"
+#include "weft/probe/reflector.h"
+
+namespace weft::agent {
+
+struct AgentConfig {
+  std::string name;                  // reported in hello; default: hostname
+  std::string listen_ip = "0.0.0.0";
+  uint16_t listen_port = 7400;       // 0 = any (tests)
+  uint32_t probe_ip = 0;             // host order: local address probes are sent from
+  probe::MacKey secret;
+  probe::ReflectorConfig reflector;  // data-plane ports and DSCPs
+  int handshake_timeout_ms = 5000;
+  int idle_timeout_ms = 600000;
+  int max_sessions = 64;
+};
+
+struct AgentCounters {
+  std::array<uint64_t, static_cast<size_t>(ControlReject::kCount)> rejected{};
+  uint64_t sessions = 0;
+  uint64_t campaigns = 0;
+};
+
+class Agent {
+ public:
+  explicit Agent(AgentConfig cfg);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  Status start();
+  void run();
+  void stop();
+  uint16_t control_port() const;
+  AgentCounters counters() const;
+  probe::ProbeStats reflector_stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace weft::agent

@@ -1,0 +1,92 @@
+// The agent control plane's messages: framing, parsing, authentication.
+//
+// Frames: a 4-byte big-endian length, then that many bytes of JSON (an object
+// with a "type"). Frames over kMaxFrame are refused before reading them.
+//
+// Handshake (mutual, shared secret, neither side sends the secret):
+//   agent  -> {"type":"hello","version":1,"host":NAME,"nonce":A}
+//   client -> {"type":"auth","nonce":C,"mac":HMAC(secret,"weft-ctl-client|"+A+"|"+C)}
+//   agent  -> {"type":"auth_ok","mac":HMAC(secret,"weft-ctl-agent|"+C+"|"+A)}
+// Nonces are 16 random bytes in hex. Then the client sends commands:
+//   announce {run, nonce}      derive the campaign key, let the reflector accept it
+//   campaign {run, nonce, ...} run a sweep from this host (CampaignCommand) and
+//                              stream "results" frames, then "done"
+//   status                     reflector statistics and health
+//   retire {run}               forget a campaign key
+// Every malformed frame is answered by {"type":"error","message":...} or, before
+// authentication, by closing the connection; each is counted by reason.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/common/status.h"
+#include "weft/probe/campaign.h"
+#include "weft/probe/mac.h"
+
+namespace weft::agent {
+
+inline constexpr uint32_t kMaxFrame = 4u << 20;
+inline constexpr int kControlVersion = 1;
+
+enum class ControlReject : uint8_t {
+  kOversize,         // a frame longer than kMaxFrame
+  kBadJson,          // not parseable JSON
+  kBadMessage,       // JSON, but not a valid message of its type
+  kBadAuth,          // wrong MAC in the handshake
+  kUnauthenticated,  // a command before the handshake finished
+  kTimeout,          // the peer went silent mid-frame or mid-handshake
+  kCount
+};
+std::string_view control_reject_name(ControlReject r);
+
+struct ControlMessage {
+  std::string type;
+  nlohmann::json body;
+};
+
+// Parses and validates a frame body: JSON object, known "type", and the fields
+// that type requires with their types and ranges.
+Result<ControlMessage> parse_control(std::string_view frame);
+
+// The sweep an agent runs from its host.
+struct CampaignCommand {
+  uint32_t run = 0;
+  std::string nonce;  // hex; with the secret and run it gives the campaign key
+  std::string method = "dscp";
+  std::string backend = "udp";
+  uint16_t dport = 4791;
+  uint8_t probe_dscp = 8;
+  probe::CampaignPlan plan;
+};
+Result<CampaignCommand> decode_campaign(const nlohmann::json& body);
+nlohmann::json encode_campaign(const CampaignCommand& c);
+
+// One settled 5-tuple as an agent reports it (compact JSON array).
+nlohmann::json encode_flow(const probe::FlowResult& f);
+Result<probe::FlowResult> decode_flow(const nlohmann::json& row);
+
+nlohmann::json encode_stats(const probe::ProbeStats& s);
+probe::ProbeStats decode_stats(const nlohmann::json& j);
+
+// The handshake MACs (hex).
+std::string client_proof(const probe::MacKey& secret, std::string_view agent_nonce, std::string_view client_nonce);
+std::string agent_proof(const probe::MacKey& secret, std::string_view client_nonce, std::string_view agent_nonce);
+bool proof_matches(std::string_view want_hex, std::string_view got_hex);
+probe::MacKey campaign_key(const probe::MacKey& secret, uint32_t run, std::string_view nonce);
+
+// Frame helpers: 4-byte length prefix + body.
+std::string frame(const nlohmann::json& j);
+uint32_t frame_length(const uint8_t header[4]);
+
+// Reads a shared secret file (trailing newline ignored); refuses empty files and
+// files readable by group or others.
+Result<probe::MacKey> load_secret(const std::string& path);
+
+}  // namespace weft::agent
