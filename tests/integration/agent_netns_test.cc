@@ -1,0 +1,223 @@
+// weft agent + weft probe on netns fabrics: every observation against the
+// fabric's own routes, DSCP and TTL methods against each other, inference of
+// leaves, spines and a failed link, and a controller killed mid-campaign.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "agent_fleet.h"
+
+namespace weft::test {
+namespace {
+
+std::string test_dir() {
+  return fmt::format("/tmp/weft-agent-test-{}-{}", ::getpid(),
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+}
+
+int leaf_of(const std::string& ip) { return std::stoi(ip.substr(5, ip.find('.', 5) - 5)); }
+
+// Compares every observation with the source leaf's FIB; returns mismatches.
+int mismatches(NetnsFabric& f, const std::vector<PathRow>& rows, int proto) {
+  std::vector<FiveTuple> t;
+  for (const auto& r : rows) t.push_back({r.src_ip, r.dst_ip, proto, r.sport, r.dport});
+  auto truth = f.ground_truth(t);
+  EXPECT_TRUE(truth) << truth.status().to_string();
+  if (!truth) return -1;
+  int bad = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].spine != (*truth)[i] || rows[i].answered == 0 || rows[i].unstable) {
+      if (++bad <= 5) {
+        ADD_FAILURE() << rows[i].src_ip << " -> " << rows[i].dst_ip << " sport " << rows[i].sport << ": stored spine "
+                      << rows[i].spine << ", fabric routes via spine " << (*truth)[i];
+      }
+    }
+  }
+  return bad;
+}
+
+double summary_seconds(const std::string& out) {
+  std::smatch m;
+  return std::regex_search(out, m, std::regex(R"(in ([0-9.]+) s)")) ? std::stod(m[1]) : -1;
+}
+
+struct Size {
+  int s, l, h;
+};
+
+class ProbeCampaignTest : public ::testing::TestWithParam<Size> {};
+
+TEST_P(ProbeCampaignTest, EveryObservationMatchesTheFabricAndDscpAgreesWithTtl) {
+  WEFT_SKIP_UNLESS_NETNS();
+  const Size sz = GetParam();
+  auto fabric = NetnsFabric::create(FabricOptions::clos(sz.s, sz.l, sz.h));
+  ASSERT_TRUE(fabric) << fabric.status().to_string();
+  NetnsFabric& f = **fabric;
+  auto fleet = AgentFleet::start(f, test_dir());
+  ASSERT_TRUE(fleet) << fleet.status().to_string();
+  const int n = sz.l * sz.h;
+  constexpr int kPorts = 64;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto dscp = (*fleet)->probe(fmt::format("--ports {} --rate 20000", kPorts));
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(dscp.ok()) << dscp.err;
+  std::cout << "[figure] " << sz.s << "x" << sz.l << "x" << sz.h << " x " << kPorts << " ports, udp dscp: campaign "
+            << summary_seconds(dscp.out) << " s (weft probe wall " << wall << " s)\n" << dscp.out;
+  if (n == 32) {
+    EXPECT_LE(summary_seconds(dscp.out), 10.0) << "issue 4: all pairs of 8x8x4 x 64 ports in <= 10 s";
+  }
+
+  auto rows = load_paths((*fleet)->db_path(), 1);
+  ASSERT_TRUE(rows) << rows.status().to_string();
+  ASSERT_EQ(rows->size(), static_cast<size_t>(n * (n - 1) * kPorts));
+  EXPECT_EQ(mismatches(f, *rows, 17), 0);
+
+  // Inference: leaves exactly the fabric's, spines 1..S, every link up, no anomaly.
+  auto db = db::Database::open((*fleet)->db_path());
+  ASSERT_TRUE(db);
+  auto hosts = db::list_hosts(*db);
+  auto inf = db::load_inference(*db, 1);
+  ASSERT_TRUE(inf && hosts);
+  for (const auto& h : *hosts) EXPECT_EQ(inf->host_leaf.at(h.id), leaf_of(h.ip)) << h.name;
+  std::set<int> spines;
+  for (const auto& s : inf->spines) spines.insert(s.number);
+  std::set<int> want;
+  for (int s = 1; s <= sz.s; ++s) want.insert(s);
+  EXPECT_EQ(spines, want);
+  EXPECT_EQ(inf->links.size(), static_cast<size_t>(sz.s * sz.l));
+  EXPECT_TRUE(db::load_anomalies(*db, 1)->empty());
+
+  // TTL method: the ICMP source of every cross-leaf 5-tuple is the spine DSCP named.
+  auto ttl = (*fleet)->probe(fmt::format("--ports {} --rate 20000 --method ttl", kPorts));
+  ASSERT_TRUE(ttl.ok()) << ttl.err;
+  std::cout << "[figure] udp ttl: campaign " << summary_seconds(ttl.out) << " s\n";
+  auto trows = load_paths((*fleet)->db_path(), 2);
+  ASSERT_TRUE(trows);
+  ASSERT_EQ(trows->size(), rows->size());
+  int disagree = 0;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    const PathRow& a = (*rows)[i];
+    const PathRow& b = (*trows)[i];
+    ASSERT_EQ(a.sport, b.sport);
+    const std::string want_hop = a.spine > 0 ? fmt::format("10.254.0.{}", a.spine) : "";
+    if (a.spine != b.spine || b.hop_addr != want_hop) {
+      if (++disagree <= 5) {
+        ADD_FAILURE() << a.src_ip << " -> " << a.dst_ip << " sport " << a.sport << ": dscp spine " << a.spine
+                      << ", ttl spine " << b.spine << " via '" << b.hop_addr << "'";
+      }
+    }
+  }
+  EXPECT_EQ(disagree, 0);
+  auto tinf = db::load_inference(*db, 2);
+  ASSERT_TRUE(tinf);
+  EXPECT_EQ(tinf->host_leaf, inf->host_leaf);
+  ASSERT_EQ(tinf->spines.size(), static_cast<size_t>(sz.s));
+  EXPECT_EQ(tinf->spines.back().address, fmt::format("10.254.0.{}", sz.s));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fabrics, ProbeCampaignTest, ::testing::Values(Size{4, 4, 4}, Size{8, 8, 4}),
+                         [](const auto& p) { return fmt::format("s{}l{}h{}", p.param.s, p.param.l, p.param.h); });
+
+TEST(ProbeFailureTest, AFailedLinkIsNamedExactlyAndGoneAfterRestore) {
+  WEFT_SKIP_UNLESS_NETNS();
+  auto fabric = NetnsFabric::create(FabricOptions::clos(3, 4, 2));
+  ASSERT_TRUE(fabric) << fabric.status().to_string();
+  NetnsFabric& f = **fabric;
+  auto fleet = AgentFleet::start(f, test_dir());
+  ASSERT_TRUE(fleet) << fleet.status().to_string();
+  ASSERT_TRUE(f.fail_link(3, 2).is_ok());
+  auto r1 = (*fleet)->probe("--ports 13 --rate 20000");
+  ASSERT_TRUE(r1.ok()) << r1.err;
+  auto db = db::Database::open((*fleet)->db_path());
+  ASSERT_TRUE(db);
+  auto an = db::load_anomalies(*db, 1);
+  ASSERT_TRUE(an);
+  ASSERT_EQ(an->size(), 1u) << r1.out;
+  EXPECT_EQ((*an)[0].kind, "dead_link");
+  EXPECT_EQ((*an)[0].detail, "spine 3 - leaf 2: no flow crossed it");
+  auto rows = load_paths((*fleet)->db_path(), 1);
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(mismatches(f, *rows, 17), 0);
+
+  ASSERT_TRUE(f.restore_link(3, 2).is_ok());
+  auto r2 = (*fleet)->probe("--ports 13 --rate 20000");
+  ASSERT_TRUE(r2.ok()) << r2.err;
+  EXPECT_NE(r2.out.find("campaign 2:"), std::string::npos) << r2.out;
+  EXPECT_TRUE(db::load_anomalies(*db, 2)->empty()) << r2.out;
+  auto inf2 = db::load_inference(*db, 2);
+  ASSERT_TRUE(inf2);
+  for (const auto& l : inf2->links) EXPECT_FALSE(l.dead) << l.spine << "-" << l.leaf;
+}
+
+int64_t count_rows(const std::string& path) {
+  db::OpenOptions ro;
+  ro.read_only = true;
+  auto db = db::Database::open(path, ro);
+  if (!db) return 0;
+  auto n = db->query_int("SELECT COUNT(*) FROM observations");
+  return n ? *n : 0;
+}
+
+TEST(ProbeResumeTest, KilledControllerLeavesASoundDbAndResumesWithoutDuplicates) {
+  WEFT_SKIP_UNLESS_NETNS();
+  auto fabric = NetnsFabric::create(FabricOptions::clos(4, 4, 2));
+  ASSERT_TRUE(fabric) << fabric.status().to_string();
+  NetnsFabric& f = **fabric;
+  auto fleet = AgentFleet::start(f, test_dir());
+  ASSERT_TRUE(fleet) << fleet.status().to_string();
+  const std::string args = "--ports 64 --rate 150 --batch 200";  // 448 probes per host: ~3 s
+  const pid_t ctl = (*fleet)->probe_async(args);
+  ASSERT_GT(ctl, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (count_rows((*fleet)->db_path()) < 400 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+  ASSERT_EQ(::kill(ctl, SIGKILL), 0);
+  f.wait_child(ctl, 5000);
+
+  std::vector<db::Observation> before;
+  {
+    auto db = db::Database::open((*fleet)->db_path());
+    ASSERT_TRUE(db) << db.status().to_string();
+    auto ic = db->prepare("PRAGMA integrity_check");
+    ASSERT_TRUE(ic);
+    ASSERT_TRUE(*ic->step());
+    EXPECT_EQ(ic->column_text(0), "ok");
+    EXPECT_EQ(db::get_campaign(*db, 1)->state, "running");
+    before = *db::load_observations(*db, 1);
+  }
+  const size_t total = 8 * 7 * 64;
+  ASSERT_GE(before.size(), 400u);
+  ASSERT_LT(before.size(), total) << "the controller finished before it was killed: slow it down";
+  std::cout << "[figure] killed with " << before.size() << " of " << total << " observations committed\n";
+
+  auto r = (*fleet)->probe(args);
+  ASSERT_TRUE(r.ok()) << r.err;
+  EXPECT_NE(r.out.find("campaign 1 (resumed)"), std::string::npos) << r.out;
+  auto db = db::Database::open((*fleet)->db_path());
+  EXPECT_EQ(*db->query_int("SELECT COUNT(*) FROM observations"), static_cast<int64_t>(total));
+  EXPECT_EQ(*db->query_int("SELECT COUNT(*) FROM (SELECT DISTINCT campaign_id, src_id, dst_id, protocol, sport, dport "
+                           "FROM observations)"),
+            static_cast<int64_t>(total));
+  EXPECT_EQ(*db->query_int("SELECT COUNT(*) FROM campaigns"), 1);
+  auto after = db::load_observations(*db, 1);
+  ASSERT_TRUE(after);
+  std::map<std::tuple<int64_t, int64_t, int>, db::Observation> by_key;
+  for (const auto& o : *after) by_key[{o.src_id, o.dst_id, o.sport}] = o;
+  for (const auto& o : before) EXPECT_EQ(by_key.at({o.src_id, o.dst_id, o.sport}), o) << "a committed row changed";
+  auto rows = load_paths((*fleet)->db_path(), 1);
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(mismatches(f, *rows, 17), 0);
+}
+
+}  // namespace
+}  // namespace weft::test
