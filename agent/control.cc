@@ -17,7 +17,9 @@ using nlohmann::json;
 Status need(const json& j, const char* key, json::value_t type) {
   auto it = j.find(key);
   if (it == j.end()) return invalid_argument(fmt::format("missing field '{}'", key));
-  const bool ok = type == json::value_t::number_unsigned ? it->is_number_unsigned()
+  // JSON has one integer type; a non-negative integer is acceptable as unsigned.
+  const bool ok = type == json::value_t::number_unsigned
+                      ? it->is_number_unsigned() || (it->is_number_integer() && it->get<int64_t>() >= 0)
                   : type == json::value_t::number_float  ? it->is_number()
                                                          : it->type() == type;
   if (!ok) return invalid_argument(fmt::format("field '{}' has the wrong type", key));
@@ -137,6 +139,8 @@ Result<CampaignCommand> decode_campaign(const json& j) {
   p.timeout_ms = static_cast<int>(timeout);
   WEFT_ASSIGN_OR_RETURN(uint64_t retries, uint_in(j, "retries", 0, 100));
   p.retries = static_cast<int>(retries);
+  WEFT_ASSIGN_OR_RETURN(uint64_t window, uint_in(j, "port_window", 1, 4096));
+  p.port_window = static_cast<uint16_t>(window);
   WEFT_ASSIGN_OR_RETURN(uint64_t stop, uint_in(j, "stop_at_spines", 0, 63));
   p.stop_at_spines = static_cast<int>(stop);
   WEFT_RETURN_IF_ERROR(need(j, "targets", json::value_t::array));
@@ -171,6 +175,7 @@ json encode_campaign(const CampaignCommand& c) {
           {"sport_count", c.plan.sport_count}, {"probes", c.plan.probes_per_port},
           {"rate", c.plan.rate_pps},     {"timeout_ms", c.plan.timeout_ms},
           {"retries", c.plan.retries},   {"stop_at_spines", c.plan.stop_at_spines},
+          {"port_window", c.plan.port_window},
           {"targets", c.plan.targets},   {"skip", skip}};
 }
 
@@ -225,7 +230,10 @@ probe::ProbeStats decode_stats(const json& j) {
     for (size_t i = 0; i < s.rejected.size(); ++i) {
       const std::string name(probe::reject_name(static_cast<probe::Reject>(i)));
       const auto& r = j["rejected"];
-      if (r.contains(name) && r[name].is_number_unsigned()) s.rejected[i] = r[name].get<uint64_t>();
+      // Counts travel as JSON integers (signed in nlohmann's model); negatives are not counts.
+      if (r.contains(name) && r[name].is_number_integer() && r[name].get<int64_t>() >= 0) {
+        s.rejected[i] = r[name].get<uint64_t>();
+      }
     }
   }
   return s;

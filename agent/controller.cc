@@ -68,6 +68,7 @@ Status ProbeRunConfig::validate() const {
   p.rate_pps = rate_pps;
   p.timeout_ms = timeout_ms;
   p.retries = retries;
+  p.port_window = port_window;
   p.stop_at_spines = stop_at_spines;
   return p.validate();
 }

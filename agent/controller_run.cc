@@ -293,6 +293,7 @@ Result<ProbeSummary> run_probe(db::Database& db, const std::vector<HostEntry>& h
     p.rate_pps = cfg.rate_pps;
     p.timeout_ms = cfg.timeout_ms;
     p.retries = cfg.retries;
+    p.port_window = cfg.port_window;
     p.stop_at_spines = cfg.stop_at_spines;
     const int proto = cfg.backend == "tcp-syn" ? 6 : 17;
     for (const auto& k : have) {

@@ -28,3 +28,9 @@ function(weft_library name)
   set_target_properties(weft_${name} PROPERTIES OUTPUT_NAME weft_${name}
     POSITION_INDEPENDENT_CODE ON)
 endfunction()
+# libFuzzer builds: coverage instrumentation plus ASan/UBSan for everything
+# compiled here; the fuzz targets add -fsanitize=fuzzer at link time.
+if(WEFT_FUZZ)
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -91,6 +91,8 @@ void register_probe(CLI::App& app, Registry& reg) {
   cmd->add_option("--rate", a.cfg.rate_pps, "Probes per second per sending host (0 = unlimited)")->capture_default_str();
   cmd->add_option("--timeout-ms", a.cfg.timeout_ms, "Wait for answers after a round")->capture_default_str();
   cmd->add_option("--retries", a.cfg.retries, "Resends of an unanswered probe")->capture_default_str();
+  cmd->add_option("--port-window", a.cfg.port_window, "Source ports probed (and reported) at a time")
+      ->capture_default_str();
   cmd->add_option("--probe-dscp", a.probe_dscp, "X: the DSCP probes leave with")->capture_default_str();
   cmd->add_option("--targeted", a.targeted, "Only the pairs of a collective (allreduce-hd, allreduce-ring)");
   cmd->add_option("--spines", a.spines, "Targeted: stop a pair once it has a port on this many spines");

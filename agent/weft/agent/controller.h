@@ -43,6 +43,7 @@ struct ProbeRunConfig {
   double rate_pps = 100000;   // per sending host
   int timeout_ms = 250;
   int retries = 2;
+  uint16_t port_window = 16;  // source ports an agent probes (and reports) at a time
   // Targeted campaign: only these directed (src, dst) host-index pairs, each
   // stopping once it has a port on every one of stop_at_spines spines.
   std::optional<std::vector<std::pair<int, int>>> pairs;

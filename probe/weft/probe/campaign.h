@@ -32,7 +32,7 @@ struct CampaignPlan {
   double rate_pps = 100000;  // per sender; 0 = unlimited
   int timeout_ms = 250;      // wait for answers after the last send of a round
   int retries = 2;           // resends of an unanswered probe
-  uint16_t port_window = 256;  // source ports (sockets) open at once
+  uint16_t port_window = 16;  // source ports (sockets) per window: results stream out per window
   int stop_at_spines = 0;      // targeted mode: S > 0
   std::set<std::pair<uint32_t, uint16_t>> skip;  // (dst, sport) already recorded (resume)
   uint32_t first_sequence = 1;

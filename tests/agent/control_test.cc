@@ -1,0 +1,108 @@
+// Control-plane messages: validation, round trips, handshake proofs.
+#include <gtest/gtest.h>
+
+#include "weft/agent/control.h"
+
+namespace weft::agent {
+namespace {
+
+using nlohmann::json;
+
+CampaignCommand sample() {
+  CampaignCommand c;
+  c.run = 77;
+  c.nonce = std::string(32, 'c');
+  c.plan.targets = {0x0a000101, 0x0a000203};
+  c.plan.sport_first = 50000;
+  c.plan.sport_count = 13;
+  c.plan.skip = {{0x0a000101, 50003}};
+  return c;
+}
+
+TEST(ControlTest, CampaignRoundTripsThroughTheParser) {
+  const CampaignCommand c = sample();
+  auto m = parse_control(encode_campaign(c).dump());
+  ASSERT_TRUE(m) << m.status().to_string();
+  auto back = decode_campaign(m->body);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->run, 77u);
+  EXPECT_EQ(back->plan.targets, c.plan.targets);
+  EXPECT_EQ(back->plan.skip, c.plan.skip);
+  EXPECT_EQ(back->plan.sport_count, 13);
+}
+
+struct Bad {
+  const char* frame;
+  const char* why;
+};
+
+class BadFrameTest : public ::testing::TestWithParam<Bad> {};
+
+TEST_P(BadFrameTest, IsRejectedWithAReason) {
+  auto m = parse_control(GetParam().frame);
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.status().message().find(GetParam().why), std::string::npos) << m.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Frames, BadFrameTest,
+    ::testing::Values(Bad{"{", "not JSON"}, Bad{"[1,2]", "not a JSON object"}, Bad{"{\"t\":1}", "no string 'type'"},
+                      Bad{"{\"type\":\"reboot\"}", "unknown message type 'reboot'"},
+                      Bad{"{\"type\":\"announce\",\"run\":0,\"nonce\":\"00\"}", "field 'run' = 0 is outside"},
+                      Bad{"{\"type\":\"announce\",\"run\":5,\"nonce\":\"zz\"}", "field 'nonce' is not 32..32 hex"},
+                      Bad{"{\"type\":\"retire\",\"run\":-1}", "field 'run' has the wrong type"},
+                      Bad{"{\"type\":\"results\",\"run\":1,\"rows\":[[1,2,3]]}", "11-element"},
+                      Bad{"{\"type\":\"results\",\"run\":1,\"rows\":[[1,0,1,1,3,0,11,0,-1,0,5]]}", "out of range"}));
+
+TEST(ControlTest, CampaignFieldsAreRangeChecked) {
+  json j = encode_campaign(sample());
+  j["sport_first"] = 65500;
+  j["sport_count"] = 100;
+  EXPECT_EQ(decode_campaign(j).status().message(), "source port range passes 65535");
+  j = encode_campaign(sample());
+  j["probe_dscp"] = 64;
+  EXPECT_EQ(decode_campaign(j).status().message(), "field 'probe_dscp' = 64 is outside 0..63");
+  j = encode_campaign(sample());
+  j["targets"] = json::array();
+  EXPECT_EQ(decode_campaign(j).status().message(), "campaign has no targets");
+  j = encode_campaign(sample());
+  j["method"] = "magic";
+  EXPECT_EQ(decode_campaign(j).status().message(), "unknown probe method 'magic' (dscp, ttl)");
+}
+
+TEST(ControlTest, StatsSurviveTheirJsonForm) {
+  probe::ProbeStats s;
+  s.sent = 9;
+  s.answered = 7;
+  s.reject(probe::Reject::kBadMac);
+  s.reject(probe::Reject::kBadMac);
+  s.reject(probe::Reject::kTruncated);
+  const json j = json::parse(encode_stats(s).dump());  // through text, as on the wire
+  const probe::ProbeStats back = decode_stats(j);
+  EXPECT_EQ(back.sent, 9u);
+  EXPECT_EQ(back.answered, 7u);
+  EXPECT_EQ(back.rejected_for(probe::Reject::kBadMac), 2u);
+  EXPECT_EQ(back.rejected_for(probe::Reject::kTruncated), 1u);
+}
+
+TEST(ControlTest, HandshakeProofsBindBothNoncesAndTheSecret) {
+  const auto secret = probe::MacKey::from_string("a shared secret of some length");
+  const std::string a(32, 'a'), c(32, 'c');
+  const std::string p = client_proof(secret, a, c);
+  EXPECT_EQ(p.size(), 64u);
+  EXPECT_TRUE(proof_matches(p, client_proof(secret, a, c)));
+  EXPECT_FALSE(proof_matches(p, client_proof(secret, c, a)));
+  EXPECT_FALSE(proof_matches(p, agent_proof(secret, c, a))) << "the two directions use different labels";
+  EXPECT_FALSE(proof_matches(p, client_proof(probe::MacKey::from_string("another secret entirely"), a, c)));
+  EXPECT_FALSE(proof_matches(p, p.substr(0, 63)));
+}
+
+TEST(ControlTest, FramesCarryABigEndianLength) {
+  const std::string f = frame(json{{"type", "status"}});
+  ASSERT_GE(f.size(), 4u);
+  EXPECT_EQ(frame_length(reinterpret_cast<const uint8_t*>(f.data())), f.size() - 4);
+  EXPECT_EQ(f.substr(4), R"({"type":"status"})");
+}
+
+}  // namespace
+}  // namespace weft::agent
