@@ -19,26 +19,28 @@ class Crc32Hash final : public EcmpHash {
   explicit Crc32Hash(uint32_t seed) : seed_(seed) {}
   std::string_view name() const override { return "crc32"; }
   uint32_t hash(const FiveTuple& t, int sw) const override {
-    // CRC over src IP, dst IP, proto | sport, dport, seed (big endian). The
-    // first nine bytes are the same for every port of a host pair (a planner
-    // asks for 64 ports of each), so the CRC state after them is memoised.
-    if (!memo_valid_ || memo_src_ != t.src_ip || memo_dst_ != t.dst_ip || memo_proto_ != t.proto) {
-      std::array<uint8_t, 9> b{};
+    // CRC over src IP, dst IP, proto, dport, the switch's seed, sport (big
+    // endian). Everything before sport is the same for every source port of
+    // a pair at one switch (a planner asks for 64 ports of each), so the CRC
+    // state after it is memoised and a port costs two table steps.
+    const uint32_t seed = seed_ ^ (static_cast<uint32_t>(sw) * 0x9E3779B1u);
+    if (!memo_valid_ || memo_src_ != t.src_ip || memo_dst_ != t.dst_ip || memo_proto_ != t.proto ||
+        memo_dport_ != t.dport || memo_seed_ != seed) {
+      std::array<uint8_t, 15> b{};
       put32(b.data(), t.src_ip);
       put32(b.data() + 4, t.dst_ip);
       b[8] = t.proto;
+      b[9] = static_cast<uint8_t>(t.dport >> 8);
+      b[10] = static_cast<uint8_t>(t.dport);
+      put32(b.data() + 11, seed);
       memo_ = boost::crc_32_type();
       memo_.process_bytes(b.data(), b.size());
       memo_valid_ = true, memo_src_ = t.src_ip, memo_dst_ = t.dst_ip, memo_proto_ = t.proto;
+      memo_dport_ = t.dport, memo_seed_ = seed;
     }
-    std::array<uint8_t, 8> b{};
-    b[0] = static_cast<uint8_t>(t.sport >> 8);
-    b[1] = static_cast<uint8_t>(t.sport);
-    b[2] = static_cast<uint8_t>(t.dport >> 8);
-    b[3] = static_cast<uint8_t>(t.dport);
-    put32(b.data() + 4, seed_ ^ (static_cast<uint32_t>(sw) * 0x9E3779B1u));
     boost::crc_32_type crc = memo_;
-    crc.process_bytes(b.data(), b.size());
+    crc.process_byte(static_cast<uint8_t>(t.sport >> 8));
+    crc.process_byte(static_cast<uint8_t>(t.sport));
     return crc.checksum();
   }
 
@@ -53,6 +55,8 @@ class Crc32Hash final : public EcmpHash {
   mutable bool memo_valid_ = false;
   mutable uint32_t memo_src_ = 0, memo_dst_ = 0;
   mutable uint8_t memo_proto_ = 0;
+  mutable uint16_t memo_dport_ = 0;
+  mutable uint32_t memo_seed_ = 0;
 };
 
 }  // namespace

@@ -1,6 +1,5 @@
 // The model path table: an ECMP hash model walked over the topology.
 #include <algorithm>
-#include <numeric>
 #include <span>
 
 #include <fmt/format.h>
@@ -31,10 +30,30 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
   return x ^ (x >> 31);
 }
 
+// A pseudo-random permutation of [0, n): a 4-round Feistel network over
+// [0, 4^half) (4^half >= n), walking the cycle until the value falls inside
+// [0, n) (Black & Rogaway, "Ciphers with arbitrary finite domains", 2002).
+uint32_t feistel(uint32_t x, uint32_t n, int half, uint64_t key) {
+  const uint32_t mask = (1u << half) - 1;
+  do {
+    uint32_t l = x >> half, r = x & mask;
+    for (int round = 0; round < 4; ++round) {
+      const auto k = static_cast<uint32_t>(key >> (16 * round));
+      const uint32_t f = (((r ^ k) * 0x9E3779B1u) >> 13) & mask;
+      const uint32_t next = l ^ f;
+      l = r;
+      r = next;
+    }
+    x = (l << half) | r;
+  } while (x >= n);
+  return x;
+}
+
+// FNV-1a over the switch indices (collisions are caught by comparing routes).
 uint64_t route_key(const Route& r) {
   uint64_t h = 0xcbf29ce484222325ull;
-  for (int s : r) h = mix64(h ^ static_cast<uint32_t>(s));
-  return h;
+  for (int s : r) h = (h ^ static_cast<uint32_t>(s)) * 0x100000001b3ull;
+  return h ^ (h >> 29);
 }
 
 class ModelPathTable final : public PathTable {
@@ -62,42 +81,45 @@ class ModelPathTable final : public PathTable {
     const uint32_t n = range.size();
     if (n == 0 || max_ports <= 0) return Status::ok();
     const uint32_t want = std::min<uint32_t>(n, static_cast<uint32_t>(max_ports));
-    // Ports lo + (start + i * stride) mod n, i < want: distinct because the
-    // stride is coprime with n. An odd, pair-dependent stride varies the low
-    // bits of the port too: evenly spaced ports (stride n / want) differ in
-    // a few high bits only, and a CRC — linear over GF(2) — maps them onto
-    // a few spines.
-    uint32_t start = 0, stride = 1;
-    if (want < n) {
-      const uint64_t h = mix64((static_cast<uint64_t>(static_cast<uint32_t>(q.src_nic)) << 32) ^
+    // Ports lo + perm(i), i < want, for a pseudo-random permutation of
+    // [0, n) keyed by the pair: a random draw without repeats. (An
+    // arithmetic progression of ports is a poor sample for a CRC: the CRC
+    // is linear over GF(2), and the progression's images bunch on a few
+    // next hops.)
+    const uint64_t pair_key = mix64((static_cast<uint64_t>(static_cast<uint32_t>(q.src_nic)) << 32) ^
                                static_cast<uint32_t>(q.dst_nic) ^ (static_cast<uint64_t>(draw_seed_) << 20) ^
                                (static_cast<uint64_t>(q.dport) << 48) ^ q.proto);
-      start = static_cast<uint32_t>(h % n);
-      stride = static_cast<uint32_t>((h >> 32) % n) | 1u;
-      while (std::gcd(stride, n) != 1) stride += 2;
-    }
+    int half = 1;
+    while ((1u << (2 * half)) < n) ++half;
+    auto perm = [&](uint32_t x) { return want < n ? feistel(x, n, half, pair_key) : x; };
     FiveTuple t{nic_ipv4(f_, q.src_nic), nic_ipv4(f_, q.dst_nic), q.proto, 0, q.dport};
     // Distinct routes through a small open-addressing table (route hash ->
-    // index), reused across calls.
+    // index), reused across calls: a generation number marks live slots, so
+    // nothing is cleared per pair.
     size_t cap = 16;
     while (cap < 2 * static_cast<size_t>(want)) cap *= 2;
-    slots_.assign(cap, {0, -1});
+    if (slots_.size() < cap) slots_.assign(cap, Slot{});
+    if (++gen_ == 0) {  // wrapped: forget every slot once
+      std::fill(slots_.begin(), slots_.end(), Slot{});
+      gen_ = 1;
+    }
     out.ports.reserve(want);
     out.hops.reserve(4 * static_cast<size_t>(want));
     out.ends.reserve(want);
     for (uint32_t i = 0; i < want; ++i) {
-      t.sport = static_cast<uint16_t>(range.lo + (start + static_cast<uint64_t>(i) * stride) % n);
+      t.sport = static_cast<uint16_t>(range.lo + perm(i));
       WEFT_RETURN_IF_ERROR(walk(t, q.src_nic, q.dst_nic, r_));
       const uint64_t key = route_key(r_);
       size_t at = key & (cap - 1);
-      while (slots_[at].second >= 0 && slots_[at].first != key) at = (at + 1) & (cap - 1);
-      if (slots_[at].second < 0) {
-        slots_[at] = {key, out.add_route(r_)};
-      } else if (!std::equal(r_.begin(), r_.end(), out.route(static_cast<size_t>(slots_[at].second)).begin(),
-                             out.route(static_cast<size_t>(slots_[at].second)).end())) {
+      while (slots_[at].gen == gen_ && slots_[at].key != key) at = (at + 1) & (cap - 1);
+      Slot& sl = slots_[at];
+      if (sl.gen != gen_) {
+        sl = {key, out.add_route(r_), gen_};
+      } else if (!std::equal(r_.begin(), r_.end(), out.route(static_cast<size_t>(sl.route)).begin(),
+                             out.route(static_cast<size_t>(sl.route)).end())) {
         return internal_error("route hash collision in the model path table");
       }
-      out.ports.push_back({t.sport, slots_[at].second});
+      out.ports.push_back({t.sport, sl.route});
     }
     return Status::ok();
   }
@@ -153,7 +175,13 @@ class ModelPathTable final : public PathTable {
   PathFinder pf_;
   std::vector<std::pair<int32_t, int32_t>> hop_range_;
   std::vector<int> hop_pool_;
-  std::vector<std::pair<uint64_t, int>> slots_;
+  struct Slot {
+    uint64_t key = 0;
+    int route = 0;
+    uint32_t gen = 0;
+  };
+  std::vector<Slot> slots_;
+  uint32_t gen_ = 0;
   Route r_;
 };
 

@@ -6,7 +6,6 @@
 
 #include "weft/routing/link_load.h"
 #include "weft/routing/list_edge_coloring.h"
-#include "weft/routing/plan_router.h"
 #include "weft/routing/route_assignment.h"
 
 namespace weft::routing {
@@ -72,6 +71,24 @@ bool is_two_tier(const topo::Fabric& f) {
   }
   return f.num_tiers() == 2;
 }
+
+// Serves step si's flows from one path per planned flow.
+class StepPathsRouter final : public Router {
+ public:
+  StepPathsRouter(const std::vector<std::vector<int>>& step_ids, const std::vector<Path>& paths)
+      : step_ids_(step_ids), paths_(paths) {}
+  std::string_view name() const override { return "plan"; }
+  Status route_step(const Step& step, int si, std::vector<Path>& paths) override {
+    const auto& ids = step_ids_[static_cast<size_t>(si)];
+    if (ids.size() != step.flows.size()) return internal_error("step flows changed under the planner");
+    for (size_t i = 0; i < ids.size(); ++i) paths[i] = paths_[static_cast<size_t>(ids[i])];
+    return Status::ok();
+  }
+
+ private:
+  const std::vector<std::vector<int>>& step_ids_;
+  const std::vector<Path>& paths_;
+};
 
 class Planner {
  public:
@@ -147,8 +164,7 @@ class Planner {
       if (known == 0) {
         cls = static_cast<int>(classes_.size());
         for (int id : ids) class_of_[static_cast<size_t>(id)] = cls;
-        classes_.push_back(std::move(ids));
-        ids = classes_.back();
+        classes_.push_back(ids);
       } else if (known != static_cast<int>(ids.size()) || cls < 0 ||
                  classes_[static_cast<size_t>(cls)].size() != ids.size()) {
         return unimplemented(fmt::format(
@@ -156,6 +172,7 @@ class Planner {
             "collective, so such schedules cannot be planned step by step", si, st.phase));
       }
       for (int id : ids) flows_[static_cast<size_t>(id)].steps.push_back(static_cast<int>(si));
+      step_ids_.push_back(std::move(ids));
     }
     return Status::ok();
   }
@@ -164,11 +181,15 @@ class Planner {
     PairQuery q{fi.src_nic, fi.dst_nic, opt_.protocol == "tcp" ? kProtoTcp : kProtoUdp,
                 dports_[static_cast<size_t>(fi.dst)]};
     const int ls = f_.nic_switch(fi.src_nic), ld = f_.nic_switch(fi.dst_nic);
-    // Inside one leaf every port takes the same way: a few candidates leave
-    // room for the host's port bookkeeping.
-    const int want = ls == ld ? std::min(opt_.ports_per_pair, kSameLeafPorts) : opt_.ports_per_pair;
     Cand& c = cands_[static_cast<size_t>(fi.ci)];
-    WEFT_RETURN_IF_ERROR(table_.ports(q, opt_.sports, want, c.pr));
+    if (ls == ld) {  // inside one leaf every port takes the same way: nothing to ask
+      c.pr.clear();
+      c.usable.clear();
+      c.colours.clear();
+      c.route_idx.clear();
+      return Status::ok();
+    }
+    WEFT_RETURN_IF_ERROR(table_.ports(q, opt_.sports, opt_.ports_per_pair, c.pr));
     c.usable.assign(c.pr.num_routes(), 0);
     c.colours.clear();
     c.route_idx.clear();
@@ -283,7 +304,7 @@ class Planner {
       fi.sport = p;
       return true;
     };
-    if (fi.route < 0) {  // same leaf, nothing listed: any free port of the range
+    if (fi.route < 0) {  // same leaf: any free port of the range
       for (uint32_t p = opt_.sports.lo; p <= opt_.sports.hi; ++p) {
         if (try_port(static_cast<uint16_t>(p))) return true;
       }
@@ -370,9 +391,14 @@ class Planner {
       p.flows.push_back(std::move(pf));
     }
     out.stats.flows = static_cast<int>(p.flows.size());
-    // The judge: the link-load checker over the plan's paths.
-    WEFT_ASSIGN_OR_RETURN(auto router, make_plan_router(f_, order_, p));
-    WEFT_ASSIGN_OR_RETURN(auto rep, check_link_load(f_, order_, s_, *router));
+    // The judge: the link-load checker over the plan's paths (the switches
+    // just written, as indices: make_plan_router would look the names up).
+    std::vector<Path> paths(flows_.size());
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      WEFT_ASSIGN_OR_RETURN(paths[i], route_path(pf_, flows_[i].src_nic, flows_[i].dst_nic, flows_[i].path));
+    }
+    StepPathsRouter router(step_ids_, paths);
+    WEFT_ASSIGN_OR_RETURN(auto rep, check_link_load(f_, order_, s_, router));
     for (const auto& sl : rep.steps) {
       p.steps.push_back({sl.step, sl.phase, sl.max_load, sl.lower_bound});
       out.stats.steps_at_bound += sl.max_load == sl.lower_bound;
@@ -391,13 +417,13 @@ class Planner {
   std::vector<uint16_t> dports_;
   PathFinder pf_;
   bool two_tier_;
-  static constexpr int kSameLeafPorts = 8;
   std::vector<int> colour_of_;  // switch -> spine colour, -1 for leaves
   std::vector<char> up_;        // 2-tier: [leaf * spines + colour] link is up
   int n_colours_ = 0;
   std::vector<FlowInfo> flows_;
   std::vector<int> class_of_;
   std::vector<std::vector<int>> classes_;
+  std::vector<std::vector<int>> step_ids_;  // per step: its flows, in the step's order
   std::vector<std::vector<uint16_t>> used_;  // per host: source ports in use
   std::vector<Cand> cands_;
   std::vector<ListEdge> edges_;

@@ -139,10 +139,10 @@ class PathTable {
 };
 
 // A model table: every switch on the way picks among its shortest-path next
-// hops (links that are up) by `hash`. ports() samples max_ports distinct ports
-// of the range per pair, spread over it by a stride that depends on the pair
-// and `draw_seed` (a probe campaign sweeping a sample of ports looks the
-// same); it returns the whole range in order when max_ports covers it.
+// hops (links that are up) by `hash`. ports() draws max_ports distinct ports
+// of the range per pair (a pseudo-random permutation keyed by the pair and
+// `draw_seed`, as a probe campaign sampling ports would); it returns the
+// whole range in order when max_ports covers it.
 std::unique_ptr<PathTable> make_model_path_table(const topo::Fabric& f, std::unique_ptr<EcmpHash> hash,
                                                  uint32_t draw_seed = 1);
 

@@ -15,6 +15,8 @@
 //      ours has one).
 //   2. Per flow the path table says which of `ports_per_pair` source ports
 //      land on which route; routes over links that are down are dropped.
+//      Flows inside one leaf take any free port (every port goes the same
+//      way) without asking.
 //   3. 2-tier Clos: the step is a bipartite multigraph (source leaf ->
 //      destination leaf) coloured with the spines, each flow restricted to
 //      the spines its ports reach (list_edge_coloring.h: exact by König when
