@@ -10,6 +10,9 @@
 // absolute times on a shared machine are noise.
 #include <benchmark/benchmark.h>
 
+#include <sys/resource.h>
+
+#include <chrono>
 #include <map>
 #include <random>
 
@@ -31,6 +34,20 @@ const topo::Fabric& clos2(int endpoints) {
     it = cache.emplace(endpoints, *topo::build_clos2({.spines = 64, .leaves = endpoints / 64, .hosts_per_leaf = 64})).first;
   }
   return it->second;
+}
+
+// 65,536 endpoints on 3 tiers: 32 pods x 16 leaves x 128 hosts, 16
+// aggregation switches per pod, 256 cores (16 planes of 16).
+const topo::Fabric& clos3_65536() {
+  static topo::Fabric f = *topo::build_clos3(
+      {.pods = 32, .leaves_per_pod = 16, .aggs_per_pod = 16, .cores = 256, .hosts_per_leaf = 128});
+  return f;
+}
+
+double peak_rss_mib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux (getrusage(2))
 }
 
 ranking::RankOrder leaf_sets(const topo::Fabric& f) {
@@ -65,6 +82,7 @@ void BM_PlanHd(benchmark::State& state) {
   }
   state.counters["endpoints"] = static_cast<double>(order.size());
   state.counters["steps"] = static_cast<double>(sched.steps.size());
+  state.counters["peak_rss_MiB"] = peak_rss_mib();
 }
 BENCHMARK(BM_PlanHd)->Arg(1024)->Arg(16384)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -122,6 +140,52 @@ void BM_SimulateHdEcmp(benchmark::State& state) {
   state.counters["events"] = events;
 }
 BENCHMARK(BM_SimulateHdEcmp)->Arg(1024)->Arg(16384)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// 3 tiers, 65,536 endpoints: plan (min-congestion assignment over each
+// flow's candidate paths) and simulate. Verified before timing: the plan's
+// ports hash to the plan's paths, and the planned simulation is no slower
+// than default ECMP on the same ranks and no faster than the ideal switch.
+void BM_PlanAndSimulate3Tier(benchmark::State& state) {
+  const auto& f = clos3_65536();
+  const auto order = leaf_sets(f);
+  const auto sched = *routing::build_schedule(routing::Collective::kAllreduceHd, order.size(), (64u << 20) / 4);
+  double plan_s = 0, sim_s = 0;
+  int max_load = 0, bound = 0;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto table = routing::make_model_path_table(f, *routing::make_hash("crc32", 1));
+    auto planned = routing::plan_routes(f, order, sched, *table, {});
+    auto t1 = std::chrono::steady_clock::now();
+    if (!planned) {
+      state.SkipWithError(planned.status().message().c_str());
+      return;
+    }
+    auto router = routing::make_table_router(f, order, planned->plan, *table);
+    auto t2 = std::chrono::steady_clock::now();
+    auto sim = routing::simulate(f, order, sched, **router);
+    auto t3 = std::chrono::steady_clock::now();
+    auto ecmp = routing::make_ecmp_router(f, order, {.seed = 1});
+    auto crossbar = routing::make_crossbar_router(f, order);
+    auto base = routing::simulate(f, order, sched, *ecmp);
+    auto ideal = routing::simulate(f, order, sched, *crossbar);
+    if (!sim || !base || !ideal || sim->seconds > base->seconds * 1.0001 || sim->seconds < ideal->seconds * 0.9999) {
+      state.SkipWithError("planned 3-tier simulation is slower than ECMP or faster than the ideal switch");
+      return;
+    }
+    plan_s = std::chrono::duration<double>(t1 - t0).count();
+    sim_s = std::chrono::duration<double>(t3 - t2).count();
+    max_load = planned->stats.max_load;
+    bound = planned->stats.max_lower_bound;
+    state.counters["vs_ideal"] = ideal->seconds / sim->seconds;
+    state.counters["ecmp_vs_ideal"] = ideal->seconds / base->seconds;
+  }
+  state.counters["plan_s"] = plan_s;
+  state.counters["simulate_s"] = sim_s;
+  state.counters["max_load"] = max_load;
+  state.counters["lower_bound"] = bound;
+  state.counters["peak_rss_MiB"] = peak_rss_mib();
+}
+BENCHMARK(BM_PlanAndSimulate3Tier)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
 
 }  // namespace
 

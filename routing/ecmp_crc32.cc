@@ -6,6 +6,7 @@
 // reason. The seed is mixed with the switch index so each switch hashes
 // differently, as in a real fabric where every box has its own seed.
 #include <array>
+#include <bit>
 
 #include <boost/crc.hpp>
 
@@ -41,7 +42,11 @@ class Crc32Hash final : public EcmpHash {
     boost::crc_32_type crc = memo_;
     crc.process_byte(static_cast<uint8_t>(t.sport >> 8));
     crc.process_byte(static_cast<uint8_t>(t.sport));
-    return crc.checksum();
+    // Each switch reads different bits of its CRC (ASICs' per-device hash
+    // offset / bit selection): a CRC is affine, so two switches' CRCs of one
+    // tuple differ by a constant, and reading the same bits at every tier
+    // would tie the aggregation's choice to the leaf's (polarisation).
+    return std::rotl(crc.checksum(), static_cast<int>(seed % 31) + 1);
   }
 
  private:

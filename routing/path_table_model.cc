@@ -1,6 +1,7 @@
 // The model path table: an ECMP hash model walked over the topology.
 #include <algorithm>
 #include <span>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -60,7 +61,7 @@ class ModelPathTable final : public PathTable {
  public:
   ModelPathTable(const topo::Fabric& f, std::unique_ptr<EcmpHash> hash, uint32_t draw_seed)
       : f_(f), hash_(std::move(hash)), draw_seed_(draw_seed), pf_(f),
-        hop_range_(f.switches.size() * f.switches.size(), {-1, -1}) {}
+        hop_range_(f.switches.size() <= kFlatSwitches ? f.switches.size() * f.switches.size() : 0, {-1, -1}) {}
 
   std::string describe() const override { return fmt::format("model {}", hash_->name()); }
   const topo::Fabric& fabric() const override { return f_; }
@@ -133,11 +134,10 @@ class ModelPathTable final : public PathTable {
   }
 
   // Shortest-path next switches of (sw, dst) in PathFinder::next_hops order,
-  // computed once: a flat table of
-  // [begin, end) ranges into one pool (switches^2 entries: 32 MB at 2,000
-  // switches, the 65,536-endpoint 3-tier fabric's order).
+  // computed once: [begin, end) ranges into one pool.
   std::span<const int> hops(int sw, int dst) {
-    auto& h = hop_range_[static_cast<size_t>(sw) * f_.switches.size() + static_cast<size_t>(dst)];
+    const size_t at = static_cast<size_t>(sw) * f_.switches.size() + static_cast<size_t>(dst);
+    auto& h = hop_range_.empty() ? hop_map_[at] : hop_range_[at];
     if (h.first < 0) {
       auto v = pf_.next_hops(sw, dst);
       h = {static_cast<int32_t>(hop_pool_.size()), static_cast<int32_t>(hop_pool_.size() + v.size())};
@@ -173,7 +173,15 @@ class ModelPathTable final : public PathTable {
   std::unique_ptr<EcmpHash> hash_;
   uint32_t draw_seed_;
   PathFinder pf_;
+  // Up to kFlatSwitches switches the table is flat (32 MB at 2,048); a
+  // larger fabric (a 65,536-endpoint 3-tier has ~5,000) keeps the pairs it
+  // meets in a hash map.
+  static constexpr size_t kFlatSwitches = 2048;
   std::vector<std::pair<int32_t, int32_t>> hop_range_;
+  struct HopRange : std::pair<int32_t, int32_t> {
+    HopRange() : std::pair<int32_t, int32_t>(-1, -1) {}
+  };
+  std::unordered_map<size_t, HopRange> hop_map_;
   std::vector<int> hop_pool_;
   struct Slot {
     uint64_t key = 0;

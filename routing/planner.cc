@@ -275,19 +275,30 @@ class Planner {
       }
       return Status::ok();
     }
-    std::vector<RouteChoice> choices(fabric.size());
-    std::vector<std::vector<int>> route_ids(fabric.size());
+    // Candidates as the switch-to-switch links they load (a flow's access
+    // links are the same whichever route it takes); buffers reused.
+    if (choices_.size() < fabric.size()) choices_.resize(fabric.size());
+    route_ids_.resize(fabric.size());
     for (size_t i = 0; i < fabric.size(); ++i) {
       const FlowInfo& fi = flows_[static_cast<size_t>(fabric[i])];
+      RouteChoice& ch = choices_[i];
+      ch.clear();
+      route_ids_[i].clear();
       for (size_t r = 0; r < cand(fi).usable.size(); ++r) {
         if (!cand(fi).usable[r]) continue;
-        choices[i].candidates.push_back(route_path(pf_, fi.src_nic, fi.dst_nic, cand(fi).pr.route(r))->dlinks);
-        route_ids[i].push_back(static_cast<int>(r));
+        const auto rt = cand(fi).pr.route(r);
+        for (size_t k = 0; k + 1 < rt.size(); ++k) {
+          const int l = *f_.link_between(f_.switch_vertex(rt[k]), f_.switch_vertex(rt[k + 1]));
+          ch.links.push_back(f_.directed_from(l, f_.switch_vertex(rt[k])));
+        }
+        ch.close_candidate();
+        route_ids_[i].push_back(static_cast<int>(r));
       }
     }
+    const std::span<const RouteChoice> choices(choices_.data(), fabric.size());
     auto a = assign_routes(2 * static_cast<int>(f_.links.size()), choices);
     for (size_t i = 0; i < fabric.size(); ++i) {
-      flows_[static_cast<size_t>(fabric[i])].route = route_ids[i][static_cast<size_t>(a.chosen[i])];
+      flows_[static_cast<size_t>(fabric[i])].route = route_ids_[i][static_cast<size_t>(a.chosen[i])];
     }
     return Status::ok();
   }
@@ -427,6 +438,8 @@ class Planner {
   std::vector<std::vector<uint16_t>> used_;  // per host: source ports in use
   std::vector<Cand> cands_;
   std::vector<ListEdge> edges_;
+  std::vector<RouteChoice> choices_;
+  std::vector<std::vector<int>> route_ids_;
 };
 
 }  // namespace

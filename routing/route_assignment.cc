@@ -5,11 +5,11 @@
 
 namespace weft::routing {
 
-RouteAssignment assign_routes(int n_links, const std::vector<RouteChoice>& flows, int max_passes) {
+RouteAssignment assign_routes(int n_links, std::span<const RouteChoice> flows, int max_passes) {
   std::vector<int> load(static_cast<size_t>(n_links), 0);
   RouteAssignment out;
   out.chosen.assign(flows.size(), -1);
-  auto path = [&](size_t f, int c) -> const std::vector<int>& { return flows[f].candidates[static_cast<size_t>(c)]; };
+  auto path = [&](size_t f, int c) { return flows[f].candidate(static_cast<size_t>(c)); };
   auto add = [&](size_t f, int c, int d) {
     for (int l : path(f, c)) load[static_cast<size_t>(l)] += d;
   };
@@ -23,11 +23,11 @@ RouteAssignment assign_routes(int n_links, const std::vector<RouteChoice>& flows
   std::vector<size_t> order(flows.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return flows[a].candidates.size() < flows[b].candidates.size(); });
+                   [&](size_t a, size_t b) { return flows[a].size() < flows[b].size(); });
   for (size_t f : order) {
     int best = 0;
     auto best_cost = cost(f, 0);
-    for (int c = 1; c < static_cast<int>(flows[f].candidates.size()); ++c) {
+    for (int c = 1; c < static_cast<int>(flows[f].size()); ++c) {
       auto k = cost(f, c);
       if (k < best_cost) best = c, best_cost = k;
     }
@@ -44,11 +44,11 @@ RouteAssignment assign_routes(int n_links, const std::vector<RouteChoice>& flows
       const int cur = out.chosen[f];
       bool hot = false;
       for (int l : path(f, cur)) hot = hot || load[static_cast<size_t>(l)] >= m;
-      if (!hot || flows[f].candidates.size() < 2) continue;
+      if (!hot || flows[f].size() < 2) continue;
       add(f, cur, -1);
       int best = cur;
       auto best_cost = cost(f, cur);
-      for (int c = 0; c < static_cast<int>(flows[f].candidates.size()); ++c) {
+      for (int c = 0; c < static_cast<int>(flows[f].size()); ++c) {
         auto k = cost(f, c);
         if (k.first < m && k < best_cost) best = c, best_cost = k;
       }

@@ -35,7 +35,7 @@ TEST(EcmpHash, UnknownModelIsAnErrorNamingTheModels) {
 
 TEST(EcmpHash, ValuesArePinnedSoASimulatedFabricNeverChangesUnnoticed) {
   FiveTuple t{0x0a000001, 0x0a000102, kProtoUdp, 49152, kRoceV2Port};
-  EXPECT_EQ(make_hash("crc32", 1).value()->hash(t, 3), 2831773170u);
+  EXPECT_EQ(make_hash("crc32", 1).value()->hash(t, 3), 2855426940u);
   EXPECT_EQ(make_hash("linux-l4", 12345).value()->hash(t, 3), 4006720834u);
   EXPECT_EQ(make_hash("linux-l3", 12345).value()->hash(t, 3), 1736905596u);
 }

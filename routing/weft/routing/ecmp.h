@@ -4,9 +4,11 @@
 // 5-tuple and maps it to one of them. Models:
 //   crc32     a CRC32 (IEEE 802.3) over src IP, dst IP, proto, dport, a
 //             per-switch seed and sport, as merchant silicon hashes header
-//             fields (the seed is the switch's "hash seed" knob). CRCs are
-//             affine over GF(2): two switches' hashes of one tuple differ by
-//             a constant, so the model, like real fabrics, can polarise.
+//             fields (the seed is the switch's "hash seed" knob), each
+//             switch reading its own bits of the CRC (a per-device hash
+//             offset): CRCs are affine over GF(2), so two switches' CRCs of
+//             one tuple differ by a constant, and equal bit selections would
+//             tie one tier's choice to the previous one's (polarisation).
 //   linux-l4  Linux's IPv4 multipath hash, fib_multipath_hash_policy=1 (or
 //             policy 3 with fields 0x37): SipHash-2-4 over the flow keys
 //             (proto, ports, addresses), the key built from

@@ -5,10 +5,11 @@
 // control and RoCE's DCQCN approximate in steady state: no flow can get more
 // without taking from one that has less. Progressive filling computes it
 // exactly: raise every unfrozen flow's rate together until some link is
-// full, freeze the flows on it, repeat. Each round freezes at least one
-// link, so there are at most (links in use) rounds.
+// full, freeze the flows on it, repeat (the order links fill in is kept in a
+// heap, see max_min.cc).
 #pragma once
 
+#include <cstddef>
 #include <span>
 #include <vector>
 
@@ -30,6 +31,13 @@ class MaxMinFair {
   std::vector<int> used_;       // links touched this solve
   std::vector<double> rate_;
   std::vector<char> frozen_;
+  std::vector<double> base_;       // level at which left_ was last brought up to date
+  std::vector<unsigned> version_;  // heap entries of older versions are stale
+  std::vector<size_t> start_, fill_;  // CSR: flows on link l are on_link_[start_[l] .. fill_[l])
+  std::vector<int> on_link_;
+  std::vector<int> touched_;
+  std::vector<unsigned> queued_;  // == round_: already re-queued this round
+  unsigned round_ = 0;
 };
 
 }  // namespace weft::routing

@@ -14,12 +14,27 @@
 // bound (link_load.h), so a gap is visible, never hidden.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <vector>
 
 namespace weft::routing {
 
+// One flow's candidates, stored flat (one allocation per flow, not per path).
 struct RouteChoice {
-  std::vector<std::vector<int>> candidates;  // per candidate: directed links it loads
+  std::vector<int> links;      // every candidate's directed links, concatenated
+  std::vector<uint32_t> ends;  // candidate i is links[ends[i-1] (0 for i = 0) .. ends[i])
+
+  size_t size() const { return ends.size(); }
+  std::span<const int> candidate(size_t i) const {
+    const uint32_t b = i == 0 ? 0 : ends[i - 1];
+    return {links.data() + b, ends[i] - b};
+  }
+  void clear() {
+    links.clear();
+    ends.clear();
+  }
+  void close_candidate() { ends.push_back(static_cast<uint32_t>(links.size())); }
 };
 
 struct RouteAssignment {
@@ -27,7 +42,8 @@ struct RouteAssignment {
   int max_load = 0;
 };
 
-// `n_links` bounds the directed link ids. Every flow needs a candidate.
-RouteAssignment assign_routes(int n_links, const std::vector<RouteChoice>& flows, int max_passes = 16);
+// `n_links` bounds the directed link ids. Every flow needs a candidate (an
+// empty candidate — a route over no shared link — is allowed).
+RouteAssignment assign_routes(int n_links, std::span<const RouteChoice> flows, int max_passes = 16);
 
 }  // namespace weft::routing
