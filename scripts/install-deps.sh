@@ -14,6 +14,7 @@ core=(
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libboost-dev libsqlite3-dev sqlite3 libpcap-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev   # libFuzzer targets (tests/fuzz)
   iproute2 nftables procps
   # verbs transport + the soft-RoCE VM that the rdma tests boot (scripts/rxe-vm.sh)
   libibverbs-dev ibverbs-providers rdma-core

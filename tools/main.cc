@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "path_source.h"
+#include "weft/probe/db_path_table.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -16,6 +18,10 @@ int main(int argc, char** argv) {
       "weft"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "weft 0.1.0");
+  // `--paths fabric.db`: measured paths from a probe campaign (probe stage).
+  weft::cli::set_db_path_table_factory([](const weft::topo::Fabric& f, const std::string& path) {
+    return weft::probe::open_db_path_table(f, path);
+  });
   weft::cli::Registry reg;
   weft::cli::register_topo(app, reg);
   weft::cli::register_rank(app, reg);

@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "agent_fleet.h"
 
 namespace weft::test {
@@ -217,6 +219,57 @@ TEST(ProbeResumeTest, KilledControllerLeavesASoundDbAndResumesWithoutDuplicates)
   auto rows = load_paths((*fleet)->db_path(), 1);
   ASSERT_TRUE(rows);
   EXPECT_EQ(mismatches(f, *rows, 17), 0);
+}
+
+}  // namespace
+}  // namespace weft::test
+
+namespace weft::test {
+namespace {
+
+// The path from the probe database drives the route planner: every planned
+// cross-leaf flow's spine is the one the fabric really takes for that sport.
+TEST(ProbeToRouteTest, PlanFromTheProbeDbUsesTheSpinesTheFabricTakes) {
+  WEFT_SKIP_UNLESS_NETNS();
+  auto fabric = NetnsFabric::create(FabricOptions::clos(4, 4, 2));
+  ASSERT_TRUE(fabric) << fabric.status().to_string();
+  NetnsFabric& f = **fabric;
+  const std::string dir = test_dir();
+  auto fleet = AgentFleet::start(f, dir, {"--tcp-port", "5201"});
+  ASSERT_TRUE(fleet) << fleet.status().to_string();
+
+  // TCP SYN probes of the data port (pcap on the reflectors) match the fabric too.
+  auto tcp = (*fleet)->probe("--ports 16 --rate 20000 --backend tcp-syn --dport 5201");
+  ASSERT_TRUE(tcp.ok()) << tcp.err;
+  auto trows = load_paths((*fleet)->db_path(), 1);
+  ASSERT_TRUE(trows);
+  ASSERT_EQ(trows->size(), 8u * 7 * 16);
+  EXPECT_EQ(mismatches(f, *trows, 6), 0);
+
+  auto udp = (*fleet)->probe("--ports 64 --rate 20000");
+  ASSERT_TRUE(udp.ok()) << udp.err;
+  const std::string w = (*fleet)->weft();
+  auto gen = run_shell(fmt::format("{} topo gen clos --spines 4 --leaves 4 --hosts 2 -o {}/t.json && "
+                                   "{} rank --topology {}/t.json --all --format csv -o {}/ranks.csv && "
+                                   "{} route --topology {}/t.json --ranks {}/ranks.csv --paths {} -o {}/plan.json 2>&1",
+                                   w, dir, w, dir, dir, w, dir, dir, (*fleet)->db_path(), dir));
+  ASSERT_TRUE(gen) << gen.status().to_string();
+  EXPECT_NE(gen->find("max load 1"), std::string::npos) << *gen;
+  auto text = run_shell(fmt::format("cat {}/plan.json", dir));
+  ASSERT_TRUE(text);
+  const auto plan = nlohmann::json::parse(*text);
+  std::vector<FiveTuple> tuples;
+  std::vector<int> planned;
+  for (const auto& fl : plan["flows"]) {
+    if (fl["path"].size() != 3) continue;  // same leaf
+    const std::string src = fl["src_host"], dst = fl["dst_host"];
+    tuples.push_back({f.host(src).ip, f.host(dst).ip, 17, fl["sport"].get<int>(), fl["dport"].get<int>()});
+    planned.push_back(std::stoi(fl["path"][1].get<std::string>().substr(1)));  // "s3" -> 3
+  }
+  ASSERT_FALSE(tuples.empty());
+  auto truth = f.ground_truth(tuples);
+  ASSERT_TRUE(truth);
+  EXPECT_EQ(*truth, planned) << "the plan's spines are the fabric's";
 }
 
 }  // namespace
