@@ -270,6 +270,29 @@ TEST(ProbeToRouteTest, PlanFromTheProbeDbUsesTheSpinesTheFabricTakes) {
   auto truth = f.ground_truth(tuples);
   ASSERT_TRUE(truth);
   EXPECT_EQ(*truth, planned) << "the plan's spines are the fabric's";
+
+  // Targeted: only the HD pairs (8 ranks: r^1, r^2, r^4 = 24 directed pairs),
+  // each stopping once it has a port on all 4 spines.
+  auto tg = (*fleet)->probe("--ports 256 --rate 20000 --targeted allreduce-hd --spines 4");
+  ASSERT_TRUE(tg.ok()) << tg.err;
+  std::cout << "[figure] targeted 4x4x2 hd: " << tg.out;
+  EXPECT_NE(tg.out.find("over 24 pairs"), std::string::npos) << tg.out;
+  auto rows = load_paths((*fleet)->db_path(), 3);
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(mismatches(f, *rows, 17), 0);
+  std::map<std::pair<std::string, std::string>, std::set<int>> spines;
+  std::map<std::pair<std::string, std::string>, int> ports;
+  for (const auto& r : *rows) {
+    spines[{r.src_ip, r.dst_ip}].insert(r.spine);
+    ++ports[{r.src_ip, r.dst_ip}];
+  }
+  ASSERT_EQ(spines.size(), 24u);
+  for (const auto& [pair, s] : spines) {
+    const bool same_leaf = leaf_of(pair.first) == leaf_of(pair.second);
+    EXPECT_EQ(s.size(), same_leaf ? 1u : 4u) << pair.first << " -> " << pair.second;
+    EXPECT_LT(ports[pair], 256) << "stopped early";
+    EXPECT_EQ(ports[pair] % 4, 0) << "windows of S ports";
+  }
 }
 
 }  // namespace
