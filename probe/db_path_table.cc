@@ -149,7 +149,9 @@ Result<std::unique_ptr<routing::PathTable>> open_db_path_table(const topo::Fabri
                                                                const DbPathTableOptions& opt) {
   db::OpenOptions ro;
   ro.read_only = true;
-  WEFT_ASSIGN_OR_RETURN(db::Database db, db::Database::open(db_path, ro));
+  auto opened = db::Database::open(db_path, ro);
+  if (!opened) return opened.status().with_context("--paths " + db_path);
+  db::Database db = std::move(opened).value();
   auto t = std::make_unique<DbPathTable>(fabric, std::move(db), db_path, opt);
   WEFT_RETURN_IF_ERROR(t->init().with_context("--paths " + db_path));
   return std::unique_ptr<routing::PathTable>(std::move(t));

@@ -73,9 +73,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadRoute{"listen_port_in_range", "--protocol tcp --dport 50000",
                  "listen port 50000 lies inside the source port range 49152-65535"},
         BadRoute{"unknown_hash", "--hash fnv", "unknown hash model 'fnv' (crc32, linux-l4, linux-l3)"},
-        BadRoute{"no_probe_reader", "--paths fabric.db",
-                 "--paths fabric.db: this weft has no probe-database reader (the probe stage registers it); use "
-                 "--paths model"}),
+        BadRoute{"missing_probe_db", "--paths no-such-fabric.db",
+                 "--paths no-such-fabric.db: opening no-such-fabric.db: unable to open database file"}),
     [](const auto& p) { return std::string(p.param.name); });
 
 TEST_F(RouteCli, RanksNotInTheTopologyAreOneLine) {
