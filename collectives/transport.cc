@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "loopback/loopback_transport.h"
+#include "shm/shm_transport.h"
 #include "tcp/tcp_transport.h"
 #include "weft/collectives/transport.h"
 
@@ -20,6 +21,7 @@ Registry& registry() {
     auto* reg = new Registry;  // never destroyed: factories may be used at exit
     reg->factories["loopback"] = make_loopback_transport;
     reg->factories["tcp"] = tcp::make_tcp_transport;
+    reg->factories["shm"] = shm::make_shm_transport;
     return reg;
   }();
   return *r;
@@ -50,6 +52,9 @@ Status TransportConfig::validate() const {
   }
   if (tcp.spin_us < 0 || tcp.spin_us > 100000) {
     return invalid_argument(fmt::format("tcp: spin_us must be in 0..100000 (got {})", tcp.spin_us));
+  }
+  if (shm.spin_us < 0 || shm.spin_us > 100000) {
+    return invalid_argument(fmt::format("shm: spin_us must be in 0..100000 (got {})", shm.spin_us));
   }
   if (shm.slot_bytes < 4096 || shm.slot_bytes % 64 != 0) {
     return invalid_argument(fmt::format("shm: slot_bytes must be a multiple of 64, >= 4096 (got {})",

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "completion.h"
 #include "tcp/socket.h"
 
 namespace weft::coll::tcp {
@@ -57,28 +58,7 @@ struct Conn {
   std::string abort_msg;
 };
 
-// Completion of ops made of several parts: op t is done when all its parts
-// are; tickets complete in order.
-struct Completion {
-  Ticket posted = 0, done = 0;
-  std::deque<int> left;  // parts left of ops done+1, done+2, ...
-  Ticket post(int parts) {
-    left.push_back(parts);
-    ++posted;
-    advance();
-    return posted;
-  }
-  void part_done(Ticket op) {
-    --left[static_cast<size_t>(op - done - 1)];
-    advance();
-  }
-  void advance() {
-    while (!left.empty() && left.front() == 0) {
-      left.pop_front();
-      ++done;
-    }
-  }
-};
+using internal::Completion;
 
 class TcpTransport;
 

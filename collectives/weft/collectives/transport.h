@@ -114,8 +114,12 @@ struct TcpOptions {
 };
 
 struct ShmOptions {
-  size_t slot_bytes = 256 << 10;  // one copy unit of the shared ring
-  int slots = 8;                  // ring depth per direction
+  size_t slot_bytes = 256 << 10;  // ring capacity = slots x slot_bytes per sender
+  int slots = 8;
+  // Messages at least this long are copied once, straight from the sender's
+  // memory (process_vm_readv); 0 = always through the ring.
+  size_t single_copy_min_bytes = 64 << 10;
+  int spin_us = 50;  // a wait polls this long before it sleeps on the futex
 };
 
 struct TransportConfig {

@@ -1,0 +1,471 @@
+#include "shm/shm_transport.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "completion.h"
+
+namespace weft::coll::shm {
+namespace {
+
+using internal::Completion;
+
+constexpr uint64_t kMagic = 0x314d485354464557;  // "WEFTSHM1"
+constexpr uint64_t kSingleCopy = uint64_t{1} << 63;  // frame flag: payload stays in the sender
+
+// The head of a rank's segment. Shared between processes: only lock-free
+// atomics and plain data, fixed layout.
+struct alignas(64) SegmentHeader {
+  uint64_t magic;
+  int32_t rank, size, pid, reserved;
+  uint64_t ring_bytes;
+  alignas(64) std::atomic<uint32_t> bell;      // futex word: bumped by whoever has news for this rank
+  std::atomic<uint32_t> sleepers;              // > 0 while this rank may sleep on bell
+  alignas(64) std::atomic<uint32_t> aborted;   // 1 once some rank told this one to give up
+  int32_t abort_rank;
+  char abort_msg[248];
+  alignas(64) std::atomic<uint32_t> closed;    // this rank left cleanly
+};
+// The control words of the ring from one sender. head is written only by
+// the sender, tail and acks only by the receiver: each on its own line.
+struct RingCtl {
+  alignas(64) std::atomic<uint64_t> head;
+  alignas(64) std::atomic<uint64_t> tail;
+  alignas(64) std::atomic<uint64_t> acks;  // single-copy messages read so far
+};
+struct Frame {
+  uint64_t len;   // | kSingleCopy
+  uint64_t addr;  // sender's address of a single-copy payload
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+              "shared-memory words must be lock-free atomics (no hidden locks across processes)");
+static_assert(sizeof(SegmentHeader) % 64 == 0 && sizeof(RingCtl) == 192,
+              "segment layout must be the same in every process");
+static_assert(sizeof(Frame) == 16, "frame header is 16 bytes");
+
+int futex(std::atomic<uint32_t>* w, int op, uint32_t val, const timespec* ts) {
+  return static_cast<int>(::syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), op, val, ts, nullptr, 0));
+}
+
+class Segment {
+ public:
+  Segment() = default;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+  ~Segment() {
+    if (base_) ::munmap(base_, bytes_);
+  }
+  Status map(int fd, size_t bytes) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return io_error("mmap shared segment", errno);
+    base_ = static_cast<char*>(p);
+    bytes_ = bytes;
+    return Status::ok();
+  }
+  SegmentHeader* hdr() const { return reinterpret_cast<SegmentHeader*>(base_); }
+  RingCtl* ctl(int sender) const {
+    return reinterpret_cast<RingCtl*>(base_ + sizeof(SegmentHeader)) + sender;
+  }
+  char* ring(int sender) const {
+    return base_ + sizeof(SegmentHeader) + sizeof(RingCtl) * static_cast<size_t>(hdr()->size) +
+           static_cast<size_t>(sender) * hdr()->ring_bytes;
+  }
+  static size_t bytes_for(int size, size_t ring_bytes) {
+    return sizeof(SegmentHeader) + static_cast<size_t>(size) * (sizeof(RingCtl) + ring_bytes);
+  }
+
+ private:
+  char* base_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+void ring_bell(SegmentHeader* h) {
+  h->bell.fetch_add(1);
+  if (h->sleepers.load() > 0) futex(&h->bell, FUTEX_WAKE, INT32_MAX, nullptr);
+}
+
+struct Op {
+  char* ptr;
+  size_t len;
+  Ticket t;
+  size_t done = 0;
+  bool framed = false;  // header written (send) / read (recv)
+  uint64_t ack = 0;     // single-copy send: the ack count that completes it
+};
+
+class ShmTransport;
+
+class ShmPair final : public Pair {
+ public:
+  ShmPair(ShmTransport* t, int peer) : t_(t), peer_(peer) {}
+  int peer() const override { return peer_; }
+  Result<Ticket> send(const Memory& mem, size_t offset, size_t len) override;
+  Result<Ticket> recv(Memory& mem, size_t offset, size_t len) override;
+  Status wait_send(Ticket t, Deadline d) override;
+  Status wait_recv(Ticket t, Deadline d) override;
+  Result<bool> test_send(Ticket t) override;
+  Result<bool> test_recv(Ticket t) override;
+
+  std::unique_ptr<Segment> seg;  // the peer's segment (its ring from us lives there)
+  int pidfd = -1;
+  int pid = 0;
+  std::deque<Op> sends_q, recvs_q;
+  std::deque<Op> acks_q;  // single-copy sends waiting for the peer's ack
+  Completion sends, recvs;
+  uint64_t single_sent = 0;
+
+ private:
+  ShmTransport* t_;
+  int peer_;
+};
+
+class ShmTransport final : public Transport {
+ public:
+  explicit ShmTransport(const TransportConfig& c) : cfg_(c), ring_bytes_(c.shm.slot_bytes * static_cast<size_t>(c.shm.slots)) {}
+  ~ShmTransport() override;
+  Status connect(Store& store, Deadline deadline);
+
+  std::string_view name() const override { return "shm"; }
+  int rank() const override { return cfg_.rank; }
+  int size() const override { return cfg_.size; }
+  Pair* pair(int peer) override {
+    return peer >= 0 && peer < cfg_.size ? pairs_[static_cast<size_t>(peer)].get() : nullptr;
+  }
+  Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) override {
+    struct Plain final : Memory {
+      Plain(void* d, size_t n) : Memory(d, n) {}
+    };
+    return std::unique_ptr<Memory>(std::make_unique<Plain>(data, size));
+  }
+  Result<bool> poll() override {
+    std::lock_guard<std::mutex> l(mu_);
+    bool moved = progress();
+    WEFT_RETURN_IF_ERROR(check());
+    return moved;
+  }
+  void abort(const Status& reason) override;
+
+  std::mutex mu_;
+  Status check();
+  bool progress();
+  bool progress_send(ShmPair& p);
+  bool progress_recv(ShmPair& p);
+  template <typename Pred>
+  Status wait(ShmPair& p, Pred done, Deadline d, const char* what, Ticket t);
+  size_t single_copy_min() const { return cfg_.shm.single_copy_min_bytes; }
+
+ private:
+  TransportConfig cfg_;
+  size_t ring_bytes_;
+  std::string name_;
+  Segment own_;
+  std::vector<std::unique_ptr<ShmPair>> pairs_;
+  std::vector<ShmPair*> active_;
+  Status failed_;
+};
+
+Status ShmTransport::check() {
+  if (!failed_.is_ok()) return failed_;
+  SegmentHeader* h = own_.hdr();
+  if (h->aborted.load(std::memory_order_acquire)) {
+    failed_ = aborted(fmt::format("rank {} gave up: {}", h->abort_rank,
+                                  std::string(h->abort_msg, strnlen(h->abort_msg, sizeof h->abort_msg))));
+    return failed_;
+  }
+  for (ShmPair* p : active_) {
+    pollfd pf{p->pidfd, POLLIN, 0};
+    if (p->pidfd >= 0 && ::poll(&pf, 1, 0) == 1 && !p->seg->hdr()->closed.load()) {
+      failed_ = unavailable(fmt::format("rank {} (pid {}) died", p->peer(), p->pid));
+      return failed_;
+    }
+  }
+  return Status::ok();
+}
+
+// Copies as much of the front sends as the ring has room for.
+bool ShmTransport::progress_send(ShmPair& p) {
+  bool moved = false;
+  RingCtl* c = p.seg->ctl(cfg_.rank);
+  char* ring = p.seg->ring(cfg_.rank);
+  while (!p.acks_q.empty() && c->acks.load(std::memory_order_acquire) >= p.acks_q.front().ack) {
+    p.sends.part_done(p.acks_q.front().t);
+    p.acks_q.pop_front();
+    moved = true;
+  }
+  uint64_t head = c->head.load(std::memory_order_relaxed);
+  const uint64_t tail = c->tail.load(std::memory_order_acquire);
+  auto put = [&](const char* src, size_t n) {
+    const size_t at = head % ring_bytes_, first = std::min(n, ring_bytes_ - at);
+    std::memcpy(ring + at, src, first);
+    std::memcpy(ring, src + first, n - first);
+    head += n;
+  };
+  const uint64_t head0 = head;
+  while (!p.sends_q.empty()) {
+    Op& op = p.sends_q.front();
+    if (!op.framed) {
+      if (ring_bytes_ - (head - tail) < sizeof(Frame)) break;
+      const bool single = op.len >= single_copy_min() && single_copy_min() > 0;
+      Frame f{op.len | (single ? kSingleCopy : 0), reinterpret_cast<uint64_t>(op.ptr)};
+      put(reinterpret_cast<const char*>(&f), sizeof f);
+      op.framed = true;
+      if (single) {
+        op.ack = ++p.single_sent;
+        p.acks_q.push_back(op);
+        p.sends_q.pop_front();
+        continue;
+      }
+    }
+    const size_t n = std::min<size_t>(op.len - op.done, ring_bytes_ - (head - tail));
+    put(op.ptr + op.done, n);
+    op.done += n;
+    if (op.done < op.len) break;
+    p.sends.part_done(op.t);
+    p.sends_q.pop_front();
+  }
+  if (head != head0) {
+    c->head.store(head, std::memory_order_release);
+    ring_bell(p.seg->hdr());
+    moved = true;
+  }
+  return moved;
+}
+
+// Copies what has arrived into the front receives.
+bool ShmTransport::progress_recv(ShmPair& p) {
+  RingCtl* c = own_.ctl(p.peer());
+  char* ring = own_.ring(p.peer());
+  uint64_t tail = c->tail.load(std::memory_order_relaxed);
+  const uint64_t head = c->head.load(std::memory_order_acquire);
+  const uint64_t tail0 = tail;
+  bool acked = false;
+  auto get = [&](char* dst, size_t n) {
+    const size_t at = tail % ring_bytes_, first = std::min(n, ring_bytes_ - at);
+    std::memcpy(dst, ring + at, first);
+    std::memcpy(dst + first, ring, n - first);
+    tail += n;
+  };
+  while (!p.recvs_q.empty() && failed_.is_ok()) {
+    Op& op = p.recvs_q.front();
+    if (!op.framed) {
+      if (head - tail < sizeof(Frame)) break;
+      Frame f;
+      get(reinterpret_cast<char*>(&f), sizeof f);
+      op.framed = true;
+      const uint64_t len = f.len & ~kSingleCopy;
+      if (len != op.len) {
+        failed_ = invalid_argument(fmt::format(
+            "message from rank {} has {} bytes where this rank posted a receive of {} bytes", p.peer(), len, op.len));
+        break;
+      }
+      if (f.len & kSingleCopy) {
+        for (size_t off = 0; off < op.len;) {
+          iovec local{op.ptr + off, op.len - off};
+          iovec remote{reinterpret_cast<void*>(f.addr + off), op.len - off};
+          ssize_t n = ::process_vm_readv(p.pid, &local, 1, &remote, 1, 0);
+          if (n <= 0) {
+            failed_ = io_error(fmt::format("process_vm_readv from rank {} (pid {})", p.peer(), p.pid), errno);
+            break;
+          }
+          off += static_cast<size_t>(n);
+        }
+        c->acks.fetch_add(1, std::memory_order_release);
+        acked = true;
+        op.done = op.len;
+      }
+    }
+    const size_t n = std::min<size_t>(op.len - op.done, head - tail);
+    get(op.ptr + op.done, n);
+    op.done += n;
+    if (op.done < op.len) break;
+    p.recvs.part_done(op.t);
+    p.recvs_q.pop_front();
+  }
+  if (tail != tail0) c->tail.store(tail, std::memory_order_release);
+  if (tail != tail0 || acked) ring_bell(p.seg->hdr());  // the sender may wait for room or an ack
+  return tail != tail0 || acked;
+}
+
+bool ShmTransport::progress() {
+  bool moved = false;
+  for (ShmPair* p : active_) {
+    moved |= progress_send(*p);
+    moved |= progress_recv(*p);
+  }
+  return moved;
+}
+
+template <typename Pred>
+Status ShmTransport::wait(ShmPair& p, Pred done, Deadline d, const char* what, Ticket t) {
+  SegmentHeader* h = own_.hdr();
+  auto spin_until = Clock::now() + std::chrono::microseconds(cfg_.shm.spin_us);
+  for (;;) {
+    if (progress()) spin_until = Clock::now() + std::chrono::microseconds(cfg_.shm.spin_us);
+    if (done()) return Status::ok();
+    WEFT_RETURN_IF_ERROR(check());
+    const auto now = Clock::now();
+    if (now > d) return deadline_exceeded(fmt::format("timed out waiting for rank {} ({} of message {})", p.peer(), what, t));
+    if (now < spin_until) continue;
+    // Sleep until someone rings (see ring_bell: sleepers before the bell
+    // value, so a bell after our last look always wakes us), at most 10 ms
+    // so that a dead peer is noticed.
+    h->sleepers.fetch_add(1);
+    const uint32_t v = h->bell.load();
+    if (!progress() && !done()) {
+      timespec ts{0, 10'000'000};
+      futex(&h->bell, FUTEX_WAIT, v, &ts);
+    }
+    h->sleepers.fetch_sub(1);
+  }
+}
+
+void ShmTransport::abort(const Status& reason) {
+  const std::string msg = reason.message().substr(0, 240);
+  auto tell = [&](SegmentHeader* h) {
+    if (h->aborted.load()) return;
+    h->abort_rank = cfg_.rank;
+    std::snprintf(h->abort_msg, sizeof h->abort_msg, "%s", msg.c_str());
+    h->aborted.store(1, std::memory_order_release);
+    ring_bell(h);
+  };
+  for (ShmPair* p : active_) tell(p->seg->hdr());
+  tell(own_.hdr());
+}
+
+Result<Ticket> ShmPair::send(const Memory& mem, size_t offset, size_t len) {
+  if (offset + len > mem.size()) return out_of_range(fmt::format("send to rank {}: range outside the buffer", peer_));
+  std::lock_guard<std::mutex> l(t_->mu_);
+  WEFT_RETURN_IF_ERROR(t_->check());
+  Ticket tk = sends.post(1);
+  sends_q.push_back(Op{static_cast<char*>(mem.data()) + offset, len, tk});
+  t_->progress_send(*this);
+  return tk;
+}
+
+Result<Ticket> ShmPair::recv(Memory& mem, size_t offset, size_t len) {
+  if (offset + len > mem.size()) return out_of_range(fmt::format("recv from rank {}: range outside the buffer", peer_));
+  std::lock_guard<std::mutex> l(t_->mu_);
+  WEFT_RETURN_IF_ERROR(t_->check());
+  Ticket tk = recvs.post(1);
+  recvs_q.push_back(Op{static_cast<char*>(mem.data()) + offset, len, tk});
+  t_->progress_recv(*this);
+  return tk;
+}
+
+Status ShmPair::wait_send(Ticket t, Deadline d) {
+  std::lock_guard<std::mutex> l(t_->mu_);
+  return t_->wait(*this, [&] { return sends.done >= t; }, d, "send", t);
+}
+Status ShmPair::wait_recv(Ticket t, Deadline d) {
+  std::lock_guard<std::mutex> l(t_->mu_);
+  return t_->wait(*this, [&] { return recvs.done >= t; }, d, "receive", t);
+}
+Result<bool> ShmPair::test_send(Ticket t) {
+  std::lock_guard<std::mutex> l(t_->mu_);
+  if (sends.done >= t) return true;
+  WEFT_RETURN_IF_ERROR(t_->check());
+  return false;
+}
+Result<bool> ShmPair::test_recv(Ticket t) {
+  std::lock_guard<std::mutex> l(t_->mu_);
+  if (recvs.done >= t) return true;
+  WEFT_RETURN_IF_ERROR(t_->check());
+  return false;
+}
+
+ShmTransport::~ShmTransport() {
+  if (own_.hdr()) {
+    own_.hdr()->closed.store(1);
+    for (ShmPair* p : active_) ring_bell(p->seg->hdr());
+  }
+  for (ShmPair* p : active_) {
+    if (p->pidfd >= 0) ::close(p->pidfd);
+  }
+  if (!name_.empty()) ::shm_unlink(name_.c_str());  // normally gone already
+}
+
+Result<int> open_segment(const std::string& name, bool create, size_t bytes) {
+  int fd = ::shm_open(name.c_str(), create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
+  if (fd < 0) return io_error(fmt::format("shm_open {}", name), errno);
+  if (create && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    int e = errno;
+    ::close(fd);
+    return io_error(fmt::format("sizing {} to {} bytes (is /dev/shm large enough?)", name, bytes), e);
+  }
+  return fd;
+}
+
+Status ShmTransport::connect(Store& store, Deadline deadline) {
+  const int me = cfg_.rank;
+  std::vector<int> peers = cfg_.peers;
+  if (peers.empty()) {
+    for (int r = 0; r < cfg_.size; ++r) {
+      if (r != me) peers.push_back(r);
+    }
+  }
+  const size_t bytes = Segment::bytes_for(cfg_.size, ring_bytes_);
+  name_ = fmt::format("/weft-{}-{}-{:x}", ::getpid(), me, std::random_device{}());
+  WEFT_ASSIGN_OR_RETURN(int fd, open_segment(name_, true, bytes));
+  Status s = own_.map(fd, bytes);
+  ::close(fd);
+  WEFT_RETURN_IF_ERROR(s);
+  SegmentHeader* h = own_.hdr();
+  h->magic = kMagic;
+  h->rank = me;
+  h->size = cfg_.size;
+  h->pid = ::getpid();
+  h->ring_bytes = ring_bytes_;
+  const std::string key = cfg_.store_prefix + "/shm/";
+  WEFT_RETURN_IF_ERROR(store.set(key + std::to_string(me), name_));
+
+  pairs_.resize(static_cast<size_t>(cfg_.size));
+  for (int p : peers) {
+    auto pair = std::make_unique<ShmPair>(this, p);
+    WEFT_ASSIGN_OR_RETURN(std::string name, store.get(key + std::to_string(p), deadline));
+    WEFT_ASSIGN_OR_RETURN(int pfd, open_segment(name, false, bytes));
+    pair->seg = std::make_unique<Segment>();
+    Status ms = pair->seg->map(pfd, bytes);
+    ::close(pfd);
+    WEFT_RETURN_IF_ERROR(ms);
+    SegmentHeader* ph = pair->seg->hdr();
+    if (ph->magic != kMagic || ph->rank != p || ph->size != cfg_.size || ph->ring_bytes != ring_bytes_) {
+      return failed_precondition(fmt::format("shared segment {} of rank {} does not match this rank's shm options", name, p));
+    }
+    pair->pid = ph->pid;
+    pair->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pair->pid, 0));
+    active_.push_back(pair.get());
+    pairs_[static_cast<size_t>(p)] = std::move(pair);
+  }
+  // Once every peer has mapped this segment its name can go: the mapping
+  // lives on, and no crash can leak it.
+  WEFT_RETURN_IF_ERROR(store.set(key + "mapped/" + std::to_string(me), "1"));
+  for (int p : peers) WEFT_RETURN_IF_ERROR(store.get(key + "mapped/" + std::to_string(p), deadline).status());
+  ::shm_unlink(name_.c_str());
+  name_.clear();
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> make_shm_transport(const TransportConfig& config, Store& store,
+                                                      Deadline deadline) {
+  auto t = std::make_unique<ShmTransport>(config);
+  WEFT_RETURN_IF_ERROR(t->connect(store, deadline));
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+}  // namespace weft::coll::shm
