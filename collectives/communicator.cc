@@ -79,7 +79,9 @@ class Communicator::Impl {
   std::vector<int> transport_of;  // by rank; -1 for self
   std::vector<Pair*> pairs;       // by rank
   std::map<Algorithm, std::vector<int>> rank_maps;  // allreduce: logical -> physical
-  std::map<std::tuple<int, int, size_t, size_t, size_t>, std::unique_ptr<internal::Plan>> plans;
+  std::vector<int> host_of;       // by rank: host index in order of first appearance
+  std::map<std::tuple<int, int, size_t, size_t, size_t, int>, std::unique_ptr<internal::Plan>> plans;
+  std::vector<char> work;         // reduce_scatter's in-place copy of the input
   std::vector<char> scratch;
   std::vector<std::unique_ptr<Memory>> scratch_mem;  // by transport
   std::mutex abort_mu;
@@ -88,8 +90,13 @@ class Communicator::Impl {
 
   Status setup(Store& store);
   Status fail(Status s);
-  Result<internal::Plan*> plan(int coll, Algorithm a, const internal::Shape& s,
-                               std::unique_ptr<internal::Plan> (*make)(const internal::Shape&));
+  using MakePlanFn = std::unique_ptr<internal::Plan> (*)(const internal::Shape&);
+  Result<internal::Plan*> plan(int coll, Algorithm a, const internal::Shape& s, MakePlanFn make);
+  Status execute(int coll, Algorithm a, MakePlanFn make, const std::vector<int>& group, internal::Shape shape,
+                 void* data, size_t bytes, DataType t, ReduceOp op, const CollectiveOptions& o);
+  Status usable();
+  bool hosts_equal() const;
+  std::vector<int> identity() const;
   Status ensure_scratch(size_t bytes);
   Status run(internal::Plan& p, const std::vector<int>& group_ranks, void* data, size_t bytes,
              DataType t, ReduceOp op, Deadline deadline);
@@ -120,6 +127,11 @@ Status Communicator::Impl::setup(Store& store) {
     if (hosts[static_cast<size_t>(r)] == cfg.host) local.push_back(r);
   }
   host_count = static_cast<int>(distinct.size());
+  std::map<std::string, int> index;
+  for (const auto& h : hosts) {
+    auto it = index.emplace(h, static_cast<int>(index.size())).first;
+    host_of.push_back(it->second);
+  }
 
   // Which transport serves which peer.
   std::map<std::string, std::vector<int>> peers_of;
@@ -174,10 +186,8 @@ Status Communicator::Impl::fail(Status s) {
   return s;
 }
 
-Result<internal::Plan*> Communicator::Impl::plan(
-    int coll, Algorithm a, const internal::Shape& s,
-    std::unique_ptr<internal::Plan> (*make)(const internal::Shape&)) {
-  auto key = std::make_tuple(coll * 16 + static_cast<int>(a), s.rank, s.count, s.esize, s.segment);
+Result<internal::Plan*> Communicator::Impl::plan(int coll, Algorithm a, const internal::Shape& s, MakePlanFn make) {
+  auto key = std::make_tuple(coll * 16 + static_cast<int>(a), s.rank, s.count, s.esize, s.segment, s.root);
   auto it = plans.find(key);
   if (it == plans.end()) it = plans.emplace(key, make(s)).first;
   return it->second.get();
@@ -250,48 +260,153 @@ void Communicator::abort(std::string_view reason) {
   (void)impl_->fail(aborted(fmt::format("rank {}: {}", rank(), reason)));
 }
 
+namespace {
+
+enum Coll { kAllreduce = 0, kReduceScatter = 1, kAllgather = 2, kBroadcast = 3 };
+constexpr const char* kCollName[] = {"allreduce", "reduce_scatter", "allgather", "broadcast"};
+using MakePlan = std::unique_ptr<internal::Plan> (*)(const internal::Shape&);
+
+}  // namespace
+
+Status Communicator::Impl::execute(int coll, Algorithm a, MakePlanFn make, const std::vector<int>& group,
+                                   internal::Shape shape, void* data, size_t bytes, DataType t,
+                                   ReduceOp op, const CollectiveOptions& o) {
+  const auto timeout = o.timeout.count() > 0 ? o.timeout : cfg.timeout;
+  const Deadline deadline = Clock::now() + timeout;
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (group[i] == cfg.rank) shape.rank = static_cast<int>(i);
+  }
+  shape.size = static_cast<int>(group.size());
+  shape.segment = o.segment_bytes;
+  for (int g : group) shape.host_of.push_back(host_of[static_cast<size_t>(g)]);
+  WEFT_ASSIGN_OR_RETURN(internal::Plan * p, plan(coll, a, shape, make));
+  Status s = run(*p, group, data, bytes, t, op, deadline);
+  if (!s) {
+    return fail(s.with_context(fmt::format("rank {}: {} ({}, {} x {}{}{})", cfg.rank, kCollName[coll],
+                                           algorithm_name(a), shape.count, dtype_name(t),
+                                           coll <= kReduceScatter ? ", " : "",
+                                           coll <= kReduceScatter ? reduce_op_name(op) : "")));
+  }
+  return s;
+}
+
+Status Communicator::Impl::usable() {
+  if (!has_failed) return Status::ok();
+  std::lock_guard<std::mutex> l(abort_mu);
+  return failed;
+}
+
+bool Communicator::Impl::hosts_equal() const {
+  return host_count > 1 && local.size() > 1 && !internal::equal_hosts(host_of).empty();
+}
+
+std::vector<int> Communicator::Impl::identity() const {
+  std::vector<int> g(static_cast<size_t>(cfg.size));
+  for (int i = 0; i < cfg.size; ++i) g[static_cast<size_t>(i)] = i;
+  return g;
+}
+
 Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op,
                                const CollectiveOptions& o) {
   Impl& m = *impl_;
-  if (m.has_failed) {
-    std::lock_guard<std::mutex> l(m.abort_mu);
-    return m.failed;
-  }
-  const size_t es = dtype_size(t);
-  const size_t bytes = count * es;
+  WEFT_RETURN_IF_ERROR(m.usable());
+  const size_t bytes = count * dtype_size(t);
   if (count > 0 && (send == nullptr || recv == nullptr)) return invalid_argument("allreduce: null buffer");
   if (send != recv && count > 0) std::memmove(recv, send, bytes);
   if (count == 0 || size() == 1) return Status::ok();
   Algorithm a = o.algorithm;
   if (a == Algorithm::kAuto) {
-    a = bytes < m.cfg.selection.butterfly_max_bytes ? Algorithm::kButterfly
-        : bytes >= m.cfg.selection.ring_min_bytes   ? Algorithm::kRing
-                                                    : Algorithm::kHalvingDoubling;
+    const Selection& sel = m.cfg.selection;
+    a = sel.hybrid_when_multi_host && m.hosts_equal() ? Algorithm::kHybrid
+        : bytes < sel.butterfly_max_bytes             ? Algorithm::kButterfly
+        : bytes >= sel.ring_min_bytes                 ? Algorithm::kRing
+                                                      : Algorithm::kHalvingDoubling;
   }
-  std::unique_ptr<internal::Plan> (*make)(const internal::Shape&) = nullptr;
+  MakePlan make = nullptr;
   switch (a) {
     case Algorithm::kHalvingDoubling: make = internal::plan_allreduce_hd; break;
     case Algorithm::kRing: make = internal::plan_allreduce_ring; break;
     case Algorithm::kButterfly: make = internal::plan_allreduce_butterfly; break;
+    case Algorithm::kHybrid:
+      if (internal::equal_hosts(m.host_of).empty()) {
+        return failed_precondition(fmt::format(
+            "allreduce: hybrid needs the same number of ranks on every host ({} on this rank's host {})",
+            m.local.size(), m.cfg.host));
+      }
+      make = internal::plan_allreduce_hybrid;
+      break;
     default:
-      return invalid_argument(fmt::format("allreduce: algorithm '{}' is not an allreduce algorithm",
+      return invalid_argument(fmt::format("allreduce: '{}' is not an allreduce algorithm (hd, ring, butterfly, hybrid)",
                                           algorithm_name(a)));
   }
-  const auto timeout = o.timeout.count() > 0 ? o.timeout : m.cfg.timeout;
-  const Deadline deadline = Clock::now() + timeout;
-  WEFT_ASSIGN_OR_RETURN(std::vector<int> map, allreduce_rank_map(a));
-  int logical = 0;
-  for (int i = 0; i < size(); ++i) {
-    if (map[static_cast<size_t>(i)] == rank()) logical = i;
+  std::vector<int> group = m.identity();
+  if (a != Algorithm::kHybrid) {
+    WEFT_ASSIGN_OR_RETURN(group, allreduce_rank_map(a));
   }
-  internal::Shape shape{size(), logical, count, es, o.segment_bytes};
-  WEFT_ASSIGN_OR_RETURN(internal::Plan * p, m.plan(0, a, shape, make));
-  Status s = m.run(*p, map, recv, bytes, t, op, deadline);
-  if (!s) {
-    return m.fail(s.with_context(fmt::format("rank {}: allreduce ({}, {} x {}, {})", rank(),
-                                             algorithm_name(a), count, dtype_name(t), reduce_op_name(op))));
+  return m.execute(kAllreduce, a, make, group, internal::Shape{0, 0, count, dtype_size(t), 0, 0, 0, {}}, recv,
+                   bytes, t, op, o);
+}
+
+Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType t,
+                                    ReduceOp op, const CollectiveOptions& o) {
+  Impl& m = *impl_;
+  WEFT_RETURN_IF_ERROR(m.usable());
+  const size_t es = dtype_size(t), block = recv_count * es, all = block * static_cast<size_t>(size());
+  if (recv_count == 0) return Status::ok();
+  if (send == nullptr || recv == nullptr) return invalid_argument("reduce_scatter: null buffer");
+  if (o.algorithm != Algorithm::kAuto && o.algorithm != Algorithm::kRing) {
+    return invalid_argument(fmt::format("reduce_scatter: '{}' is not a reduce-scatter algorithm (ring)", algorithm_name(o.algorithm)));
   }
-  return s;
+  // The reduction happens in place: work on a copy of the caller's input.
+  if (m.work.size() < all) m.work.resize(all);
+  std::memcpy(m.work.data(), send, all);
+  if (size() > 1) {
+    WEFT_RETURN_IF_ERROR(m.execute(kReduceScatter, Algorithm::kRing, internal::plan_reduce_scatter_ring, m.identity(),
+                                   internal::Shape{0, 0, recv_count, es, 0, 0, 0, {}}, m.work.data(), all, t, op, o));
+  }
+  std::memcpy(recv, m.work.data() + static_cast<size_t>(rank()) * block, block);
+  return Status::ok();
+}
+
+Status Communicator::allgather(const void* send, void* recv, size_t send_count, DataType t,
+                               const CollectiveOptions& o) {
+  Impl& m = *impl_;
+  WEFT_RETURN_IF_ERROR(m.usable());
+  const size_t es = dtype_size(t), block = send_count * es, all = block * static_cast<size_t>(size());
+  if (send_count == 0) return Status::ok();
+  if (send == nullptr || recv == nullptr) return invalid_argument("allgather: null buffer");
+  char* out = static_cast<char*>(recv) + static_cast<size_t>(rank()) * block;
+  if (out != send) std::memmove(out, send, block);
+  if (size() == 1) return Status::ok();
+  Algorithm a = o.algorithm;
+  if (a == Algorithm::kAuto) a = m.hosts_equal() ? Algorithm::kHierarchical : Algorithm::kRing;
+  MakePlan make = nullptr;
+  if (a == Algorithm::kRing) {
+    make = internal::plan_allgather_ring;
+  } else if (a == Algorithm::kHierarchical) {
+    if (internal::equal_hosts(m.host_of).empty()) {
+      return failed_precondition("allgather: hierarchical needs the same number of ranks on every host");
+    }
+    make = internal::plan_allgather_hierarchical;
+  } else {
+    return invalid_argument(fmt::format("allgather: '{}' is not an allgather algorithm (ring, hierarchical)", algorithm_name(a)));
+  }
+  return m.execute(kAllgather, a, make, m.identity(), internal::Shape{0, 0, send_count, es, 0, 0, 0, {}}, recv, all,
+                   t, ReduceOp::kSum, o);
+}
+
+Status Communicator::broadcast(void* buf, size_t count, DataType t, int root, const CollectiveOptions& o) {
+  Impl& m = *impl_;
+  WEFT_RETURN_IF_ERROR(m.usable());
+  if (root < 0 || root >= size()) return invalid_argument(fmt::format("broadcast: root {} is outside [0, {})", root, size()));
+  if (o.algorithm != Algorithm::kAuto && o.algorithm != Algorithm::kBinomial) {
+    return invalid_argument(fmt::format("broadcast: '{}' is not a broadcast algorithm (binomial)", algorithm_name(o.algorithm)));
+  }
+  if (count == 0 || size() == 1) return Status::ok();
+  if (buf == nullptr) return invalid_argument("broadcast: null buffer");
+  return m.execute(kBroadcast, Algorithm::kBinomial, internal::plan_broadcast_binomial, m.identity(),
+                   internal::Shape{0, 0, count, dtype_size(t), 0, 0, root, {}}, buf, count * dtype_size(t), t,
+                   ReduceOp::kSum, o);
 }
 
 Status Communicator::barrier(const CollectiveOptions& o) {

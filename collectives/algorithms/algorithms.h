@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "context.h"
 
@@ -23,6 +24,9 @@ struct Shape {
   size_t count = 0;      // elements (allreduce: whole vector; rs: per rank; ag: per rank)
   size_t esize = 1;      // bytes per element
   size_t segment = 0;    // pipelining unit in bytes (0 = algorithm default)
+  size_t offset = 0;     // first element of the vector in kData (hybrid's inter-host leg)
+  int root = 0;          // broadcast
+  std::vector<int> host_of;  // group index -> host index (hybrid, hierarchical)
 };
 
 // allreduce_halving_doubling.cc: Rabenseifner with MPICH's fold, exactly the
@@ -32,5 +36,19 @@ std::unique_ptr<Plan> plan_allreduce_hd(const Shape& s);
 std::unique_ptr<Plan> plan_allreduce_ring(const Shape& s);
 // allreduce_butterfly.cc: recursive doubling on whole vectors (seed 000).
 std::unique_ptr<Plan> plan_allreduce_butterfly(const Shape& s);
+// allreduce_hybrid.cc: shm reduce-scatter, inter-host HD, shm allgather.
+// Needs host_of with the same number of ranks on every host.
+std::unique_ptr<Plan> plan_allreduce_hybrid(const Shape& s);
+// reduce_scatter_ring.cc, allgather_ring.cc: count = elements per rank.
+std::unique_ptr<Plan> plan_reduce_scatter_ring(const Shape& s);
+std::unique_ptr<Plan> plan_allgather_ring(const Shape& s);
+// allgather_hierarchical.cc: seed 004's pipelined hierarchical AllGather.
+std::unique_ptr<Plan> plan_allgather_hierarchical(const Shape& s);
+// broadcast_binomial.cc
+std::unique_ptr<Plan> plan_broadcast_binomial(const Shape& s);
+
+// Hosts in order of first appearance; each host's members ascending. Empty
+// unless every host has the same number of ranks.
+std::vector<std::vector<int>> equal_hosts(const std::vector<int>& host_of);
 
 }  // namespace weft::coll::internal

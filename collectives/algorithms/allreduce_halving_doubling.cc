@@ -38,6 +38,7 @@ class HalvingDoubling final : public Plan {
       if (r % 2 == 0) {
         steps_.push_back({HdStep::kFoldSend, r + 1, 1, 0, all, 0, 0});
         steps_.push_back({HdStep::kUnfoldRecv, r + 1, 1, 0, 0, 0, all});
+        shift(s.offset);
         return;
       }
       steps_.push_back({HdStep::kFoldRecv, r - 1, 1, 0, 0, 0, all});
@@ -57,6 +58,15 @@ class HalvingDoubling final : public Plan {
       steps_.push_back({HdStep::kAg, L.rank_of(w), 1 << k, held.lo, held.size(), got.lo, got.size()});
     }
     if (r < 2 * L.rem) steps_.push_back({HdStep::kUnfoldSend, r - 1, 1, 0, all, 0, 0});
+    shift(s.offset);
+  }
+  // The vector starts at element `offset` of kData (the hybrid's leg).
+  void shift(size_t offset) {
+    count_ += offset;
+    for (HdStep& st : steps_) {
+      st.send_lo += offset;
+      st.recv_lo += offset;
+    }
   }
 
   // Received halves land in scratch at their own offsets (never more than
@@ -72,20 +82,20 @@ class HalvingDoubling final : public Plan {
         case HdStep::kFoldSend:
         case HdStep::kUnfoldSend: {
           ctx.step(st.kind == HdStep::kFoldSend ? "fold" : "unfold", 1);
-          WEFT_ASSIGN_OR_RETURN(Ticket s, ctx.send(st.peer, kData, 0, st.send_n * es));
+          WEFT_ASSIGN_OR_RETURN(Ticket s, ctx.send(st.peer, kData, st.send_lo * es, st.send_n * es));
           WEFT_RETURN_IF_ERROR(ctx.wait_send(st.peer, s));
           break;
         }
         case HdStep::kFoldRecv: {
           ctx.step("fold", 1);
-          WEFT_ASSIGN_OR_RETURN(Ticket r, ctx.recv(st.peer, kScratch, 0, st.recv_n * es));
+          WEFT_ASSIGN_OR_RETURN(Ticket r, ctx.recv(st.peer, kScratch, st.recv_lo * es, st.recv_n * es));
           WEFT_RETURN_IF_ERROR(ctx.wait_recv(st.peer, r));
-          ctx.reduce(d, t, st.recv_n);
+          ctx.reduce(d + st.recv_lo * es, t + st.recv_lo * es, st.recv_n);
           break;
         }
         case HdStep::kUnfoldRecv: {
           ctx.step("unfold", 1);
-          WEFT_ASSIGN_OR_RETURN(Ticket r, ctx.recv(st.peer, kData, 0, st.recv_n * es));
+          WEFT_ASSIGN_OR_RETURN(Ticket r, ctx.recv(st.peer, kData, st.recv_lo * es, st.recv_n * es));
           WEFT_RETURN_IF_ERROR(ctx.wait_recv(st.peer, r));
           break;
         }

@@ -1,10 +1,6 @@
 // The correctness matrix: every type x op x count for one algorithm and one
 // rank count per test case, all in one set of communicators (ranks are
 // threads; the transport is WEFT_TEST_TRANSPORT, default loopback).
-#include <map>
-#include <mutex>
-#include <tuple>
-
 #include "harness.h"
 #include "values.h"
 
@@ -13,16 +9,15 @@ namespace {
 
 constexpr size_t kCounts[] = {0, 1, 7, 1023, 262147};
 
-// References depend on (type, op, ranks, count), not on the algorithm: built
-// once per process by whichever rank needs one first.
-const Reference& reference(DataType t, ReduceOp op, int ranks, size_t count) {
-  static std::mutex mu;
-  static std::map<std::tuple<DataType, ReduceOp, int, size_t>, Reference> cache;
-  std::lock_guard<std::mutex> l(mu);
-  auto key = std::make_tuple(t, op, ranks, count);
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, make_reference(t, op, ranks, count)).first;
-  return it->second;
+// Host layouts of the hybrid cases (the others ignore hosts): several hosts
+// of several ranks, one host, and one rank per host.
+int ranks_per_host(int ranks) {
+  switch (ranks) {
+    case 4: return 2;
+    case 8: return 2;
+    case 3: case 7: return ranks;
+    default: return 1;
+  }
 }
 
 class AllreduceMatrix : public ::testing::TestWithParam<std::tuple<Algorithm, int>> {};
@@ -30,6 +25,9 @@ class AllreduceMatrix : public ::testing::TestWithParam<std::tuple<Algorithm, in
 TEST_P(AllreduceMatrix, EveryTypeOpAndCountMatchesTheReference) {
   const auto [algo, ranks] = GetParam();
   run_ranks(ranks, [&, algo = algo, ranks = ranks](Communicator& comm) {
+    if (algo == Algorithm::kHybrid) {
+      ASSERT_EQ(comm.host_count(), ranks / ranks_per_host(ranks));
+    }
     int combo = 0;
     for (DataType t : kAllDataTypes) {
       for (ReduceOp op : kAllReduceOps) {
@@ -46,14 +44,14 @@ TEST_P(AllreduceMatrix, EveryTypeOpAndCountMatchesTheReference) {
           Status s = comm.allreduce(in.data(), in_place ? in.data() : out.data(), count, t, op, o);
           ASSERT_TRUE(s) << s.to_string();
           const void* got = in_place ? in.data() : out.data();
-          long bad = first_mismatch(t, reference(t, op, ranks, count), got, count);
+          long bad = first_mismatch(t, cached_reference(t, op, ranks, count), got, count);
           ASSERT_EQ(bad, -1) << "rank " << comm.rank() << " " << dtype_name(t) << " " << reduce_op_name(op)
                              << " count " << count << ": element " << bad << " is " << load_value(t, got, static_cast<size_t>(bad))
-                             << ", expected " << load_value(t, reference(t, op, ranks, count).value.data(), static_cast<size_t>(bad));
+                             << ", expected " << load_value(t, cached_reference(t, op, ranks, count).value.data(), static_cast<size_t>(bad));
         }
       }
     }
-  });
+  }, [&, ranks = ranks](CommConfig& cfg) { cfg.host = "h" + std::to_string(cfg.rank / ranks_per_host(ranks)); });
 }
 
 std::string name_of(const ::testing::TestParamInfo<std::tuple<Algorithm, int>>& info) {
@@ -62,7 +60,7 @@ std::string name_of(const ::testing::TestParamInfo<std::tuple<Algorithm, int>>& 
 
 INSTANTIATE_TEST_SUITE_P(Collectives, AllreduceMatrix,
                          ::testing::Combine(::testing::Values(Algorithm::kHalvingDoubling, Algorithm::kRing,
-                                                             Algorithm::kButterfly),
+                                                             Algorithm::kButterfly, Algorithm::kHybrid),
                                             ::testing::Values(1, 2, 3, 4, 5, 7, 8, 13)),
                          name_of);
 

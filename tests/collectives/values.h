@@ -14,6 +14,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "weft/collectives/types.h"
@@ -131,6 +134,27 @@ inline long first_mismatch(DataType t, const Reference& ref, const void* got, si
     if (!(std::fabs(a - b) <= ref.tol[i])) return static_cast<long>(i);
   }
   return -1;
+}
+
+// Shared, built once per process by whichever rank thread asks first.
+inline const Reference& cached_reference(DataType t, ReduceOp op, int ranks, size_t count) {
+  static std::mutex mu;
+  static std::map<std::tuple<DataType, ReduceOp, int, size_t>, Reference> cache;
+  std::lock_guard<std::mutex> l(mu);
+  auto key = std::make_tuple(t, op, ranks, count);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, make_reference(t, op, ranks, count)).first;
+  return it->second;
+}
+
+inline const std::vector<char>& cached_input(DataType t, ReduceOp op, int rank, size_t count) {
+  static std::mutex mu;
+  static std::map<std::tuple<DataType, ReduceOp, int, size_t>, std::vector<char>> cache;
+  std::lock_guard<std::mutex> l(mu);
+  auto key = std::make_tuple(t, op, rank, count);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, make_input(t, op, rank, count)).first;
+  return it->second;
 }
 
 }  // namespace weft::coll::testing

@@ -121,6 +121,14 @@ class Communicator {
   // recv = op over ranks of send, count elements. send == recv is in place.
   Status allreduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op,
                    const CollectiveOptions& o = {});
+  // send holds size()*recv_count elements; rank r receives block r reduced.
+  Status reduce_scatter(const void* send, void* recv, size_t recv_count, DataType t,
+                        ReduceOp op, const CollectiveOptions& o = {});
+  // recv holds size()*send_count elements, block r from rank r. send may be
+  // recv's own block r (in place).
+  Status allgather(const void* send, void* recv, size_t send_count, DataType t,
+                   const CollectiveOptions& o = {});
+  Status broadcast(void* buf, size_t count, DataType t, int root, const CollectiveOptions& o = {});
   Status barrier(const CollectiveOptions& o = {});
 
   // Thread-safe: the current and every later call fails with kAborted.

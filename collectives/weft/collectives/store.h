@@ -58,4 +58,49 @@ class FileStore final : public Store {
   std::string dir_;
 };
 
+// torchrun-style TCP store: one process serves it at host:port (rank 0, from
+// a background thread); every rank, the server's included, is a client.
+// Protocol (all integers little-endian u32): request = op, key length,
+// value length, key, value (op 1 = set, 2 = get); a get is answered when the
+// key exists: status, value length, value.
+class TcpStore final : public Store {
+ public:
+  // serve: this process listens on port (rank 0). Clients retry connecting
+  // until the deadline.
+  static Result<std::unique_ptr<TcpStore>> open(const std::string& host, uint16_t port, bool serve,
+                                                std::chrono::steady_clock::time_point deadline);
+  ~TcpStore() override;
+  Status set(const std::string& key, const std::string& value) override;
+  Result<std::string> get(const std::string& key,
+                          std::chrono::steady_clock::time_point deadline) override;
+
+  class Server;
+
+ private:
+  TcpStore() = default;
+  std::unique_ptr<Server> server_;
+  int fd_ = -1;
+  std::mutex mu_;  // one request at a time on the client connection
+};
+
+// Rank, size and rendezvous as a launcher hands them over, read from the
+// environment in this order (first match wins):
+//   torchrun:  RANK, WORLD_SIZE, LOCAL_RANK
+//   Open MPI:  OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK
+//   Slurm:     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
+// The store: WEFT_STORE ("tcp://host:port" or "file:/shared/dir"), else
+// MASTER_ADDR + MASTER_PORT (a TCP store served by rank 0).
+struct LaunchInfo {
+  int rank = 0;
+  int size = 1;
+  int local_rank = -1;
+  std::string launcher;  // "torchrun", "openmpi", "slurm"
+  std::string store;     // "tcp://host:port" or "file:/dir"
+};
+Result<LaunchInfo> launch_info_from_env();
+
+// Opens the store a LaunchInfo::store names; rank 0 serves a TCP store.
+Result<std::unique_ptr<Store>> open_store(const std::string& spec, int rank,
+                                          std::chrono::steady_clock::time_point deadline);
+
 }  // namespace weft::coll

@@ -1,0 +1,78 @@
+// Hybrid AllReduce (ACCL, seed 003; DESIGN.md "Collectives"): with n hosts
+// of m ranks each,
+//   1. reduce-scatter inside each host (ring over shm): local rank l ends
+//      with chunk l of the vector reduced over its host;
+//   2. halving-doubling between the ranks of equal local index on the n
+//      hosts, on chunk l only (1/m of the vector crosses the fabric per
+//      rank, and HD's partners are exactly the flows weft routes);
+//   3. allgather inside each host.
+#include "algorithms/algorithms.h"
+#include "algorithms/ring_phases.h"
+#include "weft/routing/schedule.h"
+
+namespace weft::coll::internal {
+
+std::vector<std::vector<int>> equal_hosts(const std::vector<int>& host_of) {
+  std::vector<std::vector<int>> hosts;
+  std::vector<int> index;  // host id -> position in hosts
+  for (size_t g = 0; g < host_of.size(); ++g) {
+    const int h = host_of[g];
+    if (static_cast<size_t>(h) >= index.size()) index.resize(static_cast<size_t>(h) + 1, -1);
+    if (index[static_cast<size_t>(h)] < 0) {
+      index[static_cast<size_t>(h)] = static_cast<int>(hosts.size());
+      hosts.emplace_back();
+    }
+    hosts[static_cast<size_t>(index[static_cast<size_t>(h)])].push_back(static_cast<int>(g));
+  }
+  for (const auto& h : hosts) {
+    if (h.size() != hosts.front().size()) return {};
+  }
+  return hosts;
+}
+
+namespace {
+
+class Hybrid final : public Plan {
+ public:
+  explicit Hybrid(const Shape& s) : bytes_(s.count * s.esize) {
+    const auto hosts = equal_hosts(s.host_of);
+    const size_t m = hosts.front().size();
+    size_t my_host = 0, l = 0;
+    for (size_t h = 0; h < hosts.size(); ++h) {
+      for (size_t i = 0; i < m; ++i) {
+        if (hosts[h][i] == s.rank) my_host = h, l = i;
+      }
+    }
+    local_ = hosts[my_host];
+    for (const auto& h : hosts) inter_.push_back(h[l]);
+    const size_t seg = s.segment ? s.segment : kDefaultSegment;
+    chunks_ = ring_chunks(static_cast<int>(m), 0, s.count, s.esize, seg);
+    const routing::Range mine = routing::ring_chunk(static_cast<int>(m), static_cast<int>(l), s.count);
+    Shape leg{static_cast<int>(hosts.size()), static_cast<int>(my_host), mine.size(), s.esize, seg, mine.lo, 0, {}};
+    inter_plan_ = plan_allreduce_hd(leg);
+  }
+  size_t scratch_bytes() const override { return bytes_; }
+  Status run(Context& ctx) const override {
+    Context local = ctx.subgroup(local_);
+    local.step("hybrid-rs", 1);
+    WEFT_RETURN_IF_ERROR(ring_reduce_scatter(local, chunks_, 0));
+    if (inter_.size() > 1) {
+      Context inter = ctx.subgroup(inter_);
+      WEFT_RETURN_IF_ERROR(inter_plan_->run(inter));
+    }
+    local.step("hybrid-ag", 1);
+    return ring_allgather(local, chunks_, 0);
+  }
+
+ private:
+  size_t bytes_;
+  std::vector<int> local_, inter_;
+  Chunks chunks_;
+  std::unique_ptr<Plan> inter_plan_;
+};
+
+}  // namespace
+
+std::unique_ptr<Plan> plan_allreduce_hybrid(const Shape& s) { return std::make_unique<Hybrid>(s); }
+
+}  // namespace weft::coll::internal

@@ -1,0 +1,35 @@
+// The two phases of a ring (internal), shared by the ring AllReduce, the
+// ReduceScatter, the AllGather and the hybrid AllReduce's intra-host legs.
+//
+// chunks[c] is chunk c cut into pipelining segments (element ranges of
+// kData). With `shift` s, rank r
+//   reduce-scatter: sends chunk (r + s - 1 - i) and receives (r + s - 2 - i)
+//                   at repetition i, ending with chunk (r + s) reduced;
+//   allgather:      starts owning chunk (r + s), sends (r + s - i) and
+//                   receives (r + s - 1 - i).
+// The ring AllReduce uses s = 1 (routing's schedule), ReduceScatter and
+// AllGather s = 0 (rank r owns block r). A segment is forwarded as soon as
+// it has arrived (and been reduced), so every link of the ring carries data
+// at once (NCCL's pipelined ring, seed 001).
+#pragma once
+
+#include <vector>
+
+#include "algorithms/segments.h"
+#include "context.h"
+
+namespace weft::coll::internal {
+
+using Chunks = std::vector<std::vector<Segment>>;
+
+// Chunk c = routing::ring_chunk(p, c, count) + offset, in segments.
+Chunks ring_chunks(int p, size_t offset, size_t count, size_t esize, size_t seg_bytes);
+// Chunk c = [offset + c*block, offset + (c+1)*block), in segments.
+Chunks block_chunks(int p, size_t offset, size_t block, size_t esize, size_t seg_bytes);
+
+Status ring_reduce_scatter(Context& ctx, const Chunks& chunks, int shift);
+Status ring_allgather(Context& ctx, const Chunks& chunks, int shift);
+
+constexpr size_t kDefaultSegment = 512 << 10;
+
+}  // namespace weft::coll::internal

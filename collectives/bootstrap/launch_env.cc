@@ -1,0 +1,83 @@
+// Rank, size and rendezvous from launcher environments (store.h).
+#include <cstdlib>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "tcp/socket.h"
+#include "weft/collectives/store.h"
+
+namespace weft::coll {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+Result<int> env_int(const char* name, int lo) {
+  const char* v = env(name);
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < lo || x > (1 << 24)) {
+    return invalid_argument(fmt::format("environment: {}='{}' is not an integer >= {}", name, v, lo));
+  }
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+Result<LaunchInfo> launch_info_from_env() {
+  struct Source {
+    const char *launcher, *rank, *size, *local;
+  };
+  const Source sources[] = {
+      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+      {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+  };
+  LaunchInfo info;
+  bool found = false;
+  for (const Source& s : sources) {
+    if (!env(s.rank) || !env(s.size)) continue;
+    WEFT_ASSIGN_OR_RETURN(info.rank, env_int(s.rank, 0));
+    WEFT_ASSIGN_OR_RETURN(info.size, env_int(s.size, 1));
+    if (env(s.local)) {
+      WEFT_ASSIGN_OR_RETURN(info.local_rank, env_int(s.local, 0));
+    }
+    if (info.rank >= info.size) {
+      return invalid_argument(fmt::format("environment: {}={} is not below {}={}", s.rank, info.rank, s.size, info.size));
+    }
+    info.launcher = s.launcher;
+    found = true;
+    break;
+  }
+  if (!found) {
+    return not_found("no launcher environment: set RANK and WORLD_SIZE (torchrun), or run under mpirun or srun");
+  }
+  if (const char* st = env("WEFT_STORE")) {
+    info.store = st;
+  } else if (env("MASTER_ADDR") && env("MASTER_PORT")) {
+    info.store = fmt::format("tcp://{}:{}", env("MASTER_ADDR"), env("MASTER_PORT"));
+  } else {
+    return not_found("no rendezvous: set MASTER_ADDR and MASTER_PORT, or WEFT_STORE=tcp://host:port or file:/shared/dir");
+  }
+  return info;
+}
+
+Result<std::unique_ptr<Store>> open_store(const std::string& spec, int rank,
+                                          std::chrono::steady_clock::time_point deadline) {
+  std::string_view s = spec;
+  if (s.rfind("file:", 0) == 0) {
+    WEFT_ASSIGN_OR_RETURN(auto fs, FileStore::open(std::string(s.substr(5))));
+    return std::unique_ptr<Store>(std::move(fs));
+  }
+  if (s.rfind("tcp://", 0) == 0) {
+    WEFT_ASSIGN_OR_RETURN(tcp::Endpoint ep, tcp::Endpoint::parse(std::string(s.substr(6))));
+    WEFT_ASSIGN_OR_RETURN(auto ts, TcpStore::open(ep.host, ep.port, rank == 0, deadline));
+    return std::unique_ptr<Store>(std::move(ts));
+  }
+  return invalid_argument(fmt::format("store '{}' is neither tcp://host:port nor file:/dir", spec));
+}
+
+}  // namespace weft::coll
