@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -25,6 +26,7 @@ namespace {
 using internal::Completion;
 
 constexpr uint64_t kMagic = 0x314d485354464557;  // "WEFTSHM1"
+constexpr auto kHardSpin = std::chrono::microseconds(100);
 constexpr uint64_t kSingleCopy = uint64_t{1} << 63;  // frame flag: payload stays in the sender
 
 // The head of a rank's segment. Shared between processes: only lock-free
@@ -176,6 +178,7 @@ class ShmTransport final : public Transport {
   std::vector<std::unique_ptr<ShmPair>> pairs_;
   std::vector<ShmPair*> active_;
   Status failed_;
+  Clock::time_point next_liveness_check_{};
 };
 
 Status ShmTransport::check() {
@@ -186,6 +189,10 @@ Status ShmTransport::check() {
                                   std::string(h->abort_msg, strnlen(h->abort_msg, sizeof h->abort_msg))));
     return failed_;
   }
+  // Liveness costs a system call per peer: look at most once a millisecond.
+  const auto now = Clock::now();
+  if (now < next_liveness_check_) return Status::ok();
+  next_liveness_check_ = now + std::chrono::milliseconds(1);
   for (ShmPair* p : active_) {
     pollfd pf{p->pidfd, POLLIN, 0};
     if (p->pidfd >= 0 && ::poll(&pf, 1, 0) == 1 && !p->seg->hdr()->closed.load()) {
@@ -312,14 +319,23 @@ bool ShmTransport::progress() {
 template <typename Pred>
 Status ShmTransport::wait(ShmPair& p, Pred done, Deadline d, const char* what, Ticket t) {
   SegmentHeader* h = own_.hdr();
-  auto spin_until = Clock::now() + std::chrono::microseconds(cfg_.shm.spin_us);
+  auto since = Clock::now();
   for (;;) {
-    if (progress()) spin_until = Clock::now() + std::chrono::microseconds(cfg_.shm.spin_us);
+    if (progress()) since = Clock::now();
     if (done()) return Status::ok();
     WEFT_RETURN_IF_ERROR(check());
     const auto now = Clock::now();
     if (now > d) return deadline_exceeded(fmt::format("timed out waiting for rank {} ({} of message {})", p.peer(), what, t));
-    if (now < spin_until) continue;
+    // Poll hard first (a running peer answers within microseconds; on a
+    // loaded host a rank that yields or sleeps comes back milliseconds
+    // later), then yield between polls so that a peer sharing this core can
+    // run, then sleep.
+    const auto idle = now - since;
+    if (idle < kHardSpin) continue;
+    if (idle < std::chrono::microseconds(cfg_.shm.spin_us)) {
+      sched_yield();
+      continue;
+    }
     // Sleep until someone rings (see ring_bell: sleepers before the bell
     // value, so a bell after our last look always wakes us), at most 10 ms
     // so that a dead peer is noticed.

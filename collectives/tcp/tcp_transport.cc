@@ -1,5 +1,6 @@
 #include "tcp/tcp_transport.h"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -394,7 +395,9 @@ template <typename Pred>
 Status TcpTransport::wait(TcpPair& p, Pred done, Deadline d, const char* what, Ticket t) {
   // Spin on epoll_wait(0) for a few microseconds before sleeping: a reply
   // on loopback often arrives within that, and a sleep costs a wake-up.
-  const auto spin_until = Clock::now() + std::chrono::microseconds(cfg_.tcp.spin_us);
+  const auto start = Clock::now();
+  const auto spin_until = start + std::chrono::microseconds(cfg_.tcp.spin_us);
+  const auto hard_until = start + std::chrono::microseconds(100);
   for (;;) {
     if (done()) return Status::ok();
     WEFT_RETURN_IF_ERROR(check());
@@ -407,7 +410,9 @@ Status TcpTransport::wait(TcpPair& p, Pred done, Deadline d, const char* what, T
       ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(d - now).count()) + 1;
       ms = std::min(ms, 1000);
     }
-    run_once(ms);
+    // Poll hard for a few microseconds, then yield between polls so that a
+    // co-located rank (perhaps the one we wait for) can run, then sleep.
+    if (!run_once(ms) && ms == 0 && now > hard_until) sched_yield();
   }
 }
 

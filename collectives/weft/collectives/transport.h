@@ -110,7 +110,9 @@ struct TcpOptions {
   uint16_t listen_port = 0;                  // 0 = ephemeral (no plan); a plan sets the dport
   int connections_per_peer = 1;              // >1 stripes large messages (no route plan then)
   int socket_buffer_bytes = 4 << 20;         // SO_SNDBUF / SO_RCVBUF
-  int spin_us = 50;  // a wait polls this long before it sleeps in epoll_wait
+  // A wait polls (yielding the CPU between polls) this long before it sleeps
+  // in epoll_wait: a sleeping rank on a busy host wakes late.
+  int spin_us = 2000;
 };
 
 struct ShmOptions {
@@ -119,7 +121,7 @@ struct ShmOptions {
   // Messages at least this long are copied once, straight from the sender's
   // memory (process_vm_readv); 0 = always through the ring.
   size_t single_copy_min_bytes = 64 << 10;
-  int spin_us = 50;  // a wait polls this long before it sleeps on the futex
+  int spin_us = 5000;  // a wait polls (yielding between polls) this long, then sleeps on the futex
 };
 
 struct TransportConfig {

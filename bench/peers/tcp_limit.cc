@@ -1,0 +1,116 @@
+// The loopback TCP limit: two processes stream to each other in both
+// directions at once over one connection each way (as weft's TCP transport
+// does) for a fixed time; prints the per-direction rate, the ceiling of a
+// 2-rank AllReduce's busbw on this host (each rank sends and receives the
+// vector once). Same socket options as weft: TCP_NODELAY, 4 MiB buffers.
+//   tcp_limit [seconds] [chunk_bytes]
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace {
+
+int must(int v, const char* what) {
+  if (v < 0) {
+    std::perror(what);
+    std::exit(2);
+  }
+  return v;
+}
+
+void tune(int fd) {
+  int one = 1, buf = 4 << 20;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+}
+
+int listener(uint16_t* port) {
+  int fd = must(socket(AF_INET, SOCK_STREAM, 0), "socket");
+  tune(fd);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  must(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), "bind");
+  must(listen(fd, 4), "listen");
+  socklen_t l = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &l);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+int dial(uint16_t port) {
+  int fd = must(socket(AF_INET, SOCK_STREAM, 0), "socket");
+  tune(fd);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  must(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), "connect");
+  return fd;
+}
+
+// Sends on `out` and receives on `in` until `seconds` passed; returns bytes
+// received per second.
+double stream(int out, int in, double seconds, size_t chunk) {
+  std::vector<char> sbuf(chunk, 'x'), rbuf(chunk);
+  size_t got = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  bool sending = true;
+  for (;;) {
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (sending && el > seconds) {
+      shutdown(out, SHUT_WR);
+      sending = false;
+    }
+    pollfd p[2] = {{in, POLLIN, 0}, {out, static_cast<short>(sending ? POLLOUT : 0), 0}};
+    poll(p, 2, 100);
+    if (p[1].revents & POLLOUT) send(out, sbuf.data(), chunk, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (p[0].revents & (POLLIN | POLLHUP)) {
+      ssize_t n = recv(in, rbuf.data(), chunk, MSG_DONTWAIT);
+      if (n == 0) {
+        if (sending) shutdown(out, SHUT_WR);  // the peer stopped first: stop too
+        return static_cast<double>(got) / el;
+      }
+      if (n > 0) got += static_cast<size_t>(n);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const double seconds = argc > 1 ? std::atof(argv[1]) : 2.0;
+  const size_t chunk = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : (1 << 20);
+  uint16_t pa = 0, pb = 0;
+  int la = listener(&pa), lb = listener(&pb);
+  int pipefd[2];
+  must(pipe(pipefd), "pipe");
+  pid_t kid = must(fork(), "fork");
+  if (kid == 0) {
+    // Child: connects to A (its outgoing stream), accepts from B.
+    int out = dial(pa);
+    int in = must(accept(lb, nullptr, nullptr), "accept");
+    double r = stream(out, in, seconds, chunk);
+    (void)!write(pipefd[1], &r, sizeof r);
+    _exit(0);
+  }
+  int out = dial(pb);
+  int in = must(accept(la, nullptr, nullptr), "accept");
+  double mine = stream(out, in, seconds, chunk);
+  double theirs = 0;
+  (void)!read(pipefd[0], &theirs, sizeof theirs);
+  waitpid(kid, nullptr, 0);
+  std::printf("loopback TCP, bidirectional, per direction: %.3f GB/s (%.3f and %.3f)\n", (mine + theirs) / 2e9,
+              mine / 1e9, theirs / 1e9);
+  return 0;
+}

@@ -1,0 +1,281 @@
+// weft bench: collective bandwidth in nccl-tests style, ranks as processes.
+//
+// Without a launcher environment the command forks --ranks processes of
+// itself that meet through a file store in a temporary directory; under
+// mpirun, srun or torchrun every process is one rank (store.h,
+// launch_info_from_env). Every size is verified before it is timed: the
+// inputs make exact results, and #wrong counts the elements that differ on
+// any rank.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli_common.h"
+#include "weft/collectives/communicator.h"
+#include "weft/routing/plan.h"
+
+namespace weft::cli {
+namespace {
+
+using coll::Communicator;
+using coll::DataType;
+using coll::ReduceOp;
+
+struct BenchArgs {
+  std::string collective;
+  int ranks = 2;
+  std::string transport = "tcp";
+  std::string algo = "auto";
+  std::string type = "f32";
+  std::string op = "sum";
+  std::string min_bytes = "4", max_bytes = "256M";
+  double factor = 2;
+  int iters = 0, warmup = -1;
+  int ranks_per_host = 0;
+  std::string plan;
+  int timeout_s = 120;
+  std::string segment = "0";
+  int conns = 1;
+};
+
+struct Parsed {
+  DataType t;
+  ReduceOp op;
+  coll::Algorithm algo;
+  uint64_t lo, hi, segment;
+};
+
+// The exact value element i of `rank` starts with, and the expected result.
+double input_of(const std::string& c, ReduceOp op, int rank, size_t i) {
+  if (c == "allreduce" || c == "reducescatter") {
+    if (op == ReduceOp::kProd) return (rank + static_cast<int>(i)) % 5 == 0 ? 2.0 : 1.0;
+    return static_cast<double>((rank * 3 + static_cast<int>(i % 11)) % 13);
+  }
+  return static_cast<double>((rank * 7 + static_cast<int>(i % 17)) % 31);
+}
+
+void store_as(DataType t, void* base, size_t i, double v) {
+  switch (t) {
+    case DataType::kF32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
+    case DataType::kF64: static_cast<double*>(base)[i] = v; break;
+    case DataType::kF16: static_cast<uint16_t*>(base)[i] = coll::f32_to_f16(static_cast<float>(v)); break;
+    case DataType::kBF16: static_cast<uint16_t*>(base)[i] = coll::f32_to_bf16(static_cast<float>(v)); break;
+    case DataType::kI32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
+    case DataType::kI64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
+    case DataType::kU8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(static_cast<long>(v) & 255); break;
+  }
+}
+
+double combine(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::kSum: return a + b;
+    case ReduceOp::kProd: return a * b;
+    case ReduceOp::kMin: return std::min(a, b);
+    case ReduceOp::kMax: return std::max(a, b);
+  }
+  return a;
+}
+
+// One rank's run over every size; rank 0 prints.
+int run_rank(const BenchArgs& a, const Parsed& p, Communicator& comm) {
+  const int n = comm.size(), me = comm.rank();
+  const size_t es = coll::dtype_size(p.t);
+  const std::string& c = a.collective;
+  const double bus = c == "allreduce" ? 2.0 * (n - 1) / n : c == "broadcast" ? 1.0 : static_cast<double>(n - 1) / n;
+  coll::CollectiveOptions o;
+  o.algorithm = p.algo;
+  o.segment_bytes = p.segment;
+  if (me == 0) {
+    fmt::print("# weft bench {}: {} ranks, transport {}, algorithm {}, {} hosts\n", c, n, a.transport, a.algo,
+               comm.host_count());
+    fmt::print("#{:>12} {:>12} {:>6} {:>6} {:>12} {:>11} {:>11} {:>7}\n", "size(B)", "count", "type", "redop",
+               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    std::fflush(stdout);
+  }
+  int failures = 0;
+  for (uint64_t bytes = p.lo; bytes <= p.hi; bytes = std::max<uint64_t>(bytes + 1, static_cast<uint64_t>(std::llround(static_cast<double>(bytes) * a.factor)))) {
+    // Element counts: the whole vector for allreduce/broadcast; per rank
+    // for reducescatter (output) and allgather (input), rounded down.
+    const size_t total = std::max<size_t>(1, bytes / es);
+    const bool split = c == "reducescatter" || c == "allgather";
+    const size_t per = split ? std::max<size_t>(1, total / static_cast<size_t>(n)) : total;
+    const size_t elems = split ? per * static_cast<size_t>(n) : total;
+    std::vector<char> in(elems * es), out(elems * es);
+    const size_t in_elems = c == "allgather" ? per : elems;
+    for (size_t i = 0; i < in_elems; ++i) store_as(p.t, in.data(), i, input_of(c, p.op, me, i));
+    auto call = [&](void* src, void* dst) -> Status {
+      if (c == "allreduce") return comm.allreduce(src, dst, elems, p.t, p.op, o);
+      if (c == "reducescatter") return comm.reduce_scatter(src, dst, per, p.t, p.op, o);
+      if (c == "allgather") return comm.allgather(src, dst, per, p.t, o);
+      if (dst != src) std::memcpy(dst, src, elems * es);
+      return comm.broadcast(dst, elems, p.t, 0, o);
+    };
+    // Verify, out of place, against the closed form.
+    if (Status s = call(in.data(), out.data()); !s) return fail(s);
+    std::vector<char> want(out.size());
+    const size_t check = c == "reducescatter" ? per : elems;
+    for (size_t i = 0; i < check; ++i) {
+      double v;
+      if (c == "allgather") {
+        v = input_of(c, p.op, static_cast<int>(i / per), i % per);
+      } else if (c == "broadcast") {
+        v = input_of(c, p.op, 0, i);
+      } else {
+        const size_t gi = c == "reducescatter" ? static_cast<size_t>(me) * per + i : i;
+        v = input_of(c, p.op, 0, gi);
+        for (int r = 1; r < n; ++r) v = combine(p.op, v, input_of(c, p.op, r, gi));
+      }
+      store_as(p.t, want.data(), i, v);
+    }
+    int64_t wrong = 0;
+    for (size_t i = 0; i < check; ++i) wrong += std::memcmp(want.data() + i * es, out.data() + i * es, es) != 0;
+    if (Status s = comm.allreduce(&wrong, &wrong, 1, DataType::kI64, ReduceOp::kSum); !s) return fail(s);
+    // Time, in place (as Gloo and MPI_IN_PLACE benchmarks do).
+    const int iters = a.iters > 0 ? a.iters : static_cast<int>(std::clamp<uint64_t>((uint64_t{1} << 29) / std::max<uint64_t>(bytes, 1), 5, 200));
+    const int warm = a.warmup >= 0 ? a.warmup : std::max(2, iters / 5);
+    for (int i = 0; i < warm; ++i) {
+      if (Status s = call(out.data(), out.data()); !s) return fail(s);
+    }
+    if (Status s = comm.barrier(); !s) return fail(s);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) {
+      if (Status s = call(out.data(), out.data()); !s) return fail(s);
+    }
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+    if (Status s = comm.allreduce(&us, &us, 1, DataType::kF64, ReduceOp::kMax); !s) return fail(s);
+    const double size_b = static_cast<double>(elems * es);
+    const double algbw = size_b / us / 1e3;
+    if (me == 0) {
+      fmt::print(" {:>12} {:>12} {:>6} {:>6} {:>12.2f} {:>11.3f} {:>11.3f} {:>7}\n", elems * es, elems,
+                 coll::dtype_name(p.t), split && c == "allgather" ? "none" : coll::reduce_op_name(p.op), us, algbw,
+                 algbw * bus, wrong);
+      std::fflush(stdout);
+    }
+    failures += wrong > 0;
+    if (bytes == p.hi) break;
+  }
+  return failures ? 1 : 0;
+}
+
+int rank_main(const BenchArgs& a, const Parsed& p, int rank, int size, const std::string& store_spec) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(a.timeout_s);
+  auto store = coll::open_store(store_spec, rank, deadline);
+  if (!store) return fail(store.status());
+  coll::CommConfig cfg;
+  cfg.rank = rank;
+  cfg.size = size;
+  cfg.transport = a.transport;
+  cfg.timeout = std::chrono::seconds(a.timeout_s);
+  cfg.tcp.connections_per_peer = a.conns;
+  if (a.ranks_per_host > 0) cfg.host = fmt::format("host{}", rank / a.ranks_per_host);
+  if (!a.plan.empty()) {
+    auto plan = routing::load_plan(a.plan);
+    if (!plan) return fail(plan.status());
+    cfg.plan = std::move(*plan);
+  }
+  auto comm = Communicator::create(cfg, **store);
+  if (!comm) return fail(comm.status());
+  return run_rank(a, p, **comm);
+}
+
+// Forks the ranks, waits for them (killing them all, by PID, if one fails
+// or the time runs out), and cleans the store directory.
+int spawn(const BenchArgs& a, const Parsed& p) {
+  char tmpl[] = "/tmp/weft-bench-XXXXXX";
+  if (!::mkdtemp(tmpl)) return fail(io_error("mkdtemp", errno));
+  const std::string dir = tmpl;
+  std::fflush(stdout);
+  std::vector<pid_t> kids;
+  for (int r = 0; r < a.ranks; ++r) {
+    pid_t pid = ::fork();
+    if (pid < 0) return fail(io_error("fork", errno));
+    if (pid == 0) ::_exit(rank_main(a, p, r, a.ranks, "file:" + dir));
+    kids.push_back(pid);
+  }
+  int rc = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(a.timeout_s) * 4;
+  size_t alive = kids.size();
+  while (alive > 0) {
+    int status = 0;
+    pid_t done = ::waitpid(-1, &status, WNOHANG);
+    if (done > 0) {
+      --alive;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+      if (rc) {
+        for (pid_t k : kids) ::kill(k, SIGKILL);
+      }
+      continue;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (pid_t k : kids) ::kill(k, SIGKILL);
+      rc = fail(deadline_exceeded("bench ranks did not finish in time"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return rc;
+}
+
+int run_bench(const BenchArgs& a) {
+  auto t = coll::parse_dtype(a.type);
+  auto op = coll::parse_reduce_op(a.op);
+  auto algo = coll::parse_algorithm(a.algo);
+  auto lo = parse_size(a.min_bytes), hi = parse_size(a.max_bytes), seg = parse_size(a.segment);
+  if (!t) return fail(invalid_argument("--type must be f32, f64, f16, bf16, i32, i64 or u8, not '" + a.type + "'"));
+  if (!op) return fail(invalid_argument("--op must be sum, prod, min or max, not '" + a.op + "'"));
+  if (!algo) return fail(invalid_argument("--algo '" + a.algo + "' is unknown (auto, hd, ring, butterfly, hybrid, hierarchical, binomial)"));
+  if (!lo || !hi || *lo < 1 || *hi < *lo) return fail(invalid_argument("--min-bytes/--max-bytes must be sizes with 1 <= min <= max"));
+  if (!seg) return fail(invalid_argument("--segment must be a size"));
+  if (a.factor <= 1.0) return fail(invalid_argument("--step-factor must be > 1"));
+  Parsed p{*t, *op, *algo, *lo, *hi, *seg};
+  if (auto info = coll::launch_info_from_env(); info) return rank_main(a, p, info->rank, info->size, info->store);
+  if (a.ranks < 1 || a.ranks > 256) return fail(invalid_argument("--ranks must be in 1..256"));
+  return spawn(a, p);
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app, Registry& reg) {
+  auto args = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "Measure a collective's bandwidth (nccl-tests columns), verified");
+  cmd->footer(
+      "Runs --ranks processes on this host (or, under mpirun/srun/torchrun, one rank per process)\n"
+      "and prints, for each size from --min-bytes to --max-bytes: time per call, algorithm\n"
+      "bandwidth (size/time) and bus bandwidth (algbw x 2(n-1)/n for allreduce, (n-1)/n for\n"
+      "reducescatter/allgather, 1 for broadcast), and #wrong: elements that missed the exact\n"
+      "expected result on any rank (checked before timing; non-zero fails the command).\n"
+      "Examples:\n"
+      "  weft bench allreduce --ranks 4 --transport tcp -b 4 -e 64M\n"
+      "  weft bench allreduce --ranks 4 --transport auto --ranks-per-host 2 --algo hybrid\n"
+      "  weft bench allgather --ranks 8 --transport shm --algo ring");
+  cmd->add_option("collective", args->collective, "allreduce, reducescatter, allgather or broadcast")
+      ->required()
+      ->check(CLI::IsMember({"allreduce", "reducescatter", "allgather", "broadcast"}));
+  cmd->add_option("-n,--ranks", args->ranks, "processes to run (ignored under a launcher)")->capture_default_str();
+  cmd->add_option("--transport", args->transport, "tcp, shm, auto (shm on one host, tcp across)")->capture_default_str();
+  cmd->add_option("--algo", args->algo, "auto, hd, ring, butterfly, hybrid, hierarchical, binomial")->capture_default_str();
+  cmd->add_option("--type", args->type, "f32, f64, f16, bf16, i32, i64, u8")->capture_default_str();
+  cmd->add_option("--op", args->op, "sum, prod, min, max")->capture_default_str();
+  cmd->add_option("-b,--min-bytes", args->min_bytes, "smallest size (4, 1K, 8M...)")->capture_default_str();
+  cmd->add_option("-e,--max-bytes", args->max_bytes, "largest size")->capture_default_str();
+  cmd->add_option("-f,--step-factor", args->factor, "size multiplier between rows")->capture_default_str();
+  cmd->add_option("--iters", args->iters, "timed calls per size (default: by size, 5..200)");
+  cmd->add_option("--warmup", args->warmup, "untimed calls per size (default: iters/5)");
+  cmd->add_option("--ranks-per-host", args->ranks_per_host, "pretend every K ranks are one host (hybrid, hierarchical)");
+  cmd->add_option("--plan", args->plan, "route plan file (weft route): TCP binds the planned source ports");
+  cmd->add_option("--segment", args->segment, "pipelining segment of ring algorithms (0 = default)")->capture_default_str();
+  cmd->add_option("--connections", args->conns, "TCP connections per peer and direction")->capture_default_str();
+  cmd->add_option("--timeout", args->timeout_s, "seconds per collective call and for setup")->capture_default_str();
+  cmd->callback([&reg, args] { reg.run = [args] { return run_bench(*args); }; });
+}
+
+}  // namespace weft::cli
