@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "algorithms/algorithms.h"
 #include "context.h"
@@ -49,7 +50,12 @@ Status CommConfig::validate() const {
   if (timeout.count() <= 0) {
     return invalid_argument(fmt::format("communicator: timeout must be > 0 ms (got {})", timeout.count()));
   }
-  if (transport.empty()) return invalid_argument("communicator: transport name is empty");
+  if (transport != "auto") {
+    const auto known = transport_names();
+    if (std::find(known.begin(), known.end(), transport) == known.end()) {
+      return not_found(fmt::format("communicator: unknown transport '{}' (auto, {})", transport, fmt::join(known, ", ")));
+    }
+  }
   for (const auto& [a, b] : failed_links) {
     if (a < 0 || a >= size || b < 0 || b >= size || a == b) {
       return invalid_argument(fmt::format("communicator: failed link {}-{} does not join two ranks of [0, {})", a, b, size));

@@ -27,6 +27,8 @@ struct Channel {
   Ticket sends_done = 0, recvs_done = 0;
   Ticket sends_posted = 0, recvs_posted = 0;
   std::string error;  // set once: length mismatch, peer gone, abort
+  bool aborted = false;
+  Status failure() const { return aborted ? weft::aborted(error) : unavailable(error); }
 
   void match_locked(int src, int dst) {
     while (!sends.empty() && !recvs.empty() && error.empty()) {
@@ -52,7 +54,10 @@ struct Hub {
   void fail_all(const std::string& why) {
     for (auto& c : channels) {
       std::lock_guard<std::mutex> l(c.mu);
-      if (c.error.empty()) c.error = why;
+      if (c.error.empty()) {
+        c.error = why;
+        c.aborted = true;
+      }
       c.cv.notify_all();
     }
   }
@@ -77,7 +82,7 @@ class LoopbackPair final : public Pair {
     if (offset + len > mem.size()) return out_of_range(range_msg("send", offset, len, mem.size()));
     Channel& c = hub_->ch(me_, peer_);
     std::lock_guard<std::mutex> l(c.mu);
-    if (!c.error.empty()) return unavailable(c.error);
+    if (!c.error.empty()) return c.failure();
     c.sends.push_back({static_cast<char*>(mem.data()) + offset, len});
     c.match_locked(me_, peer_);
     return ++c.sends_posted;
@@ -86,7 +91,7 @@ class LoopbackPair final : public Pair {
     if (offset + len > mem.size()) return out_of_range(range_msg("recv", offset, len, mem.size()));
     Channel& c = hub_->ch(peer_, me_);
     std::lock_guard<std::mutex> l(c.mu);
-    if (!c.error.empty()) return unavailable(c.error);
+    if (!c.error.empty()) return c.failure();
     c.recvs.push_back({static_cast<char*>(mem.data()) + offset, len});
     c.match_locked(peer_, me_);
     return ++c.recvs_posted;
@@ -104,7 +109,7 @@ class LoopbackPair final : public Pair {
   Result<bool> test(Channel& c, Ticket t, bool is_send) {
     std::lock_guard<std::mutex> l(c.mu);
     if ((is_send ? c.sends_done : c.recvs_done) >= t) return true;
-    if (!c.error.empty()) return unavailable(c.error);
+    if (!c.error.empty()) return c.failure();
     return false;
   }
   Status wait(Channel& c, Ticket t, Deadline d, bool is_send) {
@@ -115,7 +120,7 @@ class LoopbackPair final : public Pair {
                                            is_send ? "send" : "receive", t));
     }
     if (done >= t) return Status::ok();
-    return unavailable(c.error);
+    return c.failure();
   }
   std::shared_ptr<Hub> hub_;
   int me_, peer_;

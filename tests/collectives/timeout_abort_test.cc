@@ -1,0 +1,126 @@
+// Deadlines, abort from another thread, and the rendezvous stores.
+#include <cstdlib>
+#include <thread>
+
+#include "harness.h"
+
+namespace weft::coll::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class Deadlines : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Deadlines, AnAbsentPeerIsATimeoutNamingIt) {
+  std::atomic<bool> done{false};
+  run_ranks(
+      2,
+      [&](Communicator& comm) {
+        if (comm.rank() == 1) {
+          while (!done) std::this_thread::sleep_for(1ms);  // never joins
+          return;
+        }
+        float x = 1;
+        CollectiveOptions o;
+        o.timeout = 300ms;
+        const auto t0 = Clock::now();
+        Status s = comm.allreduce(&x, &x, 1, DataType::kF32, ReduceOp::kSum, o);
+        done = true;
+        EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.to_string();
+        EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
+        EXPECT_LT(Clock::now() - t0, 2s);
+        // A failed communicator stays failed: the next call says why at once.
+        EXPECT_EQ(comm.allreduce(&x, &x, 1, DataType::kF32, ReduceOp::kSum).code(), StatusCode::kDeadlineExceeded);
+      },
+      [&](CommConfig& c) { c.transport = GetParam(); });
+}
+
+TEST_P(Deadlines, AbortFromAnotherThreadEndsAWaitingCall) {
+  std::atomic<bool> done{false};
+  run_ranks(
+      2,
+      [&](Communicator& comm) {
+        if (comm.rank() == 1) {
+          while (!done) std::this_thread::sleep_for(1ms);
+          return;
+        }
+        std::thread killer([&] {
+          std::this_thread::sleep_for(200ms);
+          comm.abort("operator pressed stop");
+        });
+        std::vector<float> v(1 << 16, 1.0f);
+        const auto t0 = Clock::now();
+        Status s = comm.allreduce(v.data(), v.data(), v.size(), DataType::kF32, ReduceOp::kSum);
+        done = true;
+        killer.join();
+        EXPECT_EQ(s.code(), StatusCode::kAborted) << s.to_string();
+        EXPECT_NE(s.message().find("operator pressed stop"), std::string::npos) << s.message();
+        EXPECT_LT(Clock::now() - t0, 5s) << "the timeout is 120 s: abort, not the deadline, ended the call";
+      },
+      [&](CommConfig& c) { c.transport = GetParam(); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, Deadlines, ::testing::Values("loopback", "tcp", "shm"));
+
+TEST(Config, InvalidValuesAreRejectedWithAMessage) {
+  MemoryStore store;
+  CommConfig c;
+  c.rank = 3;
+  c.size = 3;
+  auto r = Communicator::create(c, store);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.status().message(), "communicator: rank 3 is outside [0, 3)");
+  c.rank = 0;
+  c.failed_links = {{0, 5}};
+  EXPECT_NE(Communicator::create(c, store).status().message().find("failed link 0-5"), std::string::npos);
+  c.failed_links.clear();
+  c.transport = "carrier-pigeon";
+  c.size = 1;
+  EXPECT_NE(Communicator::create(c, store).status().message().find("unknown transport 'carrier-pigeon'"), std::string::npos);
+}
+
+TEST(TcpStoreTest, GetWaitsForALaterSetFromAnotherClient) {
+  const auto d = Clock::now() + 10s;
+  const auto port = static_cast<uint16_t>(21000 + (::getpid() % 20000));
+  auto server = TcpStore::open("127.0.0.1", port, true, d);
+  ASSERT_TRUE(server) << server.status().to_string();
+  auto other = TcpStore::open("127.0.0.1", port, false, d);  // another rank's client
+  ASSERT_TRUE(other) << other.status().to_string();
+  std::thread late([&] {
+    std::this_thread::sleep_for(100ms);
+    EXPECT_TRUE((*other)->set("k", std::string("v\0w", 3)));
+  });
+  auto v = (*server)->get("k", d);
+  late.join();
+  ASSERT_TRUE(v) << v.status().to_string();
+  EXPECT_EQ(*v, std::string("v\0w", 3));
+  auto missing = (*other)->get("never", Clock::now() + 100ms);
+  EXPECT_EQ(missing.status().code(), StatusCode::kDeadlineExceeded);
+}
+
+TEST(LaunchEnv, TorchrunVariablesGiveRankSizeAndStore) {
+  ::setenv("RANK", "3", 1);
+  ::setenv("WORLD_SIZE", "5", 1);
+  ::setenv("MASTER_ADDR", "10.0.0.1", 1);
+  ::setenv("MASTER_PORT", "29500", 1);
+  auto info = launch_info_from_env();
+  ASSERT_TRUE(info) << info.status().to_string();
+  EXPECT_EQ(info->rank, 3);
+  EXPECT_EQ(info->size, 5);
+  EXPECT_EQ(info->launcher, "torchrun");
+  EXPECT_EQ(info->store, "tcp://10.0.0.1:29500");
+  ::setenv("RANK", "5", 1);
+  EXPECT_NE(launch_info_from_env().status().message().find("RANK=5 is not below WORLD_SIZE=5"), std::string::npos);
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) ::unsetenv(v);
+  ::setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  ::setenv("WEFT_STORE", "file:/tmp/x", 1);
+  info = launch_info_from_env();
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->launcher, "openmpi");
+  EXPECT_EQ(info->store, "file:/tmp/x");
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "WEFT_STORE"}) ::unsetenv(v);
+}
+
+}  // namespace
+}  // namespace weft::coll::testing
