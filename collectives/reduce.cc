@@ -1,11 +1,12 @@
 // Reduce kernels: dst[i] = dst[i] op src[i].
 //
 // Each (type, op) is one flat loop over __restrict pointers that GCC
-// vectorises; target_clones builds it twice (Haswell: AVX2 + F16C + FMA, and
-// the x86-64 baseline with SSE2) and the loader picks one per CPU through an
-// ifunc (GCC manual, "Common Function Attributes: target_clones"). The scalar
-// twins are compiled with vectorisation off: bench/reduce_bench.cc measures
-// one against the other, tests use the scalar one as the reference.
+// vectorises, compiled three times: for AVX2 + F16C + FMA, for the x86-64
+// baseline (SSE2), and with vectorisation off (the scalar twin that
+// bench/reduce_bench.cc measures against and the tests use as reference).
+// The AVX2 set is chosen once, by CPU features (__builtin_cpu_supports), not
+// by target_clones("arch=haswell"), whose resolver matches CPU models and
+// never picks it on AMD parts.
 //
 // Integer sum/prod wrap modulo 2^bits (computed in the unsigned type, so
 // signed overflow is defined). Float min/max keep dst when either is NaN.
@@ -64,16 +65,19 @@ inline void body_bf16(uint16_t* __restrict d, const uint16_t* __restrict s, size
 }
 
 #if defined(__x86_64__)
-#define WEFT_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#define WEFT_AVX2 __attribute__((target("avx2,f16c,fma")))
 #else
-#define WEFT_CLONES
+#define WEFT_AVX2
 #endif
 #define WEFT_SCALAR __attribute__((optimize("no-tree-vectorize", "no-tree-loop-vectorize", "no-tree-slp-vectorize")))
 
-// One vectorised and one scalar function per (type, op): target_clones does
-// not apply to templates, so the instances are spelled out.
+// Three functions per (type, op); target attributes do not apply to
+// template instances, so they are spelled out.
 #define WEFT_KERNEL(NAME, BODY, T, OP)                                           \
-  WEFT_CLONES void NAME(void* d, const void* s, size_t n) {                      \
+  WEFT_AVX2 void NAME##_avx2(void* d, const void* s, size_t n) {                 \
+    BODY<OP>(static_cast<T*>(d), static_cast<const T*>(s), n);                   \
+  }                                                                              \
+  void NAME(void* d, const void* s, size_t n) {                                  \
     BODY<OP>(static_cast<T*>(d), static_cast<const T*>(s), n);                   \
   }                                                                              \
   WEFT_SCALAR void NAME##_scalar(void* d, const void* s, size_t n) {             \
@@ -95,21 +99,34 @@ WEFT_KERNELS(f16, body_f16, _Float16)
 WEFT_KERNELS(bf16, body_bf16, uint16_t)
 
 using Kernel = void (*)(void*, const void*, size_t);
-struct KernelPair {
-  Kernel fast;
+struct KernelSet {
+  Kernel avx2;
+  Kernel base;
   Kernel scalar;
 };
 
-#define WEFT_ROW(TN) \
-  {{TN##_sum, TN##_sum_scalar}, {TN##_prod, TN##_prod_scalar}, {TN##_min, TN##_min_scalar}, {TN##_max, TN##_max_scalar}}
+#define WEFT_ROW(TN)                                                                            \
+  {{TN##_sum_avx2, TN##_sum, TN##_sum_scalar}, {TN##_prod_avx2, TN##_prod, TN##_prod_scalar},     \
+   {TN##_min_avx2, TN##_min, TN##_min_scalar}, {TN##_max_avx2, TN##_max, TN##_max_scalar}}
 // Indexed [DataType][ReduceOp], in the enums' order.
-const KernelPair kKernels[7][4] = {WEFT_ROW(f32), WEFT_ROW(f64), WEFT_ROW(f16), WEFT_ROW(bf16),
+const KernelSet kKernels[7][4] = {WEFT_ROW(f32), WEFT_ROW(f64), WEFT_ROW(f16), WEFT_ROW(bf16),
                                    WEFT_ROW(i32), WEFT_ROW(i64), WEFT_ROW(u8)};
+
+bool cpu_has_avx2() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+const bool kUseAvx2 = cpu_has_avx2();
 
 }  // namespace
 
 void reduce_into(void* dst, const void* src, size_t count, DataType t, ReduceOp op) {
-  kKernels[static_cast<int>(t)][static_cast<int>(op)].fast(dst, src, count);
+  const KernelSet& k = kKernels[static_cast<int>(t)][static_cast<int>(op)];
+  (kUseAvx2 ? k.avx2 : k.base)(dst, src, count);
 }
 
 void reduce_into_scalar(void* dst, const void* src, size_t count, DataType t, ReduceOp op) {
