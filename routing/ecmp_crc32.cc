@@ -19,14 +19,29 @@ class Crc32Hash final : public EcmpHash {
  public:
   explicit Crc32Hash(uint32_t seed) : seed_(seed) {}
   std::string_view name() const override { return "crc32"; }
-  uint32_t hash(const FiveTuple& t, int sw) const override {
-    // CRC over src IP, dst IP, proto, dport, the switch's seed, sport (big
-    // endian). Everything before sport is the same for every source port of
-    // a pair at one switch (a planner asks for 64 ports of each), so the CRC
-    // state after it is memoised and a port costs two table steps.
-    const uint32_t seed = seed_ ^ (static_cast<uint32_t>(sw) * 0x9E3779B1u);
-    if (!memo_valid_ || memo_src_ != t.src_ip || memo_dst_ != t.dst_ip || memo_proto_ != t.proto ||
-        memo_dport_ != t.dport || memo_seed_ != seed) {
+  uint32_t hash(const FiveTuple& t, int sw) const override { return finish(prefix(t, sw), t.sport, sw); }
+  void pick_sports(const FiveTuple& t, int sw, size_t n, std::span<const uint16_t> sports,
+                   std::span<uint16_t> picks) const override {
+    const boost::crc_32_type state = prefix(t, sw);
+    for (size_t i = 0; i < sports.size(); ++i) {
+      picks[i] = static_cast<uint16_t>((static_cast<uint64_t>(finish(state, sports[i], sw)) * n) >> 32);
+    }
+  }
+
+ private:
+  uint32_t switch_seed(int sw) const { return seed_ ^ (static_cast<uint32_t>(sw) * 0x9E3779B1u); }
+
+  // CRC over src IP, dst IP, proto, dport, the switch's seed, sport (big
+  // endian). Everything before sport is the same for every source port of a
+  // pair at one switch (a planner asks for 64 ports of each), so the CRC
+  // state after it is memoised per switch seed (a 3-tier walk alternates
+  // between a leaf and a dozen aggregation switches) and a port costs two
+  // table steps.
+  const boost::crc_32_type& prefix(const FiveTuple& t, int sw) const {
+    const uint32_t seed = switch_seed(sw);
+    Memo& m = memo_[(seed ^ (seed >> 7)) % memo_.size()];
+    if (!m.valid || m.src != t.src_ip || m.dst != t.dst_ip || m.proto != t.proto || m.dport != t.dport ||
+        m.seed != seed) {
       std::array<uint8_t, 15> b{};
       put32(b.data(), t.src_ip);
       put32(b.data() + 4, t.dst_ip);
@@ -34,34 +49,39 @@ class Crc32Hash final : public EcmpHash {
       b[9] = static_cast<uint8_t>(t.dport >> 8);
       b[10] = static_cast<uint8_t>(t.dport);
       put32(b.data() + 11, seed);
-      memo_ = boost::crc_32_type();
-      memo_.process_bytes(b.data(), b.size());
-      memo_valid_ = true, memo_src_ = t.src_ip, memo_dst_ = t.dst_ip, memo_proto_ = t.proto;
-      memo_dport_ = t.dport, memo_seed_ = seed;
+      m.crc = boost::crc_32_type();
+      m.crc.process_bytes(b.data(), b.size());
+      m.valid = true, m.src = t.src_ip, m.dst = t.dst_ip, m.proto = t.proto, m.dport = t.dport, m.seed = seed;
     }
-    boost::crc_32_type crc = memo_;
-    crc.process_byte(static_cast<uint8_t>(t.sport >> 8));
-    crc.process_byte(static_cast<uint8_t>(t.sport));
+    return m.crc;
+  }
+
+  uint32_t finish(boost::crc_32_type crc, uint16_t sport, int sw) const {
+    crc.process_byte(static_cast<uint8_t>(sport >> 8));
+    crc.process_byte(static_cast<uint8_t>(sport));
     // Each switch reads different bits of its CRC (ASICs' per-device hash
     // offset / bit selection): a CRC is affine, so two switches' CRCs of one
     // tuple differ by a constant, and reading the same bits at every tier
     // would tie the aggregation's choice to the leaf's (polarisation).
-    return std::rotl(crc.checksum(), static_cast<int>(seed % 31) + 1);
+    return std::rotl(crc.checksum(), static_cast<int>(switch_seed(sw) % 31) + 1);
   }
 
- private:
   static void put32(uint8_t* at, uint32_t v) {
     for (int i = 0; i < 4; ++i) at[i] = static_cast<uint8_t>(v >> (24 - 8 * i));
   }
 
   uint32_t seed_;
-  // Not thread-safe (ecmp.h): the CRC state after the pair's fixed bytes.
-  mutable boost::crc_32_type memo_;
-  mutable bool memo_valid_ = false;
-  mutable uint32_t memo_src_ = 0, memo_dst_ = 0;
-  mutable uint8_t memo_proto_ = 0;
-  mutable uint16_t memo_dport_ = 0;
-  mutable uint32_t memo_seed_ = 0;
+  // Not thread-safe (ecmp.h): the CRC state after a pair's fixed bytes, per
+  // switch seed (direct-mapped).
+  struct Memo {
+    boost::crc_32_type crc;
+    bool valid = false;
+    uint32_t src = 0, dst = 0;
+    uint8_t proto = 0;
+    uint16_t dport = 0;
+    uint32_t seed = 0;
+  };
+  mutable std::array<Memo, 64> memo_;
 };
 
 }  // namespace

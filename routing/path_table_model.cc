@@ -34,27 +34,29 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
 // A pseudo-random permutation of [0, n): a 4-round Feistel network over
 // [0, 4^half) (4^half >= n), walking the cycle until the value falls inside
 // [0, n) (Black & Rogaway, "Ciphers with arbitrary finite domains", 2002).
-uint32_t feistel(uint32_t x, uint32_t n, int half, uint64_t key) {
+// Applied to 0..want-1 at once: the rounds are straight-line code the
+// compiler vectorises, and only values outside [0, n) walk on (none when n is
+// a power of 4, as for the default range's 16,384 ports).
+void feistel_first(std::span<uint16_t> out, uint32_t n, int half, uint64_t key, uint16_t lo,
+                   std::vector<uint32_t>& v) {
   const uint32_t mask = (1u << half) - 1;
-  do {
+  const auto k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 16);
+  const auto k2 = static_cast<uint32_t>(key >> 32), k3 = static_cast<uint32_t>(key >> 48);
+  auto rounds = [&](uint32_t x) {
     uint32_t l = x >> half, r = x & mask;
-    for (int round = 0; round < 4; ++round) {
-      const auto k = static_cast<uint32_t>(key >> (16 * round));
-      const uint32_t f = (((r ^ k) * 0x9E3779B1u) >> 13) & mask;
-      const uint32_t next = l ^ f;
+    for (uint32_t k : {k0, k1, k2, k3}) {
+      const uint32_t next = l ^ ((((r ^ k) * 0x9E3779B1u) >> 13) & mask);
       l = r;
       r = next;
     }
-    x = (l << half) | r;
-  } while (x >= n);
-  return x;
-}
-
-// FNV-1a over the switch indices (collisions are caught by comparing routes).
-uint64_t route_key(const Route& r) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (int s : r) h = (h ^ static_cast<uint32_t>(s)) * 0x100000001b3ull;
-  return h ^ (h >> 29);
+    return (l << half) | r;
+  };
+  v.resize(out.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = rounds(static_cast<uint32_t>(i));
+  for (size_t i = 0; i < v.size(); ++i) {
+    while (v[i] >= n) v[i] = rounds(v[i]);
+    out[i] = static_cast<uint16_t>(lo + v[i]);
+  }
 }
 
 class ModelPathTable final : public PathTable {
@@ -78,7 +80,7 @@ class ModelPathTable final : public PathTable {
   Status ports(const PairQuery& q, PortRange range, int max_ports, PairRoutes& out) override {
     out.clear();
     WEFT_RETURN_IF_ERROR(check_pair(q.src_nic, q.dst_nic));
-    WEFT_RETURN_IF_ERROR(reachable(q.src_nic, q.dst_nic));
+    WEFT_ASSIGN_OR_RETURN(const int hops_to_dst, reachable(q.src_nic, q.dst_nic));
     const uint32_t n = range.size();
     if (n == 0 || max_ports <= 0) return Status::ok();
     const uint32_t want = std::min<uint32_t>(n, static_cast<uint32_t>(max_ports));
@@ -92,8 +94,14 @@ class ModelPathTable final : public PathTable {
                                (static_cast<uint64_t>(q.dport) << 48) ^ q.proto);
     int half = 1;
     while ((1u << (2 * half)) < n) ++half;
-    auto perm = [&](uint32_t x) { return want < n ? feistel(x, n, half, pair_key) : x; };
-    FiveTuple t{nic_ipv4(f_, q.src_nic), nic_ipv4(f_, q.dst_nic), q.proto, 0, q.dport};
+    sports_.resize(want);
+    if (want < n) {
+      feistel_first(sports_, n, half, pair_key, range.lo, perm_);
+    } else {
+      for (uint32_t i = 0; i < want; ++i) sports_[i] = static_cast<uint16_t>(range.lo + i);
+    }
+    const FiveTuple t{nic_ipv4(f_, q.src_nic), nic_ipv4(f_, q.dst_nic), q.proto, 0, q.dport};
+    walk_all(t, f_.nic_switch(q.src_nic), f_.nic_switch(q.dst_nic), hops_to_dst);
     // Distinct routes through a small open-addressing table (route hash ->
     // index), reused across calls: a generation number marks live slots, so
     // nothing is cleared per pair.
@@ -105,22 +113,26 @@ class ModelPathTable final : public PathTable {
       gen_ = 1;
     }
     out.ports.reserve(want);
-    out.hops.reserve(4 * static_cast<size_t>(want));
+    out.hops.reserve(static_cast<size_t>(len_) * want);
     out.ends.reserve(want);
     for (uint32_t i = 0; i < want; ++i) {
-      t.sport = static_cast<uint16_t>(range.lo + perm(i));
-      WEFT_RETURN_IF_ERROR(walk(t, q.src_nic, q.dst_nic, r_));
-      const uint64_t key = route_key(r_);
+      const uint64_t key = keys_[i];
       size_t at = key & (cap - 1);
       while (slots_[at].gen == gen_ && slots_[at].key != key) at = (at + 1) & (cap - 1);
       Slot& sl = slots_[at];
       if (sl.gen != gen_) {
+        r_.resize(static_cast<size_t>(len_));
+        for (int l = 0; l < len_; ++l) r_[static_cast<size_t>(l)] = at_[static_cast<size_t>(l) * want + i];
         sl = {key, out.add_route(r_), gen_};
-      } else if (!std::equal(r_.begin(), r_.end(), out.route(static_cast<size_t>(sl.route)).begin(),
-                             out.route(static_cast<size_t>(sl.route)).end())) {
-        return internal_error("route hash collision in the model path table");
+      } else {
+        const auto known = out.route(static_cast<size_t>(sl.route));
+        for (int l = 0; l < len_; ++l) {
+          if (known[static_cast<size_t>(l)] != at_[static_cast<size_t>(l) * want + i]) {
+            return internal_error("route hash collision in the model path table");
+          }
+        }
       }
-      out.ports.push_back({t.sport, sl.route});
+      out.ports.push_back({sports_[i], sl.route});
     }
     return Status::ok();
   }
@@ -146,9 +158,11 @@ class ModelPathTable final : public PathTable {
     return {hop_pool_.data() + h.first, static_cast<size_t>(h.second - h.first)};
   }
 
-  Status reachable(int s, int d) {
+  // Switch hops from s's leaf to d's (0 on one leaf), or Unavailable.
+  Result<int> reachable(int s, int d) {
     const int a = f_.nic_switch(s), b = f_.nic_switch(d);
-    if (a == b || pf_.distance(a, b) >= 0) return Status::ok();
+    if (a == b) return 0;
+    if (const int hops = pf_.distance(a, b); hops >= 0) return hops;
     return unavailable(fmt::format("no path {} -> {}: '{}' cannot reach '{}' over links that are up",
                                    f_.nic_qualified_name(s), f_.nic_qualified_name(d), f_.switches[a].name,
                                    f_.switches[b].name));
@@ -168,6 +182,41 @@ class ModelPathTable final : public PathTable {
     }
     return Status::ok();
   }
+
+  // walk() for every port in sports_ at once, one tier at a time (shortest
+  // paths: every route of a pair has distance + 1 switches): ports standing
+  // on one switch are hashed in one pick_sports() call, which shares the
+  // pair's hash state. Leaves the routes as the columns of at_ (len_ rows of
+  // sports_.size()) and an FNV-1a key of each in keys_.
+  void walk_all(const FiveTuple& t, int src, int dst, int hops_to_dst) {
+    const size_t n = sports_.size();
+    len_ = hops_to_dst + 1;
+    at_.resize(static_cast<size_t>(len_) * n);
+    picks_.resize(n);
+    keys_.assign(n, kFnvOffset);
+    std::fill(at_.begin(), at_.begin() + static_cast<std::ptrdiff_t>(n), src);
+    for (size_t i = 0; i < n; ++i) keys_[i] = (keys_[i] ^ static_cast<uint32_t>(src)) * kFnvPrime;
+    for (int l = 1; l < len_; ++l) {
+      const int* prev = at_.data() + static_cast<size_t>(l - 1) * n;
+      int* cur = at_.data() + static_cast<size_t>(l) * n;
+      for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && prev[j] == prev[i]) ++j;
+        const auto h = hops(prev[i], dst);  // not empty: prev[i] is on a shortest path to dst
+        if (h.size() == 1) {
+          std::fill(cur + i, cur + j, h[0]);
+        } else {
+          hash_->pick_sports(t, prev[i], h.size(), {sports_.data() + i, j - i}, {picks_.data() + i, j - i});
+          for (size_t k = i; k < j; ++k) cur[k] = h[picks_[k]];
+        }
+        i = j;
+      }
+      for (size_t i = 0; i < n; ++i) keys_[i] = (keys_[i] ^ static_cast<uint32_t>(cur[i])) * kFnvPrime;
+    }
+    for (auto& k : keys_) k ^= k >> 29;
+  }
+
+  static constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull, kFnvPrime = 0x100000001b3ull;
 
   const topo::Fabric& f_;
   std::unique_ptr<EcmpHash> hash_;
@@ -191,6 +240,12 @@ class ModelPathTable final : public PathTable {
   std::vector<Slot> slots_;
   uint32_t gen_ = 0;
   Route r_;
+  // walk_all's buffers, reused across calls.
+  std::vector<uint16_t> sports_, picks_;
+  std::vector<uint32_t> perm_;
+  std::vector<int> at_;
+  std::vector<uint64_t> keys_;
+  int len_ = 0;
 };
 
 }  // namespace

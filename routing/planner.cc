@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "weft/common/huge_pages.h"
+
+#include "weft/routing/candidates.h"
 #include "weft/routing/link_load.h"
 #include "weft/routing/list_edge_coloring.h"
 #include "weft/routing/route_assignment.h"
@@ -54,9 +57,10 @@ struct FlowInfo {
   int src = 0, dst = 0;          // ranks
   int src_nic = 0, dst_nic = 0;
   std::vector<int> steps;
-  int ci = -1;                   // its candidates: cands_[ci] while its class is planned
+  int ci = -1;                   // its candidates in cands_ while its class is planned
   int route = -1;                // chosen
-  Route path;                    // the chosen route's switches
+  uint32_t path_at = 0;          // the chosen route's switches: path_pool_[path_at, + path_len)
+  uint32_t path_len = 0;
   int struck = 0;                // routes struck because their ports ran out
   uint16_t sport = 0;
 };
@@ -130,7 +134,7 @@ class Planner {
     std::vector<int> seen_in_step;
     size_t total = 0;
     for (const Step& st : s_.steps) total += st.flows.size();
-    flows_.reserve(total);
+    reserve_huge(flows_, total);
     for (size_t si = 0; si < s_.steps.size(); ++si) {
       const Step& st = s_.steps[si];
       std::vector<int> ids;
@@ -181,26 +185,15 @@ class Planner {
     PairQuery q{fi.src_nic, fi.dst_nic, opt_.protocol == "tcp" ? kProtoTcp : kProtoUdp,
                 dports_[static_cast<size_t>(fi.dst)]};
     const int ls = f_.nic_switch(fi.src_nic), ld = f_.nic_switch(fi.dst_nic);
-    Cand& c = cands_[static_cast<size_t>(fi.ci)];
     if (ls == ld) {  // inside one leaf every port takes the same way: nothing to ask
-      c.pr.clear();
-      c.usable.clear();
-      c.colours.clear();
-      c.route_idx.clear();
+      fi.ci = cands_.add_empty();
       return Status::ok();
     }
-    WEFT_RETURN_IF_ERROR(table_.ports(q, opt_.sports, opt_.ports_per_pair, c.pr));
-    c.usable.assign(c.pr.num_routes(), 0);
-    c.colours.clear();
-    c.route_idx.clear();
-    for (size_t r = 0; r < c.pr.num_routes(); ++r) {
-      const auto rt = c.pr.route(r);
-      c.usable[r] = !rt.empty() && rt.front() == ls && rt.back() == ld && route_is_up(rt);
-      if (c.usable[r] && two_tier_ && ls != ld) {
-        c.colours.push_back(colour_of_[static_cast<size_t>(rt[1])]);
-        c.route_idx.push_back(static_cast<int>(r));
-      }
-    }
+    WEFT_RETURN_IF_ERROR(table_.ports(q, opt_.sports, opt_.ports_per_pair, answer_));
+    fi.ci = cands_.add(
+        answer_,
+        [&](std::span<const int> rt) { return !rt.empty() && rt.front() == ls && rt.back() == ld && route_is_up(rt); },
+        [&](std::span<const int> rt) { return two_tier_ ? colour_of_[static_cast<size_t>(rt[1])] : -1; });
     return Status::ok();
   }
 
@@ -220,14 +213,6 @@ class Planner {
     return true;
   }
 
-  struct Cand {
-    PairRoutes pr;              // the path table's answer
-    std::vector<char> usable;   // per route: over links that are up, well formed
-    std::vector<int> colours;   // 2-tier, cross-leaf: the usable routes' spines...
-    std::vector<int> route_idx; // ...and those routes
-  };
-  Cand& cand(const FlowInfo& fi) { return cands_[static_cast<size_t>(fi.ci)]; }
-
   std::string flow_name(const FlowInfo& fi) const {
     return fmt::format("rank {} ({}) -> rank {} ({})", fi.src, f_.nic_qualified_name(fi.src_nic), fi.dst,
                        f_.nic_qualified_name(fi.dst_nic));
@@ -239,8 +224,8 @@ class Planner {
     for (int id : ids) {
       FlowInfo& fi = flows_[static_cast<size_t>(id)];
       fi.route = -1;
-      for (size_t r = 0; r < cand(fi).usable.size(); ++r) {
-        if (cand(fi).usable[r] && fi.route < 0) fi.route = static_cast<int>(r);
+      for (size_t r = 0; r < cands_.num_routes(fi.ci) && fi.route < 0; ++r) {
+        if (cands_.usable(fi.ci, r)) fi.route = static_cast<int>(r);
       }
       if (fi.route < 0 && f_.nic_switch(fi.src_nic) == f_.nic_switch(fi.dst_nic)) continue;  // any port will do
       if (fi.route < 0 && fi.struck > 0) {
@@ -251,7 +236,7 @@ class Planner {
       }
       if (fi.route < 0) {
         return unavailable(fmt::format("no usable route for {}: {} lists none over links that are up among {} ports",
-                                       flow_name(fi), table_.describe(), cand(fi).pr.ports.size()));
+                                       flow_name(fi), table_.describe(), cands_.ports(fi.ci).size()));
       }
       if (f_.nic_switch(fi.src_nic) != f_.nic_switch(fi.dst_nic)) fabric.push_back(id);
     }
@@ -262,16 +247,17 @@ class Planner {
         const FlowInfo& fi = flows_[static_cast<size_t>(fabric[i])];
         edges_[i].left = f_.nic_switch(fi.src_nic);
         edges_[i].right = f_.nic_switch(fi.dst_nic);
-        edges_[i].colours.assign(cand(fi).colours.begin(), cand(fi).colours.end());
+        const auto colours = cands_.colours(fi.ci);
+        edges_[i].colours.assign(colours.begin(), colours.end());
       }
       const int ns = static_cast<int>(f_.switches.size());
       WEFT_ASSIGN_OR_RETURN(auto col, color_list_edges(ns, ns, n_colours_, edges_, {.budget = opt_.budget}));
       stats.exact_classes += col.exact;
       for (size_t i = 0; i < fabric.size(); ++i) {
         FlowInfo& fi = flows_[static_cast<size_t>(fabric[i])];
-        const Cand& c = cand(fi);
-        const auto k = std::find(c.colours.begin(), c.colours.end(), col.colour[i]) - c.colours.begin();
-        fi.route = c.route_idx[static_cast<size_t>(k)];
+        const auto colours = cands_.colours(fi.ci);
+        const auto k = std::find(colours.begin(), colours.end(), col.colour[i]) - colours.begin();
+        fi.route = cands_.colour_routes(fi.ci)[static_cast<size_t>(k)];
       }
       return Status::ok();
     }
@@ -284,9 +270,9 @@ class Planner {
       RouteChoice& ch = choices_[i];
       ch.clear();
       route_ids_[i].clear();
-      for (size_t r = 0; r < cand(fi).usable.size(); ++r) {
-        if (!cand(fi).usable[r]) continue;
-        const auto rt = cand(fi).pr.route(r);
+      for (size_t r = 0; r < cands_.num_routes(fi.ci); ++r) {
+        if (!cands_.usable(fi.ci, r)) continue;
+        const auto rt = cands_.route(fi.ci, r);
         for (size_t k = 0; k + 1 < rt.size(); ++k) {
           const int l = *f_.link_between(f_.switch_vertex(rt[k]), f_.switch_vertex(rt[k + 1]));
           ch.links.push_back(f_.directed_from(l, f_.switch_vertex(rt[k])));
@@ -321,31 +307,18 @@ class Planner {
       }
       return false;
     }
-    for (const PortRoute& pr : cand(fi).pr.ports) {
+    for (const PortRoute& pr : cands_.ports(fi.ci)) {
       if (pr.route == fi.route && try_port(pr.sport)) return true;
     }
-    Cand& c = cand(fi);
-    c.usable[static_cast<size_t>(fi.route)] = 0;
-    for (size_t k = 0; k < c.route_idx.size(); ++k) {
-      if (c.route_idx[k] == fi.route) {
-        c.route_idx.erase(c.route_idx.begin() + static_cast<std::ptrdiff_t>(k));
-        c.colours.erase(c.colours.begin() + static_cast<std::ptrdiff_t>(k));
-        break;
-      }
-    }
+    cands_.strike(fi.ci, fi.route);
     ++fi.struck;
     return false;
   }
 
   Status plan_class(const std::vector<int>& ids, PlanStats& stats) {
-    // Candidate buffers are reused from class to class: allocating and
-    // freeing ~1 KiB per flow makes malloc hand pages back and fault them in
-    // again, which dominated planning time at 16k endpoints.
-    if (cands_.size() < ids.size()) cands_.resize(ids.size());
+    cands_.clear(ids.size(), static_cast<size_t>(opt_.ports_per_pair));
     for (size_t i = 0; i < ids.size(); ++i) {
-      FlowInfo& fi = flows_[static_cast<size_t>(ids[i])];
-      fi.ci = static_cast<int>(i);
-      WEFT_RETURN_IF_ERROR(query(fi));
+      WEFT_RETURN_IF_ERROR(query(flows_[static_cast<size_t>(ids[i])]));
     }
     std::vector<std::pair<int, uint16_t>> taken;
     for (int attempt = 0;; ++attempt) {
@@ -359,10 +332,10 @@ class Planner {
         for (int id : ids) {
           FlowInfo& fi = flows_[static_cast<size_t>(id)];
           if (fi.route >= 0) {
-            const auto rt = cand(fi).pr.route(static_cast<size_t>(fi.route));
-            fi.path.assign(rt.begin(), rt.end());
+            set_path(fi, cands_.route(fi.ci, static_cast<size_t>(fi.route)));
           } else {
-            fi.path = {f_.nic_switch(fi.src_nic)};
+            const int leaf = f_.nic_switch(fi.src_nic);
+            set_path(fi, {&leaf, 1});
           }
         }
         return Status::ok();
@@ -380,14 +353,26 @@ class Planner {
     }
   }
 
+  // Chosen routes live in one pool (a vector per flow costs an allocation
+  // each, ~10^6 of them at 65,536 endpoints).
+  void set_path(FlowInfo& fi, std::span<const int> rt) {
+    fi.path_at = static_cast<uint32_t>(path_pool_.size());
+    fi.path_len = static_cast<uint32_t>(rt.size());
+    path_pool_.insert(path_pool_.end(), rt.begin(), rt.end());
+  }
+  std::span<const int> path(const FlowInfo& fi) const { return {path_pool_.data() + fi.path_at, fi.path_len}; }
+
   Status emit(PlannedRoutes& out) {
     RoutePlan& p = out.plan;
     p.collective = std::string(collective_name(s_.collective));
     p.topology = f_.name;
     p.ranks = s_.ranks;
-    p.flows.reserve(flows_.size());
-    for (const FlowInfo& fi : flows_) {
-      PlanFlow pf;
+    // Built in place: a PlanFlow is ~200 bytes and a plan holds ~10^6 of them.
+    reserve_huge(p.flows, flows_.size());
+    p.flows.resize(flows_.size());
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      FlowInfo& fi = flows_[i];
+      PlanFlow& pf = p.flows[i];
       pf.src_rank = fi.src, pf.dst_rank = fi.dst;
       const auto& sn = f_.nics[static_cast<size_t>(fi.src_nic)];
       const auto& dn = f_.nics[static_cast<size_t>(fi.dst_nic)];
@@ -396,17 +381,17 @@ class Planner {
       pf.protocol = opt_.protocol;
       pf.sport = fi.sport;
       pf.dport = dports_[static_cast<size_t>(fi.dst)];
-      for (int sw : fi.path) pf.path.push_back(f_.switches[static_cast<size_t>(sw)].name);
-      pf.steps = fi.steps;
+      pf.path.reserve(fi.path_len);
+      for (int sw : path(fi)) pf.path.push_back(f_.switches[static_cast<size_t>(sw)].name);
+      pf.steps = std::move(fi.steps);
       out.stats.fabric_flows += pf.path.size() > 1;
-      p.flows.push_back(std::move(pf));
     }
     out.stats.flows = static_cast<int>(p.flows.size());
     // The judge: the link-load checker over the plan's paths (the switches
     // just written, as indices: make_plan_router would look the names up).
     std::vector<Path> paths(flows_.size());
     for (size_t i = 0; i < flows_.size(); ++i) {
-      WEFT_ASSIGN_OR_RETURN(paths[i], route_path(pf_, flows_[i].src_nic, flows_[i].dst_nic, flows_[i].path));
+      WEFT_ASSIGN_OR_RETURN(paths[i], route_path(pf_, flows_[i].src_nic, flows_[i].dst_nic, path(flows_[i])));
     }
     StepPathsRouter router(step_ids_, paths);
     WEFT_ASSIGN_OR_RETURN(auto rep, check_link_load(f_, order_, s_, router));
@@ -436,10 +421,12 @@ class Planner {
   std::vector<std::vector<int>> classes_;
   std::vector<std::vector<int>> step_ids_;  // per step: its flows, in the step's order
   std::vector<std::vector<uint16_t>> used_;  // per host: source ports in use
-  std::vector<Cand> cands_;
+  CandidateStore cands_;  // the class being planned
+  PairRoutes answer_;     // the path table's answer for one flow
   std::vector<ListEdge> edges_;
   std::vector<RouteChoice> choices_;
   std::vector<std::vector<int>> route_ids_;
+  std::vector<int> path_pool_;
 };
 
 }  // namespace

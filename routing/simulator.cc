@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "weft/routing/max_min.h"
+#include "weft/routing/fluid_step.h"
 
 namespace weft::routing {
 
@@ -35,11 +35,10 @@ Result<SimResult> simulate(const topo::Fabric& f, const ranking::RankOrder& orde
     out.capacity_Bps[2 * l] = out.capacity_Bps[2 * l + 1] = c;
   }
   out.link_bytes.assign(out.capacity_Bps.size(), 0.0);
-  MaxMinFair mm(out.capacity_Bps);
+  FluidStep fluid(out.capacity_Bps);
   std::vector<Path> paths;
   std::vector<std::vector<int>> links;
   std::vector<double> left;
-  std::vector<char> active;
   std::vector<int> load(out.capacity_Bps.size(), 0);
   for (size_t si = 0; si < s.steps.size(); ++si) {
     const Step& st = s.steps[si];
@@ -50,9 +49,8 @@ Result<SimResult> simulate(const topo::Fabric& f, const ranking::RankOrder& orde
     if (!rs) return rs.with_context(fmt::format("step {} ({} d={})", si, st.phase, st.distance));
     links.resize(n);
     left.assign(n, 0);
-    active.assign(n, 0);
-    SimStep ss{static_cast<int>(si), st.phase, st.repeat, 0, 0, 0};
-    size_t hops = 0, running = 0;
+    SimStep ss{static_cast<int>(si), st.phase, st.repeat, 0, 0, 0, 0};
+    size_t hops = 0;
     for (size_t i = 0; i < n; ++i) {
       links[i] = paths[i].dlinks;
       for (int l : links[i]) {
@@ -65,28 +63,15 @@ Result<SimResult> simulate(const topo::Fabric& f, const ranking::RankOrder& orde
       }
       hops = std::max(hops, links[i].size());
       left[i] = static_cast<double>(st.flows[i].bytes) / st.repeat;
-      active[i] = left[i] > 0;
-      running += active[i];
     }
     for (size_t i = 0; i < n; ++i) {
       for (int l : links[i]) load[static_cast<size_t>(l)] = 0;
     }
-    double t = 0;
-    while (running > 0) {
-      const auto& rate = mm.solve(links, active);
-      ++ss.events;
-      double dt = std::numeric_limits<double>::infinity();
-      for (size_t i = 0; i < n; ++i) {
-        if (active[i]) dt = std::min(dt, left[i] / rate[i]);
-      }
-      t += dt;
-      for (size_t i = 0; i < n; ++i) {
-        if (!active[i]) continue;
-        left[i] -= rate[i] * dt;
-        // Flows within a relative 1e-9 of done finish now (rounding).
-        if (left[i] <= 1e-9 * static_cast<double>(st.flows[i].bytes)) active[i] = 0, --running;
-      }
-    }
+    auto run = fluid.run(links, left);
+    if (!run) return run.status().with_context(fmt::format("step {} ({} d={})", si, st.phase, st.distance));
+    const double t = run->seconds;
+    ss.events = run->events;
+    ss.solves = run->solves;
     ss.seconds = st.repeat * (t + static_cast<double>(hops) * opt.hop_latency_s);
     out.seconds += ss.seconds;
     out.steps.push_back(std::move(ss));

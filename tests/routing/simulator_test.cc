@@ -10,6 +10,7 @@
 #include <random>
 
 #include "weft/routing/compare.h"
+#include "weft/routing/fluid_step.h"
 #include "weft/routing/hybrid_schedule.h"
 #include "weft/routing/max_min.h"
 #include "weft/routing/simulator.h"
@@ -39,6 +40,90 @@ TEST(MaxMinFair, SharesABottleneckAndGivesTheRestToTheUnconstrained) {
   EXPECT_NEAR(r[2], 2.0 / 3, 1e-12);
   EXPECT_NEAR(r[3], 2.0 / 3, 1e-12);
   EXPECT_NEAR(r[4], 10 - 2.0 / 3, 1e-12);
+}
+
+// The reference: progressive filling again after every finish time.
+double finish_by_resolving_every_event(const std::vector<double>& cap, const std::vector<std::vector<int>>& paths,
+                                       std::vector<double> left, int& events) {
+  MaxMinFair mm(cap);
+  std::vector<char> active(paths.size());
+  const std::vector<double> size = left;
+  size_t running = 0;
+  for (size_t i = 0; i < paths.size(); ++i) running += active[i] = left[i] > 0;
+  double t = 0;
+  events = 0;
+  while (running > 0) {
+    const auto& rate = mm.solve(paths, active);
+    double dt = 1e300;
+    for (size_t i = 0; i < paths.size(); ++i) {
+      if (active[i]) dt = std::min(dt, left[i] / rate[i]);
+    }
+    t += dt;
+    ++events;
+    for (size_t i = 0; i < paths.size(); ++i) {
+      if (!active[i]) continue;
+      left[i] -= rate[i] * dt;
+      if (left[i] <= 1e-9 * size[i]) active[i] = 0, --running;
+    }
+  }
+  return t;
+}
+
+struct FluidCase {
+  int links, flows, max_hops;
+  bool equal_sizes;
+};
+void PrintTo(const FluidCase& c, std::ostream* os) {
+  *os << c.links << " links, " << c.flows << " flows, <= " << c.max_hops << " hops" << (c.equal_sizes ? ", equal sizes" : "");
+}
+
+class FluidStepMatchesResolving : public ::testing::TestWithParam<FluidCase> {};
+
+// Skipping solves (fluid_step.h) must not change any finish time: random
+// link capacities, paths and sizes, against solving after every event.
+TEST_P(FluidStepMatchesResolving, OnRandomFlows) {
+  const FluidCase c = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(c.links * 131 + c.flows));
+  int skipped = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<double> cap(static_cast<size_t>(c.links));
+    for (auto& x : cap) x = 1.0 + static_cast<double>(rng() % 7);  // 1..7, ties on purpose
+    std::vector<std::vector<int>> paths(static_cast<size_t>(c.flows));
+    std::vector<double> bytes(paths.size());
+    for (size_t i = 0; i < paths.size(); ++i) {
+      const int hops = 1 + static_cast<int>(rng() % static_cast<uint32_t>(c.max_hops));
+      for (int h = 0; h < hops; ++h) {
+        const int l = static_cast<int>(rng() % static_cast<uint32_t>(c.links));
+        if (std::find(paths[i].begin(), paths[i].end(), l) == paths[i].end()) paths[i].push_back(l);
+      }
+      bytes[i] = c.equal_sizes ? 12.0 : 1.0 + static_cast<double>(rng() % 13);
+    }
+    int ref_events = 0;
+    const double want = finish_by_resolving_every_event(cap, paths, bytes, ref_events);
+    FluidStep step(cap);
+    auto got = step.run(paths, bytes);
+    ASSERT_TRUE(got) << got.status().message();
+    EXPECT_NEAR(got->seconds, want, 1e-9 * want) << "trial " << trial;
+    EXPECT_EQ(got->events, ref_events) << "trial " << trial;
+    EXPECT_LE(got->solves, got->events);
+    if (c.equal_sizes) {
+      EXPECT_EQ(got->solves, 1) << "equal sizes: the fastest never cross a slower flow's bottleneck";
+    }
+    skipped += got->events - got->solves;
+  }
+  EXPECT_GT(skipped, 0) << "no solve was ever skipped: the test does not exercise the shortcut";
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, FluidStepMatchesResolving,
+                         ::testing::Values(FluidCase{3, 5, 2, false}, FluidCase{7, 13, 3, false},
+                                           FluidCase{13, 40, 4, false}, FluidCase{5, 11, 3, true},
+                                           FluidCase{29, 97, 5, true}));
+
+TEST(FluidStep, RejectsALinkWithoutCapacity) {
+  FluidStep step({1.0, 0.0});
+  auto r = step.run(std::vector<std::vector<int>>{{0, 1}}, std::vector<double>{1.0});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("link 1"), std::string::npos) << r.status().message();
 }
 
 TEST(Simulator, TwoFlowsOnOneUplinkTakeTwiceAsLong) {

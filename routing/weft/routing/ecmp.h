@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 
 #include "weft/common/status.h"
@@ -61,6 +62,18 @@ class EcmpHash {
   // of the 32-bit space (hash-threshold, RFC 2992), not hash % n.
   size_t pick(const FiveTuple& t, int sw, size_t n) const {
     return static_cast<size_t>((static_cast<uint64_t>(hash(t, sw)) * n) >> 32);
+  }
+  // pick() for many source ports of one tuple at one switch: picks[i] is
+  // pick(t with sport = sports[i], sw, n). A path table asks this for the 64
+  // ports of a pair at its source leaf; models whose per-pair work can be
+  // shared (crc32's fixed fields) override it.
+  virtual void pick_sports(const FiveTuple& t, int sw, size_t n, std::span<const uint16_t> sports,
+                           std::span<uint16_t> picks) const {
+    FiveTuple u = t;
+    for (size_t i = 0; i < sports.size(); ++i) {
+      u.sport = sports[i];
+      picks[i] = static_cast<uint16_t>(pick(u, sw, n));
+    }
   }
 };
 

@@ -2,8 +2,9 @@
 // step by step, when flows share links max-min fairly.
 //
 // Every step's flows start together; their rates are the max-min fair
-// allocation over the directed links they cross (max_min.h), recomputed each
-// time a flow finishes (an event-driven fluid model, as in flow-level
+// allocation over the directed links they cross (max_min.h), recomputed
+// when flows finish and the survivors' rates can change (fluid_step.h; an
+// event-driven fluid model, as in flow-level
 // simulators such as SimGrid's; no packets, queues or congestion-control
 // dynamics). A step ends when its last flow finishes, plus the per-hop
 // latency of its longest path; ring steps repeat their flows `repeat`
@@ -34,7 +35,8 @@ struct SimStep {
   int repeat = 1;
   double seconds = 0;  // all repetitions
   int max_load = 0;    // flows on the busiest directed link
-  int events = 0;      // rate recomputations (flows finishing at distinct times)
+  int events = 0;      // distinct flow finish times
+  int solves = 0;      // max-min allocations computed (fluid_step.h: at most events)
 };
 
 struct SimResult {
