@@ -5,7 +5,6 @@
 // otherwise); the probe's data rides in the SYN and is never seen by TCP.
 // Needs CAP_NET_RAW.
 #include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <pcap/pcap.h>
 #include <poll.h>
@@ -14,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "weft/probe/backend.h"
 #include "weft/probe/reflector.h"
 
 namespace weft::probe {
@@ -31,19 +31,8 @@ void Reflector::PcapDeleter::operator()(PcapState* p) const { delete p; }
 namespace {
 
 std::string device_for(uint32_t ip) {
-  if (ip == 0) return "any";
-  ifaddrs* ifs = nullptr;
-  std::string dev = "any";
-  if (::getifaddrs(&ifs) != 0) return dev;
-  for (ifaddrs* i = ifs; i; i = i->ifa_next) {
-    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
-        ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr) == ip) {
-      dev = i->ifa_name;
-      break;
-    }
-  }
-  ::freeifaddrs(ifs);
-  return dev;
+  const std::string dev = ip == 0 ? "" : interface_of(ip);
+  return dev.empty() ? "any" : dev;
 }
 
 }  // namespace

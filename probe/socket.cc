@@ -7,6 +7,7 @@
 //                the offender's address (SO_EE_OFFENDER, ip(7) "IP_RECVERR").
 // Sends are batched per socket with sendmmsg(2); receives drain with recvmmsg(2).
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
@@ -32,6 +33,21 @@ Result<Method> parse_method(std::string_view s) {
   if (s == "dscp") return Method::kDscp;
   if (s == "ttl") return Method::kTtl;
   return invalid_argument(fmt::format("unknown probe method '{}' (dscp, ttl)", s));
+}
+
+std::string interface_of(uint32_t ip) {
+  ifaddrs* ifs = nullptr;
+  std::string dev;
+  if (::getifaddrs(&ifs) != 0) return dev;
+  for (ifaddrs* i = ifs; i; i = i->ifa_next) {
+    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+        ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr) == ip) {
+      dev = i->ifa_name;
+      break;
+    }
+  }
+  ::freeifaddrs(ifs);
+  return dev;
 }
 
 uint8_t spine_from_dscp(uint8_t dscp_seen, uint8_t probe_dscp) {

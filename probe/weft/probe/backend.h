@@ -11,7 +11,11 @@
 //            its ports, so UDP probes do not predict TCP flows); the reflector
 //            captures them with libpcap and answers over UDP (tcp_syn.cc).
 //            Needs CAP_NET_RAW on both ends.
-//   dpdk     see dpdk.h (optional build).
+//   dpdk     DPDK's af_packet poll-mode driver on the interface that holds
+//            local_ip (or `device`): frames built and sent in user space in
+//            bursts, replies read from the same ring (dpdk_sender.cc). Optional
+//            build (-DWEFT_WITH_DPDK); needs root (CAP_NET_RAW, CAP_SYS_ADMIN
+//            for the EAL), no hugepages.
 //
 //   SenderConfig cfg{...};
 //   WEFT_ASSIGN_OR_RETURN(auto tx, make_sender("udp", cfg));
@@ -84,6 +88,15 @@ class SenderBackend {
 
 // backend: "udp", "tcp-syn" or "dpdk".
 Result<std::unique_ptr<SenderBackend>> make_sender(std::string_view backend, const SenderConfig& cfg);
+
+// Whether this process can use the dpdk backend: OK once DPDK's EAL runs;
+// Unimplemented when weft was built without DPDK, Unavailable when the EAL
+// cannot start (no privilege, no memory). Each message says why and what to do.
+Status dpdk_available();
+
+// The interface that holds IPv4 address ip (host order) in the calling
+// thread's network namespace, "" if none (getifaddrs(3)).
+std::string interface_of(uint32_t ip);
 
 // The spine a received DSCP names, given the probe's X: 0 when it is X (no spine
 // crossed), N when X+N, kSpineUnknown otherwise.
