@@ -158,6 +158,7 @@ Status Communicator::Impl::setup(Store& store) {
     tc.store_prefix = cfg.store_prefix;
     tc.tcp = cfg.tcp;
     tc.shm = cfg.shm;
+    tc.verbs = cfg.verbs;
     if (cfg.plan) {
       // The plan's flows of this transport's protocol become its routes.
       const std::string proto = name == "tcp" ? "tcp" : name == "verbs" ? "udp" : "";

@@ -7,6 +7,10 @@
 #include "shm/shm_transport.h"
 #include "tcp/tcp_transport.h"
 #include "weft/collectives/transport.h"
+#include "weft/config.h"
+#if WEFT_HAVE_VERBS
+#include "weft/verbs/verbs_transport.h"  // collectives/verbs/CMakeLists.txt adds it to this library
+#endif
 
 namespace weft::coll {
 namespace {
@@ -22,6 +26,9 @@ Registry& registry() {
     reg->factories["loopback"] = make_loopback_transport;
     reg->factories["tcp"] = tcp::make_tcp_transport;
     reg->factories["shm"] = shm::make_shm_transport;
+#if WEFT_HAVE_VERBS
+    reg->factories["verbs"] = verbs::make_verbs_transport;
+#endif
     return reg;
   }();
   return *r;
@@ -62,6 +69,20 @@ Status TransportConfig::validate() const {
   }
   if (shm.slots < 2 || shm.slots > 1024) {
     return invalid_argument(fmt::format("shm: slots must be in 2..1024 (got {})", shm.slots));
+  }
+  if (verbs.port == 0) return invalid_argument("verbs: port 0 does not exist (ports are numbered from 1)");
+  if (verbs.gid_index < -1 || verbs.gid_index > 65535) {
+    return invalid_argument(fmt::format("verbs: gid_index must be -1 (scan) or in 0..65535 (got {})", verbs.gid_index));
+  }
+  if (verbs.queue_depth < 4 || verbs.queue_depth > 4096) {
+    return invalid_argument(fmt::format("verbs: queue_depth must be in 4..4096 (got {})", verbs.queue_depth));
+  }
+  if (verbs.ack_timeout < 1 || verbs.ack_timeout > 31) {
+    return invalid_argument(fmt::format("verbs: ack_timeout must be in 1..31 (got {})", verbs.ack_timeout));
+  }
+  if (verbs.spin_polls < 0) return invalid_argument(fmt::format("verbs: spin_polls must be >= 0 (got {})", verbs.spin_polls));
+  for (const std::string& d : verbs.devices) {
+    if (d.empty()) return invalid_argument("verbs: an empty name in the device list");
   }
   return Status::ok();
 }

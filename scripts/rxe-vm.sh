@@ -92,7 +92,7 @@ start() {
   t0=$(date +%s.%N)
   # TCG (no KVM here). The hard lifetime cap and the guest's idle power-off make
   # sure an interrupted test run never leaves a VM burning the shared cores.
-  setsid timeout "${WEFT_VM_LIFETIME:-1800}" qemu-system-x86_64 -accel tcg,thread=multi -cpu max \
+  setsid timeout "${WEFT_VM_LIFETIME:-1800}" qemu-system-x86_64 -accel tcg,thread=multi -cpu "${WEFT_VM_CPU:-max}" \
     -smp "${WEFT_VM_SMP:-2}" -m "${WEFT_VM_MEM:-1024}" -nographic -no-reboot -nic none \
     -kernel "$CACHE/kernel/boot/vmlinuz-$kv" -initrd "$lab/initramfs.gz" \
     -append "console=ttyS0 quiet panic=-1 weftlab=$lab weftguest=$HERE/rxe-vm/guest.sh weftkdir=$CACHE/kernel weftidle=${WEFT_VM_IDLE:-600}" \

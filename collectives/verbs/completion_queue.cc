@@ -35,6 +35,12 @@ CompletionQueue::~CompletionQueue() {
   if (unacked_ > 0 && cq_) ibv_ack_cq_events(cq_.get(), unacked_);
 }
 
+Status CompletionQueue::resize(int depth) {
+  if (depth <= cq_->cqe) return Status::ok();
+  if (int rc = ibv_resize_cq(cq_.get(), depth); rc != 0) return verbs_call_error(fmt::format("ibv_resize_cq({})", depth), rc);
+  return Status::ok();
+}
+
 Status CompletionQueue::ack_pending() {
   // Drain every event the channel holds; each one must be acknowledged.
   for (;;) {

@@ -1,6 +1,7 @@
 #include "weft/verbs/connection.h"
 
 #include <arpa/inet.h>
+#include <endian.h>
 
 #include <algorithm>
 #include <cstring>
@@ -13,62 +14,57 @@
 
 namespace weft::verbs {
 namespace {
-constexpr std::uint32_t kLastChunk = 0x80000000u;
-// Extra send WRs beyond one per slot: credit messages in flight (at most two
-// batches of half a ring can be outstanding) plus slack.
-constexpr std::uint32_t kExtraWrs = 4;
+
+constexpr std::uint32_t kErrorBit = 0x80000000u;
+constexpr std::uint32_t kSeqMask = 0x7FFFFFFFu;
+// A credit on the wire: address, length (64-bit) and rkey, big-endian.
+constexpr std::uint32_t kCreditBytes = 24;
+constexpr std::size_t kCtrlSlot = 32;
+// One work request never carries more than this, whatever the port allows:
+// a 1 GiB write already takes long enough to keep the link busy.
+constexpr std::size_t kMaxChunk = std::size_t{1} << 30;
+
+std::uint64_t wr_id(std::uint8_t kind, std::uint32_t slot) { return std::uint64_t{kind} << 32 | slot; }
+
 }  // namespace
 
 Status validate(const ConnectionConfig& c) {
   WEFT_RETURN_IF_ERROR(validate(c.qp));
-  if (c.slots < 2 || c.slots > 4096) return invalid_argument(fmt::format("slots {} must be in 2..4096", c.slots));
-  if (c.slot_bytes < 64 || c.slot_bytes >= kLastChunk) {
-    return invalid_argument(fmt::format("slot_bytes {} must be in 64..2^31-1", c.slot_bytes));
+  if (c.queue_depth < 2 || c.queue_depth > 4096) {
+    return invalid_argument(fmt::format("queue_depth {} must be in 2..4096", c.queue_depth));
   }
   return Status::ok();
 }
 
 Status Connection::init() {
   WEFT_RETURN_IF_ERROR(validate(config_));
-  const std::size_t bytes = std::size_t{config_.slots} * config_.slot_bytes;
-  // One extra page of slack lets both rings start page-aligned (registration
-  // rounds to pages; separate pages keep the two entries apart in the cache).
-  const std::size_t page = 4096;
-  ring_mem_.reset(new std::uint8_t[bytes + page]);
-  staging_mem_.reset(new std::uint8_t[bytes + page]);
-  auto align = [page](std::uint8_t* p) {
-    return reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(p) + page - 1) & ~(page - 1));
-  };
-  ring_ = align(ring_mem_.get());
-  staging_ = align(staging_mem_.get());
-  WEFT_ASSIGN_OR_RETURN(ring_mr_, ctx_->cache().get(ring_, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
-  WEFT_ASSIGN_OR_RETURN(staging_mr_, ctx_->cache().get(staging_, bytes, IBV_ACCESS_LOCAL_WRITE));
+  const std::uint32_t rq = config_.queue_depth;
+  sq_depth_ = config_.queue_depth;
+  ctrl_mem_.assign((std::size_t{rq} + sq_depth_) * kCtrlSlot, 0);
+  credit_in_ = ctrl_mem_.data();
+  credit_out_ = ctrl_mem_.data() + std::size_t{rq} * kCtrlSlot;
+  WEFT_ASSIGN_OR_RETURN(ctrl_mr_, ctx_->cache().get(ctrl_mem_.data(), ctrl_mem_.size(), IBV_ACCESS_LOCAL_WRITE));
   RcQpConfig qc = config_.qp;
-  sq_depth_ = config_.slots + kExtraWrs;
   qc.max_send_wr = sq_depth_;
-  qc.max_recv_wr = config_.slots + kExtraWrs;
+  qc.max_recv_wr = rq;
   WEFT_ASSIGN_OR_RETURN(qp_, RcQp::create(ctx_->device(), ctx_->cq_->get(), ctx_->cq_->get(), qc));
-  for (std::uint32_t i = 0; i < config_.slots; ++i) free_staging_.push_back(static_cast<std::int32_t>(i));
-  // Receives must be posted before the peer can write: before connect().
-  for (std::uint32_t i = 0; i < qc.max_recv_wr; ++i) WEFT_RETURN_IF_ERROR(post_recv_wr());
+  for (std::uint32_t i = 0; i < sq_depth_; ++i) free_credit_slots_.push_back(i);
+  // Receives must be posted before the peer can send: before connect().
+  for (std::uint32_t i = 0; i < rq; ++i) WEFT_RETURN_IF_ERROR(post_recv_wr(i));
   return Status::ok();
 }
 
 Connection::~Connection() {
   if (ctx_ == nullptr) return;
-  ctx_->by_qpn_.erase(qp_.get() ? qp_.qpn() : 0);
-  // QP first (no more DMA into the rings), then the registrations, while the
-  // memory is still ours. Each step runs even if an earlier one failed.
-  CleanupErrors errors;
-  errors.add(qp_.close());
-  const std::size_t bytes = std::size_t{config_.slots} * config_.slot_bytes;
-  ring_mr_.reset();
-  staging_mr_.reset();
-  if (ring_ != nullptr) ctx_->cache().invalidate(ring_, bytes);
-  if (staging_ != nullptr) ctx_->cache().invalidate(staging_, bytes);
-  if (Status s = errors.status(); !s.is_ok()) {
-    spdlog::error("weft verbs: closing the connection to {}: {}", config_.peer_name, s.message());
-  }
+  // QP first (no more DMA into the control buffers, no more completions),
+  // then the registration, while the memory is still ours. Each step runs
+  // even if one failed.
+  const std::uint32_t qpn = qp_.get() != nullptr ? qp_.qpn() : 0;
+  Status s = qp_.close();
+  if (!s.is_ok()) spdlog::error("weft verbs: closing the connection to {}: {}", config_.peer_name, s.message());
+  if (qpn != 0) ctx_->forget(*this, qpn);
+  ctrl_mr_.reset();
+  if (!ctrl_mem_.empty()) ctx_->cache().invalidate(ctrl_mem_.data(), ctrl_mem_.size());
 }
 
 EndpointInfo Connection::local_info() const {
@@ -77,191 +73,260 @@ EndpointInfo Connection::local_info() const {
   e.psn = qp_.psn();
   e.gid = ctx_->device().gid().gid;
   e.mtu_bytes = ctx_->device().port().active_mtu_bytes;
-  e.ring_addr = reinterpret_cast<std::uint64_t>(ring_);
-  e.ring_rkey = ring_mr_->rkey;
-  e.ring_slots = config_.slots;
-  e.slot_bytes = config_.slot_bytes;
+  e.recv_depth = config_.queue_depth;
+  e.max_msg_bytes = ctx_->device().port().max_msg_bytes;
   return e;
 }
 
 Status Connection::connect(const EndpointInfo& remote) {
   if (connected_) return failed_precondition(fmt::format("connection to {} is already connected", peer_name()));
-  if (remote.ring_slots < 2 || remote.slot_bytes < 64) {
-    return data_loss(fmt::format("{} advertised a ring of {} x {} bytes", peer_name(), remote.ring_slots,
-                                 remote.slot_bytes));
-  }
   WEFT_RETURN_IF_ERROR(qp_.connect(remote).with_context(fmt::format("connecting to {}", peer_name())));
   remote_ = remote;
-  credits_ = remote.ring_slots;
+  credit_limit_ = std::max<std::uint32_t>(1, std::min(config_.queue_depth, remote.recv_depth) / 2);
+  max_chunk_ = std::min<std::size_t>({kMaxChunk, ctx_->device().port().max_msg_bytes, remote.max_msg_bytes});
   connected_ = true;
   return Status::ok();
 }
 
-Status Connection::post_recv_wr() {
-  // Zero-length receive: RDMA WRITE with immediate and the credit SEND carry
-  // no payload into it, they only need a WR to report the immediate.
+void Connection::fail(Status s, bool is_flush) {
+  if (error_.is_ok() || (error_is_flush_ && !is_flush)) {
+    error_ = std::move(s);
+    error_is_flush_ = is_flush;
+  }
+}
+
+namespace {
+Status check_region(const MrCache::EntryRef& mr, const void* data, std::size_t len, int access, const char* what,
+                    const std::string& peer) {
+  if (len == 0) return Status::ok();
+  if (!mr) return invalid_argument(fmt::format("{} of {} bytes with {}: memory is not registered", what, len, peer));
+  const auto b = reinterpret_cast<std::uintptr_t>(data);
+  if (b < mr->begin || b + len > mr->end || (mr->access & access) != access) {
+    return invalid_argument(fmt::format("{} of {} bytes with {}: [{:#x}, {:#x}) is outside its registration "
+                                        "[{:#x}, {:#x}) or lacks access {:#x}",
+                                        what, len, peer, b, b + len, mr->begin, mr->end, access));
+  }
+  return Status::ok();
+}
+}  // namespace
+
+Result<Ticket> Connection::isend(const void* data, std::size_t len, MrCache::EntryRef mr) {
+  if (!connected_) return failed_precondition(fmt::format("send to {} before connect", peer_name()));
+  if (!error_.is_ok()) return error_;
+  WEFT_RETURN_IF_ERROR(check_region(mr, data, len, IBV_ACCESS_LOCAL_WRITE, "send", peer_name()));
+  SendReq r;
+  r.data = static_cast<const std::uint8_t*>(data);
+  r.len = len;
+  r.mr = std::move(mr);
+  sends_.push_back(std::move(r));
+  const Ticket t = ++sends_posted_;
+  if (Status s = pump(); !s.is_ok()) fail(std::move(s));
+  if (!error_.is_ok()) return error_;
+  return t;
+}
+
+Result<Ticket> Connection::irecv(void* data, std::size_t len, MrCache::EntryRef mr) {
+  if (!connected_) return failed_precondition(fmt::format("receive from {} before connect", peer_name()));
+  if (!error_.is_ok()) return error_;
+  WEFT_RETURN_IF_ERROR(check_region(mr, data, len, IBV_ACCESS_REMOTE_WRITE, "receive", peer_name()));
+  RecvReq r;
+  r.data = static_cast<std::uint8_t*>(data);
+  r.len = len;
+  r.mr = std::move(mr);
+  recvs_.push_back(std::move(r));
+  const Ticket t = ++recvs_posted_;
+  if (Status s = pump(); !s.is_ok()) fail(std::move(s));
+  if (!error_.is_ok()) return error_;
+  return t;
+}
+
+Status Connection::post_recv_wr(std::uint32_t slot) {
+  // Every receive has a slot: a credit lands in it; a write with immediate
+  // only consumes the WR (its data went to the address of the credit).
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<std::uint64_t>(credit_in_ + std::size_t{slot} * kCtrlSlot);
+  sge.length = kCtrlSlot;
+  sge.lkey = ctrl_mr_->lkey;
   ibv_recv_wr wr{};
-  wr.wr_id = static_cast<std::uint64_t>(WrKind::kRecv);
-  wr.num_sge = 0;
+  wr.wr_id = wr_id(static_cast<std::uint8_t>(WrKind::kRecv), slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
   if (int rc = ibv_post_recv(qp_.get(), &wr, &bad); rc != 0) return verbs_call_error("ibv_post_recv", rc);
   return Status::ok();
 }
 
-Status Connection::isend(const void* data, std::size_t len) {
-  if (!connected_) return failed_precondition(fmt::format("isend to {} before connect", peer_name()));
-  if (!error_.is_ok()) return error_;
-  SendReq r;
-  r.data = static_cast<const std::uint8_t*>(data);
-  r.len = len;
-  if (len > 0) r.mr = ctx_->cache().find(data, len, IBV_ACCESS_LOCAL_WRITE);
-  sends_.push_back(std::move(r));
-  Status s = pump();
-  if (!s.is_ok()) fail(s);
-  return error_;
-}
-
-Status Connection::irecv(void* data, std::size_t len) {
-  if (!connected_) return failed_precondition(fmt::format("irecv from {} before connect", peer_name()));
-  if (!error_.is_ok()) return error_;
-  RecvReq r;
-  r.data = static_cast<std::uint8_t*>(data);
-  r.len = len;
-  recvs_.push_back(r);
-  Status s = deliver();
-  if (s.is_ok()) s = pump();
-  if (!s.is_ok()) fail(s);
-  return error_;
-}
-
-void Connection::fail(Status s) {
-  if (error_.is_ok()) error_ = std::move(s);
-}
-
 Status Connection::pump() {
-  auto room = [this] { return posted_.size() < sq_depth_; };
-  // Credit returns first: the peer may be blocked on them.
-  while (credits_to_return_ > 0 && room()) {
-    ibv_send_wr wr{};
-    wr.wr_id = static_cast<std::uint64_t>(WrKind::kCredit);
-    wr.opcode = IBV_WR_SEND_WITH_IMM;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.imm_data = htonl(credits_to_return_);
-    wr.num_sge = 0;
-    ibv_send_wr* bad = nullptr;
-    if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) return verbs_call_error("ibv_post_send(credit)", rc);
-    posted_.push_back(PostedSend{WrKind::kCredit, 0, -1});
-    credits_to_return_ = 0;
-    ++stats_.credit_messages_sent;
+  if (!connected_ || !error_.is_ok()) return Status::ok();
+  // Credits first: the peer may be waiting for them to send anything.
+  while (recvs_credited_ < recvs_.size() && credits_sent_ - recvs_done_ < credit_limit_ && sq_room() > 0 &&
+         !free_credit_slots_.empty()) {
+    WEFT_RETURN_IF_ERROR(post_credit());
   }
-  const std::size_t chunk = std::min(config_.slot_bytes, remote_.slot_bytes);
-  for (SendReq& r : sends_) {
-    // A zero-length message still sends one (empty) last chunk.
-    while (!r.all_posted && credits_ > 0 && room()) {
-      const std::size_t n = std::min(chunk, r.len - r.posted);
-      std::int32_t staging = -1;
-      ibv_sge sge{};
-      if (n > 0) {
-        if (r.mr) {
-          sge.addr = reinterpret_cast<std::uint64_t>(r.data + r.posted);
-          sge.lkey = r.mr->lkey;
-          ++stats_.zero_copy_sends;
-        } else {
-          if (free_staging_.empty()) return Status::ok();  // a write completion frees one
-          staging = free_staging_.front();
-          free_staging_.pop_front();
-          std::uint8_t* dst = staging_ + std::size_t{static_cast<std::uint32_t>(staging)} * config_.slot_bytes;
-          std::memcpy(dst, r.data + r.posted, n);
-          sge.addr = reinterpret_cast<std::uint64_t>(dst);
-          sge.lkey = staging_mr_->lkey;
-        }
-        sge.length = static_cast<std::uint32_t>(n);
-      }
-      const bool last = r.posted + n == r.len;
-      ibv_send_wr wr{};
-      wr.wr_id = static_cast<std::uint64_t>(WrKind::kData);
-      wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-      wr.send_flags = IBV_SEND_SIGNALED;
-      wr.imm_data = htonl(static_cast<std::uint32_t>(n) | (last ? kLastChunk : 0));
-      wr.sg_list = n > 0 ? &sge : nullptr;
-      wr.num_sge = n > 0 ? 1 : 0;
-      wr.wr.rdma.remote_addr = remote_.ring_addr + (send_seq_ % remote_.ring_slots) * remote_.slot_bytes;
-      wr.wr.rdma.rkey = remote_.ring_rkey;
-      ibv_send_wr* bad = nullptr;
-      if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) {
-        if (staging >= 0) free_staging_.push_front(staging);
-        return verbs_call_error("ibv_post_send(RDMA WRITE with immediate)", rc);
-      }
-      posted_.push_back(PostedSend{WrKind::kData, static_cast<std::uint32_t>(n), staging});
-      --credits_;
-      ++send_seq_;
-      ++stats_.chunks_sent;
-      r.posted += n;
-      ++r.chunks_posted;
-      r.all_posted = last;
+  while (next_send_ < sends_.size() && sq_room() > 0) {
+    SendReq& r = sends_[next_send_];
+    if (!r.has_credit) {
+      if (credits_.empty()) break;
+      r.credit = credits_.front();
+      credits_.pop_front();
+      r.has_credit = true;
     }
-    if (!r.all_posted) break;  // messages go on the wire in order
+    WEFT_RETURN_IF_ERROR(post_write());
   }
   return Status::ok();
 }
 
-Status Connection::deliver() {
-  while (!arrived_.empty() && !recvs_.empty()) {
-    Arrived a = arrived_.front();
-    RecvReq& r = recvs_.front();
-    if (r.filled + a.len > r.len || (a.last && r.filled + a.len != r.len)) {
-      return failed_precondition(fmt::format(
-          "message size mismatch with {}: it sent {}{} bytes, the posted receive expects {}", peer_name(),
-          a.last ? "" : "more than ", r.filled + a.len, r.len));
-    }
-    std::memcpy(r.data + r.filled, ring_ + std::size_t{a.slot} * config_.slot_bytes, a.len);
-    r.filled += a.len;
-    arrived_.pop_front();
-    if (a.last) recvs_.pop_front();
-    // Return credits in half-ring batches: one message per batch instead of per
-    // chunk, and never so late that the sender runs dry (it still holds half).
-    if (++credits_to_return_ >= std::max<std::uint32_t>(1, config_.slots / 2)) WEFT_RETURN_IF_ERROR(pump());
+Status Connection::post_credit() {
+  const std::uint32_t slot = free_credit_slots_.back();
+  const RecvReq& r = recvs_[recvs_credited_];
+  std::uint8_t* p = credit_out_ + std::size_t{slot} * kCtrlSlot;
+  std::uint32_t rkey = r.len > 0 ? r.mr->rkey : 0;
+  if (corrupt_next_credit_) {
+    rkey ^= 0x5A5A;
+    corrupt_next_credit_ = false;
   }
-  // The last chunks of a finished exchange must not sit unreturned forever.
-  if (credits_to_return_ > 0 && arrived_.empty() && recvs_.empty()) WEFT_RETURN_IF_ERROR(pump());
+  const std::uint64_t addr = htobe64(reinterpret_cast<std::uint64_t>(r.data));
+  const std::uint64_t len = htobe64(r.len);
+  const std::uint32_t key = htobe32(rkey);
+  std::memcpy(p, &addr, 8);
+  std::memcpy(p + 8, &len, 8);
+  std::memcpy(p + 16, &key, 4);
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<std::uint64_t>(p);
+  sge.length = kCreditBytes;
+  sge.lkey = ctrl_mr_->lkey;
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id(static_cast<std::uint8_t>(WrKind::kCredit), slot);
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) return verbs_call_error("ibv_post_send(credit)", rc);
+  free_credit_slots_.pop_back();
+  posted_.push_back(Posted{WrKind::kCredit, slot});
+  ++recvs_credited_;
+  ++credits_sent_;
+  ++stats_.credits_sent;
   return Status::ok();
+}
+
+Status Connection::post_write() {
+  SendReq& r = sends_[next_send_];
+  const Ticket ticket = sends_done_ + 1 + next_send_;
+  ibv_send_wr wr{};
+  ibv_sge sge{};
+  bool last = true;
+  Status mismatch;
+  if (r.credit.len != r.len) {
+    // Tell the receiver (a zero-byte write, error bit set), then fail here.
+    wr.imm_data = htonl(kErrorBit | static_cast<std::uint32_t>(std::min<std::size_t>(r.len, kSeqMask)));
+    mismatch = failed_precondition(fmt::format("message {} to {} has {} bytes, but {} posted a receive of {} bytes",
+                                               ticket, peer_name(), r.len, peer_name(), r.credit.len));
+  } else {
+    const std::size_t n = std::min(max_chunk_, r.len - r.posted);
+    last = r.posted + n == r.len;
+    if (n > 0) {
+      sge.addr = reinterpret_cast<std::uint64_t>(r.data + r.posted);
+      sge.length = static_cast<std::uint32_t>(n);
+      sge.lkey = r.mr->lkey;
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+    }
+    wr.wr.rdma.remote_addr = r.credit.addr + r.posted;
+    wr.wr.rdma.rkey = r.credit.rkey;
+    wr.imm_data = htonl(static_cast<std::uint32_t>(ticket) & kSeqMask);
+    r.posted += n;
+  }
+  wr.wr_id = wr_id(static_cast<std::uint8_t>(WrKind::kWrite), 0);
+  wr.opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) {
+    return verbs_call_error("ibv_post_send(RDMA WRITE with immediate)", rc);
+  }
+  posted_.push_back(Posted{WrKind::kWrite, 0});
+  ++r.wrs_posted;
+  if (last) {
+    r.all_posted = true;
+    ++next_send_;
+    ++stats_.writes;
+  }
+  return mismatch;
 }
 
 void Connection::on_completion(const ibv_wc& wc) {
   if (wc.status != IBV_WC_SUCCESS) {
-    fail(unavailable(fmt::format("connection to {} failed: {}", peer_name(), describe_completion(wc))));
+    fail(unavailable(fmt::format("connection to {} failed: {}", peer_name(), describe_completion(wc))),
+         wc.status == IBV_WC_WR_FLUSH_ERR);
     return;
   }
-  Status s;
-  if (wc.opcode & IBV_WC_RECV) {
-    s = post_recv_wr();
-    if (s.is_ok() && wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-      std::uint32_t imm = ntohl(wc.imm_data);
-      arrived_.push_back(Arrived{static_cast<std::uint32_t>(recv_seq_ % config_.slots), imm & ~kLastChunk,
-                                 (imm & kLastChunk) != 0});
-      ++recv_seq_;
-      ++stats_.chunks_received;
-      s = deliver();
-    } else if (s.is_ok() && wc.opcode == IBV_WC_RECV) {
-      credits_ += ntohl(wc.imm_data);
-      s = pump();
+  if (!error_.is_ok()) return;  // stragglers after the first error
+  const auto kind = static_cast<WrKind>(wc.wr_id >> 32);
+  Status s = kind == WrKind::kRecv ? on_recv(wc) : on_send(wc);
+  if (s.is_ok()) s = pump();
+  if (!s.is_ok()) fail(std::move(s));
+}
+
+Status Connection::on_recv(const ibv_wc& wc) {
+  const auto slot = static_cast<std::uint32_t>(wc.wr_id);
+  if (wc.opcode == IBV_WC_RECV) {  // a credit
+    if (wc.byte_len != kCreditBytes) {
+      return data_loss(fmt::format("credit from {} has {} bytes, expected {}", peer_name(), wc.byte_len, kCreditBytes));
     }
-  } else {
-    if (posted_.empty()) {
-      fail(internal_error(fmt::format("send completion from {} with nothing posted", peer_name())));
-      return;
-    }
-    PostedSend p = posted_.front();
-    posted_.pop_front();
-    if (p.staging_slot >= 0) free_staging_.push_back(p.staging_slot);
-    if (p.kind == WrKind::kData && !sends_.empty()) {
-      // Completions arrive in posting order, so they belong to the front message.
-      SendReq& r = sends_.front();
-      if (++r.chunks_done == r.chunks_posted && r.all_posted) sends_.pop_front();
-    }
-    s = pump();
+    const std::uint8_t* p = credit_in_ + std::size_t{slot} * kCtrlSlot;
+    std::uint64_t addr, len;
+    std::uint32_t rkey;
+    std::memcpy(&addr, p, 8);
+    std::memcpy(&len, p + 8, 8);
+    std::memcpy(&rkey, p + 16, 4);
+    credits_.push_back(Credit{be64toh(addr), be64toh(len), be32toh(rkey)});
+    ++stats_.credits_received;
+    return post_recv_wr(slot);
   }
-  if (!s.is_ok()) fail(s);
+  if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) {
+    return data_loss(fmt::format("unexpected receive completion {} from {}", wc_opcode_name(wc.opcode), peer_name()));
+  }
+  WEFT_RETURN_IF_ERROR(post_recv_wr(slot));
+  const std::uint32_t imm = ntohl(wc.imm_data);
+  if (recvs_credited_ == 0) return data_loss(fmt::format("{} wrote a message this side never asked for", peer_name()));
+  const RecvReq& r = recvs_.front();
+  const Ticket ticket = recvs_done_ + 1;
+  if (imm & kErrorBit) {
+    const std::uint32_t sent = imm & kSeqMask;
+    return failed_precondition(fmt::format("message {} from {} has {}{} bytes where this side posted a receive of {} bytes",
+                                           ticket, peer_name(), sent == kSeqMask ? ">= " : "", sent, r.len));
+  }
+  if (imm != (ticket & kSeqMask)) {
+    return data_loss(fmt::format("{} wrote message {} where message {} was due", peer_name(), imm, ticket & kSeqMask));
+  }
+  recvs_.pop_front();
+  --recvs_credited_;
+  ++recvs_done_;
+  ++stats_.messages_received;
+  return Status::ok();
+}
+
+Status Connection::on_send(const ibv_wc& wc) {
+  if (posted_.empty()) {
+    return internal_error(fmt::format("send completion ({}) on the connection to {} with nothing posted",
+                                      wc_opcode_name(wc.opcode), peer_name()));
+  }
+  // One QP's send completions arrive in posting order (all are signalled).
+  const Posted p = posted_.front();
+  posted_.pop_front();
+  if (p.kind == WrKind::kCredit) {
+    free_credit_slots_.push_back(p.slot);
+    return Status::ok();
+  }
+  SendReq& r = sends_.front();
+  if (++r.wrs_done == r.wrs_posted && r.all_posted) {
+    stats_.bytes_written += r.len;
+    sends_.pop_front();
+    --next_send_;
+    ++sends_done_;
+  }
+  return Status::ok();
 }
 
 }  // namespace weft::verbs

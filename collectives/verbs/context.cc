@@ -1,7 +1,9 @@
 #include "weft/verbs/context.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -21,6 +23,10 @@ Result<std::unique_ptr<Context>> Context::open(const ContextConfig& config) {
   c->registrar_ = std::make_unique<PdRegistrar>(c->device_->pd());
   c->cache_ = std::make_unique<MrCache>(*c->registrar_, config.cache);
   c->wcs_.resize(64);
+  // The async event fd is polled with the others, never read blindly.
+  const int afd = c->device_->context()->async_fd;
+  const int fl = fcntl(afd, F_GETFL);
+  if (fl < 0 || fcntl(afd, F_SETFL, fl | O_NONBLOCK) < 0) return io_error("fcntl(async event fd)", errno);
   return c;
 }
 
@@ -34,32 +40,95 @@ Context::~Context() {
 }
 
 Result<std::unique_ptr<Connection>> Context::create_connection(const ConnectionConfig& config) {
+  WEFT_RETURN_IF_ERROR(validate(config).with_context(fmt::format("connection to {}", config.peer_name)));
+  // Every send and receive WR of every QP may complete before anyone polls.
+  const int wrs = cq_wrs_ + 2 * static_cast<int>(config.queue_depth);
+  WEFT_RETURN_IF_ERROR(cq_->resize(wrs));
   std::unique_ptr<Connection> conn(new Connection(this, config));
-  Status s = conn->init();
-  if (!s.is_ok()) {
-    if (conn->qp_.get() == nullptr) conn->ctx_ = this;  // nothing registered under a QPN yet
-    return s.with_context(fmt::format("connection to {}", config.peer_name));
-  }
+  // On failure the half-built connection cleans up after itself.
+  if (Status s = conn->init(); !s.is_ok()) return s.with_context(fmt::format("connection to {}", config.peer_name));
   by_qpn_[conn->qpn()] = conn.get();
+  cq_wrs_ = wrs;
   return conn;
 }
 
-Status Context::register_buffer(const void* data, std::size_t len) {
-  WEFT_ASSIGN_OR_RETURN(auto entry, cache_->get(data, len, IBV_ACCESS_LOCAL_WRITE));
-  (void)entry;  // the cache keeps it until unregister_buffer
-  return Status::ok();
+void Context::forget(Connection& conn, std::uint32_t qpn) {
+  auto it = by_qpn_.find(qpn);
+  if (it == by_qpn_.end() || it->second != &conn) return;
+  by_qpn_.erase(it);
+  cq_wrs_ -= 2 * static_cast<int>(conn.config_.queue_depth);
+  // Completions of the destroyed QP still in the CQ must not reach a later QP
+  // that reuses its number: drain now (other connections' completions are simply
+  // progress for them).
+  if (Result<int> n = poll(); !n) spdlog::error("weft verbs: draining the CQ: {}", n.status().message());
+}
+
+Result<MrCache::EntryRef> Context::register_buffer(const void* data, std::size_t len) {
+  return cache_->get(data, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 }
 
 void Context::unregister_buffer(const void* data, std::size_t len) { cache_->invalidate(data, len); }
 
-Status Context::dispatch(std::span<ibv_wc> wcs) {
+void Context::dispatch(std::span<ibv_wc> wcs) {
   for (const ibv_wc& wc : wcs) {
     auto it = by_qpn_.find(wc.qp_num);
     // A completion of a connection already closed (flushes while tearing down).
     if (it == by_qpn_.end()) continue;
     it->second->on_completion(wc);
   }
-  return Status::ok();
+}
+
+Result<int> Context::poll() {
+  int total = 0;
+  for (;;) {
+    WEFT_ASSIGN_OR_RETURN(int n, cq_->poll(wcs_));
+    if (n == 0) return total;
+    dispatch(std::span(wcs_.data(), static_cast<std::size_t>(n)));
+    total += n;
+  }
+}
+
+Result<CompletionQueue::Wake> Context::progress(std::span<const int> watch, Clock::time_point deadline) {
+  watch_.assign(watch.begin(), watch.end());
+  watch_.push_back(device_->context()->async_fd);
+  WEFT_ASSIGN_OR_RETURN(CompletionQueue::Wake w, cq_->wait(wcs_, watch_, deadline));
+  if (w.completions > 0) dispatch(std::span(wcs_.data(), static_cast<std::size_t>(w.completions)));
+  if (w.watch_index == static_cast<int>(watch.size())) {
+    read_async_events();
+    return CompletionQueue::Wake{};
+  }
+  return w;
+}
+
+void Context::read_async_events() {
+  ibv_async_event ev{};
+  while (ibv_get_async_event(device_->context(), &ev) == 0) {
+    const std::string what = describe_async_event(ev.event_type);
+    switch (ev.event_type) {
+      case IBV_EVENT_QP_FATAL:
+      case IBV_EVENT_QP_REQ_ERR:
+      case IBV_EVENT_QP_ACCESS_ERR:
+      case IBV_EVENT_PATH_MIG_ERR: {
+        auto it = by_qpn_.find(ev.element.qp->qp_num);
+        if (it != by_qpn_.end()) {
+          it->second->fail(unavailable(fmt::format("connection to {} failed: asynchronous event {} on qp {:#x}",
+                                                   it->second->peer_name(), what, ev.element.qp->qp_num)));
+        }
+        break;
+      }
+      case IBV_EVENT_CQ_ERR:
+      case IBV_EVENT_DEVICE_FATAL:
+        for (auto& [qpn, c] : by_qpn_) {
+          c->fail(unavailable(fmt::format("connection to {} failed: asynchronous event {} on {}", c->peer_name(),
+                                          what, device_->name())));
+        }
+        break;
+      default:
+        spdlog::info("weft verbs: {}: {}", device_->name(), what);
+        break;
+    }
+    ibv_ack_async_event(&ev);
+  }
 }
 
 void Context::check_liveness(Connection& conn) {
@@ -77,9 +146,9 @@ Status Context::progress_until(Connection& conn, const std::function<bool()>& do
   const auto deadline = start + config_.timeout;
   std::vector<int> watch;
   std::vector<Connection*> watched;
-  // Data on a liveness socket (not EOF) means the bootstrap uses it; stop
-  // watching that one for this wait so poll(2) does not spin on it.
-  std::vector<bool> ignore;
+  // Data on a liveness socket (not EOF) means its owner uses it for something
+  // else; stop watching that one for this wait so poll(2) does not spin on it.
+  std::vector<Connection*> ignored;
   for (;;) {
     if (!conn.error().is_ok()) return conn.error();
     if (done()) return Status::ok();
@@ -87,28 +156,22 @@ Status Context::progress_until(Connection& conn, const std::function<bool()>& do
     watched.clear();
     for (auto& [qpn, c] : by_qpn_) {
       if (c->liveness_fd() < 0 || !c->error().is_ok()) continue;
-      if (ignore.size() > watched.size() && ignore[watched.size()]) continue;
+      if (std::find(ignored.begin(), ignored.end(), c) != ignored.end()) continue;
       watch.push_back(c->liveness_fd());
       watched.push_back(c);
     }
-    WEFT_ASSIGN_OR_RETURN(CompletionQueue::Wake w, cq_->wait(wcs_, watch, deadline));
-    if (w.completions > 0) {
-      WEFT_RETURN_IF_ERROR(dispatch(std::span(wcs_.data(), static_cast<std::size_t>(w.completions))));
-      continue;
-    }
+    WEFT_ASSIGN_OR_RETURN(CompletionQueue::Wake w, progress(watch, deadline));
+    if (w.completions > 0) continue;
     if (w.watch_index >= 0) {
       Connection* c = watched[static_cast<std::size_t>(w.watch_index)];
       check_liveness(*c);
-      if (c->error().is_ok()) {
-        ignore.resize(watched.size());
-        ignore[static_cast<std::size_t>(w.watch_index)] = true;
-      }
+      if (c->error().is_ok()) ignored.push_back(c);
       continue;
     }
     if (Clock::now() >= deadline) {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-      return deadline_exceeded(fmt::format("timed out after {} ms waiting for {} {} ({} chunks received so far)", ms,
-                                           what, conn.peer_name(), conn.stats().chunks_received));
+      return deadline_exceeded(fmt::format("timed out after {} ms waiting for {} {} ({} of {} messages received)", ms,
+                                           what, conn.peer_name(), conn.recvs_done(), conn.recvs_posted()));
     }
   }
 }

@@ -45,6 +45,7 @@ Result<PortInfo> query_port(ibv_context* ctx, std::uint8_t port_num, int gid_tbl
   p.active_mtu = attr.active_mtu;
   p.active_mtu_bytes = mtu_bytes(attr.active_mtu);
   p.link_layer = attr.link_layer;
+  if (attr.max_msg_sz > 0) p.max_msg_bytes = attr.max_msg_sz;
   int len = attr.gid_tbl_len > 0 ? attr.gid_tbl_len : gid_tbl_hint;
   for (int i = 0; i < len; ++i) {
     ibv_gid_entry e{};
@@ -78,7 +79,9 @@ Result<DeviceInfo> describe(ibv_context* ctx, const std::string& name) {
 
 }  // namespace
 
-std::string GidEntry::ipv4() const {
+std::string GidEntry::ipv4() const { return ipv4_of(gid); }
+
+std::string ipv4_of(const Gid& gid) {
   for (int i = 0; i < 10; ++i) {
     if (gid[i] != 0) return "";
   }

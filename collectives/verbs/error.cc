@@ -66,6 +66,35 @@ std::string_view wc_opcode_name(ibv_wc_opcode opcode) {
   return "IBV_WC_<unknown opcode>";
 }
 
+std::string describe_async_event(ibv_event_type type) {
+  // Every value of enum ibv_event_type in rdma-core's verbs.h (v44).
+  const char* name = nullptr;
+  switch (type) {
+    case IBV_EVENT_CQ_ERR: name = "IBV_EVENT_CQ_ERR"; break;
+    case IBV_EVENT_QP_FATAL: name = "IBV_EVENT_QP_FATAL"; break;
+    case IBV_EVENT_QP_REQ_ERR: name = "IBV_EVENT_QP_REQ_ERR"; break;
+    case IBV_EVENT_QP_ACCESS_ERR: name = "IBV_EVENT_QP_ACCESS_ERR"; break;
+    case IBV_EVENT_COMM_EST: name = "IBV_EVENT_COMM_EST"; break;
+    case IBV_EVENT_SQ_DRAINED: name = "IBV_EVENT_SQ_DRAINED"; break;
+    case IBV_EVENT_PATH_MIG: name = "IBV_EVENT_PATH_MIG"; break;
+    case IBV_EVENT_PATH_MIG_ERR: name = "IBV_EVENT_PATH_MIG_ERR"; break;
+    case IBV_EVENT_DEVICE_FATAL: name = "IBV_EVENT_DEVICE_FATAL"; break;
+    case IBV_EVENT_PORT_ACTIVE: name = "IBV_EVENT_PORT_ACTIVE"; break;
+    case IBV_EVENT_PORT_ERR: name = "IBV_EVENT_PORT_ERR"; break;
+    case IBV_EVENT_LID_CHANGE: name = "IBV_EVENT_LID_CHANGE"; break;
+    case IBV_EVENT_PKEY_CHANGE: name = "IBV_EVENT_PKEY_CHANGE"; break;
+    case IBV_EVENT_SM_CHANGE: name = "IBV_EVENT_SM_CHANGE"; break;
+    case IBV_EVENT_SRQ_ERR: name = "IBV_EVENT_SRQ_ERR"; break;
+    case IBV_EVENT_SRQ_LIMIT_REACHED: name = "IBV_EVENT_SRQ_LIMIT_REACHED"; break;
+    case IBV_EVENT_QP_LAST_WQE_REACHED: name = "IBV_EVENT_QP_LAST_WQE_REACHED"; break;
+    case IBV_EVENT_CLIENT_REREGISTER: name = "IBV_EVENT_CLIENT_REREGISTER"; break;
+    case IBV_EVENT_GID_CHANGE: name = "IBV_EVENT_GID_CHANGE"; break;
+    case IBV_EVENT_WQ_FATAL: name = "IBV_EVENT_WQ_FATAL"; break;
+  }
+  if (name == nullptr) return fmt::format("IBV_EVENT_<unknown {}>", static_cast<int>(type));
+  return fmt::format("{} ({})", name, ibv_event_type_str(type));
+}
+
 std::string_view qp_state_name(ibv_qp_state state) {
   switch (state) {
     case IBV_QPS_RESET: return "IBV_QPS_RESET";

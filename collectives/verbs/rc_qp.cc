@@ -23,15 +23,10 @@ std::uint32_t get32(const std::uint8_t* p) {
   for (int i = 0; i < 4; ++i) v = v << 8 | p[i];
   return v;
 }
-void put64(std::uint8_t* p, std::uint64_t v) {
-  put32(p, static_cast<std::uint32_t>(v >> 32));
-  put32(p + 4, static_cast<std::uint32_t>(v));
-}
-std::uint64_t get64(const std::uint8_t* p) { return std::uint64_t{get32(p)} << 32 | get32(p + 4); }
 
 // Layout of EndpointWire (offsets in bytes).
-enum : int { kMagic = 0, kVersion = 4, kQpn = 8, kPsn = 12, kGid = 16, kMtu = 32, kRingAddr = 36,
-             kRingRkey = 44, kSlots = 48, kSlotBytes = 52, kEnd = 56 };
+enum : int { kMagic = 0, kVersion = 4, kQpn = 8, kPsn = 12, kGid = 16, kMtu = 32, kRecvDepth = 36,
+             kMaxMsg = 40, kEnd = 44 };
 static_assert(kEnd <= static_cast<int>(sizeof(EndpointWire)), "EndpointWire fields must fit its 64 bytes");
 
 std::optional<ibv_mtu> mtu_enum(std::uint32_t bytes) {
@@ -64,10 +59,8 @@ EndpointWire encode(const EndpointInfo& in) {
   put32(w.bytes + kPsn, in.psn);
   std::copy(in.gid.begin(), in.gid.end(), w.bytes + kGid);
   put32(w.bytes + kMtu, in.mtu_bytes);
-  put64(w.bytes + kRingAddr, in.ring_addr);
-  put32(w.bytes + kRingRkey, in.ring_rkey);
-  put32(w.bytes + kSlots, in.ring_slots);
-  put32(w.bytes + kSlotBytes, in.slot_bytes);
+  put32(w.bytes + kRecvDepth, in.recv_depth);
+  put32(w.bytes + kMaxMsg, in.max_msg_bytes);
   return w;
 }
 
@@ -85,13 +78,15 @@ Result<EndpointInfo> decode(const EndpointWire& w) {
   e.psn = get32(w.bytes + kPsn);
   std::copy(w.bytes + kGid, w.bytes + kGid + 16, e.gid.begin());
   e.mtu_bytes = get32(w.bytes + kMtu);
-  e.ring_addr = get64(w.bytes + kRingAddr);
-  e.ring_rkey = get32(w.bytes + kRingRkey);
-  e.ring_slots = get32(w.bytes + kSlots);
-  e.slot_bytes = get32(w.bytes + kSlotBytes);
+  e.recv_depth = get32(w.bytes + kRecvDepth);
+  e.max_msg_bytes = get32(w.bytes + kMaxMsg);
   if (e.qpn == 0 || e.qpn > 0xFFFFFF) return data_loss(fmt::format("endpoint QPN {:#x} out of range", e.qpn));
   if (e.psn > 0xFFFFFF) return data_loss(fmt::format("endpoint PSN {:#x} is not 24-bit", e.psn));
   if (!mtu_enum(e.mtu_bytes)) return data_loss(fmt::format("endpoint MTU {} is not an IB MTU", e.mtu_bytes));
+  if (e.recv_depth < 2) return data_loss(fmt::format("endpoint receive depth {} is below 2", e.recv_depth));
+  if (e.max_msg_bytes < 4096) {
+    return data_loss(fmt::format("endpoint message limit {} bytes is below 4096", e.max_msg_bytes));
+  }
   return e;
 }
 

@@ -24,9 +24,12 @@ class CollectivesMatrix : public ::testing::TestWithParam<Case> {};
 
 void check_reduce_scatter(Communicator& comm, Algorithm algo) {
   const int p = comm.size();
+  int combo = 0;
   for (DataType t : kAllDataTypes) {
     for (ReduceOp op : kAllReduceOps) {
+      ++combo;
       for (size_t count : kCounts) {
+        if (!runs_count(count, kCounts[4], combo, p)) continue;
         count = (count + static_cast<size_t>(p) - 1) / static_cast<size_t>(p);  // the whole vector is `count`
         const size_t es = dtype_size(t);
         auto in = make_input(t, op, comm.rank(), count * static_cast<size_t>(p));
@@ -54,8 +57,11 @@ void check_reduce_scatter(Communicator& comm, Algorithm algo) {
 
 void check_allgather(Communicator& comm, Algorithm algo) {
   const int p = comm.size();
+  int combo = 0;
   for (DataType t : kAllDataTypes) {
+    ++combo;
     for (size_t total : kCounts) {
+      if (!runs_count(total, kCounts[4], combo, p)) continue;
       const size_t count = (total + static_cast<size_t>(p) - 1) / static_cast<size_t>(p);  // per rank
       const size_t es = dtype_size(t);
       auto in = make_input(t, ReduceOp::kMin, comm.rank(), count);
@@ -76,9 +82,12 @@ void check_allgather(Communicator& comm, Algorithm algo) {
 
 void check_broadcast(Communicator& comm) {
   const int p = comm.size();
+  int combo = 0;
   for (int root : {0, p - 1, p / 2}) {
     for (DataType t : kAllDataTypes) {
+      ++combo;
       for (size_t count : kCounts) {
+        if (!runs_count(count, kCounts[4], combo, p)) continue;
         auto buf = make_input(t, ReduceOp::kSum, comm.rank(), count);
         CollectiveOptions o;
         o.segment_bytes = count < 2000 ? 64 : 0;

@@ -109,26 +109,25 @@ TEST(EndpointRecord, RoundTripsEveryField) {
   e.psn = 0xABCDEF;
   for (int i = 0; i < 16; ++i) e.gid[i] = static_cast<std::uint8_t>(i * 7 + 1);
   e.mtu_bytes = 1024;
-  e.ring_addr = 0x7f0012345678ULL;
-  e.ring_rkey = 0xdeadbeef;
-  e.ring_slots = 13;
-  e.slot_bytes = 65536;
+  e.recv_depth = 13;
+  e.max_msg_bytes = 0x80000000u;
   auto d = decode(encode(e));
   ASSERT_TRUE(d.is_ok()) << d.status().message();
   EXPECT_EQ(d->qpn, e.qpn);
   EXPECT_EQ(d->psn, e.psn);
   EXPECT_EQ(d->gid, e.gid);
   EXPECT_EQ(d->mtu_bytes, 1024u);
-  EXPECT_EQ(d->ring_addr, e.ring_addr);
-  EXPECT_EQ(d->ring_rkey, e.ring_rkey);
-  EXPECT_EQ(d->ring_slots, 13u);
-  EXPECT_EQ(d->slot_bytes, 65536u);
+  EXPECT_EQ(d->recv_depth, 13u);
+  EXPECT_EQ(d->max_msg_bytes, 0x80000000u);
 }
 
 TEST(EndpointRecord, ForeignOrCorruptRecordsAreRejectedByName) {
   EndpointInfo e;
   e.qpn = 17;
   e.mtu_bytes = 1024;
+  e.recv_depth = 64;
+  e.max_msg_bytes = 1 << 20;
+  ASSERT_TRUE(decode(encode(e)).is_ok());
   EndpointWire w = encode(e);
   w.bytes[0] ^= 1;
   EXPECT_NE(decode(w).status().message().find("magic"), std::string::npos);
@@ -137,6 +136,12 @@ TEST(EndpointRecord, ForeignOrCorruptRecordsAreRejectedByName) {
   e.mtu_bytes = 1024;
   e.qpn = 0;
   EXPECT_NE(decode(encode(e)).status().message().find("QPN"), std::string::npos);
+  e.qpn = 17;
+  e.recv_depth = 1;
+  EXPECT_NE(decode(encode(e)).status().message().find("receive depth 1"), std::string::npos);
+  e.recv_depth = 64;
+  e.max_msg_bytes = 100;
+  EXPECT_NE(decode(encode(e)).status().message().find("message limit 100"), std::string::npos);
 }
 
 TEST(StatusNames, CompletionErrorsAreNamedNotNumbered) {

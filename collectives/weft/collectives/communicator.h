@@ -95,6 +95,7 @@ struct CommConfig {
   std::vector<std::pair<int, int>> failed_links;
   TcpOptions tcp;
   ShmOptions shm;
+  VerbsOptions verbs;  // transport "verbs": device, queue depth, ...
   Selection selection;
   std::string store_prefix = "weft";
   std::function<void(int rank, const TraceEvent&)> trace;  // tests and debugging

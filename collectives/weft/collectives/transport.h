@@ -124,6 +124,32 @@ struct ShmOptions {
   int spin_us = 5000;  // a wait polls (yielding between polls) this long, then sleeps on the futex
 };
 
+// The verbs transport (collectives/verbs, built with rdma-core; see
+// collectives/verbs/weft/verbs/verbs_transport.h). Plain data here so that
+// configs can be written without verbs headers.
+struct VerbsOptions {
+  // This rank's RDMA device: `device` if set, else devices[rank % size] if
+  // the list is non-empty (several NICs on one host), else the first device
+  // with an active RoCE v2 port.
+  std::string device;
+  std::vector<std::string> devices;
+  uint8_t port = 1;
+  int gid_index = -1;  // -1: scan the GID table for the RoCE v2 IPv4-mapped GID
+  // Receive (and send) work requests per QP; half of it bounds the messages
+  // in flight per direction and peer (credits).
+  uint32_t queue_depth = 64;
+  // CQ polls before a wait sleeps on the completion channel. Lower it when
+  // ranks outnumber cores: a spinning rank steals the CPU that the rank it
+  // waits for (or, on soft-RoCE, the kernel's packet processing) needs.
+  int spin_polls = 4096;
+  // RC local ACK timeout exponent: 4.096 us * 2^n (ibv_modify_qp(3)); 20 =
+  // 4.3 s, NCCL_IB_TIMEOUT's default. A dead peer is found through its
+  // bootstrap socket long before the retries run out.
+  uint8_t ack_timeout = 20;
+  // Where this rank's bootstrap socket listens (IPv4); "" = the GID's address.
+  std::string bootstrap_address;
+};
+
 struct TransportConfig {
   std::string name = "tcp";
   int rank = 0;
@@ -133,6 +159,7 @@ struct TransportConfig {
   std::string store_prefix = "weft";  // keys of this transport: <prefix>/<name>/...
   TcpOptions tcp;
   ShmOptions shm;
+  VerbsOptions verbs;
   // Rejects values no backend can use (ranks out of range, routes of the
   // wrong length, non-positive sizes), with a message.
   Status validate() const;

@@ -36,6 +36,11 @@ class CompletionQueue {
   CompletionQueue& operator=(const CompletionQueue&) = delete;
 
   ibv_cq* get() const { return cq_.get(); }
+  // Completions the CQ holds (the provider may round the request up).
+  int depth() const { return cq_->cqe; }
+  // Grows the CQ to at least `depth` entries (ibv_resize_cq(3)); an overrun
+  // CQ is a fatal error, so owners grow it before adding queues.
+  Status resize(int depth);
 
   // Non-blocking: fills `out` with up to out.size() completions, returns how many.
   Result<int> poll(std::span<ibv_wc> out);

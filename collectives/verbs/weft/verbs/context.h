@@ -10,7 +10,8 @@
 //   WEFT_ASSIGN_OR_RETURN(auto conn, ctx->create_connection({.peer_name = "rank 1"}));
 //   // swap conn->local_info() with the peer out of band, then
 //   WEFT_RETURN_IF_ERROR(conn->connect(remote));
-//   WEFT_RETURN_IF_ERROR(conn->isend(buf, n));
+//   WEFT_ASSIGN_OR_RETURN(auto mr, ctx->register_buffer(buf, n));
+//   WEFT_ASSIGN_OR_RETURN(Ticket t, conn->isend(buf, n, mr));
 //   WEFT_RETURN_IF_ERROR(ctx->wait_sends(*conn));
 #pragma once
 
@@ -19,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "weft/common/status.h"
@@ -43,15 +45,30 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
+  // The CQ grows (ibv_resize_cq) when the connections' queues would not fit.
   Result<std::unique_ptr<Connection>> create_connection(const ConnectionConfig& config);
 
-  // Registers user memory so isend writes from it directly (no staging copy).
-  // It must stay mapped until unregister_buffer.
-  Status register_buffer(const void* data, std::size_t len);
+  // Registers memory for sending from and receiving into (local and remote
+  // write access), through the cache: the entry stays cached until
+  // unregister_buffer; the returned reference keeps the registration alive.
+  Result<MrCache::EntryRef> register_buffer(const void* data, std::size_t len);
   void unregister_buffer(const void* data, std::size_t len);
 
+  // One round of progress for every connection: dispatches completions, or
+  // sleeps until a completion, a readable `watch` fd (its index is in the
+  // result) or `deadline`. Connections' errors are in their error().
+  Result<CompletionQueue::Wake> progress(std::span<const int> watch, Clock::time_point deadline);
+  // Dispatches the completions there are now; returns how many. Never sleeps.
+  Result<int> poll();
+  // The device's asynchronous events (ibv_get_async_event(3)), which say why
+  // a QP entered the error state when no completion does: a QP's fatal or
+  // access error fails its connection naming the event, a CQ or device error
+  // fails every connection. progress() watches the event fd itself.
+  void read_async_events();
+
   // Progress until `conn` has no pending sends / receives, or fail with the
-  // connection's error, a dead peer, or the timeout (each naming the peer).
+  // connection's error, a dead peer (its liveness fd), or config.timeout —
+  // each naming the peer.
   Status wait_sends(Connection& conn);
   Status wait_recvs(Connection& conn);
   Status wait_all(Connection& conn);
@@ -65,8 +82,9 @@ class Context {
   friend class Connection;
   Context() = default;
   Status progress_until(Connection& conn, const std::function<bool()>& done, const char* what);
-  Status dispatch(std::span<ibv_wc> wcs);
+  void dispatch(std::span<ibv_wc> wcs);
   void check_liveness(Connection& conn);
+  void forget(Connection& conn, std::uint32_t qpn);  // after its QP is destroyed
 
   ContextConfig config_;
   // Destroyed in reverse: connections first (they hold QPs and cache entries),
@@ -77,6 +95,8 @@ class Context {
   std::unique_ptr<MrCache> cache_;
   std::map<std::uint32_t, Connection*> by_qpn_;
   std::vector<ibv_wc> wcs_;
+  std::vector<int> watch_;  // progress(): the caller's fds, then the async event fd
+  int cq_wrs_ = 0;  // send + receive WRs of every connection: what the CQ must hold
 };
 
 }  // namespace weft::verbs

@@ -45,6 +45,7 @@ struct PortInfo {
   ibv_mtu active_mtu = IBV_MTU_1024;
   std::uint32_t active_mtu_bytes = 1024;
   std::uint8_t link_layer = IBV_LINK_LAYER_UNSPECIFIED;
+  std::uint32_t max_msg_bytes = 1u << 30;  // largest message one work request may carry
   std::vector<GidEntry> gids;  // every valid entry of the GID table
 };
 
@@ -73,6 +74,8 @@ Result<GidEntry> select_gid(std::span<const GidEntry> gids, std::optional<std::u
                             const std::string& ipv4);
 
 std::uint32_t mtu_bytes(ibv_mtu mtu);
+// "a.b.c.d" when the GID is IPv4-mapped (::ffff:a.b.c.d), else "".
+std::string ipv4_of(const Gid& gid);
 std::string_view port_state_name(ibv_port_state state);
 std::string format_gid(const Gid& gid);
 

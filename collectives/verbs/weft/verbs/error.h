@@ -24,6 +24,9 @@ std::string describe_completion(const ibv_wc& wc);
 // "IBV_WC_RDMA_WRITE", "IBV_WC_RECV_RDMA_WITH_IMM", ...
 std::string_view wc_opcode_name(ibv_wc_opcode opcode);
 
+// "IBV_EVENT_QP_ACCESS_ERR (local access violation error)", ...
+std::string describe_async_event(ibv_event_type type);
+
 // "IBV_QPS_RTS", ...
 std::string_view qp_state_name(ibv_qp_state state);
 

@@ -27,9 +27,12 @@ struct RcQpConfig {
   std::uint32_t planned_sport = 0;
   std::uint8_t traffic_class = 0;  // DSCP << 2 | ECN
   std::uint8_t hop_limit = 64;
-  // Local ACK timeout 4.096 us * 2^17 = 0.54 s, 7 retries: a lost peer surfaces
-  // as IBV_WC_RETRY_EXC_ERR within ~4 s (ibv_modify_qp(3): timeout, retry_cnt).
-  std::uint8_t ack_timeout = 17;
+  // Local ACK timeout 4.096 us * 2^20 = 4.3 s (NCCL_IB_TIMEOUT's default), 7
+  // retries (ibv_modify_qp(3): timeout, retry_cnt). Shorter timeouts fire
+  // spuriously on a loaded host: soft-RoCE under emulation saw thousands of
+  // needless retransmissions at 2^17 (0.54 s). A dead peer is found through
+  // its bootstrap socket long before the retries run out.
+  std::uint8_t ack_timeout = 20;
   std::uint8_t retry_cnt = 7;
   std::uint8_t rnr_retry = 7;  // 7 = retry forever on receiver-not-ready
   std::uint8_t min_rnr_timer = 12;  // 0.64 ms
@@ -42,11 +45,9 @@ struct EndpointInfo {
   std::uint32_t qpn = 0;
   std::uint32_t psn = 0;  // 24 bits
   Gid gid{};
-  std::uint32_t mtu_bytes = 0;  // the sender's port MTU; RTR uses the smaller
-  std::uint64_t ring_addr = 0;  // where the peer may RDMA WRITE (connection.h)
-  std::uint32_t ring_rkey = 0;
-  std::uint32_t ring_slots = 0;
-  std::uint32_t slot_bytes = 0;
+  std::uint32_t mtu_bytes = 0;      // the sender's port MTU; RTR uses the smaller
+  std::uint32_t recv_depth = 0;     // receive WRs the sender keeps posted (connection.h)
+  std::uint32_t max_msg_bytes = 0;  // the sender's port limit on one work request
 };
 
 // Fixed-layout, big-endian record for the out-of-band exchange.
@@ -55,7 +56,7 @@ struct EndpointWire {
 };
 static_assert(sizeof(EndpointWire) == 64, "the OOB endpoint record is 64 bytes on the wire");
 inline constexpr std::uint32_t kEndpointMagic = 0x57465642;  // "WFVB"
-inline constexpr std::uint16_t kEndpointVersion = 1;
+inline constexpr std::uint16_t kEndpointVersion = 2;  // 2: receiver-driven (no ring)
 
 EndpointWire encode(const EndpointInfo& info);
 // Rejects a wrong magic/version or out-of-range fields with a message.
