@@ -34,7 +34,7 @@ class VerbsMatrixEnvironment : public ::testing::Environment {
     auto env = verbs_env(&why);
     coll::testing::RunHooks& h = coll::testing::run_hooks();
     if (!env) {  // every test skips, saying why (a skip here would pass them silently)
-      h.before = [why](int) { GTEST_SKIP() << why; };
+      h.before = [why](int) { GTEST_SKIP() << "weft-rdma: skipped: " << why; };
       return;
     }
     for (const std::string& name : {env->dev_a, env->dev_b}) {
