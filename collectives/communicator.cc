@@ -15,6 +15,7 @@
 #include "algorithms/algorithms.h"
 #include "context.h"
 #include "remap.h"
+#include "weft/common/huge_buffer.h"
 
 namespace weft::coll {
 
@@ -88,7 +89,7 @@ class Communicator::Impl {
   std::vector<int> host_of;       // by rank: host index in order of first appearance
   std::map<std::tuple<int, int, size_t, size_t, size_t, int>, std::unique_ptr<internal::Plan>> plans;
   std::vector<char> work;         // reduce_scatter's in-place copy of the input
-  std::vector<char> scratch;
+  HugeBuffer scratch;
   std::vector<std::unique_ptr<Memory>> scratch_mem;  // by transport
   std::mutex abort_mu;
   Status failed;  // first failure; the communicator is unusable after it
@@ -179,6 +180,7 @@ Status Communicator::Impl::setup(Store& store) {
     transport_ptrs.push_back(t.get());
     transports.push_back(std::move(t));
   }
+  if (cfg.scratch_reserve_bytes > 0) WEFT_RETURN_IF_ERROR(ensure_scratch(cfg.scratch_reserve_bytes));
   return Status::ok();
 }
 
@@ -203,7 +205,7 @@ Result<internal::Plan*> Communicator::Impl::plan(int coll, Algorithm a, const in
 Status Communicator::Impl::ensure_scratch(size_t bytes) {
   if (bytes <= scratch.size() && !scratch_mem.empty()) return Status::ok();
   scratch_mem.clear();
-  scratch.assign(std::max(bytes, scratch.size()), 0);
+  scratch = HugeBuffer(std::max(bytes, scratch.size()));
   for (auto& t : transports) {
     WEFT_ASSIGN_OR_RETURN(auto m, t->register_memory(scratch.data(), scratch.size()));
     scratch_mem.push_back(std::move(m));

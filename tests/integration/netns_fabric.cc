@@ -77,29 +77,9 @@ Result<std::unique_ptr<NetnsFabric>> NetnsFabric::create(const FabricOptions& op
   f->prefix_ = fmt::format("wf{}{}-", opt.prefix_tag, ::getpid());
   f->state_dir_ = (fs::temp_directory_path() / ("weft-fabric-" + f->prefix_)).string();
 
-  // The reaper: its own session (so a process-group kill misses it), blocked on
-  // a pipe whose write end only we hold. EOF without "done" = we died: tear down.
-  int p[2];
-  if (::pipe(p) != 0) return io_error("pipe", errno);
-  const std::string down = fmt::format("WEFT_FABRIC_PREFIX={} WEFT_FABRIC_STATE={} bash {} down >/dev/null 2>&1",
-                                       f->prefix_, f->state_dir_, kScript);
-  const pid_t r = ::fork();
-  if (r < 0) return io_error("fork", errno);
-  if (r == 0) {
-    ::setsid();
-    ::close(p[1]);
-    for (int fd = 3; fd < 1024; ++fd) if (fd != p[0]) ::close(fd);
-    char c = 0;
-    ssize_t n;
-    do { n = ::read(p[0], &c, 1); } while (n < 0 && errno == EINTR);
-    if (n == 1 && c == 'D') ::_exit(0);
-    ::execl("/bin/sh", "sh", "-c", down.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(p[0]);
-  ::fcntl(p[1], F_SETFD, FD_CLOEXEC);
-  f->reaper_fd_ = p[1];
-  f->reaper_pid_ = r;
+  // The reaper (common/reaper.h): tears the fabric down if we die first.
+  WEFT_ASSIGN_OR_RETURN(f->reaper_, Reaper::start(fmt::format(
+      "WEFT_FABRIC_PREFIX={} WEFT_FABRIC_STATE={} bash {} down >/dev/null 2>&1", f->prefix_, f->state_dir_, kScript)));
 
   std::string env = fmt::format("WEFT_FABRIC_PREFIX={} WEFT_FABRIC_STATE={} PROBE_DSCP={}", f->prefix_,
                                 f->state_dir_, opt.probe_dscp);
@@ -201,13 +181,7 @@ Status NetnsFabric::teardown() {
     st = script("down").status();
     up_ = false;
   }
-  if (reaper_fd_ >= 0) {
-    const char done = 'D';
-    (void)!::write(reaper_fd_, &done, 1);
-    ::close(reaper_fd_);
-    ::waitpid(reaper_pid_, nullptr, 0);
-    reaper_fd_ = -1;
-  }
+  reaper_.done();
   return st;
 }
 

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "weft/common/reaper.h"
 #include "weft/common/status.h"
 
 namespace weft::test {
@@ -106,8 +107,7 @@ class NetnsFabric {
   std::string state_dir_;
   std::vector<FabricHost> hosts_;
   std::vector<pid_t> children_;
-  int reaper_fd_ = -1;
-  pid_t reaper_pid_ = -1;
+  Reaper reaper_;
   bool up_ = false;
 };
 
