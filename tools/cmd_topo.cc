@@ -1,7 +1,9 @@
-// weft topo gen clos|clos3|bigraph, weft topo show.
+// weft topo gen clos|clos3|bigraph, weft topo infer, weft topo show.
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "weft/db/database.h"
+#include "weft/probe/inferred_topology.h"
 #include "weft/topology/builders.h"
 #include "weft/topology/topology_file.h"
 
@@ -77,6 +79,34 @@ void register_topo(CLI::App& app, Registry& reg) {
   bigraph->add_option("--access-gbps", bg.access_gbps, "Subnode link rate, Gbit/s")->capture_default_str();
   bigraph->add_option("-o,--output", out, "Output file (default: stdout)");
   bigraph->callback([&reg] { reg.run = [] { return write_fabric(topo::build_bigraph(bg), out); }; });
+
+  static std::string infer_db = "fabric.db";
+  static probe::InferredTopologyOptions inf;
+  static int64_t infer_campaign = 0;
+  auto* infer = topo_cmd->add_subcommand(
+      "infer", "Write the fabric a probe campaign found (leaves, spines, dead links) as a topology file");
+  infer->footer(
+      "Hosts are named as in the probe's hosts file, leaves l<N> in the order of their first\n"
+      "host, spines s<N> by the number their DSCP rewrite (or TTL answer) gave; a spine-leaf\n"
+      "link no probe crossed is written 'down'. Probes cannot measure link speeds: give them.\n"
+      "  weft probe --hosts hosts.txt --secret-file secret --db fabric.db\n"
+      "  weft topo infer --db fabric.db --gbps 400 --access-gbps 400 -o fabric.json");
+  infer->add_option("--db", infer_db, "Probe database (weft probe --db)")->capture_default_str();
+  infer->add_option("--campaign", infer_campaign, "Campaign id (default: the newest finished one)");
+  infer->add_option("--gbps", inf.fabric_gbps, "Spine-leaf link rate, Gbit/s")->capture_default_str();
+  infer->add_option("--access-gbps", inf.access_gbps, "Host-leaf link rate, Gbit/s")->capture_default_str();
+  infer->add_option("--name", inf.name, "Fabric name (default: probed-<campaign>)");
+  infer->add_option("-o,--output", out, "Output file (default: stdout)");
+  infer->callback([&reg] {
+    reg.run = [] {
+      db::OpenOptions ro;
+      ro.read_only = true;
+      auto db = db::Database::open(infer_db, ro);
+      if (!db) return fail(db.status());
+      if (infer_campaign > 0) inf.campaign = infer_campaign;
+      return write_fabric(probe::inferred_topology(*db, inf), out);
+    };
+  });
 
   auto* show = topo_cmd->add_subcommand("show", "Validate a topology file and print it (--json: the normalised form)");
   show->add_option("file", show_path, "Topology file")->required();

@@ -1,0 +1,112 @@
+// The inferred fabric of a campaign as a topology (weft topo infer, weft
+// demo): hosts, leaves, spines by probe id, dead and unseen links down.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "weft/db/stores.h"
+#include "weft/probe/inferred_topology.h"
+
+namespace weft::probe {
+namespace {
+
+namespace fs = std::filesystem;
+
+class InferredTopologyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (fs::temp_directory_path() / fmt::format("weft-inftopo-{}-{}.db", ::getpid(),
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+                .string();
+    fs::remove(path_);
+    auto db = db::Database::open(path_);
+    ASSERT_TRUE(db) << db.status().to_string();
+    db_ = std::make_unique<db::Database>(std::move(*db));
+  }
+  void TearDown() override {
+    db_.reset();
+    for (const char* ext : {"", "-wal", "-shm"}) fs::remove(path_ + ext);
+  }
+
+  // Hosts a..e on leaves {1: a, b}, {2: c, d, e}; 3 spines (ids 2, 5, 7);
+  // spine 5 - leaf 2 named dead; spine 7 - leaf 1 carried no flow.
+  int64_t campaign(const std::string& state) {
+    std::map<std::string, int64_t> id;
+    for (const char* h : {"a", "b", "c", "d", "e"}) {
+      id[h] = *db::upsert_host(*db_, {0, h, fmt::format("10.9.0.{}", h[0] - 'a' + 1), ""});
+    }
+    const int64_t c = *db::create_campaign(*db_, db::CampaignSpec{});
+    db::InferredFabric inf;
+    inf.host_leaf = {{id["a"], 1}, {id["b"], 1}, {id["c"], 2}, {id["d"], 2}, {id["e"], 2}};
+    inf.spines = {{2, ""}, {5, ""}, {7, ""}};
+    inf.links = {{2, 1, 40, false}, {2, 2, 40, false}, {5, 1, 13, false}, {5, 2, 0, true}, {7, 2, 9, false}};
+    EXPECT_TRUE(db::save_inference(*db_, c, inf));
+    if (state != "running") {
+      EXPECT_TRUE(db::finish_campaign(*db_, c, state));
+    }
+    return c;
+  }
+
+  std::string path_;
+  std::unique_ptr<db::Database> db_;
+};
+
+TEST_F(InferredTopologyTest, HostsLeavesSpinesAndLinkStatesComeFromTheInference) {
+  const int64_t c = campaign("done");
+  auto f = inferred_topology(*db_, {.campaign = std::nullopt, .fabric_gbps = 0.2, .access_gbps = 0.1, .name = ""});
+  ASSERT_TRUE(f) << f.status().to_string();
+  EXPECT_EQ(f->name, fmt::format("probed-{}", c));
+  ASSERT_EQ(f->hosts.size(), 5u);
+  EXPECT_EQ(f->hosts[2].name, "c");
+  EXPECT_EQ(f->nics[4].address, "10.9.0.5");
+  // Leaves l1, l2 and spines s2, s5, s7 carrying their probe ids.
+  for (const auto& [name, id] : std::vector<std::pair<std::string, int>>{{"s2", 2}, {"s5", 5}, {"s7", 7}}) {
+    auto sw = f->find_switch(name);
+    ASSERT_TRUE(sw) << name;
+    EXPECT_EQ(f->switches[static_cast<size_t>(*sw)].id, id);
+    EXPECT_EQ(f->switches[static_cast<size_t>(*sw)].tier, topo::kTierSpine);
+  }
+  const int l1 = f->switch_vertex(*f->find_switch("l1")), l2 = f->switch_vertex(*f->find_switch("l2"));
+  EXPECT_EQ(f->nic_switch(*f->find_nic("b")), *f->find_switch("l1"));
+  EXPECT_EQ(f->nic_switch(*f->find_nic("e")), *f->find_switch("l2"));
+  auto state = [&](const char* spine, int leaf) {
+    auto l = f->link_between(f->switch_vertex(*f->find_switch(spine)), leaf);
+    EXPECT_TRUE(l);
+    return f->links[static_cast<size_t>(*l)].state;
+  };
+  EXPECT_EQ(state("s2", l1), topo::LinkState::kUp);
+  EXPECT_EQ(state("s5", l1), topo::LinkState::kUp);
+  EXPECT_EQ(state("s5", l2), topo::LinkState::kDown) << "named dead";
+  EXPECT_EQ(state("s7", l1), topo::LinkState::kDown) << "no flow crossed it";
+  EXPECT_EQ(state("s7", l2), topo::LinkState::kUp);
+  EXPECT_DOUBLE_EQ(f->links[static_cast<size_t>(f->nic_link(0))].gbps, 0.1);
+  EXPECT_DOUBLE_EQ(f->links[static_cast<size_t>(*f->link_between(f->switch_vertex(*f->find_switch("s2")), l1))].gbps,
+                   0.2);
+}
+
+TEST_F(InferredTopologyTest, AnUnfinishedCampaignOrNoneIsAOneLineError) {
+  auto none = inferred_topology(*db_, {});
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.status().message().find("no finished campaign"), std::string::npos) << none.status().to_string();
+  const int64_t c = campaign("running");
+  InferredTopologyOptions o;
+  o.campaign = c;
+  auto running = inferred_topology(*db_, o);
+  ASSERT_FALSE(running);
+  EXPECT_NE(running.status().message().find("not done"), std::string::npos) << running.status().to_string();
+}
+
+TEST_F(InferredTopologyTest, RejectsNonPositiveLinkRates) {
+  campaign("done");
+  InferredTopologyOptions o;
+  o.fabric_gbps = 0;
+  auto f = inferred_topology(*db_, o);
+  ASSERT_FALSE(f);
+  EXPECT_NE(f.status().message().find("> 0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace weft::probe
