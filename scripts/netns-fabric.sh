@@ -24,8 +24,12 @@
 #                       SPORT DPORT" per stdin line -> one spine per stdout line
 #   counters            per link and direction: "spine leaf up|down bytes packets"
 #                       (up = leaf -> spine, read from the spine's interface
-#                       counters) and "spine probes PKTS" (DSCP-X packets the
-#                       spine rewrote, from its nft counter)
+#                       counters), "spine probes PKTS" (DSCP-X packets the
+#                       spine rewrote, from its nft counter), and per host link
+#                       "host h<leaf>-<k> up|down bytes packets" (up = host ->
+#                       leaf, read from the leaf's port counters)
+#   seed N              set every switch's fib_multipath_hash_seed to N (a new
+#                       ECMP hash for every flow from the next packet on)
 #
 # Environment (all optional):
 #   WEFT_FABRIC_PREFIX=wf-   namespace prefix; use a unique one (e.g. with $$)
@@ -38,6 +42,8 @@
 #   LINK_RATE=               e.g. 100mbit: tbf on both ends of every spine-leaf veth
 #   HOST_RATE=               tbf on both ends of every host-leaf veth
 #   TBF_BURST=64kb
+#   FABRIC_MTU=1500          MTU of every veth (9000: jumbo frames, as AI fabrics run;
+#                            a tenth of the packets to forward and 99% payload)
 #
 # Naming and addressing (S <= 63-X, L <= 127, H <= 253):
 #   namespaces            ${P}s<N>  ${P}l<M>  ${P}h<M>-<K>
@@ -57,6 +63,20 @@
 #     default): the TTL method would lose most answers. Switches get 0.
 #   * IPv6 router solicitations and DAD add stray packets to every counter:
 #     IPv6 is disabled in every namespace before any interface exists.
+#   * a planned TCP connection binds the same source port to the same listener
+#     run after run; a TIME_WAIT left by the last run refuses that 4-tuple
+#     (EADDRNOTAVAIL) unless the host may reuse it: hosts get tcp_tw_reuse=1
+#     (2, the default, allows it on loopback only; RFC 7323 timestamps make
+#     the reuse safe).
+#   * planned source ports come from 49152-65535 (weft route's default), inside
+#     Linux's ephemeral range (32768-60999): an ephemeral connect (the TCP
+#     store, an agent) could take a planned port first and make the planned
+#     bind fail with EADDRINUSE. Hosts reserve the range
+#     (ip_local_reserved_ports: autobind skips it, explicit bind still works).
+#   * a collective's connection idles between the steps that use it; after an
+#     RTO of idleness Linux restarts it from the initial window (RFC 2861, on
+#     by default), so every step would begin in slow start: hosts get
+#     tcp_slow_start_after_idle=0, as training clusters commonly set.
 #   * a leaf keeps a next hop whose link is down unless
 #     ignore_routes_with_linkdown=1; we also withdraw it explicitly (fail).
 set -euo pipefail
@@ -68,6 +88,7 @@ SEED=${HASH_SEED-12345}
 RATE=${LINK_RATE:-}
 HRATE=${HOST_RATE:-}
 BURST=${TBF_BURST:-64kb}
+MTU=${FABRIC_MTU:-1500}
 
 die() { echo "netns-fabric: $*" >&2; exit 1; }
 nsx() { local ns=$1; shift; nsenter --net=/run/netns/"$ns" "$@"; }
@@ -80,6 +101,7 @@ up() {
   ((S >= 1 && L >= 1 && H >= 1)) || die "sizes must be >= 1"
   ((X + S <= 63)) || die "PROBE_DSCP $X + $S spines > 63: DSCP is 6 bits; use fewer spines or the TTL method"
   ((L <= 127 && H <= 253)) || die "at most 127 leaves and 253 hosts per leaf (addressing plan)"
+  [[ "$MTU" =~ ^[0-9]+$ ]] && ((MTU >= 576 && MTU <= 65535)) || die "FABRIC_MTU must be 576..65535: '$MTU'"
   [[ ! -e "$STATE/size" ]] || die "a fabric with prefix '$P' exists (run: down)"
   mkdir -p "$STATE"; echo "$S $L $H" > "$STATE/size"; : > "$STATE/failed"
   local spines=() leaves=() hosts=()
@@ -101,15 +123,16 @@ up() {
     net.ipv4.icmp_ratelimit=0 net.ipv4.icmp_ratemask=0)
   [[ -n "$SEED" ]] && sw+=(net.ipv4.fib_multipath_hash_seed="$SEED")
   for ns in "${spines[@]}" "${leaves[@]}"; do nsx "$ns" sysctl -q -w "${sw[@]}"; done
-  for ns in "${hosts[@]}"; do nsx "$ns" sysctl -q -w "${common[@]}" net.ipv4.ip_forward=0; done
+  for ns in "${hosts[@]}"; do nsx "$ns" sysctl -q -w "${common[@]}" net.ipv4.ip_forward=0 net.ipv4.tcp_tw_reuse=1 \
+    net.ipv4.tcp_slow_start_after_idle=0 net.ipv4.ip_local_reserved_ports=49152-65535; done
 
   # 3. veth pairs, created directly inside their namespaces
   {
     for ((s=1;s<=S;s++)); do for ((l=1;l<=L;l++)); do
-      echo "link add dn$l netns ${P}s$s type veth peer name up$s netns ${P}l$l"
+      echo "link add dn$l netns ${P}s$s mtu $MTU type veth peer name up$s netns ${P}l$l mtu $MTU"
     done; done
     for ((l=1;l<=L;l++)); do for ((h=1;h<=H;h++)); do
-      echo "link add h$h netns ${P}l$l type veth peer name eth0 netns ${P}h$l-$h"
+      echo "link add h$h netns ${P}l$l mtu $MTU type veth peer name eth0 netns ${P}h$l-$h mtu $MTU"
     done; done
   } | ip -batch -
 
@@ -271,16 +294,38 @@ routes() {
 
 route() { (($# == 5)) || die "usage: route SRC_IP DST_IP PROTO SPORT DPORT"; echo "$*" | routes; }
 
+# Interface statistics over netlink (`ip -s -o link`, one line per device,
+# fields split by '\': RX header, RX values, TX header, TX values) — not
+# `ip netns exec ... cat /sys/...`, whose sysfs remount per namespace made a
+# reading take seconds on a busy host.
+link_stats() {  # NAMESPACE DEVICE-REGEX -> "dev rx_bytes rx_packets tx_bytes tx_packets"
+  ip -o -s -n "$1" link show | awk -F'\\\\' -v re="$2" '
+    { split($1, a, ": "); dev = a[2]; sub(/@.*/, "", dev); if (dev !~ re) next
+      split($4, rx, " "); split($6, tx, " "); print dev, rx[1], rx[2], tx[1], tx[2] }'
+}
+
 counters() {
-  local S L H s; size
+  local S L H s l dev rxb rxp txb txp; size
   for ((s=1;s<=S;s++)); do
-    ip netns exec "${P}s$s" sh -c '
-      for d in /sys/class/net/dn*; do
-        l=${d##*/dn}
-        echo "'"$s"' $l up $(cat $d/statistics/rx_bytes) $(cat $d/statistics/rx_packets)"
-        echo "'"$s"' $l down $(cat $d/statistics/tx_bytes) $(cat $d/statistics/tx_packets)"
-      done' | sort -n -k2
+    link_stats "${P}s$s" '^dn[0-9]+$' | sort -V | while read -r dev rxb rxp txb txp; do
+      echo "$s ${dev#dn} up $rxb $rxp"; echo "$s ${dev#dn} down $txb $txp"
+    done
     echo "$s probes $(nsx "${P}s$s" nft list counter ip weft probes | awk '/packets/ {print $2}')"
+  done
+  for ((l=1;l<=L;l++)); do
+    link_stats "${P}l$l" '^h[0-9]+$' | sort -V | while read -r dev rxb rxp txb txp; do
+      echo "host h$l-${dev#h} up $rxb $rxp"; echo "host h$l-${dev#h} down $txb $txp"
+    done
+  done
+}
+
+# The kernel hashes with the seed at forwarding time (no per-flow state in the
+# FIB), so a new seed moves flows at once, established connections included.
+seed() {
+  local S L H ns; size
+  [[ "$1" =~ ^[0-9]+$ ]] || die "seed must be a non-negative integer: '$1'"
+  for ns in $(ip netns list | awk '{print $1}' | grep -E "^${P}[sl][0-9]+$"); do
+    nsx "$ns" sysctl -q -w net.ipv4.fib_multipath_hash_seed="$1"
   done
 }
 
@@ -297,5 +342,6 @@ case "$cmd" in
   route) route "$@" ;;
   routes) routes ;;
   counters) counters ;;
-  *) echo "usage: $0 up S L H | down | hosts | spines | exec HOST CMD... | fail N M | restore N M | failed | route SRC DST PROTO SPORT DPORT | routes | counters" >&2; exit 2 ;;
+  seed) (($# == 1)) || die "usage: seed N"; seed "$1" ;;
+  *) echo "usage: $0 up S L H | down | hosts | spines | exec HOST CMD... | fail N M | restore N M | failed | route SRC DST PROTO SPORT DPORT | routes | counters | seed N" >&2; exit 2 ;;
 esac
