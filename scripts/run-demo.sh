@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what weft needs, builds it (optimised) and runs its main job,
-# `weft demo`, on the embedded default fabric. Extra arguments go to weft demo.
+# `weft demo`: probe, rank, route and AllReduce on an emulated 4x4x4 fabric of
+# network namespaces (root; without it, the simulator on the same fabric).
+# Extra arguments go to weft demo (docs/demo.md), e.g. --fail 2:3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh

@@ -18,8 +18,10 @@
 
 #include <fmt/format.h>
 
+#include "bench_values.h"
 #include "cli_common.h"
 #include "weft/collectives/communicator.h"
+#include "weft/common/huge_buffer.h"
 #include "weft/routing/plan.h"
 
 namespace weft::cli {
@@ -44,6 +46,10 @@ struct BenchArgs {
   int timeout_s = 120;
   std::string segment = "0";
   int conns = 1;
+  bool once = false;
+  std::string socket_buffer = "0";
+  std::string listen_address;
+  std::string host;
 };
 
 struct Parsed {
@@ -52,37 +58,6 @@ struct Parsed {
   coll::Algorithm algo;
   uint64_t lo, hi, segment;
 };
-
-// The exact value element i of `rank` starts with, and the expected result.
-double input_of(const std::string& c, ReduceOp op, int rank, size_t i) {
-  if (c == "allreduce" || c == "reducescatter") {
-    if (op == ReduceOp::kProd) return (rank + static_cast<int>(i)) % 5 == 0 ? 2.0 : 1.0;
-    return static_cast<double>((rank * 3 + static_cast<int>(i % 11)) % 13);
-  }
-  return static_cast<double>((rank * 7 + static_cast<int>(i % 17)) % 31);
-}
-
-void store_as(DataType t, void* base, size_t i, double v) {
-  switch (t) {
-    case DataType::kF32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
-    case DataType::kF64: static_cast<double*>(base)[i] = v; break;
-    case DataType::kF16: static_cast<uint16_t*>(base)[i] = coll::f32_to_f16(static_cast<float>(v)); break;
-    case DataType::kBF16: static_cast<uint16_t*>(base)[i] = coll::f32_to_bf16(static_cast<float>(v)); break;
-    case DataType::kI32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
-    case DataType::kI64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
-    case DataType::kU8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(static_cast<long>(v) & 255); break;
-  }
-}
-
-double combine(ReduceOp op, double a, double b) {
-  switch (op) {
-    case ReduceOp::kSum: return a + b;
-    case ReduceOp::kProd: return a * b;
-    case ReduceOp::kMin: return std::min(a, b);
-    case ReduceOp::kMax: return std::max(a, b);
-  }
-  return a;
-}
 
 // One rank's run over every size; rank 0 prints.
 int run_rank(const BenchArgs& a, const Parsed& p, Communicator& comm) {
@@ -108,9 +83,9 @@ int run_rank(const BenchArgs& a, const Parsed& p, Communicator& comm) {
     const bool split = c == "reducescatter" || c == "allgather";
     const size_t per = split ? std::max<size_t>(1, total / static_cast<size_t>(n)) : total;
     const size_t elems = split ? per * static_cast<size_t>(n) : total;
-    std::vector<char> in(elems * es), out(elems * es);
+    HugeBuffer in(elems * es), out(elems * es);  // 64 MiB of 4 KiB faults: 0.5 s in a VM
     const size_t in_elems = c == "allgather" ? per : elems;
-    for (size_t i = 0; i < in_elems; ++i) store_as(p.t, in.data(), i, input_of(c, p.op, me, i));
+    fill_input(c, p.op, p.t, me, in_elems, in.data());
     auto call = [&](void* src, void* dst) -> Status {
       if (c == "allreduce") return comm.allreduce(src, dst, elems, p.t, p.op, o);
       if (c == "reducescatter") return comm.reduce_scatter(src, dst, per, p.t, p.op, o);
@@ -118,38 +93,41 @@ int run_rank(const BenchArgs& a, const Parsed& p, Communicator& comm) {
       if (dst != src) std::memcpy(dst, src, elems * es);
       return comm.broadcast(dst, elems, p.t, 0, o);
     };
-    // Verify, out of place, against the closed form.
-    if (Status s = call(in.data(), out.data()); !s) return fail(s);
-    std::vector<char> want(out.size());
-    const size_t check = c == "reducescatter" ? per : elems;
-    for (size_t i = 0; i < check; ++i) {
-      double v;
-      if (c == "allgather") {
-        v = input_of(c, p.op, static_cast<int>(i / per), i % per);
-      } else if (c == "broadcast") {
-        v = input_of(c, p.op, 0, i);
-      } else {
-        const size_t gi = c == "reducescatter" ? static_cast<size_t>(me) * per + i : i;
-        v = input_of(c, p.op, 0, gi);
-        for (int r = 1; r < n; ++r) v = combine(p.op, v, input_of(c, p.op, r, gi));
-      }
-      store_as(p.t, want.data(), i, v);
-    }
+    // Verify out of place against the closed form: the first call, or with
+    // --once the one call that is also timed (a slow fabric, seconds a call).
+    auto verify = [&]() -> Result<int64_t> {
+      int64_t wrong = count_wrong(c, p.op, p.t, n, me, per, elems, out.data());
+      WEFT_RETURN_IF_ERROR(comm.allreduce(&wrong, &wrong, 1, DataType::kI64, ReduceOp::kSum));
+      return wrong;
+    };
+    double us = 0;
     int64_t wrong = 0;
-    for (size_t i = 0; i < check; ++i) wrong += std::memcmp(want.data() + i * es, out.data() + i * es, es) != 0;
-    if (Status s = comm.allreduce(&wrong, &wrong, 1, DataType::kI64, ReduceOp::kSum); !s) return fail(s);
-    // Time, in place (as Gloo and MPI_IN_PLACE benchmarks do).
-    const int iters = a.iters > 0 ? a.iters : static_cast<int>(std::clamp<uint64_t>((uint64_t{1} << 29) / std::max<uint64_t>(bytes, 1), 5, 200));
-    const int warm = a.warmup >= 0 ? a.warmup : std::max(2, iters / 5);
-    for (int i = 0; i < warm; ++i) {
-      if (Status s = call(out.data(), out.data()); !s) return fail(s);
+    if (a.once) {
+      if (Status s = comm.barrier(); !s) return fail(s);
+      const auto t0 = std::chrono::steady_clock::now();
+      if (Status s = call(in.data(), out.data()); !s) return fail(s);
+      us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      auto w = verify();
+      if (!w) return fail(w.status());
+      wrong = *w;
+    } else {
+      if (Status s = call(in.data(), out.data()); !s) return fail(s);
+      auto w = verify();
+      if (!w) return fail(w.status());
+      wrong = *w;
+      // Time, in place (as Gloo and MPI_IN_PLACE benchmarks do).
+      const int iters = a.iters > 0 ? a.iters : static_cast<int>(std::clamp<uint64_t>((uint64_t{1} << 29) / std::max<uint64_t>(bytes, 1), 5, 200));
+      const int warm = a.warmup >= 0 ? a.warmup : std::max(2, iters / 5);
+      for (int i = 0; i < warm; ++i) {
+        if (Status s = call(out.data(), out.data()); !s) return fail(s);
+      }
+      if (Status s = comm.barrier(); !s) return fail(s);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i) {
+        if (Status s = call(out.data(), out.data()); !s) return fail(s);
+      }
+      us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
     }
-    if (Status s = comm.barrier(); !s) return fail(s);
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) {
-      if (Status s = call(out.data(), out.data()); !s) return fail(s);
-    }
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
     if (Status s = comm.allreduce(&us, &us, 1, DataType::kF64, ReduceOp::kMax); !s) return fail(s);
     const double size_b = static_cast<double>(elems * es);
     const double algbw = size_b / us / 1e3;
@@ -176,6 +154,10 @@ int rank_main(const BenchArgs& a, const Parsed& p, int rank, int size, const std
   cfg.timeout = std::chrono::seconds(a.timeout_s);
   cfg.tcp.connections_per_peer = a.conns;
   if (a.ranks_per_host > 0) cfg.host = fmt::format("host{}", rank / a.ranks_per_host);
+  if (!a.host.empty()) cfg.host = a.host;
+  if (!a.listen_address.empty()) cfg.tcp.listen_address = a.listen_address;
+  if (auto sb = parse_size(a.socket_buffer); sb && *sb > 0) cfg.tcp.socket_buffer_bytes = static_cast<int>(std::min<uint64_t>(*sb, 1u << 30));
+  if (a.once) cfg.scratch_reserve_bytes = p.hi;  // the one timed call must not pay page faults
   if (!a.plan.empty()) {
     auto plan = routing::load_plan(a.plan);
     if (!plan) return fail(plan.status());
@@ -235,6 +217,7 @@ int run_bench(const BenchArgs& a) {
   if (!algo) return fail(invalid_argument("--algo '" + a.algo + "' is unknown (auto, hd, ring, butterfly, hybrid, hierarchical, binomial)"));
   if (!lo || !hi || *lo < 1 || *hi < *lo) return fail(invalid_argument("--min-bytes/--max-bytes must be sizes with 1 <= min <= max"));
   if (!seg) return fail(invalid_argument("--segment must be a size"));
+  if (!parse_size(a.socket_buffer)) return fail(invalid_argument("--socket-buffer must be a size (0 = default)"));
   if (a.factor <= 1.0) return fail(invalid_argument("--step-factor must be > 1"));
   Parsed p{*t, *op, *algo, *lo, *hi, *seg};
   if (auto info = coll::launch_info_from_env(); info) return rank_main(a, p, info->rank, info->size, info->store);
@@ -274,6 +257,15 @@ void register_bench(CLI::App& app, Registry& reg) {
   cmd->add_option("--plan", args->plan, "route plan file (weft route): TCP binds the planned source ports");
   cmd->add_option("--segment", args->segment, "pipelining segment of ring algorithms (0 = default)")->capture_default_str();
   cmd->add_option("--connections", args->conns, "TCP connections per peer and direction")->capture_default_str();
+  cmd->add_flag("--once", args->once,
+                "one call per size, timed and then verified (for fabrics where a call takes seconds)");
+  cmd->add_option("--listen-address", args->listen_address,
+                  "tcp: this rank's address peers connect to (default 127.0.0.1; a host's fabric IP)");
+  cmd->add_option("--socket-buffer", args->socket_buffer,
+                  "tcp: SO_SNDBUF/SO_RCVBUF per connection (0 = the transport's 4 MiB); it also bounds how far\n"
+                  "a rank that finished a step early can send into the next (its peer may still be receiving)")
+      ->capture_default_str();
+  cmd->add_option("--host", args->host, "this rank's host identity (default: hostname; equal = same memory)");
   cmd->add_option("--timeout", args->timeout_s, "seconds per collective call and for setup")->capture_default_str();
   cmd->callback([&reg, args] { reg.run = [args] { return run_bench(*args); }; });
 }

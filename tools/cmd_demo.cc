@@ -1,110 +1,299 @@
-// weft demo: the main job on an embedded default fabric.
+// weft demo: the whole pipeline on an emulated fabric, measured.
 //
-// For now: a 4 spine x 4 leaf x 4 host Clos is ranked (input order vs weft's
-// leaf sets), routed (ECMP vs ideal spines) and checked step by step, and the
-// two are printed side by side.
+// A spine-leaf fabric of network namespaces with tbf-shaped links
+// (scripts/netns-fabric.sh, embedded), `weft agent` on every host, a TCP SYN
+// probe campaign of the data port, the inferred fabric, weft's rank order, a
+// route plan from the probe database, and HD AllReduce over TCP run twice per
+// trial: (a) the allocation's order with ephemeral ports, (b) weft's order
+// with the plan's source ports. Each trial draws a new ECMP hash seed (and
+// re-probes the HD pairs, as a job launch would). Prints busbw, ratios, the
+// ideal and the link utilisation read from the switches' interface counters;
+// writes an SVG. Everything it starts is stopped and every namespace deleted,
+// also on Ctrl-C, on failure, and (by a reaper process) when weft is killed.
+// Without root it runs the simulator on the same fabric instead.
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "demo/demo_plan.h"
+#include "demo/demo_report.h"
+#include "demo/demo_session.h"
+#include "demo/demo_sim.h"
+#include "demo/demo_worker.h"
 #include "fabric_svg.h"
-#include "load_table.h"
-#include "weft/ranking/rank_order.h"
-#include "weft/routing/link_load.h"
-#include "weft/topology/builders.h"
 
 namespace weft::cli {
 namespace {
 
-struct DemoArgs {
-  int spines = 4, leaves = 4, hosts = 4;
-  uint32_t seed = 1;
-  std::string svg = "weft-demo.svg";
+using demo::Clock;
+using demo::DemoConfig;
+using demo::InterruptGuard;
+using demo::TrialResult;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+Status interrupted_check() {
+  if (!InterruptGuard::interrupted()) return Status::ok();
+  return aborted(fmt::format("interrupted by signal {}", InterruptGuard::signal_number()));
+}
+
+// Probe -> (infer) -> plan -> run (a) and (b): one row of the table.
+struct Trial {
+  demo::DemoSession& s;
+  const DemoConfig& cfg;
+  std::string dir;
+
+  Result<TrialResult> run(int t, uint32_t seed, bool failed, const topo::Fabric& fabric, const demo::Orders& orders) {
+    const std::string plan_path = fmt::format("{}/plan-{}.json", dir, failed ? "fail" : std::to_string(t));
+    WEFT_ASSIGN_OR_RETURN(demo::TrialPlan plan, demo::plan_trial(fabric, orders.weft, s.db_path(), cfg, plan_path));
+    fmt::print("  route: {} flows planned on the probed ports, max load {} (lower bound {}) -> {}\n",
+               plan.plan.flows.size(), plan.check.max_load, plan.check.max_lower_bound, plan_path);
+    if (failed) {
+      // Per step: the checker's max load / the bound (max over leaves and
+      // directions of ceil(flows / usable links)).
+      std::string steps;
+      for (const auto& st : plan.check.steps) steps += fmt::format(" {}/{}", st.max_load, st.lower_bound);
+      fmt::print("  per step, max load / lower bound:{}\n", steps);
+    }
+    std::fflush(stdout);
+    WEFT_RETURN_IF_ERROR(interrupted_check());
+    const auto tag = failed ? std::string("fail") : std::to_string(t);
+    WEFT_ASSIGN_OR_RETURN(demo::AllreduceRun a, s.allreduce(demo::host_names(fabric, orders.input), "", "a" + tag));
+    fmt::print("  (a) input order, ephemeral ports: {:.2f} s, busbw {:.1f} Mbit/s, result verified\n", a.seconds,
+               a.busbw_Bps * 8 / 1e6);
+    std::fflush(stdout);
+    WEFT_RETURN_IF_ERROR(interrupted_check());
+    WEFT_ASSIGN_OR_RETURN(demo::AllreduceRun b, s.allreduce(demo::host_names(fabric, orders.weft), plan_path, "b" + tag));
+    fmt::print("  (b) weft order + plan:            {:.2f} s, busbw {:.1f} Mbit/s, result verified\n", b.seconds,
+               b.busbw_Bps * 8 / 1e6);
+    TrialResult r;
+    r.trial = t;
+    r.hash_seed = seed;
+    r.failed_link = failed;
+    r.busbw_a = a.busbw_Bps;
+    r.busbw_b = b.busbw_Bps;
+    r.seconds_a = a.seconds;
+    r.seconds_b = b.seconds;
+    r.ideal = plan.ideal_busbw_Bps;
+    r.max_load_b = plan.check.max_load;
+    r.lower_bound_b = plan.check.max_lower_bound;
+    WEFT_ASSIGN_OR_RETURN(r.util_a, demo::measured_utilisation(fabric, a.bytes, a.seconds, cfg.rate_mbit));
+    WEFT_ASSIGN_OR_RETURN(r.util_b, demo::measured_utilisation(fabric, b.bytes, b.seconds, cfg.rate_mbit));
+    r.fabric = fabric;
+    return r;
+  }
 };
 
-// Predicted utilisation of every directed link over the whole collective:
-// a step lasts as long as its busiest link needs (bytes / rate), and a link
-// is busy for its own bytes / rate of that time.
-std::vector<double> predicted_utilisation(const topo::Fabric& f, const routing::LoadReport& rep) {
-  std::vector<double> busy(2 * f.links.size(), 0);
-  double total = 0;
-  for (const auto& s : rep.steps) {
-    double longest = 0;
-    for (size_t dl = 0; dl < s.bytes.size(); ++dl) {
-      const double t = static_cast<double>(s.bytes[dl]) * 8 / (f.links[dl / 2].gbps * 1e9);
-      busy[dl] += t;
-      longest = std::max(longest, t);
-    }
-    total += longest;
-  }
-  for (double& b : busy) b = total > 0 ? b / total : 0;
-  return busy;
+// A full campaign, the fabric it found, and the two rank orders of the
+// allocation on it. The hosts file lists hosts leaf by leaf, so the inferred
+// leaves l<M> (numbered by their first host) are the fabric's leaves M.
+Result<std::pair<topo::Fabric, demo::Orders>> bring_up(demo::DemoSession& s, const DemoConfig& cfg,
+                                                       const std::vector<std::string>& allocation) {
+  WEFT_ASSIGN_OR_RETURN(demo::ProbeRun p, s.probe(s.host_names(), false));
+  WEFT_ASSIGN_OR_RETURN(std::string found, demo::describe_inference(s.db_path(), p.campaign));
+  fmt::print("probe: campaign {}, TCP SYN to port {}, {} flows ({} pairs x {} ports) in {:.1f} s; inferred {}\n",
+             p.campaign, cfg.dport, p.flows, cfg.hosts() * (cfg.hosts() - 1), cfg.probe_ports, p.seconds, found);
+  WEFT_ASSIGN_OR_RETURN(topo::Fabric f, demo::probed_fabric(s.db_path(), p.campaign, cfg.rate_mbit));
+  WEFT_ASSIGN_OR_RETURN(demo::Orders o, demo::rank_orders(f, allocation));
+  return std::make_pair(std::move(f), std::move(o));
 }
 
-// The input order a launcher typically produces: hosts interleaved across
-// leaves (round-robin by leaf), which is what scheduler node lists look like
-// after sorting by name on many sites.
-std::vector<int> interleaved(const topo::Fabric& f) {
-  std::vector<int> out;
-  std::vector<std::vector<int>> by_leaf(f.switches.size());
-  for (size_t n = 0; n < f.nics.size(); ++n) by_leaf[f.nic_switch(static_cast<int>(n))].push_back(static_cast<int>(n));
-  for (size_t k = 0;; ++k) {
-    bool any = false;
-    for (auto& v : by_leaf) {
-      if (k < v.size()) out.push_back(v[k]), any = true;
+Status run_emulated(const DemoConfig& cfg, const std::string& dir, bool own_dir) {
+  const auto t0 = Clock::now();
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return io_error("readlink /proc/self/exe", errno);
+  const std::string weft(exe, static_cast<size_t>(n));
+  fmt::print("weft demo: HD AllReduce of {} over TCP on an emulated {}x{}x{} spine-leaf fabric\n"
+             "  links {} Mbit/s (tbf), MTU {}, ECMP on the L4 5-tuple (hash policy 3), {} trial{}; work dir {}\n",
+             format_bytes(static_cast<double>(cfg.bytes)), cfg.spines, cfg.leaves, cfg.hosts_per_leaf, cfg.rate_mbit,
+             cfg.mtu, cfg.trials, cfg.trials == 1 ? "" : "s", dir);
+  std::fflush(stdout);
+  WEFT_ASSIGN_OR_RETURN(auto session, demo::DemoSession::start(cfg, weft, dir, own_dir));
+  fmt::print("fabric up: namespaces {}*, {} agents running ({:.1f} s)\n", session->fabric().prefix(), cfg.hosts(),
+             since(t0));
+  std::fflush(stdout);
+  const auto allocation = demo::allocation_order(session->host_names(), cfg);
+  WEFT_RETURN_IF_ERROR(interrupted_check());
+  WEFT_ASSIGN_OR_RETURN(auto up, bring_up(*session, cfg, allocation));
+  auto& [fabric, orders] = up;
+  fmt::print("allocation ({}): {}\nweft rank order:      {}\n", cfg.order,
+             fmt::join(demo::host_names(fabric, orders.input), " "), fmt::join(demo::host_names(fabric, orders.weft), " "));
+  std::fflush(stdout);
+
+  Trial trial{*session, cfg, dir};
+  std::vector<TrialResult> results;
+  for (int t = 1; t <= cfg.trials; ++t) {
+    WEFT_RETURN_IF_ERROR(interrupted_check());
+    const uint32_t seed = cfg.seed + static_cast<uint32_t>(t - 1);
+    fmt::print("trial {}/{}: ECMP hash seed {}\n", t, cfg.trials, seed);
+    const auto t_trial = Clock::now();
+    if (t > 1) {
+      // A new hash is a new fabric as far as ECMP goes: re-probe the pairs
+      // weft's order needs (a targeted campaign, as at job launch).
+      WEFT_RETURN_IF_ERROR(session->fabric().set_hash_seed(seed));
+      WEFT_ASSIGN_OR_RETURN(demo::ProbeRun p, session->probe(demo::host_names(fabric, orders.weft), true));
+      fmt::print("  probe: targeted campaign {} (HD pairs until every spine has a port): {} flows in {:.1f} s\n",
+                 p.campaign, p.flows, p.seconds);
     }
-    if (!any) break;
+    WEFT_ASSIGN_OR_RETURN(TrialResult r, trial.run(t, seed, false, fabric, orders));
+    results.push_back(std::move(r));
+    fmt::print("  trial {} took {:.1f} s\n", t, since(t_trial));
   }
-  return out;
+  int failed_link = -1;
+  if (cfg.fail) {
+    WEFT_RETURN_IF_ERROR(interrupted_check());
+    const auto [sp, lf] = *cfg.fail;
+    fmt::print("failing link spine {} - leaf {}; re-probing, re-planning\n", sp, lf);
+    WEFT_RETURN_IF_ERROR(session->fabric().fail_link(sp, lf));
+    WEFT_ASSIGN_OR_RETURN(auto down, bring_up(*session, cfg, allocation));
+    auto found = fabric.find_switch(fmt::format("s{}", sp));
+    auto leaf = fabric.find_switch(fmt::format("l{}", lf));
+    if (found && leaf) failed_link = fabric.link_between(fabric.switch_vertex(*found), fabric.switch_vertex(*leaf)).value_or(-1);
+    WEFT_ASSIGN_OR_RETURN(TrialResult r, trial.run(cfg.trials + 1, cfg.seed + static_cast<uint32_t>(cfg.trials - 1),
+                                                   true, down.first, down.second));
+    results.push_back(std::move(r));
+  }
+
+  fmt::print("\nHD AllReduce of {} on {} hosts, busbw in Mbit/s (comparable with the {} Mbit/s links); ideal = weft's "
+             "plan simulated on the shaped links; (b) load = max flows per link / lower bound, by the checker\n{}",
+             format_bytes(static_cast<double>(cfg.bytes)), cfg.hosts(), cfg.rate_mbit, demo::trial_header());
+  for (const auto& r : results) fmt::print("{}", demo::trial_row(r));
+  fmt::print("{}", demo::summary(results));
+  fmt::print("\nlink utilisation in trial 1 (interface byte counters / (link rate x AllReduce time)):\n{}",
+             demo::utilisation_table(results.front()));
+  if (cfg.fail) fmt::print("\nlink utilisation after the failure:\n{}", demo::utilisation_table(results.back()));
+  if (!cfg.svg.empty()) {
+    std::vector<SvgPanel> panels = {{"(a) input order, ephemeral ports", results.front().util_a, {}},
+                                    {"(b) weft order + planned ports", results.front().util_b, {}}};
+    if (cfg.fail) panels.push_back({"(b) after the link failed", results.back().util_b, {failed_link}});
+    WEFT_RETURN_IF_ERROR(emit(cfg.svg, fabric_svg(results.front().fabric, panels)));
+    fmt::print("wrote {} (link utilisation of (a) and (b))\n", cfg.svg);
+  }
+  if (!cfg.json.empty()) WEFT_RETURN_IF_ERROR(emit(cfg.json, demo::results_json(cfg, results, since(t0))));
+  const auto t_down = Clock::now();
+  WEFT_RETURN_IF_ERROR(session->fabric().teardown());
+  fmt::print("cleaned up: every process stopped, every namespace deleted ({:.1f} s); total {:.0f} s\n", since(t_down),
+             since(t0));
+  return Status::ok();
 }
 
-int run_demo(const DemoArgs& a) {
-  auto fabric = topo::build_clos2({.spines = a.spines, .leaves = a.leaves, .hosts_per_leaf = a.hosts});
-  if (!fabric) return fail(fabric.status());
-  const auto& f = *fabric;
-  auto input = interleaved(f);
-  auto naive = ranking::rank(f, input, ranking::RankAlgo::kNaive);
-  auto weft_order = ranking::rank(f, input, ranking::RankAlgo::kAuto);
-  if (!naive || !weft_order) return fail(!naive ? naive.status() : weft_order.status());
-  auto sched = routing::build_schedule(routing::Collective::kAllreduceHd, naive->size(), (64u << 20) / 4, 4);
-  if (!sched) return fail(sched.status());
-  auto ecmp = routing::make_ecmp_router(f, *naive, {.seed = a.seed});
-  auto ideal = routing::make_ideal_router(f, *weft_order);
-  auto before = routing::check_link_load(f, *naive, *sched, *ecmp, {.keep_per_link = true});
-  auto after = routing::check_link_load(f, *weft_order, *sched, *ideal, {.keep_per_link = true});
-  if (!before || !after) return fail(!before ? before.status() : after.status());
-
-  fmt::print("weft demo: HD AllReduce of 64 MiB on {} ({} hosts)\n\n", f.name, f.hosts.size());
-  fmt::print("(a) input order (hosts interleaved across leaves), ECMP with random ports:\n{}\n",
-             format_load_table(f, *before));
-  fmt::print("(b) weft: contiguous leaf sets + ideal spine per flow:\n{}\n", format_load_table(f, *after));
-  // A step's time is set by its most loaded link: load L shares the link L ways.
-  double t_before = 0, t_after = 0;
-  for (const auto& s : before->steps) t_before += static_cast<double>(s.max_bytes);
-  for (const auto& s : after->steps) t_after += static_cast<double>(s.max_bytes);
-  fmt::print("bytes on the busiest link per step, summed: (a) {}  (b) {}  -> (b) is {:.2f}x faster on a\n"
-             "fabric whose links are the bottleneck (the simulator and the emulated fabric measure it).\n",
-             format_bytes(t_before), format_bytes(t_after), t_before / t_after);
-  if (!a.svg.empty()) {
-    auto st = emit(a.svg, fabric_svg(f, {{"(a) input order, ECMP", predicted_utilisation(f, *before)},
-                                         {"(b) weft order, planned spines", predicted_utilisation(f, *after)}}));
-    if (!st) return fail(st);
-    fmt::print("wrote {} (link utilisation of (a) and (b))\n", a.svg);
+int run_demo(const DemoConfig& cfg) {
+  if (auto st = cfg.validate(); !st) return fail(st);
+  const std::string why = demo::emulation_unavailable_reason();
+  if (cfg.simulate || !why.empty()) {
+    if (!cfg.simulate) fmt::print("weft demo: cannot emulate the fabric: {}.\nRunning the simulator on the same fabric instead.\n\n", why);
+    auto st = demo::run_simulated(cfg);
+    return st ? 0 : fail(st);
   }
-  return after->max_load == after->max_lower_bound ? 0 : 1;
+  InterruptGuard guard;  // Ctrl-C ends the current wait; RAII cleans up
+  std::string dir = cfg.work_dir;
+  const bool own = dir.empty();
+  if (own) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "weft-demo-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) return fail(io_error("mkdtemp", errno));
+    dir = tmpl;
+  } else {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return fail(io_error(fmt::format("cannot create --work-dir {}", dir), ec.value()));
+  }
+  Status st = run_emulated(cfg, dir, own);  // the session (fabric, processes) is gone when this returns
+  if (own) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  if (!st) {
+    if (InterruptGuard::interrupted()) {
+      fmt::print(stderr, "weft demo: interrupted by signal {}: every process stopped, every namespace deleted\n",
+                 InterruptGuard::signal_number());
+      return 128 + InterruptGuard::signal_number();
+    }
+    return fail(st.with_context("weft demo (cleaned up)"));
+  }
+  return 0;
+}
+
+bool parse_link(const std::string& s, std::pair<int, int>& out) {
+  const auto colon = s.find(':');
+  if (colon == std::string::npos) return false;
+  try {
+    size_t a = 0, b = 0;
+    out.first = std::stoi(s.substr(0, colon), &a);
+    out.second = std::stoi(s.substr(colon + 1), &b);
+    return a == colon && b == s.size() - colon - 1;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 }  // namespace
 
 void register_demo(CLI::App& app, Registry& reg) {
-  static DemoArgs a;
-  auto* cmd = app.add_subcommand("demo", "Rank, route and check a bundled example fabric (weft's main job)");
-  cmd->add_option("--spines", a.spines, "Spines of the example Clos")->capture_default_str();
-  cmd->add_option("--leaves", a.leaves, "Leaves")->capture_default_str();
-  cmd->add_option("--hosts", a.hosts, "Hosts per leaf")->capture_default_str();
-  cmd->add_option("--seed", a.seed, "ECMP seed for the unplanned run")->capture_default_str();
-  cmd->add_option("--svg", a.svg, "Write the fabric with link utilisation of (a) and (b) here ('' = none)")
-      ->capture_default_str();
-  cmd->callback([&reg] { reg.run = [] { return run_demo(a); }; });
+  static DemoConfig cfg;
+  static std::string size = "64MiB", fail_link, sockbuf = "0";
+  auto* cmd = app.add_subcommand("demo", "weft end to end on an emulated fabric: probe, rank, route, AllReduce, measured");
+  cmd->footer(
+      "Builds a spine-leaf fabric of network namespaces (tbf-shaped links, ECMP on the L4\n"
+      "5-tuple), starts `weft agent` on every host, probes which spine every TCP flow to the\n"
+      "data port takes, ranks the hosts, plans source ports, and runs HD AllReduce over TCP\n"
+      "twice per trial: (a) the allocation's order with ephemeral ports, (b) weft's order with\n"
+      "the planned ports. Prints busbw of both, their ratio, the ideal, per-link utilisation\n"
+      "from the interface counters, and writes an SVG. Needs root; without it the simulator\n"
+      "runs on the same fabric. Ctrl-C stops it cleanly. Walk-through: docs/demo.md.\n"
+      "  weft demo                        # 4x4x4, 200 Mbit/s, 64 MiB, 5 trials\n"
+      "  weft demo --fail 2:3             # then fail spine 2 - leaf 3, re-probe, re-plan, rerun\n"
+      "  weft demo --size 16MiB --trials 3 --json out.json");
+  cmd->add_option("--spines", cfg.spines, "Spines")->capture_default_str();
+  cmd->add_option("--leaves", cfg.leaves, "Leaves")->capture_default_str();
+  cmd->add_option("--hosts", cfg.hosts_per_leaf, "Hosts per leaf")->capture_default_str();
+  cmd->add_option("--rate-mbit", cfg.rate_mbit, "Link rate (tbf), Mbit/s")->capture_default_str();
+  cmd->add_option("--mtu", cfg.mtu, "MTU of every link")->capture_default_str();
+  cmd->add_option("--size", size, "AllReduce size (f32 elements x 4 bytes)")->capture_default_str();
+  cmd->add_option("--trials", cfg.trials, "Trials, each with a new ECMP hash seed")->capture_default_str();
+  cmd->add_option("--seed", cfg.seed, "First hash seed; also shuffles the allocation")->capture_default_str();
+  cmd->add_option("--order", cfg.order, "Allocation order for (a): shuffled, interleaved, sorted")->capture_default_str();
+  cmd->add_option("--fail", fail_link, "SPINE:LEAF: afterwards fail this link, re-probe, re-plan and rerun");
+  cmd->add_option("--probe-ports", cfg.probe_ports, "Source ports per pair in the bring-up campaign")->capture_default_str();
+  cmd->add_option("--dport", cfg.dport, "TCP data port (probed; planned flows' destination)")->capture_default_str();
+  cmd->add_option("--store-port", cfg.store_port, "TCP store port on rank 0's host")->capture_default_str();
+  cmd->add_option("--timeout", cfg.timeout_s, "Seconds per AllReduce run")->capture_default_str();
+  cmd->add_option("--socket-buffer", sockbuf, "TCP socket buffers (0 = 5 ms of the link rate: bounds how far a rank "
+                                              "ahead in HD floods its next partner)")->capture_default_str();
+  cmd->add_option("--svg", cfg.svg, "SVG of the fabric with link utilisation ('' = none)")->capture_default_str();
+  cmd->add_option("--json", cfg.json, "Write the results as JSON here");
+  cmd->add_option("--work-dir", cfg.work_dir, "Keep logs, fabric.db and plans here (default: a temporary dir, removed)");
+  cmd->add_option("--prefix", cfg.prefix, "Namespace prefix (default wfdemo<pid>-)");
+  cmd->add_flag("--simulate", cfg.simulate, "Run the simulator even where the fabric could be emulated");
+  // The rank worker the demo starts on every host (demo_worker.h); hidden.
+  static demo::WorkerArgs worker;
+  auto* wcmd = cmd->add_subcommand("worker", "")->group("");
+  wcmd->add_option("--dir", worker.dir)->required();
+  wcmd->add_option("--host", worker.host)->required();
+  wcmd->add_option("--ip", worker.ip)->required();
+  wcmd->add_option("--max-bytes", worker.max_bytes)->required();
+  wcmd->callback([&reg] { reg.run = [] { return demo::run_worker(worker); }; });
+  cmd->callback([&reg, wcmd] {
+    if (wcmd->parsed()) return;
+    reg.run = [] {
+      auto bytes = parse_size(size);
+      if (!bytes) return fail(invalid_argument(fmt::format("bad --size '{}' (e.g. 64MiB)", size)));
+      cfg.bytes = *bytes;
+      auto sb = parse_size(sockbuf);
+      if (!sb) return fail(invalid_argument(fmt::format("bad --socket-buffer '{}'", sockbuf)));
+      cfg.socket_buffer = *sb;
+      if (!fail_link.empty()) {
+        std::pair<int, int> l;
+        if (!parse_link(fail_link, l)) return fail(invalid_argument(fmt::format("--fail '{}' is not SPINE:LEAF", fail_link)));
+        cfg.fail = l;
+      }
+      return run_demo(cfg);
+    };
+  });
 }
 
 }  // namespace weft::cli

@@ -62,7 +62,8 @@ std::string fabric_svg(const topo::Fabric& f, const std::vector<SvgPanel>& panel
       const auto& lk = f.links[l];
       double u = 0;
       if (2 * l + 1 < panels[p].utilisation.size()) u = std::max(panels[p].utilisation[2 * l], panels[p].utilisation[2 * l + 1]);
-      const bool down = lk.state != topo::LinkState::kUp;
+      const bool down = lk.state != topo::LinkState::kUp ||
+                        std::find(panels[p].down.begin(), panels[p].down.end(), static_cast<int>(l)) != panels[p].down.end();
       svg += fmt::format(
           "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"{:.1f}\"{}>"
           "<title>{} - {}: {:.0f}%{}</title></line>\n",

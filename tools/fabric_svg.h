@@ -14,6 +14,7 @@ namespace weft::cli {
 struct SvgPanel {
   std::string title;
   std::vector<double> utilisation;  // per directed link, 0..1 (may exceed 1 when oversubscribed)
+  std::vector<int> down;            // links drawn down in this panel only (a failure between panels)
 };
 
 std::string fabric_svg(const topo::Fabric& f, const std::vector<SvgPanel>& panels);

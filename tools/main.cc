@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
       "weft: make AI-training fabrics congestion-free.\n"
       "Model a fabric, rank a job's hosts so collectives stay inside leaves, check\n"
       "the link load of every collective step, and write rank files for launchers.\n"
-      "Start with:  weft demo      (a bundled 4x4x4 Clos, ranked, routed and checked)\n"
+      "Start with:  weft demo      (probe, rank, route and AllReduce on an emulated fabric; as root)\n"
       "Then:        weft topo gen clos --spines 4 --leaves 4 --hosts 4 -o fabric.json\n"
       "             weft rank --topology fabric.json --all --format csv -o ranks.csv\n"
       "             weft check --topology fabric.json --ranks ranks.csv\n",

@@ -100,15 +100,4 @@ TEST_F(Cli, GenRejectsBadSizesWithoutWriting) {
   EXPECT_FALSE(fs::exists(path("bg.json")));
 }
 
-TEST_F(Cli, DemoRanksRoutesAndChecksTheBundledFabric) {
-  CliRun r = weft("demo --svg " + path("demo.svg"));
-  ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(r.out.find("(b) weft: contiguous leaf sets + ideal spine per flow"), std::string::npos);
-  EXPECT_NE(r.out.find("max load 1 (lower bound 1) over 8 steps"), std::string::npos) << r.out;
-  auto svg = weft::read_file(path("demo.svg"));
-  ASSERT_TRUE(svg);
-  EXPECT_EQ(svg->rfind("<svg", 0), 0u);
-  EXPECT_NE(svg->find("(b) weft order, planned spines"), std::string::npos);
-}
-
 }  // namespace

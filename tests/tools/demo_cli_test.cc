@@ -1,0 +1,74 @@
+// weft demo as a user meets it where no fabric can be emulated (--simulate,
+// the path a machine without root takes): the table, the ratio, the SVG, the
+// JSON; and bad options answered by one line, nothing written.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_fixture.h"
+
+namespace {
+
+TEST_F(Cli, DemoSimulatesTheSameFabricAndReportsTheRatioAndTheIdeal) {
+  CliRun r = weft("demo --simulate --size 4MiB --trials 3 --svg " + path("d.svg") + " --json " + path("d.json"));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("simulated 4x4x4 Clos, links 200 Mbit/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("link utilisation"), std::string::npos);
+  const auto j = nlohmann::json::parse(weft::read_file(path("d.json")).value());
+  ASSERT_EQ(j["trials"].size(), 1u);
+  const auto& t = j["trials"][0];
+  // weft's plan on a non-blocking Clos: every step at load 1, the ideal busbw (the link rate).
+  EXPECT_EQ(t["max_load_b"], 1);
+  EXPECT_EQ(t["lower_bound_b"], 1);
+  EXPECT_NEAR(t["busbw_b_Bps"].get<double>(), 200e6 / 8, 1e3);
+  EXPECT_NEAR(t["ideal_Bps"].get<double>(), 200e6 / 8, 1e3);
+  EXPECT_GE(t["ratio"].get<double>(), 1.5) << "ECMP collisions cost the shuffled order at least a third";
+  const std::string svg = weft::read_file(path("d.svg")).value();
+  EXPECT_NE(svg.find("(a) input order, ECMP (simulated)"), std::string::npos);
+  EXPECT_NE(svg.find("(b) weft order + plan (simulated)"), std::string::npos);
+}
+
+TEST_F(Cli, DemoWithAFailedLinkPlansToTheNewBoundAndDrawsItDown) {
+  CliRun r = weft("demo --simulate --size 4MiB --trials 2 --fail 2:3 --svg " + path("d.svg") + " --json " + path("d.json"));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(weft::read_file(path("d.json")).value());
+  ASSERT_EQ(j["trials"].size(), 2u);
+  const auto& f = j["trials"][1];
+  EXPECT_TRUE(f["failed_link"].get<bool>());
+  // Leaf 3 keeps 3 uplinks for its 4 hosts: HD's cross-leaf steps need 2 flows on one.
+  EXPECT_EQ(f["lower_bound_b"], 2);
+  EXPECT_EQ(f["max_load_b"], 2);
+  EXPECT_LT(f["ideal_Bps"].get<double>(), j["trials"][0]["ideal_Bps"].get<double>());
+  EXPECT_NE(weft::read_file(path("d.svg")).value().find("s2 - l3: 0% (down)"), std::string::npos);
+}
+
+struct BadDemo {
+  const char* name;
+  const char* args;
+  const char* error;
+};
+
+class DemoRejects : public Cli, public ::testing::WithParamInterface<BadDemo> {};
+
+TEST_P(DemoRejects, WithOneLineAndNoFiles) {
+  CliRun r = weft(std::string("demo --simulate --svg ") + path("d.svg") + " --json " + path("d.json") + " " +
+                  GetParam().args);
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(r.err, std::string("weft: error: ") + GetParam().error + "\n");
+  EXPECT_FALSE(fs::exists(path("d.svg")));
+  EXPECT_FALSE(fs::exists(path("d.json")));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, DemoRejects,
+    ::testing::Values(
+        BadDemo{"NoSuchLink", "--fail 5:1", "--fail 5:1: no such link (spines 1..4, leaves 1..4)"},
+        BadDemo{"NotALink", "--fail 2-3", "--fail '2-3' is not SPINE:LEAF"},
+        BadDemo{"OddSize", "--size 7", "--size must be a multiple of 4 bytes (f32 elements)"},
+        BadDemo{"UnknownOrder", "--order random", "--order 'random' is not shuffled, interleaved or sorted"},
+        BadDemo{"NoTrials", "--trials 0", "--trials 0 is not 1..100"},
+        BadDemo{"OneHost", "--leaves 1 --hosts 1", "an AllReduce needs at least 2 hosts"},
+        BadDemo{"TooFewProbePorts", "--probe-ports 3", "--probe-ports 3 is not 4..4096 (at least one per spine)"}),
+    [](const auto& c) { return std::string(c.param.name); });
+
+}  // namespace

@@ -1,0 +1,46 @@
+// What `weft demo` runs: the fabric, the collective, the trials (cmd_demo.cc
+// fills it from the command line; validate() names the first bad value).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "weft/common/status.h"
+
+namespace weft::cli::demo {
+
+struct DemoConfig {
+  // The fabric: a 2-tier Clos of network namespaces (or of the simulator).
+  int spines = 4;
+  int leaves = 4;
+  int hosts_per_leaf = 4;
+  int rate_mbit = 200;  // tbf rate of every link, both directions
+  int mtu = 9000;
+  // The collective: HD AllReduce of `bytes` (f32 sum) over TCP, run twice
+  // per trial: (a) allocation order + ephemeral ports, (b) weft order + plan.
+  uint64_t bytes = 64ull << 20;
+  int trials = 5;                  // trial t uses fabric hash seed `seed + t - 1`
+  uint32_t seed = 1;               // also shuffles the allocation order
+  std::string order = "shuffled";  // the allocation's order: shuffled | interleaved | sorted
+  // --fail SPINE:LEAF: after the trials, fail that link, re-probe, re-plan, rerun.
+  std::optional<std::pair<int, int>> fail;
+  // Probing and ports.
+  int probe_ports = 32;     // source ports per pair in the bring-up campaign
+  uint16_t dport = 29500;   // the TCP data port (planned flows' dport, probed by TCP SYN)
+  uint16_t store_port = 29400;
+  int timeout_s = 300;      // per AllReduce run (setup + call + verification)
+  uint64_t socket_buffer = 0;  // TCP SO_SNDBUF/SO_RCVBUF; 0 = 5 ms of the link rate (demo_session.cc)
+  // Output and housekeeping.
+  std::string svg = "weft-demo.svg";
+  std::string json;         // machine-readable results ("" = none)
+  std::string work_dir;     // "" = a fresh directory under $TMPDIR, removed at the end
+  std::string prefix;       // namespace prefix; "" = "wfdemo<pid>-"
+  bool simulate = false;    // the simulator even when the fabric could be emulated
+
+  int hosts() const { return leaves * hosts_per_leaf; }
+  Status validate() const;
+};
+
+}  // namespace weft::cli::demo

@@ -1,0 +1,246 @@
+// DemoSession (demo_session.h): the processes of the demo and their files.
+#include "demo_session.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/common/file_util.h"
+#include "weft/db/database.h"
+#include "weft/db/stores.h"
+
+namespace weft::cli::demo {
+namespace {
+
+constexpr int kProtoTcp = 6;
+
+std::string first_line(const std::string& s) {
+  const auto b = s.find_first_not_of("\n ");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find('\n', b) - b);
+}
+
+}  // namespace
+
+Status DemoConfig::validate() const {
+  if (spines < 1 || leaves < 1 || hosts_per_leaf < 1) return invalid_argument("fabric sizes must be >= 1");
+  if (hosts() < 2) return invalid_argument("an AllReduce needs at least 2 hosts");
+  if (rate_mbit < 1 || rate_mbit > 100000) return invalid_argument(fmt::format("--rate-mbit {} is not 1..100000", rate_mbit));
+  if (bytes < 4 || bytes % 4 != 0) return invalid_argument("--size must be a multiple of 4 bytes (f32 elements)");
+  if (trials < 1 || trials > 100) return invalid_argument(fmt::format("--trials {} is not 1..100", trials));
+  if (order != "shuffled" && order != "interleaved" && order != "sorted") {
+    return invalid_argument(fmt::format("--order '{}' is not shuffled, interleaved or sorted", order));
+  }
+  if (fail && (fail->first < 1 || fail->first > spines || fail->second < 1 || fail->second > leaves)) {
+    return invalid_argument(fmt::format("--fail {}:{}: no such link (spines 1..{}, leaves 1..{})", fail->first,
+                                        fail->second, spines, leaves));
+  }
+  if (probe_ports < spines || probe_ports > 4096) {
+    return invalid_argument(fmt::format("--probe-ports {} is not {}..4096 (at least one per spine)", probe_ports, spines));
+  }
+  if (dport == 0 || store_port == 0 || dport == store_port) return invalid_argument("--dport and --store-port must differ and be > 0");
+  if (dport >= 49152) return invalid_argument("--dport must lie below the planned source ports (49152-65535)");
+  if (timeout_s < 10) return invalid_argument("--timeout must be >= 10 s");
+  if (socket_buffer != 0 && (socket_buffer < 4096 || socket_buffer > (1u << 30))) {
+    return invalid_argument("--socket-buffer must be 4 KiB..1 GiB (0 = 5 ms of the link rate)");
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<DemoSession>> DemoSession::start(const DemoConfig& cfg, const std::string& weft,
+                                                        const std::string& dir, bool own_dir) {
+  std::unique_ptr<DemoSession> s(new DemoSession());
+  s->cfg_ = cfg;
+  s->weft_ = weft;
+  s->dir_ = dir;
+  s->db_ = dir + "/fabric.db";
+  s->secret_ = dir + "/secret";
+  EmulatedFabricConfig fc;
+  fc.spines = cfg.spines;
+  fc.leaves = cfg.leaves;
+  fc.hosts_per_leaf = cfg.hosts_per_leaf;
+  fc.rate_mbit = cfg.rate_mbit;
+  fc.mtu = cfg.mtu;
+  fc.hash_seed = cfg.seed;
+  fc.prefix = cfg.prefix;
+  fc.work_dir = dir;
+  fc.remove_work_dir = own_dir;
+  WEFT_ASSIGN_OR_RETURN(s->fabric_, EmulatedFabric::create(fc));
+  WEFT_RETURN_IF_ERROR(s->start_agents());
+  WEFT_RETURN_IF_ERROR(s->start_workers());
+  return s;
+}
+
+std::vector<std::string> DemoSession::host_names() const {
+  std::vector<std::string> out;
+  for (const auto& h : fabric_->hosts()) out.push_back(h.name);
+  return out;
+}
+
+// One agent per host, capturing TCP SYN probes to the data port (CAP_NET_RAW:
+// we are root); ready once it logs its control port.
+Status DemoSession::start_agents() {
+  // A per-run secret: the agents accept campaigns only from this controller.
+  std::string secret = fmt::format("weft-demo-{}-{}", ::getpid(),
+                                   std::chrono::steady_clock::now().time_since_epoch().count());
+  WEFT_RETURN_IF_ERROR(write_file_atomic(secret_, secret + "\n"));
+  if (::chmod(secret_.c_str(), 0600) != 0) return io_error("chmod " + secret_, errno);
+  for (const auto& h : fabric_->hosts()) {
+    WEFT_RETURN_IF_ERROR(fabric_
+                             ->spawn(h.name,
+                                     {weft_, "agent", "--secret-file", secret_, "--ip", h.ip, "--name", h.name,
+                                      "--listen", h.ip + ":7400", "--tcp-port", std::to_string(cfg_.dport)},
+                                     {}, "/dev/null", fmt::format("{}/agent-{}.log", dir_, h.name))
+                             .status());
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  for (const auto& h : fabric_->hosts()) {
+    const std::string log = fmt::format("{}/agent-{}.log", dir_, h.name);
+    for (;;) {
+      auto text = read_file(log);
+      if (text && text->find("control on") != std::string::npos) break;
+      if (text && text->find("error") != std::string::npos) {
+        return internal_error(fmt::format("the agent on {} did not start: {}", h.name, first_line(*text)));
+      }
+      if (InterruptGuard::interrupted()) return aborted("interrupted while starting the agents");
+      if (Clock::now() > deadline) return deadline_exceeded(fmt::format("the agent on {} did not start in 30 s", h.name));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  return Status::ok();
+}
+
+Result<ProbeRun> DemoSession::probe(const std::vector<std::string>& hosts, bool targeted) {
+  std::string list;
+  for (const auto& name : hosts) {
+    WEFT_ASSIGN_OR_RETURN(const EmulatedHost* h, fabric_->host(name));
+    list += fmt::format("{} {} 7400\n", h->name, h->ip);
+  }
+  const std::string hosts_file = dir_ + (targeted ? "/hosts-ranked" : "/hosts");
+  WEFT_RETURN_IF_ERROR(write_file_atomic(hosts_file, list));
+  std::vector<std::string> argv = {weft_, "probe", "--hosts", hosts_file, "--secret-file", secret_, "--db", db_,
+                                   "--backend", "tcp-syn", "--dport", std::to_string(cfg_.dport), "--rate", "20000",
+                                   "--quiet"};
+  if (targeted) {
+    // Windows of S ports until each HD pair has a port on every spine.
+    for (const char* a : {"--targeted", "allreduce-hd", "--ports", "256"}) argv.push_back(a);
+    argv.push_back("--spines");
+    argv.push_back(std::to_string(cfg_.spines));
+  } else {
+    argv.push_back("--ports");
+    argv.push_back(std::to_string(cfg_.probe_ports));
+  }
+  const auto t0 = Clock::now();
+  WEFT_ASSIGN_OR_RETURN(pid_t pid, fabric_->spawn(fabric_->hosts().front().name, argv, {}, dir_ + "/probe.out",
+                                                  dir_ + "/probe.err"));
+  auto st = fabric_->wait_all({pid}, Clock::now() + std::chrono::seconds(120), "weft probe");
+  if (!st) {
+    auto err = read_file(dir_ + "/probe.err");
+    return st.status().with_context(err ? first_line(*err) : "");
+  }
+  ProbeRun r;
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  db::OpenOptions ro;
+  ro.read_only = true;
+  WEFT_ASSIGN_OR_RETURN(db::Database db, db::Database::open(db_, ro));
+  WEFT_ASSIGN_OR_RETURN(std::optional<int64_t> c, db::latest_done_campaign(db, kProtoTcp));
+  if (!c) return internal_error("weft probe finished but the database holds no finished TCP campaign");
+  r.campaign = *c;
+  WEFT_ASSIGN_OR_RETURN(r.flows, db.query_int(fmt::format("SELECT COUNT(*) FROM observations WHERE campaign_id = {}", *c)));
+  return r;
+}
+
+// A rank that finished an HD step early sends into the next one while its
+// new partner may still receive the last: with 4 MiB socket buffers that
+// overlap took a third of the bandwidth here (16 ranks, 100 Mbit/s: 67% of
+// the ideal; 128 KiB: 97%). About 5 ms of the link rate covers the
+// bandwidth-delay product and bounds the overlap.
+int DemoSession::socket_buffer() const {
+  if (cfg_.socket_buffer > 0) return static_cast<int>(cfg_.socket_buffer);
+  const double bytes = cfg_.rate_mbit * 1e6 / 8 * 0.005;
+  return std::max(64 << 10, static_cast<int>(std::ceil(bytes / 65536)) * 65536);
+}
+
+Status DemoSession::start_workers() {
+  // One after another: each faults its memory in alone (demo_worker.h).
+  for (const auto& h : fabric_->hosts()) {
+    WEFT_ASSIGN_OR_RETURN(pid_t pid, fabric_->spawn(h.name,
+                                                    {weft_, "demo", "worker", "--dir", dir_, "--host", h.name, "--ip",
+                                                     h.ip, "--max-bytes", std::to_string(cfg_.bytes)},
+                                                    {}, "/dev/null", fmt::format("{}/worker-{}.log", dir_, h.name)));
+    workers_.push_back(pid);
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (!read_file(fmt::format("{}/ready-{}", dir_, h.name))) {
+      if (!fabric_->running(pid)) {
+        auto log = read_file(fmt::format("{}/worker-{}.log", dir_, h.name));
+        return internal_error(fmt::format("the rank worker on {} exited: {}", h.name, log ? first_line(*log) : ""));
+      }
+      if (InterruptGuard::interrupted()) return aborted("interrupted while starting the rank workers");
+      if (Clock::now() > deadline) return deadline_exceeded(fmt::format("the rank worker on {} did not start", h.name));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  return Status::ok();
+}
+
+Result<AllreduceRun> DemoSession::allreduce(const std::vector<std::string>& hosts, const std::string& plan,
+                                            const std::string& tag) {
+  const int n = static_cast<int>(hosts.size());
+  const int k = ++jobs_;
+  WEFT_ASSIGN_OR_RETURN(const EmulatedHost* root, fabric_->host(hosts.front()));
+  // A store port per job: a late client never meets the last job's store.
+  const nlohmann::json job = {{"hosts", hosts},
+                              {"store", fmt::format("tcp://{}:{}", root->ip, cfg_.store_port + k % 100)},
+                              {"bytes", cfg_.bytes},
+                              {"plan", plan},
+                              {"timeout_s", cfg_.timeout_s},
+                              {"socket_buffer", socket_buffer()}};
+  WEFT_ASSIGN_OR_RETURN(FabricCounters before, fabric_->counters());
+  WEFT_RETURN_IF_ERROR(write_file_atomic(fmt::format("{}/job-{}.json", dir_, k), job.dump(1) + "\n"));
+  const auto deadline = Clock::now() + std::chrono::seconds(cfg_.timeout_s + 30);
+  std::vector<nlohmann::json> results(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    const std::string path = fmt::format("{}/result-{}-{}.json", dir_, k, hosts[static_cast<size_t>(r)]);
+    for (;;) {
+      if (auto text = read_file(path)) {
+        results[static_cast<size_t>(r)] = nlohmann::json::parse(*text, nullptr, false);
+        break;
+      }
+      for (size_t w = 0; w < workers_.size(); ++w) {
+        if (!fabric_->running(workers_[w])) {
+          return internal_error(fmt::format("run {}: the rank worker on {} died", tag, fabric_->hosts()[w].name));
+        }
+      }
+      if (InterruptGuard::interrupted()) return aborted(fmt::format("interrupted during AllReduce run {}", tag));
+      if (Clock::now() > deadline) return deadline_exceeded(fmt::format("AllReduce run {} did not finish in time", tag));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  WEFT_ASSIGN_OR_RETURN(FabricCounters after, fabric_->counters());
+  for (int r = 0; r < n; ++r) {
+    const auto& res = results[static_cast<size_t>(r)];
+    if (!res.is_object() || !res.value("ok", false)) {
+      return internal_error(fmt::format("AllReduce run {}: rank {} on {}: {}", tag, r, hosts[static_cast<size_t>(r)],
+                                        res.is_object() ? res.value("error", "unreadable result") : "unreadable result"));
+    }
+  }
+  AllreduceRun run;
+  run.seconds = results[0].value("seconds", 0.0);
+  run.wrong = results[0].value("wrong", int64_t{-1});
+  if (!(run.seconds > 0)) return internal_error(fmt::format("AllReduce run {}: no time measured", tag));
+  run.busbw_Bps = static_cast<double>(cfg_.bytes) * 2.0 * (n - 1) / n / run.seconds;
+  run.bytes = after - before;
+  if (run.wrong != 0) {
+    return data_loss(fmt::format("AllReduce run {}: {} elements differ from the exact sum", tag, run.wrong));
+  }
+  return run;
+}
+
+}  // namespace weft::cli::demo

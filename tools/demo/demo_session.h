@@ -1,0 +1,75 @@
+// DemoSession: weft's own commands run as processes on an EmulatedFabric,
+// exactly as an operator runs them on a cluster:
+//   `weft agent`  in every host namespace (reflector + control plane);
+//   `weft probe`  from the first host (the controller must reach the agents'
+//                 control ports through the fabric), TCP SYN probes to the
+//                 data port, results into fabric.db in the work directory;
+//   `weft demo worker`  one rank process per host for the whole demo
+//                 (demo_worker.h): each AllReduce is a job it runs as a new
+//                 communicator, rendezvous through a TCP store on rank 0, the
+//                 plan's source ports bound when a plan is given, the one
+//                 timed call verified element by element.
+// Byte counters of every link are read around each AllReduce.
+//
+//   auto s = DemoSession::start(cfg, "/usr/bin/weft", dir).value();
+//   auto probe = s->probe(hosts, /*targeted=*/false).value();
+//   auto run = s->allreduce(hosts, "", "a1").value();   // ephemeral ports
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "demo_config.h"
+#include "emulated_fabric.h"
+
+namespace weft::cli::demo {
+
+struct ProbeRun {
+  int64_t campaign = 0;
+  int64_t flows = 0;  // 5-tuples recorded
+  double seconds = 0;
+};
+
+struct AllreduceRun {
+  double seconds = 0;    // the call, slowest rank (bench --once)
+  double busbw_Bps = 0;  // nccl-tests busbw: bytes x 2(n-1)/n / seconds
+  int64_t wrong = -1;    // elements that missed the exact result, all ranks
+  FabricCounters bytes;  // per link and direction, over the run
+};
+
+class DemoSession {
+ public:
+  // Builds the fabric and starts an agent on every host; `dir` exists.
+  static Result<std::unique_ptr<DemoSession>> start(const DemoConfig& cfg, const std::string& weft,
+                                                    const std::string& dir, bool own_dir);
+
+  EmulatedFabric& fabric() { return *fabric_; }
+  const std::string& db_path() const { return db_; }
+  // Host names, leaf by leaf (h1-1, h1-2, ...).
+  std::vector<std::string> host_names() const;
+
+  // A campaign over `hosts` (written as the hosts file in this order): all
+  // ordered pairs x probe_ports, or only the HD pairs of this order, each
+  // stopping once every spine has a port (job launch).
+  Result<ProbeRun> probe(const std::vector<std::string>& hosts, bool targeted);
+
+  // HD AllReduce with rank r on hosts[r]; `plan` = "" for ephemeral ports.
+  // `tag` names the run in messages.
+  Result<AllreduceRun> allreduce(const std::vector<std::string>& hosts, const std::string& plan,
+                                 const std::string& tag);
+
+ private:
+  DemoSession() = default;
+  Status start_agents();
+  Status start_workers();
+  int socket_buffer() const;
+
+  DemoConfig cfg_;
+  std::string weft_, dir_, db_, secret_;
+  std::unique_ptr<EmulatedFabric> fabric_;
+  std::vector<pid_t> workers_;  // by host, in fabric_->hosts() order
+  int jobs_ = 0;
+};
+
+}  // namespace weft::cli::demo

@@ -1,0 +1,37 @@
+// The rank worker of `weft demo` (hidden: `weft demo worker`): one process
+// per host for the whole demo, running every AllReduce of it as a new
+// communicator, the way a training job's process outlives many collectives.
+//
+// Why not a process per run (`weft bench --once` does the same work): here
+// 16 processes faulting in 200 MiB each at once took 10-15 s a run (page
+// faults in parallel are slow in this VM, huge_buffer.h); a worker faults
+// its memory in once, one worker after another, and recycles it.
+//
+// Protocol, through files in the demo's work directory (written atomically):
+//   ready-<host>           the worker has its memory and waits for jobs
+//   job-<k>.json           job k = 1, 2, ...: {"hosts": [rank order], "store":
+//                          "tcp://ip:port", "bytes", "plan" ("" = ephemeral
+//                          ports), "timeout_s", "socket_buffer"}
+//   result-<k>-<host>.json {"rank", "ok", "seconds" (slowest rank), "wrong"
+//                          (elements off the exact sum, all ranks), "error"}
+// A worker whose host is not in a job skips it. Each job: fill the input,
+// rendezvous through the TCP store (rank 0 serves it), connect (the plan's
+// source ports bound), barrier, one timed in-place HD AllReduce (f32 sum),
+// verify every element, agree on the slowest time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace weft::cli::demo {
+
+struct WorkerArgs {
+  std::string dir;
+  std::string host;
+  std::string ip;  // the host's fabric address (listen and bind)
+  uint64_t max_bytes = 0;
+};
+
+int run_worker(const WorkerArgs& a);
+
+}  // namespace weft::cli::demo
