@@ -42,6 +42,28 @@ TEST_F(Cli, DemoWithAFailedLinkPlansToTheNewBoundAndDrawsItDown) {
   EXPECT_NE(weft::read_file(path("d.svg")).value().find("s2 - l3: 0% (down)"), std::string::npos);
 }
 
+// What a user without root sees: the reason, then the simulator. As root the
+// test drops to nobody with setpriv(1).
+TEST_F(Cli, DemoWithoutRootSaysSoAndSimulatesTheSameFabric) {
+  const bool drop = ::geteuid() == 0;
+  if (drop && ::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "root, and no setpriv to drop privileges with";
+  const std::string args = "demo --size 4MiB --trials 1 --svg ''";
+  CliRun r;
+  if (!drop) {
+    r = weft(args);
+  } else {
+    const std::string out = path("stdout"), err = path("stderr");
+    const std::string cmd = std::string("setpriv --reuid 65534 --regid 65534 --clear-groups ") + WEFT_BINARY_DIR +
+                            "/weft " + args + " >" + out + " 2>" + err;
+    const int st = std::system(cmd.c_str());
+    r = {WIFEXITED(st) ? WEXITSTATUS(st) : -1, weft::read_file(out).value(), weft::read_file(err).value()};
+  }
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("weft demo: cannot emulate the fabric: not running as root", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("Running the simulator on the same fabric instead."), std::string::npos);
+  EXPECT_NE(r.out.find("simulated 4x4x4 Clos, links 200 Mbit/s"), std::string::npos);
+}
+
 struct BadDemo {
   const char* name;
   const char* args;
