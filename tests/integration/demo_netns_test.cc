@@ -70,6 +70,16 @@ std::string slurp(const std::string& path) {
   return text ? *text : std::string();
 }
 
+// The 1-, 5- and 15-minute load averages (proc(5)): the bandwidth figures
+// assume the CPU the kernel forwards with; a failure under a load far above
+// the core count says the machine was shared, not that the plan was wrong.
+std::string load_average() {
+  const std::string l = slurp("/proc/loadavg");
+  size_t end = 0;
+  for (int field = 0; field < 3 && end != std::string::npos; ++field) end = l.find(' ', end + (field ? 1 : 0));
+  return fmt::format("load average {} on {} cores", l.substr(0, end), std::thread::hardware_concurrency());
+}
+
 // Waits until the file contains `text` (or the process ended, or time ran out).
 bool wait_for_text(const std::string& path, const std::string& text, pid_t pid, std::chrono::seconds limit) {
   const auto deadline = Clock::now() + limit;
@@ -134,9 +144,10 @@ TEST(DemoNetnsTest, WeftsPlanReachesTheIdealAndBeatsEcmpAlsoAfterALinkFailsThenC
   const std::string dir = test_dir(), prefix = fmt::format("wfdt{}a-", ::getpid());
   Demo d = start_demo(dir, {"--size", "16MiB", "--trials", "5", "--rate-mbit", "200", "--fail", "2:3", "--prefix",
                             prefix, "--work-dir", dir + "/w", "--json", dir + "/r.json", "--svg", dir + "/d.svg"});
+  const std::string load_before = load_average();
   const int st = wait_for(d.pid, std::chrono::seconds(400));
   const std::string out = slurp(d.out);
-  std::cout << out << slurp(d.err);
+  std::cout << out << slurp(d.err) << "[load] before: " << load_before << "; after: " << load_average() << "\n";
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "weft demo failed (its output above)";
   const auto j = nlohmann::json::parse(slurp(dir + "/r.json"));
   ASSERT_EQ(j["trials"].size(), 6u) << "5 trials and the failed-link run";
