@@ -12,7 +12,8 @@
 #                                    cannot run it (no QEMU, no kernel package).
 #   rxe-vm.sh exec LAB [-t S] -- CMD...
 #                                    run CMD as root inside the running VM (cwd kept),
-#                                    print its output, exit with its exit code. With no
+#                                    print its output, exit with its exit code; the host's
+#                                    WEFT_TEST_* variables are passed along. With no
 #                                    VM running, run CMD on the host with
 #                                    WEFT_RDMA_VM_UNAVAILABLE=<reason> so tests skip.
 #   rxe-vm.sh stop LAB               power the VM off, print the veth counters
@@ -20,8 +21,8 @@
 #
 # Inside the VM: rxe1 on veth end va (10.78.0.1) and rxe2 on vb (10.78.0.2),
 # traffic between them really crosses the veth; WEFT_VERBS_DEVICES=rxe1,rxe2.
-# Env: WEFT_VM_CACHE (/var/cache/weft/rxe-vm), WEFT_VM_MEM (MiB, 1024),
-# WEFT_VM_SMP (2), WEFT_VM_LIFETIME (s, 1800: hard cap on a VM's life),
+# Env: WEFT_VM_CACHE (/var/cache/weft/rxe-vm), WEFT_VM_MEM (MiB, 2048),
+# WEFT_VM_SMP (2), WEFT_VM_LIFETIME (s, 3600: hard cap on a VM's life),
 # WEFT_VM_IDLE (s, 600: the guest powers off without jobs that long).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -92,8 +93,8 @@ start() {
   t0=$(date +%s.%N)
   # TCG (no KVM here). The hard lifetime cap and the guest's idle power-off make
   # sure an interrupted test run never leaves a VM burning the shared cores.
-  setsid timeout "${WEFT_VM_LIFETIME:-1800}" qemu-system-x86_64 -accel tcg,thread=multi -cpu "${WEFT_VM_CPU:-max}" \
-    -smp "${WEFT_VM_SMP:-2}" -m "${WEFT_VM_MEM:-1024}" -nographic -no-reboot -nic none \
+  setsid timeout "${WEFT_VM_LIFETIME:-3600}" qemu-system-x86_64 -accel tcg,thread=multi -cpu "${WEFT_VM_CPU:-max}" \
+    -smp "${WEFT_VM_SMP:-2}" -m "${WEFT_VM_MEM:-2048}" -nographic -no-reboot -nic none \
     -kernel "$CACHE/kernel/boot/vmlinuz-$kv" -initrd "$lab/initramfs.gz" \
     -append "console=ttyS0 quiet panic=-1 weftlab=$lab weftguest=$HERE/rxe-vm/guest.sh weftkdir=$CACHE/kernel weftidle=${WEFT_VM_IDLE:-600}" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
@@ -128,7 +129,11 @@ exec_job() {  # LAB [-t S] -- CMD...
     WEFT_RDMA_VM_UNAVAILABLE=$why exec "$@"
   fi
   d=$(mktemp -d "$lab/jobs/XXXXXX")
-  printf '%q ' "$@" > "$d/cmd"; pwd > "$d/cwd"; echo "$timeout" > "$d/timeout"; : > "$d/go"
+  # The host's WEFT_TEST_* settings go along (the guest's environment is its
+  # own), e.g. WEFT_TEST_BIG_COUNT_STRIDE=1 ctest -L rdma.
+  { while IFS='=' read -r k v; do [[ $k == WEFT_TEST_* ]] && printf 'export %s=%q\n' "$k" "$v"; done < <(env)
+    printf '%q ' "$@"; } > "$d/cmd"
+  pwd > "$d/cwd"; echo "$timeout" > "$d/timeout"; : > "$d/go"
   t0=$(date +%s)
   while [[ ! -f $d/rc ]]; do
     if ! qemu_alive "$lab"; then
@@ -167,5 +172,5 @@ case "${1:-}" in
   run) shift; lab=$(mktemp -d /tmp/weft-rxe-vm.XXXXXX)
        trap 'stop "$lab" >/dev/null 2>&1 || true; rm -rf "$lab"' EXIT
        start "$lab" >&2; (exec_job "$lab" -- "$@"); exit $? ;;
-  *) sed -n '2,26p' "$0"; exit 2 ;;
+  *) sed -n '2,27p' "$0"; exit 2 ;;
 esac

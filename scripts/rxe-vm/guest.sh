@@ -23,6 +23,17 @@ echo /run/modprobe > /proc/sys/kernel/modprobe
 ip link set lo up
 for m in crc32_generic rdma_rxe rdma_ucm veth; do modprobe -d "$KDIR" $m || fail "modprobe $m"; done
 ip link add va type veth peer name vb || fail "veth"
+# MTU 9000: rxe takes its port MTU from the netdev (rxe_set_mtu), so the path
+# MTU becomes 4096 instead of 1024 and a message needs a quarter of the
+# packets; under TCG the per-packet work (skb, softirq, ICRC) is what costs
+# (hd_5ranks matrix over verbs: 30.7/34.2 s at 1024, 23.3/27.1 s at 4096).
+ip link set va mtu 9000; ip link set vb mtu 9000
+# RPS: each end's receive processing on one vCPU. Without it veth hands a
+# packet to the backlog of whichever vCPU sent it, rxe's requester runs on
+# either, and a QP's packets arrive out of order: ib_write_bw saw ~1300
+# duplicate requests and ~40 requester retries per 100 MB, with RPS 0-18 and
+# 0-1 (a retry waits for the NAK or the ACK timeout).
+echo 1 > /sys/class/net/va/queues/rx-0/rps_cpus; echo 2 > /sys/class/net/vb/queues/rx-0/rps_cpus
 ip addr add 10.78.0.1/24 dev va; ip addr add 10.78.0.2/24 dev vb; ip link set va up; ip link set vb up
 for i in all default va vb; do sysctl -qw net.ipv4.conf.$i.rp_filter=0 net.ipv4.conf.$i.accept_local=1; done
 ip rule add pref 10 iif va lookup local; ip rule add pref 11 iif vb lookup local
