@@ -82,15 +82,18 @@ class Communicator::Impl {
   std::vector<int> local;          // ranks on this host
   int host_count = 1;
   std::vector<std::unique_ptr<Transport>> transports;
-  std::vector<Transport*> transport_ptrs;
-  std::vector<int> transport_of;  // by rank; -1 for self
-  std::vector<Pair*> pairs;       // by rank
+  internal::Links links;          // pairs and transports by rank
   std::map<Algorithm, std::vector<int>> rank_maps;  // allreduce: logical -> physical
+  std::vector<int> identity_group;  // 0, 1, ..., size-1
   std::vector<int> host_of;       // by rank: host index in order of first appearance
   std::map<std::tuple<int, int, size_t, size_t, size_t, int>, std::unique_ptr<internal::Plan>> plans;
   std::vector<char> work;         // reduce_scatter's in-place copy of the input
   HugeBuffer scratch;
   std::vector<std::unique_ptr<Memory>> scratch_mem;  // by transport
+  // Per call, kept between calls so that a call allocates nothing of its own.
+  internal::Buffers buffers;
+  std::vector<std::unique_ptr<Memory>> data_mem;  // by transport
+  std::vector<Ticket> last_send;                  // by rank
   std::mutex abort_mu;
   Status failed;  // first failure; the communicator is unusable after it
   std::atomic<bool> has_failed{false};
@@ -99,13 +102,13 @@ class Communicator::Impl {
   Status fail(Status s);
   using MakePlanFn = std::unique_ptr<internal::Plan> (*)(const internal::Shape&);
   Result<internal::Plan*> plan(int coll, Algorithm a, const internal::Shape& s, MakePlanFn make);
-  Status execute(int coll, Algorithm a, MakePlanFn make, const std::vector<int>& group, internal::Shape shape,
+  Status execute(int coll, Algorithm a, MakePlanFn make, const std::vector<int>& group, size_t count, int root,
                  void* data, size_t bytes, DataType t, ReduceOp op, const CollectiveOptions& o);
   Status usable();
   bool hosts_equal() const;
-  std::vector<int> identity() const;
+  Result<const std::vector<int>*> rank_map(Algorithm a);
   Status ensure_scratch(size_t bytes);
-  Status run(internal::Plan& p, const std::vector<int>& group_ranks, void* data, size_t bytes,
+  Status run(internal::Plan& p, const std::vector<int>& group_ranks, int me, void* data, size_t bytes,
              DataType t, ReduceOp op, Deadline deadline);
 };
 
@@ -148,8 +151,10 @@ Status Communicator::Impl::setup(Store& store) {
     if (name == "auto") name = hosts[static_cast<size_t>(r)] == cfg.host ? "shm" : "tcp";
     peers_of[name].push_back(r);
   }
-  transport_of.assign(static_cast<size_t>(n), -1);
-  pairs.assign(static_cast<size_t>(n), nullptr);
+  links.transport_of.assign(static_cast<size_t>(n), -1);
+  links.pairs.assign(static_cast<size_t>(n), nullptr);
+  last_send.assign(static_cast<size_t>(n), 0);
+  for (int r = 0; r < n; ++r) identity_group.push_back(r);
   for (auto& [name, peers] : peers_of) {
     TransportConfig tc;
     tc.name = name;
@@ -173,11 +178,11 @@ Status Communicator::Impl::setup(Store& store) {
     WEFT_ASSIGN_OR_RETURN(auto t, make_transport(tc, store, deadline));
     const int idx = static_cast<int>(transports.size());
     for (int p : peers) {
-      transport_of[static_cast<size_t>(p)] = idx;
-      pairs[static_cast<size_t>(p)] = t->pair(p);
-      if (!pairs[static_cast<size_t>(p)]) return internal_error(fmt::format("{} transport has no pair for rank {}", name, p));
+      links.transport_of[static_cast<size_t>(p)] = idx;
+      links.pairs[static_cast<size_t>(p)] = t->pair(p);
+      if (!links.pairs[static_cast<size_t>(p)]) return internal_error(fmt::format("{} transport has no pair for rank {}", name, p));
     }
-    transport_ptrs.push_back(t.get());
+    links.transports.push_back(t.get());
     transports.push_back(std::move(t));
   }
   if (cfg.scratch_reserve_bytes > 0) WEFT_RETURN_IF_ERROR(ensure_scratch(cfg.scratch_reserve_bytes));
@@ -198,8 +203,21 @@ Status Communicator::Impl::fail(Status s) {
 Result<internal::Plan*> Communicator::Impl::plan(int coll, Algorithm a, const internal::Shape& s, MakePlanFn make) {
   auto key = std::make_tuple(coll * 16 + static_cast<int>(a), s.rank, s.count, s.esize, s.segment, s.root);
   auto it = plans.find(key);
-  if (it == plans.end()) it = plans.emplace(key, make(s)).first;
+  if (it == plans.end()) {
+    internal::Shape full = s;  // host_of only matters when planning
+    for (int g : *s.group) full.host_of.push_back(host_of[static_cast<size_t>(g)]);
+    it = plans.emplace(key, make(full)).first;
+  }
   return it->second.get();
+}
+
+Result<const std::vector<int>*> Communicator::Impl::rank_map(Algorithm a) {
+  auto it = rank_maps.find(a);
+  if (it == rank_maps.end()) {
+    WEFT_ASSIGN_OR_RETURN(auto map, internal::remap_avoiding(a, cfg.size, cfg.failed_links));
+    it = rank_maps.emplace(a, std::move(map)).first;
+  }
+  return &it->second;
 }
 
 Status Communicator::Impl::ensure_scratch(size_t bytes) {
@@ -213,25 +231,26 @@ Status Communicator::Impl::ensure_scratch(size_t bytes) {
   return Status::ok();
 }
 
-Status Communicator::Impl::run(internal::Plan& p, const std::vector<int>& group_ranks, void* data,
+Status Communicator::Impl::run(internal::Plan& p, const std::vector<int>& group_ranks, int me, void* data,
                                size_t bytes, DataType t, ReduceOp op, Deadline deadline) {
   WEFT_RETURN_IF_ERROR(ensure_scratch(p.scratch_bytes()));
-  internal::Buffers b;
-  std::vector<std::unique_ptr<Memory>> data_mem;
+  // The caller's buffer is registered per call (the transport caches what
+  // is costly to register, keyed by address range: transport.h).
+  data_mem.clear();
+  auto& data_by = buffers.mem[internal::kData].by_transport;
+  auto& scratch_by = buffers.mem[internal::kScratch].by_transport;
+  data_by.clear();
+  scratch_by.clear();
   for (auto& tr : transports) {
     WEFT_ASSIGN_OR_RETURN(auto m, tr->register_memory(data, bytes));
-    b.mem[internal::kData].by_transport.push_back(m.get());
+    data_by.push_back(m.get());
     data_mem.push_back(std::move(m));
   }
-  for (auto& m : scratch_mem) b.mem[internal::kScratch].by_transport.push_back(m.get());
-  b.ptr[internal::kData] = static_cast<char*>(data);
-  b.ptr[internal::kScratch] = scratch.data();
-  internal::Group g{group_ranks, 0};
-  for (size_t i = 0; i < group_ranks.size(); ++i) {
-    if (group_ranks[i] == cfg.rank) g.me = static_cast<int>(i);
-  }
-  internal::Context ctx(std::move(g), pairs, transport_of, transport_ptrs, &b, deadline, t, op,
-                        &cfg.trace, cfg.rank);
+  for (auto& m : scratch_mem) scratch_by.push_back(m.get());
+  buffers.ptr[internal::kData] = static_cast<char*>(data);
+  buffers.ptr[internal::kScratch] = scratch.data();
+  std::fill(last_send.begin(), last_send.end(), Ticket{0});
+  internal::Context ctx(group_ranks, me, &links, &buffers, &last_send, deadline, t, op, &cfg.trace, cfg.rank);
   return p.run(ctx);
 }
 
@@ -253,16 +272,13 @@ const std::string& Communicator::host() const { return impl_->cfg.host; }
 const std::vector<int>& Communicator::local_ranks() const { return impl_->local; }
 int Communicator::host_count() const { return impl_->host_count; }
 Result<std::vector<int>> Communicator::allreduce_rank_map(Algorithm a) const {
-  auto it = impl_->rank_maps.find(a);
-  if (it != impl_->rank_maps.end()) return it->second;
-  WEFT_ASSIGN_OR_RETURN(auto map, internal::remap_avoiding(a, size(), impl_->cfg.failed_links));
-  impl_->rank_maps[a] = map;
-  return map;
+  WEFT_ASSIGN_OR_RETURN(const std::vector<int>* map, impl_->rank_map(a));
+  return *map;
 }
 
 Transport* Communicator::transport_for(int peer) const {
-  if (peer < 0 || peer >= size() || impl_->transport_of[static_cast<size_t>(peer)] < 0) return nullptr;
-  return impl_->transports[static_cast<size_t>(impl_->transport_of[static_cast<size_t>(peer)])].get();
+  if (peer < 0 || peer >= size() || impl_->links.transport_of[static_cast<size_t>(peer)] < 0) return nullptr;
+  return impl_->transports[static_cast<size_t>(impl_->links.transport_of[static_cast<size_t>(peer)])].get();
 }
 
 void Communicator::abort(std::string_view reason) {
@@ -278,18 +294,22 @@ using MakePlan = std::unique_ptr<internal::Plan> (*)(const internal::Shape&);
 }  // namespace
 
 Status Communicator::Impl::execute(int coll, Algorithm a, MakePlanFn make, const std::vector<int>& group,
-                                   internal::Shape shape, void* data, size_t bytes, DataType t,
-                                   ReduceOp op, const CollectiveOptions& o) {
+                                   size_t count, int root, void* data, size_t bytes, DataType t, ReduceOp op,
+                                   const CollectiveOptions& o) {
   const auto timeout = o.timeout.count() > 0 ? o.timeout : cfg.timeout;
   const Deadline deadline = Clock::now() + timeout;
+  internal::Shape shape;
+  shape.size = static_cast<int>(group.size());
   for (size_t i = 0; i < group.size(); ++i) {
     if (group[i] == cfg.rank) shape.rank = static_cast<int>(i);
   }
-  shape.size = static_cast<int>(group.size());
+  shape.count = count;
+  shape.esize = dtype_size(t);
   shape.segment = o.segment_bytes;
-  for (int g : group) shape.host_of.push_back(host_of[static_cast<size_t>(g)]);
+  shape.root = root;
+  shape.group = &group;
   WEFT_ASSIGN_OR_RETURN(internal::Plan * p, plan(coll, a, shape, make));
-  Status s = run(*p, group, data, bytes, t, op, deadline);
+  Status s = run(*p, group, shape.rank, data, bytes, t, op, deadline);
   if (!s) {
     return fail(s.with_context(fmt::format("rank {}: {} ({}, {} x {}{}{})", cfg.rank, kCollName[coll],
                                            algorithm_name(a), shape.count, dtype_name(t),
@@ -307,12 +327,6 @@ Status Communicator::Impl::usable() {
 
 bool Communicator::Impl::hosts_equal() const {
   return host_count > 1 && local.size() > 1 && !internal::equal_hosts(host_of).empty();
-}
-
-std::vector<int> Communicator::Impl::identity() const {
-  std::vector<int> g(static_cast<size_t>(cfg.size));
-  for (int i = 0; i < cfg.size; ++i) g[static_cast<size_t>(i)] = i;
-  return g;
 }
 
 Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op,
@@ -348,12 +362,11 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
       return invalid_argument(fmt::format("allreduce: '{}' is not an allreduce algorithm (hd, ring, butterfly, hybrid)",
                                           algorithm_name(a)));
   }
-  std::vector<int> group = m.identity();
+  const std::vector<int>* group = &m.identity_group;
   if (a != Algorithm::kHybrid) {
-    WEFT_ASSIGN_OR_RETURN(group, allreduce_rank_map(a));
+    WEFT_ASSIGN_OR_RETURN(group, m.rank_map(a));
   }
-  return m.execute(kAllreduce, a, make, group, internal::Shape{0, 0, count, dtype_size(t), 0, 0, 0, {}}, recv,
-                   bytes, t, op, o);
+  return m.execute(kAllreduce, a, make, *group, count, 0, recv, bytes, t, op, o);
 }
 
 Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType t,
@@ -370,8 +383,8 @@ Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_co
   if (m.work.size() < all) m.work.resize(all);
   std::memcpy(m.work.data(), send, all);
   if (size() > 1) {
-    WEFT_RETURN_IF_ERROR(m.execute(kReduceScatter, Algorithm::kRing, internal::plan_reduce_scatter_ring, m.identity(),
-                                   internal::Shape{0, 0, recv_count, es, 0, 0, 0, {}}, m.work.data(), all, t, op, o));
+    WEFT_RETURN_IF_ERROR(m.execute(kReduceScatter, Algorithm::kRing, internal::plan_reduce_scatter_ring,
+                                   m.identity_group, recv_count, 0, m.work.data(), all, t, op, o));
   }
   std::memcpy(recv, m.work.data() + static_cast<size_t>(rank()) * block, block);
   return Status::ok();
@@ -400,8 +413,7 @@ Status Communicator::allgather(const void* send, void* recv, size_t send_count, 
   } else {
     return invalid_argument(fmt::format("allgather: '{}' is not an allgather algorithm (ring, hierarchical)", algorithm_name(a)));
   }
-  return m.execute(kAllgather, a, make, m.identity(), internal::Shape{0, 0, send_count, es, 0, 0, 0, {}}, recv, all,
-                   t, ReduceOp::kSum, o);
+  return m.execute(kAllgather, a, make, m.identity_group, send_count, 0, recv, all, t, ReduceOp::kSum, o);
 }
 
 Status Communicator::broadcast(void* buf, size_t count, DataType t, int root, const CollectiveOptions& o) {
@@ -413,9 +425,8 @@ Status Communicator::broadcast(void* buf, size_t count, DataType t, int root, co
   }
   if (count == 0 || size() == 1) return Status::ok();
   if (buf == nullptr) return invalid_argument("broadcast: null buffer");
-  return m.execute(kBroadcast, Algorithm::kBinomial, internal::plan_broadcast_binomial, m.identity(),
-                   internal::Shape{0, 0, count, dtype_size(t), 0, 0, root, {}}, buf, count * dtype_size(t), t,
-                   ReduceOp::kSum, o);
+  return m.execute(kBroadcast, Algorithm::kBinomial, internal::plan_broadcast_binomial, m.identity_group, count,
+                   root, buf, count * dtype_size(t), t, ReduceOp::kSum, o);
 }
 
 Status Communicator::barrier(const CollectiveOptions& o) {

@@ -4,18 +4,19 @@
 
 #include <fmt/format.h>
 
+#include "idle_wait.h"
+
 namespace weft::coll::internal {
 
-Context::Context(Group group, std::vector<Pair*> pairs_by_rank, std::vector<int> transport_of,
-                 std::vector<Transport*> transports, const Buffers* buffers, Deadline deadline,
-                 DataType dtype, ReduceOp op,
+Context::Context(const std::vector<int>& ranks, int me, const Links* links, const Buffers* buffers,
+                 std::vector<Ticket>* last_send, Deadline deadline, DataType dtype, ReduceOp op,
                  const std::function<void(int, const TraceEvent&)>* trace, int phys_rank)
-    : group_(std::move(group)),
-      pairs_(std::move(pairs_by_rank)),
-      transport_of_(std::move(transport_of)),
-      transports_(std::move(transports)),
+    : ranks_(ranks.data()),
+      size_(static_cast<int>(ranks.size())),
+      me_(me),
+      links_(links),
       buffers_(buffers),
-      last_send_(pairs_.size(), 0),
+      last_send_(last_send),
       deadline_(deadline),
       dtype_(dtype),
       op_(op),
@@ -23,10 +24,8 @@ Context::Context(Group group, std::vector<Pair*> pairs_by_rank, std::vector<int>
       trace_(trace),
       phys_rank_(phys_rank) {}
 
-Pair& Context::pair(int peer) { return *pairs_[static_cast<size_t>(physical(peer))]; }
-
 Memory& Context::mem(int peer, Buf b) const {
-  const int t = transport_of_[static_cast<size_t>(physical(peer))];
+  const int t = links_->transport_of[static_cast<size_t>(physical(peer))];
   return *buffers_->mem[b].by_transport[static_cast<size_t>(t)];
 }
 
@@ -34,7 +33,7 @@ Result<Ticket> Context::send(int peer, Buf b, size_t offset, size_t len) {
   const int phys = physical(peer);
   if (trace_ && *trace_) (*trace_)(phys_rank_, TraceEvent{TraceEvent::kSend, {}, 0, phys, len});
   auto t = pair(peer).send(mem(peer, b), offset, len);
-  if (t) last_send_[static_cast<size_t>(phys)] = *t;
+  if (t) (*last_send_)[static_cast<size_t>(phys)] = *t;
   return t;
 }
 
@@ -44,37 +43,41 @@ Result<Ticket> Context::recv(int peer, Buf b, size_t offset, size_t len) {
 
 // With one transport its own blocking wait is the cheapest; with several
 // (hybrid, hierarchical) no single call can block on all of them, so poll
-// each in turn until the operation completes.
+// each in turn until the operation completes (polling hard, then yielding:
+// there is no one doorbell to sleep on).
 template <typename Test>
 Status Context::wait_polling(int peer, Test test) {
+  IdleWait w(deadline_, IdleWait::kHardSpin);
   for (;;) {
     WEFT_ASSIGN_OR_RETURN(bool done, test(pair(peer)));
     if (done) return Status::ok();
     bool moved = false;
-    for (Transport* t : transports_) {
+    for (Transport* t : links_->transports) {
       WEFT_ASSIGN_OR_RETURN(bool m, t->poll());
       moved = moved || m;
     }
-    if (Clock::now() > deadline_) {
-      return deadline_exceeded(fmt::format("timed out waiting for rank {}", physical(peer)));
+    switch (w.next(moved)) {
+      case IdleWait::kPoll: break;
+      case IdleWait::kExpired: return deadline_exceeded(fmt::format("timed out waiting for rank {}", physical(peer)));
+      case IdleWait::kYield:
+      case IdleWait::kSleep: sched_yield(); break;
     }
-    if (!moved) sched_yield();
   }
 }
 
 Status Context::wait_send(int peer, Ticket t) {
-  if (transports_.size() <= 1) return pair(peer).wait_send(t, deadline_);
+  if (links_->transports.size() <= 1) return pair(peer).wait_send(t, deadline_);
   return wait_polling(peer, [t](Pair& p) { return p.test_send(t); });
 }
 
 Status Context::wait_recv(int peer, Ticket t) {
-  if (transports_.size() <= 1) return pair(peer).wait_recv(t, deadline_);
+  if (links_->transports.size() <= 1) return pair(peer).wait_recv(t, deadline_);
   return wait_polling(peer, [t](Pair& p) { return p.test_recv(t); });
 }
 
 Status Context::wait_all_sends() {
   for (int g = 0; g < size(); ++g) {
-    auto& last = last_send_[static_cast<size_t>(physical(g))];
+    const Ticket last = (*last_send_)[static_cast<size_t>(physical(g))];
     if (last == 0 || g == rank()) continue;
     WEFT_RETURN_IF_ERROR(wait_send(g, last));
   }
@@ -90,13 +93,17 @@ void Context::step(std::string_view phase, int distance) const {
 }
 
 Context Context::subgroup(const std::vector<int>& members) const {
-  Group g;
+  auto ranks = std::make_shared<std::vector<int>>();
+  int me = 0;
   for (size_t i = 0; i < members.size(); ++i) {
-    g.ranks.push_back(physical(members[i]));
-    if (members[i] == rank()) g.me = static_cast<int>(i);
+    ranks->push_back(physical(members[i]));
+    if (members[i] == rank()) me = static_cast<int>(i);
   }
   Context c = *this;
-  c.group_ = std::move(g);
+  c.ranks_ = ranks->data();
+  c.size_ = static_cast<int>(ranks->size());
+  c.me_ = me;
+  c.owned_ranks_ = std::move(ranks);
   return c;
 }
 

@@ -5,6 +5,7 @@
 // of failed links, or the sub-groups of the hybrid algorithm).
 #pragma once
 
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -14,10 +15,11 @@
 
 namespace weft::coll::internal {
 
-struct Group {
-  std::vector<int> ranks;  // group index -> physical rank
-  int me = 0;              // this rank's group index
-  int size() const { return static_cast<int>(ranks.size()); }
+// The communicator's links, built once at setup and shared by every call.
+struct Links {
+  std::vector<Pair*> pairs;            // by physical rank; nullptr for this rank
+  std::vector<int> transport_of;       // by physical rank: index into transports; -1 for this rank
+  std::vector<Transport*> transports;
 };
 
 // The two memories of a call: kData holds the input and receives the output
@@ -33,18 +35,20 @@ struct Buffers {
   char* ptr[2] = {nullptr, nullptr};
 };
 
+// Built per call without allocating (a small AllReduce over shared memory
+// takes a few hundred nanoseconds, a malloc tens): the group, the links and
+// the per-call send tickets are borrowed from the communicator.
 class Context {
  public:
-  // transport_of[r]: index into transports of the transport serving rank r.
-  Context(Group group, std::vector<Pair*> pairs_by_rank, std::vector<int> transport_of,
-          std::vector<Transport*> transports, const Buffers* buffers, Deadline deadline,
-          DataType dtype, ReduceOp op,
+  // ranks: group index -> physical rank (must outlive the context);
+  // last_send: by physical rank, zeroed by the caller, shared by subgroups.
+  Context(const std::vector<int>& ranks, int me, const Links* links, const Buffers* buffers,
+          std::vector<Ticket>* last_send, Deadline deadline, DataType dtype, ReduceOp op,
           const std::function<void(int, const TraceEvent&)>* trace, int phys_rank);
 
-  int rank() const { return group_.me; }
-  int size() const { return group_.size(); }
-  int physical(int group_index) const { return group_.ranks[static_cast<size_t>(group_index)]; }
-  const Group& group() const { return group_; }
+  int rank() const { return me_; }
+  int size() const { return size_; }
+  int physical(int group_index) const { return ranks_[group_index]; }
   size_t esize() const { return esize_; }
   DataType dtype() const { return dtype_; }
   ReduceOp op() const { return op_; }
@@ -56,7 +60,8 @@ class Context {
   char* ptr(Buf b) const { return buffers_->ptr[b]; }
   Status wait_send(int peer, Ticket t);
   Status wait_recv(int peer, Ticket t);
-  // Waits for every send posted so far (the source memory may be reused).
+  // Waits for every send this call posted to the group's members so far
+  // (the source memory may be reused).
   Status wait_all_sends();
 
   // dst (op)= src, count elements of the call's type.
@@ -67,17 +72,17 @@ class Context {
   Context subgroup(const std::vector<int>& members) const;
 
  private:
-  Pair& pair(int peer);
+  Pair& pair(int peer) const { return *links_->pairs[static_cast<size_t>(physical(peer))]; }
+  Memory& mem(int peer, Buf b) const;
   template <typename Test>
   Status wait_polling(int peer, Test test);
 
-  Group group_;
-  Memory& mem(int peer, Buf b) const;
-  std::vector<Pair*> pairs_;  // by physical rank
-  std::vector<int> transport_of_;
-  std::vector<Transport*> transports_;
+  const int* ranks_;
+  int size_, me_;
+  std::shared_ptr<const std::vector<int>> owned_ranks_;  // subgroups only
+  const Links* links_;
   const Buffers* buffers_;
-  std::vector<Ticket> last_send_;  // by physical rank
+  std::vector<Ticket>* last_send_;
   Deadline deadline_;
   DataType dtype_;
   ReduceOp op_;

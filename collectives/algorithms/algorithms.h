@@ -26,7 +26,8 @@ struct Shape {
   size_t segment = 0;    // pipelining unit in bytes (0 = algorithm default)
   size_t offset = 0;     // first element of the vector in kData (hybrid's inter-host leg)
   int root = 0;          // broadcast
-  std::vector<int> host_of;  // group index -> host index (hybrid, hierarchical)
+  std::vector<int> host_of;  // group index -> host index (hybrid, hierarchical); filled when planning
+  const std::vector<int>* group = nullptr;  // group index -> rank (the communicator's, while planning)
 };
 
 // allreduce_halving_doubling.cc: Rabenseifner with MPICH's fold, exactly the

@@ -19,14 +19,15 @@
 #include <fmt/format.h>
 
 #include "completion.h"
+#include "idle_wait.h"
 
 namespace weft::coll::shm {
 namespace {
 
 using internal::Completion;
+using internal::IdleWait;
 
 constexpr uint64_t kMagic = 0x314d485354464557;  // "WEFTSHM1"
-constexpr auto kHardSpin = std::chrono::microseconds(100);
 constexpr uint64_t kSingleCopy = uint64_t{1} << 63;  // frame flag: payload stays in the sender
 
 // The head of a rank's segment. Shared between processes: only lock-free
@@ -95,9 +96,18 @@ class Segment {
   size_t bytes_ = 0;
 };
 
+// Wakes the owner of `h` if it may be asleep, after this rank published news
+// for it (a ring head, tail or ack). A Dekker pair with ShmTransport::wait:
+// the publisher stores, fences, then reads `sleepers`; the sleeper bumps
+// `sleepers`, reads `bell`, then looks for news. Either the sleeper sees the
+// news or the publisher sees the sleeper, and a bell bumped after the
+// sleeper's read makes FUTEX_WAIT return at once. Skipping the bump when no
+// one sleeps keeps the bell's cache line out of the hot path.
 void ring_bell(SegmentHeader* h) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (h->sleepers.load(std::memory_order_relaxed) == 0) return;
   h->bell.fetch_add(1);
-  if (h->sleepers.load() > 0) futex(&h->bell, FUTEX_WAKE, INT32_MAX, nullptr);
+  futex(&h->bell, FUTEX_WAKE, INT32_MAX, nullptr);
 }
 
 struct Op {
@@ -129,6 +139,10 @@ class ShmPair final : public Pair {
   std::deque<Op> acks_q;  // single-copy sends waiting for the peer's ack
   Completion sends, recvs;
   uint64_t single_sent = 0;
+  // The receiver's tail as last read: the sender reloads it only when the
+  // ring looks too full, so that the tail's cache line does not bounce
+  // between the two ranks on every message.
+  uint64_t tail_seen = 0;
 
  private:
   ShmTransport* t_;
@@ -156,6 +170,7 @@ class ShmTransport final : public Transport {
   Result<bool> poll() override {
     std::lock_guard<std::mutex> l(mu_);
     bool moved = progress();
+    if (++polls_ % IdleWait::kPollsPerTick == 0) check_liveness(Clock::now());
     WEFT_RETURN_IF_ERROR(check());
     return moved;
   }
@@ -163,6 +178,7 @@ class ShmTransport final : public Transport {
 
   std::mutex mu_;
   Status check();
+  void check_liveness(Clock::time_point now);
   bool progress();
   bool progress_send(ShmPair& p);
   bool progress_recv(ShmPair& p);
@@ -179,28 +195,31 @@ class ShmTransport final : public Transport {
   std::vector<ShmPair*> active_;
   Status failed_;
   Clock::time_point next_liveness_check_{};
+  unsigned polls_ = 0;
 };
 
+// Cheap enough for every poll: one load of this rank's abort word.
 Status ShmTransport::check() {
   if (!failed_.is_ok()) return failed_;
   SegmentHeader* h = own_.hdr();
   if (h->aborted.load(std::memory_order_acquire)) {
     failed_ = aborted(fmt::format("rank {} gave up: {}", h->abort_rank,
                                   std::string(h->abort_msg, strnlen(h->abort_msg, sizeof h->abort_msg))));
-    return failed_;
   }
-  // Liveness costs a system call per peer: look at most once a millisecond.
-  const auto now = Clock::now();
-  if (now < next_liveness_check_) return Status::ok();
+  return failed_;
+}
+
+// Liveness costs a system call per peer: look at most once a millisecond.
+void ShmTransport::check_liveness(Clock::time_point now) {
+  if (now < next_liveness_check_ || !failed_.is_ok()) return;
   next_liveness_check_ = now + std::chrono::milliseconds(1);
   for (ShmPair* p : active_) {
     pollfd pf{p->pidfd, POLLIN, 0};
     if (p->pidfd >= 0 && ::poll(&pf, 1, 0) == 1 && !p->seg->hdr()->closed.load()) {
       failed_ = unavailable(fmt::format("rank {} (pid {}) died", p->peer(), p->pid));
-      return failed_;
+      return;
     }
   }
-  return Status::ok();
 }
 
 // Copies as much of the front sends as the ring has room for.
@@ -213,8 +232,14 @@ bool ShmTransport::progress_send(ShmPair& p) {
     p.acks_q.pop_front();
     moved = true;
   }
+  if (p.sends_q.empty()) return moved;
   uint64_t head = c->head.load(std::memory_order_relaxed);
-  const uint64_t tail = c->tail.load(std::memory_order_acquire);
+  uint64_t& tail = p.tail_seen;
+  // Room for at least a frame header, else look at the receiver's tail.
+  auto room = [&](size_t want) {
+    if (ring_bytes_ - (head - tail) < want) tail = c->tail.load(std::memory_order_acquire);
+    return ring_bytes_ - (head - tail);
+  };
   auto put = [&](const char* src, size_t n) {
     const size_t at = head % ring_bytes_, first = std::min(n, ring_bytes_ - at);
     std::memcpy(ring + at, src, first);
@@ -225,7 +250,7 @@ bool ShmTransport::progress_send(ShmPair& p) {
   while (!p.sends_q.empty()) {
     Op& op = p.sends_q.front();
     if (!op.framed) {
-      if (ring_bytes_ - (head - tail) < sizeof(Frame)) break;
+      if (room(sizeof(Frame) + std::min<size_t>(op.len, 4096)) < sizeof(Frame)) break;
       const bool single = op.len >= single_copy_min() && single_copy_min() > 0;
       Frame f{op.len | (single ? kSingleCopy : 0), reinterpret_cast<uint64_t>(op.ptr)};
       put(reinterpret_cast<const char*>(&f), sizeof f);
@@ -237,7 +262,7 @@ bool ShmTransport::progress_send(ShmPair& p) {
         continue;
       }
     }
-    const size_t n = std::min<size_t>(op.len - op.done, ring_bytes_ - (head - tail));
+    const size_t n = std::min<size_t>(op.len - op.done, room(op.len - op.done));
     put(op.ptr + op.done, n);
     op.done += n;
     if (op.done < op.len) break;
@@ -319,30 +344,30 @@ bool ShmTransport::progress() {
 template <typename Pred>
 Status ShmTransport::wait(ShmPair& p, Pred done, Deadline d, const char* what, Ticket t) {
   SegmentHeader* h = own_.hdr();
-  auto since = Clock::now();
+  IdleWait w(d, std::chrono::microseconds(cfg_.shm.spin_us));
   for (;;) {
-    if (progress()) since = Clock::now();
+    const bool moved = progress();
     if (done()) return Status::ok();
     WEFT_RETURN_IF_ERROR(check());
-    const auto now = Clock::now();
-    if (now > d) return deadline_exceeded(fmt::format("timed out waiting for rank {} ({} of message {})", p.peer(), what, t));
-    // Poll hard first (a running peer answers within microseconds; on a
-    // loaded host a rank that yields or sleeps comes back milliseconds
-    // later), then yield between polls so that a peer sharing this core can
-    // run, then sleep.
-    const auto idle = now - since;
-    if (idle < kHardSpin) continue;
-    if (idle < std::chrono::microseconds(cfg_.shm.spin_us)) {
-      sched_yield();
-      continue;
+    const IdleWait::Action act = w.next(moved);
+    if (w.ticked()) {
+      check_liveness(w.now());
+      WEFT_RETURN_IF_ERROR(check());
     }
-    // Sleep until someone rings (see ring_bell: sleepers before the bell
-    // value, so a bell after our last look always wakes us), at most 10 ms
-    // so that a dead peer is noticed.
+    switch (act) {
+      case IdleWait::kPoll: continue;
+      case IdleWait::kYield: sched_yield(); continue;
+      case IdleWait::kExpired:
+        return deadline_exceeded(fmt::format("timed out waiting for rank {} ({} of message {})", p.peer(), what, t));
+      case IdleWait::kSleep: break;
+    }
+    // Sleep until someone rings (see ring_bell), at most 10 ms so that a
+    // dead peer is noticed.
     h->sleepers.fetch_add(1);
     const uint32_t v = h->bell.load();
-    if (!progress() && !done()) {
-      timespec ts{0, 10'000'000};
+    if (!progress() && !done() && !h->aborted.load()) {
+      const auto ms = w.sleep_budget(std::chrono::milliseconds(10));
+      timespec ts{0, static_cast<long>(ms.count()) * 1'000'000};
       futex(&h->bell, FUTEX_WAIT, v, &ts);
     }
     h->sleepers.fetch_sub(1);
