@@ -34,7 +34,7 @@ class IdleWait {
   enum Action { kPoll, kYield, kSleep, kExpired };
   // A running peer answers within microseconds; a descheduled one comes back
   // after milliseconds on a loaded host. Hard polling past this is wasted.
-  static constexpr auto kHardSpin = std::chrono::microseconds(100);
+  static constexpr auto kHardSpin = std::chrono::microseconds(5);
   static constexpr unsigned kPollsPerTick = 64;
 
   IdleWait(Deadline deadline, std::chrono::microseconds spin) : deadline_(deadline), spin_(spin) {}

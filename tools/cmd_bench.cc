@@ -40,7 +40,7 @@ struct BenchArgs {
   std::string op = "sum";
   std::string min_bytes = "4", max_bytes = "256M";
   double factor = 2;
-  int iters = 0, warmup = -1;
+  int iters = 0, warmup = -1, batches = 1;
   int ranks_per_host = 0;
   std::string plan;
   int timeout_s = 120;
@@ -69,8 +69,8 @@ int run_rank(const BenchArgs& a, const Parsed& p, Communicator& comm) {
   o.algorithm = p.algo;
   o.segment_bytes = p.segment;
   if (me == 0) {
-    fmt::print("# weft bench {}: {} ranks, transport {}, algorithm {}, {} hosts\n", c, n, a.transport, a.algo,
-               comm.host_count());
+    fmt::print("# weft bench {}: {} ranks, transport {}, algorithm {}, {} hosts{}\n", c, n, a.transport, a.algo,
+               comm.host_count(), a.batches > 1 ? fmt::format(", time = best of {} batches", a.batches) : "");
     fmt::print("#{:>12} {:>12} {:>6} {:>6} {:>12} {:>11} {:>11} {:>7}\n", "size(B)", "count", "type", "redop",
                "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
     std::fflush(stdout);
@@ -110,25 +110,35 @@ int run_rank(const BenchArgs& a, const Parsed& p, Communicator& comm) {
       auto w = verify();
       if (!w) return fail(w.status());
       wrong = *w;
+      if (Status s = comm.allreduce(&us, &us, 1, DataType::kF64, ReduceOp::kMax); !s) return fail(s);
     } else {
       if (Status s = call(in.data(), out.data()); !s) return fail(s);
       auto w = verify();
       if (!w) return fail(w.status());
       wrong = *w;
-      // Time, in place (as Gloo and MPI_IN_PLACE benchmarks do).
+      // Time, in place (as Gloo and MPI_IN_PLACE benchmarks do): `iters`
+      // calls in --batches batches, each the slowest rank's mean; the best
+      // batch is reported (bench/peers/timing.h: the host is shared).
       const int iters = a.iters > 0 ? a.iters : static_cast<int>(std::clamp<uint64_t>((uint64_t{1} << 29) / std::max<uint64_t>(bytes, 1), 5, 200));
-      const int warm = a.warmup >= 0 ? a.warmup : std::max(2, iters / 5);
+      const int per_batch = std::max(1, iters / a.batches);
+      const int warm = a.warmup >= 0 ? a.warmup : std::max(2, a.batches > 1 ? per_batch : iters / 5);
       for (int i = 0; i < warm; ++i) {
         if (Status s = call(out.data(), out.data()); !s) return fail(s);
       }
-      if (Status s = comm.barrier(); !s) return fail(s);
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i) {
-        if (Status s = call(out.data(), out.data()); !s) return fail(s);
+      std::vector<double> batch_us;
+      for (int b = 0; b < a.batches; ++b) {
+        if (Status s = comm.barrier(); !s) return fail(s);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < per_batch; ++i) {
+          if (Status s = call(out.data(), out.data()); !s) return fail(s);
+        }
+        batch_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / per_batch);
       }
-      us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+      if (Status s = comm.allreduce(batch_us.data(), batch_us.data(), batch_us.size(), DataType::kF64, ReduceOp::kMax); !s) {
+        return fail(s);
+      }
+      us = *std::min_element(batch_us.begin(), batch_us.end());
     }
-    if (Status s = comm.allreduce(&us, &us, 1, DataType::kF64, ReduceOp::kMax); !s) return fail(s);
     const double size_b = static_cast<double>(elems * es);
     const double algbw = size_b / us / 1e3;
     if (me == 0) {
@@ -252,7 +262,11 @@ void register_bench(CLI::App& app, Registry& reg) {
   cmd->add_option("-e,--max-bytes", args->max_bytes, "largest size")->capture_default_str();
   cmd->add_option("-f,--step-factor", args->factor, "size multiplier between rows")->capture_default_str();
   cmd->add_option("--iters", args->iters, "timed calls per size (default: by size, 5..200)");
-  cmd->add_option("--warmup", args->warmup, "untimed calls per size (default: iters/5)");
+  cmd->add_option("--warmup", args->warmup, "untimed calls per size (default: iters/5, or one batch)");
+  cmd->add_option("--batches", args->batches,
+                  "split the timed calls into N batches and report the best batch (for a shared host)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   cmd->add_option("--ranks-per-host", args->ranks_per_host, "pretend every K ranks are one host (hybrid, hierarchical)");
   cmd->add_option("--plan", args->plan, "route plan file (weft route): TCP binds the planned source ports");
   cmd->add_option("--segment", args->segment, "pipelining segment of ring algorithms (0 = default)")->capture_default_str();

@@ -1,9 +1,11 @@
 // Gloo peer driver: AllReduce of f32 sums with Gloo's ring and
 // halving-doubling algorithms over its TCP transport on loopback, ranks as
 // forked processes meeting through Gloo's file store. Prints the same
-// columns as `weft bench` so bench/peers/compare.sh can line them up.
-//   gloo_allreduce <ring|hd> <ranks> <min_bytes> <max_bytes> <factor>
+// columns as `weft bench` so bench/peers/compare.sh can line them up; every
+// size is verified before it is timed (timing.h says how).
+//   gloo_allreduce <ring|hd> <ranks> <min_bytes> <max_bytes> <factor> [batches]
 #include <gloo/allreduce_halving_doubling.h>
+#include <gloo/barrier_all_to_one.h>
 #include <gloo/allreduce_ring.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
@@ -19,9 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "timing.h"
+
 namespace {
 
-int run_rank(const std::string& algo, int rank, int size, const std::string& dir, size_t lo, size_t hi, double factor) {
+int run_rank(const std::string& algo, int rank, int size, const std::string& dir, size_t lo, size_t hi, double factor,
+             int batches) {
   auto dev = gloo::transport::tcp::CreateDevice("127.0.0.1");
   gloo::rendezvous::FileStore store(dir);
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
@@ -50,14 +55,13 @@ int run_rank(const std::string& algo, int rank, int size, const std::string& dir
       for (int r = 0; r < size; ++r) want += static_cast<float>((r * 3 + i % 11) % 13);
       wrong += buf[static_cast<size_t>(i)] != want;
     }
-    const int iters = static_cast<int>(std::clamp<size_t>((size_t{1} << 29) / bytes, 5, 200));
-    for (int i = 0; i < std::max(2, iters / 5); ++i) a->run();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) a->run();
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
-    // The slowest rank's time, as weft bench reports.
-    std::vector<double*> tp = {&us};
-    gloo::AllreduceRing<double>(ctx, tp, 1, gloo::ReductionFunction<double>::max).run();
+    gloo::BarrierAllToOne barrier(ctx);
+    std::vector<double> t = peers::batch_us(static_cast<size_t>(count) * 4, batches, [&] { a->run(); },
+                                            [&] { barrier.run(); });
+    // The slowest rank's time per batch, as weft bench reports; the best batch.
+    std::vector<double*> tp = {t.data()};
+    gloo::AllreduceRing<double>(ctx, tp, static_cast<int>(t.size()), gloo::ReductionFunction<double>::max).run();
+    const double us = *std::min_element(t.begin(), t.end());
     std::vector<double*> wp;
     double w = static_cast<double>(wrong);
     wp.push_back(&w);
@@ -76,14 +80,15 @@ int run_rank(const std::string& algo, int rank, int size, const std::string& dir
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: gloo_allreduce <ring|hd> <ranks> <min_bytes> <max_bytes> <factor>\n");
+  if (argc != 6 && argc != 7) {
+    std::fprintf(stderr, "usage: gloo_allreduce <ring|hd> <ranks> <min_bytes> <max_bytes> <factor> [batches]\n");
     return 2;
   }
   const std::string algo = argv[1];
   const int size = std::atoi(argv[2]);
   const size_t lo = std::strtoull(argv[3], nullptr, 10), hi = std::strtoull(argv[4], nullptr, 10);
   const double factor = std::atof(argv[5]);
+  const int batches = argc > 6 ? std::atoi(argv[6]) : 1;
   char tmpl[] = "/tmp/gloo-peer-XXXXXX";
   if (!mkdtemp(tmpl)) return 2;
   std::fflush(stdout);
@@ -92,7 +97,7 @@ int main(int argc, char** argv) {
     pid_t pid = fork();
     if (pid == 0) {
       try {
-        _exit(run_rank(algo, r, size, tmpl, lo, hi, factor));
+        _exit(run_rank(algo, r, size, tmpl, lo, hi, factor, batches));
       } catch (const std::exception& e) {
         std::fprintf(stderr, "gloo rank %d: %s\n", r, e.what());
         _exit(1);

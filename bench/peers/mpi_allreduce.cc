@@ -1,7 +1,8 @@
 // Open MPI peer driver: MPI_Allreduce(MPI_IN_PLACE) of f32 sums, launched by
 // mpirun with the TCP BTL or shared memory (vader) selected on the command
-// line (bench/peers/compare.sh). Prints the same columns as `weft bench`.
-//   mpirun -np N [--mca ...] mpi_allreduce <min_bytes> <max_bytes> <factor>
+// line (bench/peers/compare.sh). Prints the same columns as `weft bench`;
+// every size is verified before it is timed (timing.h says how).
+//   mpirun -np N [--mca ...] mpi_allreduce <min_bytes> <max_bytes> <factor> [batches]
 #include <mpi.h>
 
 #include <algorithm>
@@ -9,18 +10,21 @@
 #include <cstdlib>
 #include <vector>
 
+#include "timing.h"
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (argc != 4) {
-    if (rank == 0) std::fprintf(stderr, "usage: mpi_allreduce <min_bytes> <max_bytes> <factor>\n");
+  if (argc != 4 && argc != 5) {
+    if (rank == 0) std::fprintf(stderr, "usage: mpi_allreduce <min_bytes> <max_bytes> <factor> [batches]\n");
     MPI_Finalize();
     return 2;
   }
   const size_t lo = std::strtoull(argv[1], nullptr, 10), hi = std::strtoull(argv[2], nullptr, 10);
   const double factor = std::atof(argv[3]);
+  const int batches = argc > 4 ? std::atoi(argv[4]) : 1;
   if (rank == 0) {
     std::printf("# open mpi MPI_Allreduce: %d ranks\n", size);
     std::printf("#%12s %12s %6s %6s %12s %11s %11s %7s\n", "size(B)", "count", "type", "redop", "time(us)",
@@ -37,15 +41,12 @@ int main(int argc, char** argv) {
       for (int r = 0; r < size; ++r) want += static_cast<float>((r * 3 + i % 11) % 13);
       wrong += buf[static_cast<size_t>(i)] != want;
     }
-    const int iters = static_cast<int>(std::clamp<size_t>((size_t{1} << 29) / bytes, 5, 200));
-    for (int i = 0; i < std::max(2, iters / 5); ++i) {
-      MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = MPI_Wtime();
-    for (int i = 0; i < iters; ++i) MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    double us = (MPI_Wtime() - t0) * 1e6 / iters;
-    MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    std::vector<double> t = peers::batch_us(
+        static_cast<size_t>(count) * 4, batches,
+        [&] { MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); },
+        [] { MPI_Barrier(MPI_COMM_WORLD); });
+    MPI_Allreduce(MPI_IN_PLACE, t.data(), static_cast<int>(t.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    const double us = *std::min_element(t.begin(), t.end());
     MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
       const double b = static_cast<double>(count) * 4, algbw = b / us / 1e3;

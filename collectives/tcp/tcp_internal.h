@@ -1,0 +1,163 @@
+// The TCP transport's classes (internal), shared by tcp_transport.cc (setup,
+// pairs, waits, abort, teardown) and tcp_progress.cc (moving bytes).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "completion.h"
+#include "tcp/socket.h"
+#include "tcp/tcp_transport.h"
+
+namespace weft::coll::tcp {
+
+// Wire format (tcp_transport.h).
+struct Header {
+  uint32_t magic;
+  uint16_t type;
+  uint16_t reserved;
+  uint64_t len;
+};
+static_assert(sizeof(Header) == 16, "wire header is 16 bytes without padding");
+constexpr uint32_t kMagic = 0x31544657;  // "WFT1"
+enum : uint16_t { kData = 1, kAbort = 2, kBye = 3 };
+
+struct Hello {
+  uint32_t magic;
+  int32_t rank;
+  int32_t conn;
+  int32_t reserved;
+};
+static_assert(sizeof(Hello) == 16, "handshake is 16 bytes without padding");
+
+constexpr size_t kStripeMin = 256 << 10;  // messages this long are striped over the connections
+constexpr uint64_t kWakeTag = ~uint64_t{0};
+// Incoming bytes are read into a per-connection staging buffer, many small
+// messages per recv(2), and copied out; a message whose recv is posted and
+// that still needs at least kDirectMin bytes is read straight into the
+// caller's memory instead (no extra copy where the copy would cost more
+// than the system calls it saves). A message that arrives before its recv
+// was posted waits in the staging buffer (as MPI's eager protocol keeps an
+// unexpected message); only when the buffer is full does the connection
+// stop reading, leaving the rest in the kernel.
+constexpr size_t kStageBytes = 256 << 10;
+constexpr size_t kDirectMin = 16 << 10;
+
+struct Part {
+  char* ptr;
+  size_t len;
+  Ticket op;
+};
+
+// This rank -> peer: carries this rank's data (its 5-tuple is the plan's).
+struct OutConn {
+  Fd fd;
+  std::deque<Part> q;
+  Header hdr{};
+  size_t hdr_done = 0, data_done = 0;
+  uint32_t events = 0;  // current epoll interest
+  bool closed = false;
+};
+
+// Peer -> this rank.
+struct InConn {
+  Fd fd;
+  std::deque<Part> q;  // posted receives, in order
+  uint32_t events = 0;
+  bool stalled = false;  // staging buffer full behind a message nobody asked for yet
+  bool bye = false, closed = false;
+  bool eof = false;  // the peer hung up behind a staged message nobody asked for yet
+  std::string abort_msg;
+  // The frame being consumed: its header has been read.
+  Header hdr{};
+  bool in_frame = false;
+  size_t data_done = 0;
+  // Staged bytes [lo, hi) of stage.
+  std::unique_ptr<char[]> stage;
+  size_t lo = 0, hi = 0;
+};
+
+class TcpTransport;
+
+class TcpPair final : public Pair {
+ public:
+  TcpPair(TcpTransport* t, int peer) : t_(t), peer_(peer) {}
+  int peer() const override { return peer_; }
+  Result<Ticket> send(const Memory& mem, size_t offset, size_t len) override;
+  Result<Ticket> recv(Memory& mem, size_t offset, size_t len) override;
+  Status wait_send(Ticket t, Deadline d) override;
+  Status wait_recv(Ticket t, Deadline d) override;
+  Result<bool> test_send(Ticket t) override;
+  Result<bool> test_recv(Ticket t) override;
+
+  std::vector<OutConn> out;
+  std::vector<InConn> in;
+  internal::Completion sends, recvs;
+
+ private:
+  TcpTransport* t_;
+  int peer_;
+};
+
+class TcpTransport final : public Transport, public TcpTransportInfo {
+ public:
+  explicit TcpTransport(const TransportConfig& c) : cfg_(c) {}
+  ~TcpTransport() override;
+  Status connect(Store& store, Deadline deadline);
+
+  std::string_view name() const override { return "tcp"; }
+  int rank() const override { return cfg_.rank; }
+  int size() const override { return cfg_.size; }
+  Pair* pair(int peer) override {
+    return peer >= 0 && peer < cfg_.size ? pairs_[static_cast<size_t>(peer)].get() : nullptr;
+  }
+  Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) override;
+  Result<bool> poll() override;
+  void abort(const Status& reason) override;
+  std::vector<ConnectionPorts> connection_ports(int peer) const override;
+  uint16_t listen_port() const override { return listen_port_; }
+
+  // Called by pairs, with io_mu_ held.
+  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(io_mu_); }
+  Status check() const { return has_failed_ ? failed_ : Status::ok(); }
+  void kick_out(TcpPair& p, size_t c) { progress_out(p, c); }
+  // A receive was posted on connection c: deliver what is staged (no
+  // system call), and resume reading if the connection had stalled.
+  void kick_in(TcpPair& p, size_t c);
+  template <typename Pred>
+  Status wait(TcpPair& p, Pred done, Deadline d, const char* what, Ticket t);
+  int parts(size_t len) const { return len >= kStripeMin ? cfg_.tcp.connections_per_peer : 1; }
+
+ private:
+  enum class Staged { kNeedBytes, kBlocked, kFailed };
+  void watch_out(TcpPair& p, size_t c, uint32_t events);
+  void watch_in(TcpPair& p, size_t c, uint32_t events);
+  void progress_out(TcpPair& p, size_t c);
+  void progress_in(TcpPair& p, size_t c);
+  Staged consume_staged(TcpPair& p, InConn& conn);
+  void complete_in(TcpPair& p, InConn& conn);
+  void out_closed(TcpPair& p, OutConn& conn, int err);
+  void in_closed(TcpPair& p, InConn& conn, int err);
+  void fail(Status s);
+  bool run_once(int timeout_ms);
+  void notify_peers_locked();
+
+  TransportConfig cfg_;
+  std::vector<std::unique_ptr<TcpPair>> pairs_;
+  Fd listen_fd_, epoll_fd_, wake_fd_;
+  uint16_t listen_port_ = 0;
+  std::mutex io_mu_;
+  Status failed_;
+  std::atomic<bool> has_failed_{false};
+  std::mutex abort_mu_;
+  Status abort_reason_;
+  std::atomic<bool> abort_requested_{false};
+  bool peers_notified_ = false;
+};
+
+}  // namespace weft::coll::tcp

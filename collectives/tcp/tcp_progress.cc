@@ -1,0 +1,303 @@
+// Moving bytes on the TCP transport's connections (tcp_internal.h): sends
+// with sendmsg(2) (header and payload in one call), receives through the
+// staging buffer or straight into the caller's memory, and the epoll loop.
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "tcp/tcp_internal.h"
+
+namespace weft::coll::tcp {
+namespace {
+
+uint64_t tag(int peer, bool is_in, size_t c) {
+  return (static_cast<uint64_t>(peer) << 16) | (c << 1) | (is_in ? 1u : 0u);
+}
+
+Status length_mismatch(int peer, uint64_t got, size_t want) {
+  return invalid_argument(fmt::format("message from rank {} has {} bytes where this rank posted a receive of {} bytes",
+                                      peer, got, want));
+}
+
+}  // namespace
+
+void TcpTransport::watch_out(TcpPair& p, size_t c, uint32_t events) {
+  OutConn& conn = p.out[c];
+  if (conn.closed || conn.events == events) return;
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = tag(p.peer(), false, c);
+  ::epoll_ctl(epoll_fd_.get(), conn.events == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, conn.fd.get(), &ev);
+  conn.events = events;
+}
+
+void TcpTransport::watch_in(TcpPair& p, size_t c, uint32_t events) {
+  InConn& conn = p.in[c];
+  if (conn.closed || conn.events == events) return;
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = tag(p.peer(), true, c);
+  ::epoll_ctl(epoll_fd_.get(), conn.events == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, conn.fd.get(), &ev);
+  conn.events = events;
+}
+
+void TcpTransport::fail(Status s) {
+  if (has_failed_) return;
+  failed_ = std::move(s);
+  has_failed_ = true;
+}
+
+// The peer never writes on an outgoing connection: a hang-up there is the
+// peer finishing (its incoming twin tells whether cleanly) unless data of
+// ours is still queued or the socket reported an error.
+void TcpTransport::out_closed(TcpPair& p, OutConn& conn, int err) {
+  if (conn.closed) return;
+  conn.closed = true;
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, conn.fd.get(), nullptr);
+  conn.events = 0;
+  if (conn.q.empty() && err == 0) return;
+  fail(unavailable(err ? fmt::format("connection to rank {} failed: {}", p.peer(), std::strerror(err))
+                       : fmt::format("rank {} closed its connection with data of this rank undelivered", p.peer())));
+}
+
+// End of an incoming stream: clean after the peer's kBye with nothing owed,
+// else the peer died (or already told us why it gave up).
+void TcpTransport::in_closed(TcpPair& p, InConn& conn, int err) {
+  if (conn.closed) return;
+  conn.closed = true;
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, conn.fd.get(), nullptr);
+  conn.events = 0;
+  if (!conn.abort_msg.empty()) return;  // already failed with the peer's reason
+  if (err == 0 && conn.bye && conn.q.empty() && conn.lo == conn.hi && !conn.in_frame) return;
+  fail(unavailable(err ? fmt::format("connection from rank {} failed: {}", p.peer(), std::strerror(err))
+                       : fmt::format("rank {} closed its connection mid-collective (process exited or died)",
+                                     p.peer())));
+}
+
+void TcpTransport::progress_out(TcpPair& p, size_t c) {
+  OutConn& conn = p.out[c];
+  while (!conn.q.empty() && !conn.closed) {
+    Part& part = conn.q.front();
+    if (conn.hdr_done == 0 && conn.data_done == 0) conn.hdr = Header{kMagic, kData, 0, part.len};
+    iovec iov[2] = {{reinterpret_cast<char*>(&conn.hdr) + conn.hdr_done, sizeof(Header) - conn.hdr_done},
+                    {part.ptr + conn.data_done, part.len - conn.data_done}};
+    msghdr m{};
+    m.msg_iov = conn.hdr_done < sizeof(Header) ? iov : iov + 1;
+    m.msg_iovlen = conn.hdr_done < sizeof(Header) ? 2 : 1;
+    ssize_t n = ::sendmsg(conn.fd.get(), &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) break;
+      out_closed(p, conn, errno);
+      return;
+    }
+    size_t u = static_cast<size_t>(n);
+    const size_t h = std::min(u, sizeof(Header) - conn.hdr_done);
+    conn.hdr_done += h;
+    conn.data_done += u - h;
+    if (conn.hdr_done == sizeof(Header) && conn.data_done == part.len) {
+      const Ticket op = part.op;
+      conn.q.pop_front();
+      conn.hdr_done = conn.data_done = 0;
+      p.sends.part_done(op);
+    }
+  }
+  watch_out(p, c, EPOLLRDHUP | (conn.q.empty() ? 0u : uint32_t{EPOLLOUT}));
+}
+
+void TcpTransport::complete_in(TcpPair& p, InConn& conn) {
+  const Ticket op = conn.q.front().op;
+  conn.q.pop_front();
+  conn.in_frame = false;
+  conn.data_done = 0;
+  p.recvs.part_done(op);
+}
+
+// Consumes staged bytes: headers, payloads into posted receives, abort
+// reasons. Stops when it needs more bytes or when a data frame has no
+// receive posted yet (kBlocked: the frame waits in the stage).
+TcpTransport::Staged TcpTransport::consume_staged(TcpPair& p, InConn& conn) {
+  for (;;) {
+    size_t avail = conn.hi - conn.lo;
+    if (!conn.in_frame) {
+      if (avail < sizeof(Header)) break;
+      std::memcpy(&conn.hdr, conn.stage.get() + conn.lo, sizeof(Header));
+      conn.lo += sizeof(Header);
+      avail -= sizeof(Header);
+      if (conn.hdr.magic != kMagic || (conn.hdr.type != kData && conn.hdr.type != kAbort && conn.hdr.type != kBye)) {
+        fail(data_loss(fmt::format("garbage on the connection from rank {}", p.peer())));
+        return Staged::kFailed;
+      }
+      if (conn.hdr.type == kBye) {
+        conn.bye = true;
+        continue;
+      }
+      conn.in_frame = true;
+      conn.data_done = 0;
+    }
+    const size_t take = std::min<size_t>(avail, conn.hdr.len - conn.data_done);
+    if (conn.hdr.type == kAbort) {
+      conn.abort_msg.append(conn.stage.get() + conn.lo, take);
+      conn.lo += take;
+      conn.data_done += take;
+      if (conn.data_done < conn.hdr.len) break;
+      if (conn.abort_msg.empty()) conn.abort_msg = "no reason given";
+      fail(aborted(fmt::format("rank {} gave up: {}", p.peer(), conn.abort_msg)));
+      return Staged::kFailed;
+    }
+    if (conn.q.empty()) return Staged::kBlocked;
+    Part& part = conn.q.front();
+    if (conn.hdr.len != part.len) {
+      fail(length_mismatch(p.peer(), conn.hdr.len, part.len));
+      return Staged::kFailed;
+    }
+    if (take) std::memcpy(part.ptr + conn.data_done, conn.stage.get() + conn.lo, take);
+    conn.lo += take;
+    conn.data_done += take;
+    if (conn.data_done < part.len) break;
+    complete_in(p, conn);
+  }
+  if (conn.lo == conn.hi) conn.lo = conn.hi = 0;
+  return Staged::kNeedBytes;
+}
+
+void TcpTransport::kick_in(TcpPair& p, size_t c) {
+  InConn& conn = p.in[c];
+  const Staged st = consume_staged(p, conn);
+  if (st == Staged::kFailed) return;
+  if (conn.eof) {
+    if (st == Staged::kNeedBytes) in_closed(p, conn, 0);  // nothing more will come
+    return;
+  }
+  if (conn.stalled) {
+    conn.stalled = false;
+    watch_in(p, c, EPOLLIN | EPOLLRDHUP);
+    progress_in(p, c);
+  }
+}
+
+void TcpTransport::progress_in(TcpPair& p, size_t c) {
+  InConn& conn = p.in[c];
+  while (!conn.closed && !conn.stalled && !conn.eof) {
+    const Staged st = consume_staged(p, conn);
+    if (st == Staged::kFailed) return;
+    char* dst;
+    size_t want;
+    if (st == Staged::kNeedBytes && conn.in_frame && conn.hdr.type == kData && conn.lo == conn.hi &&
+        conn.hdr.len - conn.data_done >= kDirectMin) {
+      dst = conn.q.front().ptr + conn.data_done;  // straight into the caller's memory
+      want = conn.hdr.len - conn.data_done;
+    } else {
+      if (conn.hi == kStageBytes && conn.lo > 0) {
+        std::memmove(conn.stage.get(), conn.stage.get() + conn.lo, conn.hi - conn.lo);
+        conn.hi -= conn.lo;
+        conn.lo = 0;
+      }
+      if (conn.hi == kStageBytes) {
+        // Full of a message nobody asked for yet: leave the rest in the
+        // kernel and stop watching for input (level-triggered, it would
+        // fire forever) until a receive is posted.
+        conn.stalled = true;
+        watch_in(p, c, EPOLLRDHUP);
+        return;
+      }
+      dst = conn.stage.get() + conn.hi;
+      want = kStageBytes - conn.hi;
+    }
+    const ssize_t n = ::recv(conn.fd.get(), dst, want, MSG_DONTWAIT);
+    if (n == 0) {
+      if (consume_staged(p, conn) == Staged::kBlocked) {
+        // What is staged (perhaps the peer's kBye behind it) is read once
+        // its receive is posted (kick_in); stop watching the dead socket.
+        conn.eof = true;
+        ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, conn.fd.get(), nullptr);
+        conn.events = 0;
+        return;
+      }
+      return in_closed(p, conn, 0);
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) return;
+      return in_closed(p, conn, errno);
+    }
+    const size_t u = static_cast<size_t>(n);
+    if (dst == conn.stage.get() + conn.hi) {
+      conn.hi += u;
+    } else {
+      conn.data_done += u;
+      if (conn.data_done == conn.hdr.len) complete_in(p, conn);
+    }
+    if (u < want) {
+      // The kernel had no more: consume what came and stop (no EAGAIN call).
+      consume_staged(p, conn);
+      return;
+    }
+  }
+}
+
+// Tells every peer this rank gave up. A connection with half a frame on the
+// wire cannot carry a clean notice: it is shut down instead, which the peer
+// reads as this rank dying.
+void TcpTransport::notify_peers_locked() {
+  if (peers_notified_) return;
+  peers_notified_ = true;
+  const std::string msg = failed_.message().substr(0, 400);
+  for (auto& p : pairs_) {
+    if (!p) continue;
+    for (OutConn& conn : p->out) {
+      if (conn.closed) continue;
+      if (conn.hdr_done || conn.data_done) {
+        ::shutdown(conn.fd.get(), SHUT_RDWR);
+        continue;
+      }
+      Header h{kMagic, kAbort, 0, msg.size()};
+      iovec iov[2] = {{&h, sizeof h}, {const_cast<char*>(msg.data()), msg.size()}};
+      msghdr m{};
+      m.msg_iov = iov;
+      m.msg_iovlen = 2;
+      if (::sendmsg(conn.fd.get(), &m, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof h + msg.size())) {
+        ::shutdown(conn.fd.get(), SHUT_RDWR);
+      }
+    }
+  }
+}
+
+bool TcpTransport::run_once(int timeout_ms) {
+  epoll_event evs[64];
+  int n = ::epoll_wait(epoll_fd_.get(), evs, 64, timeout_ms);
+  for (int i = 0; i < n; ++i) {
+    const uint64_t t = evs[i].data.u64;
+    if (t == kWakeTag) continue;
+    TcpPair& p = *pairs_[static_cast<size_t>(t >> 16)];
+    const size_t c = (t & 0xffff) >> 1;
+    if (t & 1) {
+      InConn& conn = p.in[c];
+      if (conn.stalled && (evs[i].events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
+        // The peer hung up behind a message nobody asked for yet: stop
+        // watching (level-triggered, it would fire forever); the next recv
+        // reads the message and then the EOF.
+        ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, conn.fd.get(), nullptr);
+        conn.events = 0;
+      } else {
+        progress_in(p, c);
+      }
+    } else if (evs[i].events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
+      out_closed(p, p.out[c], 0);
+    } else {
+      progress_out(p, c);
+    }
+  }
+  if (abort_requested_ && !has_failed_) {
+    std::lock_guard<std::mutex> l(abort_mu_);
+    fail(aborted(abort_reason_.message()));
+  }
+  if (has_failed_) notify_peers_locked();
+  return n > 0;
+}
+
+}  // namespace weft::coll::tcp
