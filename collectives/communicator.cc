@@ -14,6 +14,7 @@
 
 #include "algorithms/algorithms.h"
 #include "context.h"
+#include "idle_wait.h"
 #include "remap.h"
 #include "weft/common/huge_buffer.h"
 
@@ -92,7 +93,7 @@ class Communicator::Impl {
   std::vector<std::unique_ptr<Memory>> scratch_mem;  // by transport
   // Per call, kept between calls so that a call allocates nothing of its own.
   internal::Buffers buffers;
-  std::vector<std::unique_ptr<Memory>> data_mem;  // by transport
+  std::vector<std::unique_ptr<Memory>> data_mem;  // by transport: the last call's buffer
   std::vector<Ticket> last_send;                  // by rank
   std::mutex abort_mu;
   Status failed;  // first failure; the communicator is unusable after it
@@ -234,18 +235,22 @@ Status Communicator::Impl::ensure_scratch(size_t bytes) {
 Status Communicator::Impl::run(internal::Plan& p, const std::vector<int>& group_ranks, int me, void* data,
                                size_t bytes, DataType t, ReduceOp op, Deadline deadline) {
   WEFT_RETURN_IF_ERROR(ensure_scratch(p.scratch_bytes()));
-  // The caller's buffer is registered per call (the transport caches what
-  // is costly to register, keyed by address range: transport.h).
-  data_mem.clear();
+  // The caller's buffer is registered when it differs from the last call's
+  // (training loops reuse their buffers). Like the transports' own caches
+  // keyed by address range (transport.h), this trusts that memory at a
+  // reused address is the same memory.
   auto& data_by = buffers.mem[internal::kData].by_transport;
   auto& scratch_by = buffers.mem[internal::kScratch].by_transport;
-  data_by.clear();
-  scratch_by.clear();
-  for (auto& tr : transports) {
-    WEFT_ASSIGN_OR_RETURN(auto m, tr->register_memory(data, bytes));
-    data_by.push_back(m.get());
-    data_mem.push_back(std::move(m));
+  if (data_mem.empty() || data_mem.front()->data() != data || data_mem.front()->size() != bytes) {
+    data_mem.clear();
+    data_by.clear();
+    for (auto& tr : transports) {
+      WEFT_ASSIGN_OR_RETURN(auto m, tr->register_memory(data, bytes));
+      data_by.push_back(m.get());
+      data_mem.push_back(std::move(m));
+    }
   }
+  scratch_by.clear();
   for (auto& m : scratch_mem) scratch_by.push_back(m.get());
   buffers.ptr[internal::kData] = static_cast<char*>(data);
   buffers.ptr[internal::kScratch] = scratch.data();
@@ -297,7 +302,9 @@ Status Communicator::Impl::execute(int coll, Algorithm a, MakePlanFn make, const
                                    size_t count, int root, void* data, size_t bytes, DataType t, ReduceOp op,
                                    const CollectiveOptions& o) {
   const auto timeout = o.timeout.count() > 0 ? o.timeout : cfg.timeout;
-  const Deadline deadline = Clock::now() + timeout;
+  // The deadline is seconds away: the coarse clock is precise enough and a
+  // fifth of the cost of a small shared-memory call less (idle_wait.h).
+  const Deadline deadline = internal::coarse_now() + timeout;
   internal::Shape shape;
   shape.size = static_cast<int>(group.size());
   for (size_t i = 0; i < group.size(); ++i) {

@@ -22,12 +22,25 @@
 //   }
 #pragma once
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 
 #include "weft/collectives/transport.h"
 
 namespace weft::coll::internal {
+
+// steady_clock::now() from CLOCK_MONOTONIC_COARSE: 10-25 ns here instead of
+// 70-140 ns, at most one tick (1-4 ms) behind — for deadlines of a call,
+// which are seconds, not for timing. libstdc++'s steady_clock is
+// CLOCK_MONOTONIC, the clock the coarse one is a cheaper view of
+// (clock_gettime(2)).
+inline Clock::time_point coarse_now() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return Clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+}
 
 class IdleWait {
  public:
