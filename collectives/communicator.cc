@@ -58,6 +58,7 @@ Status CommConfig::validate() const {
       return not_found(fmt::format("communicator: unknown transport '{}' (auto, {})", transport, fmt::join(known, ", ")));
     }
   }
+  WEFT_RETURN_IF_ERROR(selection.validate());
   for (const auto& [a, b] : failed_links) {
     if (a < 0 || a >= size || b < 0 || b >= size || a == b) {
       return invalid_argument(fmt::format("communicator: failed link {}-{} does not join two ranks of [0, {})", a, b, size));
@@ -86,6 +87,8 @@ class Communicator::Impl {
   internal::Links links;          // pairs and transports by rank
   std::map<Algorithm, std::vector<int>> rank_maps;  // allreduce: logical -> physical
   std::vector<int> identity_group;  // 0, 1, ..., size-1
+  std::string link_kind = "tcp";    // the transport of every peer, for selection; "tcp" when mixed
+  bool equal_multi_host = false;    // several hosts, the same number (> 1) of ranks on each
   std::vector<int> host_of;       // by rank: host index in order of first appearance
   std::map<std::tuple<int, int, size_t, size_t, size_t, int>, std::unique_ptr<internal::Plan>> plans;
   std::vector<char> work;         // reduce_scatter's in-place copy of the input
@@ -186,6 +189,8 @@ Status Communicator::Impl::setup(Store& store) {
     links.transports.push_back(t.get());
     transports.push_back(std::move(t));
   }
+  if (transports.size() == 1) link_kind = std::string(transports.front()->name());
+  equal_multi_host = host_count > 1 && local.size() > 1 && !internal::equal_hosts(host_of).empty();
   if (cfg.scratch_reserve_bytes > 0) WEFT_RETURN_IF_ERROR(ensure_scratch(cfg.scratch_reserve_bytes));
   return Status::ok();
 }
@@ -332,9 +337,7 @@ Status Communicator::Impl::usable() {
   return failed;
 }
 
-bool Communicator::Impl::hosts_equal() const {
-  return host_count > 1 && local.size() > 1 && !internal::equal_hosts(host_of).empty();
-}
+bool Communicator::Impl::hosts_equal() const { return equal_multi_host; }
 
 Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op,
                                const CollectiveOptions& o) {
@@ -345,13 +348,7 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
   if (send != recv && count > 0) std::memmove(recv, send, bytes);
   if (count == 0 || size() == 1) return Status::ok();
   Algorithm a = o.algorithm;
-  if (a == Algorithm::kAuto) {
-    const Selection& sel = m.cfg.selection;
-    a = sel.hybrid_when_multi_host && m.hosts_equal() ? Algorithm::kHybrid
-        : bytes < sel.butterfly_max_bytes             ? Algorithm::kButterfly
-        : bytes >= sel.ring_min_bytes                 ? Algorithm::kRing
-                                                      : Algorithm::kHalvingDoubling;
-  }
+  if (a == Algorithm::kAuto) a = select_allreduce(m.cfg.selection, m.link_kind, size(), bytes, m.hosts_equal());
   MakePlan make = nullptr;
   switch (a) {
     case Algorithm::kHalvingDoubling: make = internal::plan_allreduce_hd; break;

@@ -141,6 +141,8 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   void progress_in(TcpPair& p, size_t c);
   Staged consume_staged(TcpPair& p, InConn& conn);
   void complete_in(TcpPair& p, InConn& conn);
+  std::string salvage_abort(TcpPair& p);
+  void lost(TcpPair& p, std::string what);
   void out_closed(TcpPair& p, OutConn& conn, int err);
   void in_closed(TcpPair& p, InConn& conn, int err);
   void fail(Status s);

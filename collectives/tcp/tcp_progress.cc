@@ -53,6 +53,48 @@ void TcpTransport::fail(Status s) {
   has_failed_ = true;
 }
 
+// A connection to the peer broke. A peer that gave up sent its reason
+// (kAbort) before closing, but it may sit behind messages this rank has not
+// consumed yet (or be still in the kernel, readable even after a reset:
+// tcp_recvmsg returns queued data before the error). Look for it past
+// everything unconsumed: the peer's reason names the rank that was lost,
+// "connection reset" would not.
+std::string TcpTransport::salvage_abort(TcpPair& p) {
+  for (InConn& conn : p.in) {
+    std::string buf(conn.stage ? conn.stage.get() + conn.lo : nullptr, conn.stage ? conn.hi - conn.lo : 0);
+    char tmp[64 << 10];
+    for (ssize_t n; buf.size() < (16u << 20) && (n = ::recv(conn.fd.get(), tmp, sizeof tmp, MSG_DONTWAIT)) > 0;) {
+      buf.append(tmp, static_cast<size_t>(n));
+    }
+    conn.lo = conn.hi = 0;
+    size_t pos = 0;
+    std::string reason;
+    if (conn.in_frame) {
+      const size_t rest = conn.hdr.len - conn.data_done;
+      if (conn.hdr.type == kAbort) return conn.abort_msg + buf.substr(0, rest);
+      pos = rest;
+    }
+    while (pos + sizeof(Header) <= buf.size()) {
+      Header h;
+      std::memcpy(&h, buf.data() + pos, sizeof h);
+      pos += sizeof h;
+      if (h.magic != kMagic) break;
+      if (h.type == kAbort) return buf.substr(pos, std::min<size_t>(h.len, buf.size() - pos));
+      if (h.type == kData) pos += h.len;
+    }
+  }
+  return "";
+}
+
+// Fails the transport for a broken connection with `p`, with the peer's own
+// reason when it sent one.
+void TcpTransport::lost(TcpPair& p, std::string what) {
+  if (has_failed_) return;
+  const std::string why = salvage_abort(p);
+  if (!why.empty()) return fail(aborted(fmt::format("rank {} gave up: {}", p.peer(), why)));
+  fail(unavailable(std::move(what)));
+}
+
 // The peer never writes on an outgoing connection: a hang-up there is the
 // peer finishing (its incoming twin tells whether cleanly) unless data of
 // ours is still queued or the socket reported an error.
@@ -62,8 +104,8 @@ void TcpTransport::out_closed(TcpPair& p, OutConn& conn, int err) {
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, conn.fd.get(), nullptr);
   conn.events = 0;
   if (conn.q.empty() && err == 0) return;
-  fail(unavailable(err ? fmt::format("connection to rank {} failed: {}", p.peer(), std::strerror(err))
-                       : fmt::format("rank {} closed its connection with data of this rank undelivered", p.peer())));
+  lost(p, err ? fmt::format("connection to rank {} failed: {}", p.peer(), std::strerror(err))
+              : fmt::format("rank {} closed its connection with data of this rank undelivered", p.peer()));
 }
 
 // End of an incoming stream: clean after the peer's kBye with nothing owed,
@@ -75,13 +117,13 @@ void TcpTransport::in_closed(TcpPair& p, InConn& conn, int err) {
   conn.events = 0;
   if (!conn.abort_msg.empty()) return;  // already failed with the peer's reason
   if (err == 0 && conn.bye && conn.q.empty() && conn.lo == conn.hi && !conn.in_frame) return;
-  fail(unavailable(err ? fmt::format("connection from rank {} failed: {}", p.peer(), std::strerror(err))
-                       : fmt::format("rank {} closed its connection mid-collective (process exited or died)",
-                                     p.peer())));
+  lost(p, err ? fmt::format("connection from rank {} failed: {}", p.peer(), std::strerror(err))
+              : fmt::format("rank {} closed its connection mid-collective (process exited or died)", p.peer()));
 }
 
 void TcpTransport::progress_out(TcpPair& p, size_t c) {
   OutConn& conn = p.out[c];
+  if (has_failed_) return;  // nothing but the abort notice goes out now
   while (!conn.q.empty() && !conn.closed) {
     Part& part = conn.q.front();
     if (conn.hdr_done == 0 && conn.data_done == 0) conn.hdr = Header{kMagic, kData, 0, part.len};
@@ -240,27 +282,34 @@ void TcpTransport::progress_in(TcpPair& p, size_t c) {
   }
 }
 
-// Tells every peer this rank gave up. A connection with half a frame on the
-// wire cannot carry a clean notice: it is shut down instead, which the peer
-// reads as this rank dying.
+// Tells every peer this rank gave up, with a kAbort frame carrying the
+// reason. A connection with half a frame on the wire first gets the rest of
+// that frame (the caller's memory is still valid: we are inside its call),
+// within a short grace period; a peer that does not take it in time gets the
+// connection shut down instead, which it reads as this rank dying.
 void TcpTransport::notify_peers_locked() {
   if (peers_notified_) return;
   peers_notified_ = true;
   const std::string msg = failed_.message().substr(0, 400);
+  const Deadline grace = Clock::now() + std::chrono::milliseconds(200);
   for (auto& p : pairs_) {
     if (!p) continue;
     for (OutConn& conn : p->out) {
       if (conn.closed) continue;
       if (conn.hdr_done || conn.data_done) {
-        ::shutdown(conn.fd.get(), SHUT_RDWR);
-        continue;
+        const Part& part = conn.q.front();
+        Status s = write_all(conn.fd.get(), reinterpret_cast<const char*>(&conn.hdr) + conn.hdr_done,
+                             sizeof(Header) - conn.hdr_done, grace);
+        if (s) s = write_all(conn.fd.get(), part.ptr + conn.data_done, part.len - conn.data_done, grace);
+        if (!s) {
+          ::shutdown(conn.fd.get(), SHUT_RDWR);
+          continue;
+        }
+        conn.hdr_done = conn.data_done = 0;
+        conn.q.pop_front();
       }
-      Header h{kMagic, kAbort, 0, msg.size()};
-      iovec iov[2] = {{&h, sizeof h}, {const_cast<char*>(msg.data()), msg.size()}};
-      msghdr m{};
-      m.msg_iov = iov;
-      m.msg_iovlen = 2;
-      if (::sendmsg(conn.fd.get(), &m, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof h + msg.size())) {
+      const Header h{kMagic, kAbort, 0, msg.size()};
+      if (!write_all(conn.fd.get(), &h, sizeof h, grace) || !write_all(conn.fd.get(), msg.data(), msg.size(), grace)) {
         ::shutdown(conn.fd.get(), SHUT_RDWR);
       }
     }

@@ -47,14 +47,35 @@ enum class Algorithm : uint8_t {
 std::string_view algorithm_name(Algorithm a);  // "auto", "hd", "ring", "butterfly", ...
 std::optional<Algorithm> parse_algorithm(std::string_view s);
 
-// Algorithm selection for kAuto. The defaults were measured on loopback TCP
-// with `weft bench allreduce --algo hd|ring|butterfly` (see
-// docs/collectives.md); re-measure on a real fabric.
-struct Selection {
-  size_t butterfly_max_bytes = 16 << 10;  // allreduce below this: butterfly
-  size_t ring_min_bytes = SIZE_MAX;       // allreduce at/above this: ring (else HD)
-  bool hybrid_when_multi_host = true;     // >1 host, equal ranks per host: hybrid
+// Algorithm selection for kAuto's AllReduce. Hybrid when the ranks sit on
+// several hosts with the same number (> 1) each; otherwise the first rule
+// matching the communicator's transport and size picks by message size:
+// butterfly below hd_min_bytes, ring from ring_min_bytes, HD between. The
+// default rules are the crossovers measured on this machine by
+// bench/allreduce_sweep.sh (docs/collectives.md "Selection", where the
+// table is; the test SelectionFollowsTheMeasuredTable holds them to it).
+// Re-measure on a real fabric and pass your own rules.
+struct SelectionRule {
+  std::string transport;  // the transport serving every peer ("tcp", "shm", ...); "*" = any
+  int max_ranks;          // the rule covers communicators of at most this many ranks
+  size_t hd_min_bytes;    // from this size on: halving-doubling (below: butterfly)
+  size_t ring_min_bytes;  // from this size on: ring
 };
+std::vector<SelectionRule> default_selection_rules();
+
+struct Selection {
+  std::vector<SelectionRule> rules = default_selection_rules();  // first match wins
+  bool hybrid_when_multi_host = true;  // >1 host, equal ranks per host: hybrid
+  // The last rule must cover every transport and size ("*", INT_MAX), so
+  // that every communicator has one.
+  Status validate() const;
+};
+
+// The algorithm kAuto runs for an AllReduce of `bytes` on `ranks` ranks
+// whose peers are all served by `transport` ("tcp" when several are mixed);
+// `equal_hosts`: several hosts with the same number (> 1) of ranks each.
+Algorithm select_allreduce(const Selection& s, std::string_view transport, int ranks, size_t bytes,
+                           bool equal_hosts);
 
 struct CollectiveOptions {
   Algorithm algorithm = Algorithm::kAuto;
