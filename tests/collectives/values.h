@@ -82,79 +82,114 @@ inline double epsilon(DataType t) {
 }
 
 // Inputs repeat with period kPeriod (a prime, so no block boundary of the
-// algorithms lines up with it): generating one period and tiling keeps the
-// matrix fast under the sanitizers.
+// algorithms lines up with it), and so do the references: one period is
+// generated (and cached), the rest tiled. This keeps the matrix fast under
+// the sanitizers without changing a single checked value.
 inline constexpr size_t kPeriod = 100003;
 
-inline std::vector<char> make_input(DataType t, ReduceOp op, int rank, size_t count) {
-  const size_t es = dtype_size(t);
-  std::vector<char> v(count * es + 1);
-  const size_t first = std::min(count, kPeriod);
-  for (size_t i = 0; i < first; ++i) store_value(t, v.data(), i, input_value(t, op, rank, i));
-  for (size_t i = first; i < count; i += kPeriod) {
-    std::memcpy(v.data() + i * es, v.data(), std::min(kPeriod, count - i) * es);
+// One period of `rank`'s input, built once per process.
+inline const std::vector<char>& input_period(DataType t, ReduceOp op, int rank) {
+  static std::mutex mu;
+  static std::map<std::tuple<DataType, ReduceOp, int>, std::vector<char>> cache;
+  std::lock_guard<std::mutex> l(mu);
+  auto key = std::make_tuple(t, op, rank);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    std::vector<char> v(kPeriod * dtype_size(t));
+    for (size_t i = 0; i < kPeriod; ++i) store_value(t, v.data(), i, input_value(t, op, rank, i));
+    it = cache.emplace(key, std::move(v)).first;
   }
+  return it->second;
+}
+
+// Elements [first, first + count) of `rank`'s input into dst.
+inline void fill_input(DataType t, ReduceOp op, int rank, size_t count, void* dst, size_t first = 0) {
+  const size_t es = dtype_size(t);
+  const char* period = input_period(t, op, rank).data();
+  for (size_t i = 0; i < count;) {
+    const size_t at = (first + i) % kPeriod, n = std::min(kPeriod - at, count - i);
+    std::memcpy(static_cast<char*>(dst) + i * es, period + at * es, n * es);
+    i += n;
+  }
+}
+
+// count elements (plus one spare byte, so that data() is never null).
+inline std::vector<char> make_input(DataType t, ReduceOp op, int rank, size_t count) {
+  std::vector<char> v(count * dtype_size(t) + 1);
+  fill_input(t, op, rank, count, v.data());
   return v;
 }
 
+// True when got holds elements [first, first + count) of `rank`'s input.
+inline bool equals_input(DataType t, ReduceOp op, int rank, const void* got, size_t count, size_t first = 0) {
+  const size_t es = dtype_size(t);
+  const char* period = input_period(t, op, rank).data();
+  for (size_t i = 0; i < count;) {
+    const size_t at = (first + i) % kPeriod, n = std::min(kPeriod - at, count - i);
+    if (std::memcmp(static_cast<const char*>(got) + i * es, period + at * es, n * es) != 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+// The reference over one period: the fold in rank order, and per element
+// the tolerance (floats only).
 struct Reference {
-  std::vector<char> value;   // the fold in rank order
-  std::vector<double> tol;   // per element; empty for integer types
+  std::vector<char> value;
+  std::vector<double> tol;  // empty for integer types
+  double expected(DataType t, size_t i) const { return load_value(t, value.data(), i % kPeriod); }
 };
 
-inline Reference make_reference(DataType t, ReduceOp op, int ranks, size_t count) {
+inline Reference make_reference(DataType t, ReduceOp op, int ranks) {
   Reference ref;
-  ref.value = make_input(t, op, 0, count);
+  ref.value = input_period(t, op, 0);
   std::vector<double> absum;
   if (is_float(t)) {
-    absum.resize(count);
-    for (size_t i = 0; i < count; ++i) absum[i] = std::fabs(load_value(t, ref.value.data(), i));
+    absum.resize(kPeriod);
+    for (size_t i = 0; i < kPeriod; ++i) absum[i] = std::fabs(load_value(t, ref.value.data(), i));
   }
   for (int r = 1; r < ranks; ++r) {
-    auto x = make_input(t, op, r, count);
-    reduce_into_scalar(ref.value.data(), x.data(), count, t, op);
+    const auto& x = input_period(t, op, r);
+    reduce_into_scalar(ref.value.data(), x.data(), kPeriod, t, op);
     for (size_t i = 0; i < absum.size(); ++i) absum[i] += std::fabs(load_value(t, x.data(), i));
   }
   for (double a : absum) ref.tol.push_back((ranks - 1) * epsilon(t) * a + 1e-300);
   return ref;
 }
 
-// Index of the first element of got that misses the reference, or -1.
-inline long first_mismatch(DataType t, const Reference& ref, const void* got, size_t count) {
-  if (count == 0) return -1;  // an empty vector's data() may be null: no memcmp
-  if (!is_float(t)) {
-    const size_t es = dtype_size(t);
-    if (std::memcmp(ref.value.data(), got, count * es) == 0) return -1;
-    for (size_t i = 0; i < count; ++i) {
-      if (std::memcmp(ref.value.data() + i * es, static_cast<const char*>(got) + i * es, es) != 0) return static_cast<long>(i);
+// Index (from 0) of the first element of got — elements [first, first +
+// count) of the reduced vector — that misses the reference, or -1.
+inline long first_mismatch(DataType t, const Reference& ref, const void* got, size_t count, size_t first = 0) {
+  const size_t es = dtype_size(t);
+  for (size_t i = 0; i < count;) {
+    const size_t at = (first + i) % kPeriod, n = std::min(kPeriod - at, count - i);
+    const char* g = static_cast<const char*>(got) + i * es;
+    if (!is_float(t)) {
+      if (std::memcmp(ref.value.data() + at * es, g, n * es) != 0) {
+        for (size_t j = 0; j < n; ++j) {
+          if (std::memcmp(ref.value.data() + (at + j) * es, g + j * es, es) != 0) return static_cast<long>(i + j);
+        }
+      }
+    } else {
+      for (size_t j = 0; j < n; ++j) {
+        const double a = load_value(t, g, j), b = load_value(t, ref.value.data(), at + j);
+        if (!(std::fabs(a - b) <= ref.tol[at + j])) return static_cast<long>(i + j);
+      }
     }
-    return -1;
-  }
-  for (size_t i = 0; i < count; ++i) {
-    const double a = load_value(t, got, i), b = load_value(t, ref.value.data(), i);
-    if (!(std::fabs(a - b) <= ref.tol[i])) return static_cast<long>(i);
+    i += n;
   }
   return -1;
 }
 
-// Shared, built once per process by whichever rank thread asks first.
-inline const Reference& cached_reference(DataType t, ReduceOp op, int ranks, size_t count) {
+// Shared, built once per process by whichever rank thread asks first (a
+// process test builds them before forking its ranks).
+inline const Reference& cached_reference(DataType t, ReduceOp op, int ranks) {
   static std::mutex mu;
-  static std::map<std::tuple<DataType, ReduceOp, int, size_t>, Reference> cache;
+  static std::map<std::tuple<DataType, ReduceOp, int>, Reference> cache;
   std::lock_guard<std::mutex> l(mu);
-  auto key = std::make_tuple(t, op, ranks, count);
+  auto key = std::make_tuple(t, op, ranks);
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, make_reference(t, op, ranks, count)).first;
-  return it->second;
-}
-
-inline const std::vector<char>& cached_input(DataType t, ReduceOp op, int rank, size_t count) {
-  static std::mutex mu;
-  static std::map<std::tuple<DataType, ReduceOp, int, size_t>, std::vector<char>> cache;
-  std::lock_guard<std::mutex> l(mu);
-  auto key = std::make_tuple(t, op, rank, count);
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, make_input(t, op, rank, count)).first;
+  if (it == cache.end()) it = cache.emplace(key, make_reference(t, op, ranks)).first;
   return it->second;
 }
 
