@@ -12,37 +12,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "algorithms/algorithms.h"
-#include "context.h"
+#include "communicator_impl.h"
 #include "idle_wait.h"
 #include "remap.h"
-#include "weft/common/huge_buffer.h"
 
 namespace weft::coll {
-
-std::string_view algorithm_name(Algorithm a) {
-  switch (a) {
-    case Algorithm::kAuto: return "auto";
-    case Algorithm::kHalvingDoubling: return "hd";
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kButterfly: return "butterfly";
-    case Algorithm::kHybrid: return "hybrid";
-    case Algorithm::kHierarchical: return "hierarchical";
-    case Algorithm::kBinomial: return "binomial";
-  }
-  return "?";
-}
-
-std::optional<Algorithm> parse_algorithm(std::string_view s) {
-  for (Algorithm a : {Algorithm::kAuto, Algorithm::kHalvingDoubling, Algorithm::kRing,
-                      Algorithm::kButterfly, Algorithm::kHybrid, Algorithm::kHierarchical,
-                      Algorithm::kBinomial}) {
-    if (algorithm_name(a) == s) return a;
-  }
-  if (s == "halving-doubling") return Algorithm::kHalvingDoubling;
-  if (s == "recursive-doubling") return Algorithm::kButterfly;
-  return std::nullopt;
-}
 
 Status CommConfig::validate() const {
   if (size < 1) return invalid_argument(fmt::format("communicator: size must be >= 1 (got {})", size));
@@ -76,45 +50,6 @@ Status CommConfig::validate() const {
   }
   return Status::ok();
 }
-
-class Communicator::Impl {
- public:
-  CommConfig cfg;
-  std::vector<std::string> hosts;  // by rank
-  std::vector<int> local;          // ranks on this host
-  int host_count = 1;
-  std::vector<std::unique_ptr<Transport>> transports;
-  internal::Links links;          // pairs and transports by rank
-  std::map<Algorithm, std::vector<int>> rank_maps;  // allreduce: logical -> physical
-  std::vector<int> identity_group;  // 0, 1, ..., size-1
-  std::string link_kind = "tcp";    // the transport of every peer, for selection; "tcp" when mixed
-  bool equal_multi_host = false;    // several hosts, the same number (> 1) of ranks on each
-  std::vector<int> host_of;       // by rank: host index in order of first appearance
-  std::map<std::tuple<int, int, size_t, size_t, size_t, int>, std::unique_ptr<internal::Plan>> plans;
-  std::vector<char> work;         // reduce_scatter's in-place copy of the input
-  HugeBuffer scratch;
-  std::vector<std::unique_ptr<Memory>> scratch_mem;  // by transport
-  // Per call, kept between calls so that a call allocates nothing of its own.
-  internal::Buffers buffers;
-  std::vector<std::unique_ptr<Memory>> data_mem;  // by transport: the last call's buffer
-  std::vector<Ticket> last_send;                  // by rank
-  std::mutex abort_mu;
-  Status failed;  // first failure; the communicator is unusable after it
-  std::atomic<bool> has_failed{false};
-
-  Status setup(Store& store);
-  Status fail(Status s);
-  using MakePlanFn = std::unique_ptr<internal::Plan> (*)(const internal::Shape&);
-  Result<internal::Plan*> plan(int coll, Algorithm a, const internal::Shape& s, MakePlanFn make);
-  Status execute(int coll, Algorithm a, MakePlanFn make, const std::vector<int>& group, size_t count, int root,
-                 void* data, size_t bytes, DataType t, ReduceOp op, const CollectiveOptions& o);
-  Status usable();
-  bool hosts_equal() const;
-  Result<const std::vector<int>*> rank_map(Algorithm a);
-  Status ensure_scratch(size_t bytes);
-  Status run(internal::Plan& p, const std::vector<int>& group_ranks, int me, void* data, size_t bytes,
-             DataType t, ReduceOp op, Deadline deadline);
-};
 
 namespace {
 
@@ -264,6 +199,46 @@ Status Communicator::Impl::run(internal::Plan& p, const std::vector<int>& group_
   return p.run(ctx);
 }
 
+namespace {
+constexpr const char* kCollName[] = {"allreduce", "reduce_scatter", "allgather", "broadcast"};
+}  // namespace
+
+Status Communicator::Impl::execute(int coll, Algorithm a, MakePlanFn make, const std::vector<int>& group,
+                                   size_t count, int root, void* data, size_t bytes, DataType t, ReduceOp op,
+                                   const CollectiveOptions& o) {
+  const auto timeout = o.timeout.count() > 0 ? o.timeout : cfg.timeout;
+  // The deadline is seconds away: the coarse clock is precise enough and a
+  // fifth of the cost of a small shared-memory call less (idle_wait.h).
+  const Deadline deadline = internal::coarse_now() + timeout;
+  internal::Shape shape;
+  shape.size = static_cast<int>(group.size());
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (group[i] == cfg.rank) shape.rank = static_cast<int>(i);
+  }
+  shape.count = count;
+  shape.esize = dtype_size(t);
+  shape.segment = o.segment_bytes;
+  shape.root = root;
+  shape.group = &group;
+  WEFT_ASSIGN_OR_RETURN(internal::Plan * p, plan(coll, a, shape, make));
+  Status s = run(*p, group, shape.rank, data, bytes, t, op, deadline);
+  if (!s) {
+    return fail(s.with_context(fmt::format("rank {}: {} ({}, {} x {}{}{})", cfg.rank, kCollName[coll],
+                                           algorithm_name(a), shape.count, dtype_name(t),
+                                           coll <= internal::kReduceScatter ? ", " : "",
+                                           coll <= internal::kReduceScatter ? reduce_op_name(op) : "")));
+  }
+  return s;
+}
+
+Status Communicator::Impl::usable() {
+  if (!has_failed) return Status::ok();
+  std::lock_guard<std::mutex> l(abort_mu);
+  return failed;
+}
+
+bool Communicator::Impl::hosts_equal() const { return equal_multi_host; }
+
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;
 
@@ -293,151 +268,6 @@ Transport* Communicator::transport_for(int peer) const {
 
 void Communicator::abort(std::string_view reason) {
   (void)impl_->fail(aborted(fmt::format("rank {}: {}", rank(), reason)));
-}
-
-namespace {
-
-enum Coll { kAllreduce = 0, kReduceScatter = 1, kAllgather = 2, kBroadcast = 3 };
-constexpr const char* kCollName[] = {"allreduce", "reduce_scatter", "allgather", "broadcast"};
-using MakePlan = std::unique_ptr<internal::Plan> (*)(const internal::Shape&);
-
-}  // namespace
-
-Status Communicator::Impl::execute(int coll, Algorithm a, MakePlanFn make, const std::vector<int>& group,
-                                   size_t count, int root, void* data, size_t bytes, DataType t, ReduceOp op,
-                                   const CollectiveOptions& o) {
-  const auto timeout = o.timeout.count() > 0 ? o.timeout : cfg.timeout;
-  // The deadline is seconds away: the coarse clock is precise enough and a
-  // fifth of the cost of a small shared-memory call less (idle_wait.h).
-  const Deadline deadline = internal::coarse_now() + timeout;
-  internal::Shape shape;
-  shape.size = static_cast<int>(group.size());
-  for (size_t i = 0; i < group.size(); ++i) {
-    if (group[i] == cfg.rank) shape.rank = static_cast<int>(i);
-  }
-  shape.count = count;
-  shape.esize = dtype_size(t);
-  shape.segment = o.segment_bytes;
-  shape.root = root;
-  shape.group = &group;
-  WEFT_ASSIGN_OR_RETURN(internal::Plan * p, plan(coll, a, shape, make));
-  Status s = run(*p, group, shape.rank, data, bytes, t, op, deadline);
-  if (!s) {
-    return fail(s.with_context(fmt::format("rank {}: {} ({}, {} x {}{}{})", cfg.rank, kCollName[coll],
-                                           algorithm_name(a), shape.count, dtype_name(t),
-                                           coll <= kReduceScatter ? ", " : "",
-                                           coll <= kReduceScatter ? reduce_op_name(op) : "")));
-  }
-  return s;
-}
-
-Status Communicator::Impl::usable() {
-  if (!has_failed) return Status::ok();
-  std::lock_guard<std::mutex> l(abort_mu);
-  return failed;
-}
-
-bool Communicator::Impl::hosts_equal() const { return equal_multi_host; }
-
-Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op,
-                               const CollectiveOptions& o) {
-  Impl& m = *impl_;
-  WEFT_RETURN_IF_ERROR(m.usable());
-  const size_t bytes = count * dtype_size(t);
-  if (count > 0 && (send == nullptr || recv == nullptr)) return invalid_argument("allreduce: null buffer");
-  if (send != recv && count > 0) std::memmove(recv, send, bytes);
-  if (count == 0 || size() == 1) return Status::ok();
-  Algorithm a = o.algorithm;
-  if (a == Algorithm::kAuto) a = select_allreduce(m.cfg.selection, m.link_kind, size(), bytes, m.hosts_equal());
-  MakePlan make = nullptr;
-  switch (a) {
-    case Algorithm::kHalvingDoubling: make = internal::plan_allreduce_hd; break;
-    case Algorithm::kRing: make = internal::plan_allreduce_ring; break;
-    case Algorithm::kButterfly: make = internal::plan_allreduce_butterfly; break;
-    case Algorithm::kHybrid:
-      if (internal::equal_hosts(m.host_of).empty()) {
-        return failed_precondition(fmt::format(
-            "allreduce: hybrid needs the same number of ranks on every host ({} on this rank's host {})",
-            m.local.size(), m.cfg.host));
-      }
-      make = internal::plan_allreduce_hybrid;
-      break;
-    default:
-      return invalid_argument(fmt::format("allreduce: '{}' is not an allreduce algorithm (hd, ring, butterfly, hybrid)",
-                                          algorithm_name(a)));
-  }
-  const std::vector<int>* group = &m.identity_group;
-  if (a != Algorithm::kHybrid) {
-    WEFT_ASSIGN_OR_RETURN(group, m.rank_map(a));
-  }
-  return m.execute(kAllreduce, a, make, *group, count, 0, recv, bytes, t, op, o);
-}
-
-Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType t,
-                                    ReduceOp op, const CollectiveOptions& o) {
-  Impl& m = *impl_;
-  WEFT_RETURN_IF_ERROR(m.usable());
-  const size_t es = dtype_size(t), block = recv_count * es, all = block * static_cast<size_t>(size());
-  if (recv_count == 0) return Status::ok();
-  if (send == nullptr || recv == nullptr) return invalid_argument("reduce_scatter: null buffer");
-  if (o.algorithm != Algorithm::kAuto && o.algorithm != Algorithm::kRing) {
-    return invalid_argument(fmt::format("reduce_scatter: '{}' is not a reduce-scatter algorithm (ring)", algorithm_name(o.algorithm)));
-  }
-  // The reduction happens in place: work on a copy of the caller's input.
-  if (m.work.size() < all) m.work.resize(all);
-  std::memcpy(m.work.data(), send, all);
-  if (size() > 1) {
-    WEFT_RETURN_IF_ERROR(m.execute(kReduceScatter, Algorithm::kRing, internal::plan_reduce_scatter_ring,
-                                   m.identity_group, recv_count, 0, m.work.data(), all, t, op, o));
-  }
-  std::memcpy(recv, m.work.data() + static_cast<size_t>(rank()) * block, block);
-  return Status::ok();
-}
-
-Status Communicator::allgather(const void* send, void* recv, size_t send_count, DataType t,
-                               const CollectiveOptions& o) {
-  Impl& m = *impl_;
-  WEFT_RETURN_IF_ERROR(m.usable());
-  const size_t es = dtype_size(t), block = send_count * es, all = block * static_cast<size_t>(size());
-  if (send_count == 0) return Status::ok();
-  if (send == nullptr || recv == nullptr) return invalid_argument("allgather: null buffer");
-  char* out = static_cast<char*>(recv) + static_cast<size_t>(rank()) * block;
-  if (out != send) std::memmove(out, send, block);
-  if (size() == 1) return Status::ok();
-  Algorithm a = o.algorithm;
-  if (a == Algorithm::kAuto) a = m.hosts_equal() ? Algorithm::kHierarchical : Algorithm::kRing;
-  MakePlan make = nullptr;
-  if (a == Algorithm::kRing) {
-    make = internal::plan_allgather_ring;
-  } else if (a == Algorithm::kHierarchical) {
-    if (internal::equal_hosts(m.host_of).empty()) {
-      return failed_precondition("allgather: hierarchical needs the same number of ranks on every host");
-    }
-    make = internal::plan_allgather_hierarchical;
-  } else {
-    return invalid_argument(fmt::format("allgather: '{}' is not an allgather algorithm (ring, hierarchical)", algorithm_name(a)));
-  }
-  return m.execute(kAllgather, a, make, m.identity_group, send_count, 0, recv, all, t, ReduceOp::kSum, o);
-}
-
-Status Communicator::broadcast(void* buf, size_t count, DataType t, int root, const CollectiveOptions& o) {
-  Impl& m = *impl_;
-  WEFT_RETURN_IF_ERROR(m.usable());
-  if (root < 0 || root >= size()) return invalid_argument(fmt::format("broadcast: root {} is outside [0, {})", root, size()));
-  if (o.algorithm != Algorithm::kAuto && o.algorithm != Algorithm::kBinomial) {
-    return invalid_argument(fmt::format("broadcast: '{}' is not a broadcast algorithm (binomial)", algorithm_name(o.algorithm)));
-  }
-  if (count == 0 || size() == 1) return Status::ok();
-  if (buf == nullptr) return invalid_argument("broadcast: null buffer");
-  return m.execute(kBroadcast, Algorithm::kBinomial, internal::plan_broadcast_binomial, m.identity_group, count,
-                   root, buf, count * dtype_size(t), t, ReduceOp::kSum, o);
-}
-
-Status Communicator::barrier(const CollectiveOptions& o) {
-  uint8_t token = 1;
-  CollectiveOptions b = o;
-  b.algorithm = Algorithm::kButterfly;
-  return allreduce(&token, &token, 1, DataType::kU8, ReduceOp::kMax, b);
 }
 
 }  // namespace weft::coll

@@ -36,6 +36,15 @@ Registry& registry() {
 
 }  // namespace
 
+std::vector<int> TransportConfig::peer_ranks() const {
+  if (!peers.empty()) return peers;
+  std::vector<int> all;
+  for (int r = 0; r < size; ++r) {
+    if (r != rank) all.push_back(r);
+  }
+  return all;
+}
+
 Status TransportConfig::validate() const {
   if (size < 1) return invalid_argument(fmt::format("transport: size must be >= 1 (got {})", size));
   if (rank < 0 || rank >= size) {

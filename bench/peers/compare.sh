@@ -8,7 +8,9 @@
 # Builds the peer drivers (bench/peers/CMakeLists.txt: Gloo from libgloo-dev,
 # Open MPI from libopenmpi-dev/openmpi-bin), then --reps passes, each running
 # for every rank count, one after the other:
-#   - the loopback TCP limit (tcp_limit: bidirectional stream, 2 processes)
+#   - the loopback TCP limit (tcp_limit: bidirectional stream, 2 processes,
+#     best 50 ms window, with 256 KiB, 1 MiB and 4 MiB writes; the best of all
+#     is the limit)
 #   - weft bench over TCP and over shared memory
 #   - Gloo ring and halving-doubling over TCP
 #   - Open MPI over the TCP BTL and over shared memory (vader)
@@ -40,7 +42,7 @@ while (($#)); do
     --batches) batches="$2"; shift 2 ;;
     --weft) weft="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -68,7 +70,9 @@ rows() { awk '!/^#/ && NF >= 8 { if ($8 != 0) { print "WRONG " $0 > "/dev/stderr
 for ((rep = 1; rep <= reps; rep++)); do
   for n in $ranks; do
     echo "== pass $rep, $n ranks" >&2
-    "$peers/tcp_limit" 2 | awk '{ for (i = 1; i < NF; i++) if ($i == "direction:") print $(i + 1) }' >> "$out/limit"
+    for chunk in 262144 1048576 4194304; do
+      "$peers/tcp_limit" 1 "$chunk" | awk '{ for (i = 1; i < NF; i++) if ($i == "direction:") print $(i + 1) }' >> "$out/limit"
+    done
     "$weft" bench allreduce -n "$n" --transport tcp -b 4 -e "$max" -f $f --batches "$batches" | rows >> "$out/weft-tcp-$n"
     "$peers/gloo_allreduce" ring "$n" 4 "$max" $f "$batches" | rows >> "$out/gloo-ring-$n"
     "$peers/gloo_allreduce" hd "$n" 4 "$max" $f "$batches" | rows >> "$out/gloo-hd-$n"

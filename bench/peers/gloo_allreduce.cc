@@ -32,15 +32,11 @@ int run_rank(const std::string& algo, int rank, int size, const std::string& dir
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
   ctx->setTimeout(std::chrono::seconds(300));
   ctx->connectFullMesh(store, dev);
-  if (rank == 0) {
-    std::printf("# gloo allreduce %s: %d ranks, tcp loopback\n", algo.c_str(), size);
-    std::printf("#%12s %12s %6s %6s %12s %11s %11s %7s\n", "size(B)", "count", "type", "redop", "time(us)",
-                "algbw(GB/s)", "busbw(GB/s)", "#wrong");
-  }
+  if (rank == 0) peers::print_header(("gloo allreduce " + algo + ", tcp loopback").c_str(), size);
   for (size_t bytes = lo; bytes <= hi; bytes = std::max(bytes + 1, static_cast<size_t>(bytes * factor))) {
     const int count = static_cast<int>(std::max<size_t>(1, bytes / 4));
     std::vector<float> buf(static_cast<size_t>(count));
-    for (int i = 0; i < count; ++i) buf[static_cast<size_t>(i)] = static_cast<float>((rank * 3 + i % 11) % 13);
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = peers::input_of(rank, i);
     std::unique_ptr<gloo::Algorithm> a;
     std::vector<float*> ptrs = {buf.data()};
     if (algo == "ring") {
@@ -49,12 +45,7 @@ int run_rank(const std::string& algo, int rank, int size, const std::string& dir
       a = std::make_unique<gloo::AllreduceHalvingDoubling<float>>(ctx, ptrs, count);
     }
     a->run();  // verify once
-    long wrong = 0;
-    for (int i = 0; i < count; ++i) {
-      float want = 0;
-      for (int r = 0; r < size; ++r) want += static_cast<float>((r * 3 + i % 11) % 13);
-      wrong += buf[static_cast<size_t>(i)] != want;
-    }
+    const long wrong = peers::count_wrong(buf, size);
     gloo::BarrierAllToOne barrier(ctx);
     std::vector<double> t = peers::batch_us(static_cast<size_t>(count) * 4, batches, [&] { a->run(); },
                                             [&] { barrier.run(); });
@@ -66,12 +57,7 @@ int run_rank(const std::string& algo, int rank, int size, const std::string& dir
     double w = static_cast<double>(wrong);
     wp.push_back(&w);
     gloo::AllreduceRing<double>(ctx, wp, 1).run();
-    if (rank == 0) {
-      const double b = static_cast<double>(count) * 4, algbw = b / us / 1e3;
-      std::printf(" %12zu %12d %6s %6s %12.2f %11.3f %11.3f %7.0f\n", static_cast<size_t>(b), count, "f32", "sum", us,
-                  algbw, algbw * 2.0 * (size - 1) / size, w);
-      std::fflush(stdout);
-    }
+    if (rank == 0) peers::print_row(buf.size(), us, size, static_cast<long>(w));
     if (bytes == hi) break;
   }
   return 0;

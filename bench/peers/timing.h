@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
 #include <vector>
 
 namespace peers {
@@ -34,6 +35,35 @@ std::vector<double> batch_us(size_t bytes, int batches, Call call, Sync sync) {
     us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / per);
   }
   return us;
+}
+
+// Element i of `rank`'s input (the same as weft bench's, so that every
+// library reduces the same numbers), and how many of `got` miss the exact
+// sum over `ranks` ranks (small integers: f32 sums are exact).
+inline float input_of(int rank, size_t i) { return static_cast<float>((rank * 3 + static_cast<int>(i % 11)) % 13); }
+
+inline long count_wrong(const std::vector<float>& got, int ranks) {
+  long wrong = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    float want = 0;
+    for (int r = 0; r < ranks; ++r) want += input_of(r, i);
+    wrong += got[i] != want;
+  }
+  return wrong;
+}
+
+// weft bench's columns (nccl-tests'), so that compare.sh reads every driver alike.
+inline void print_header(const char* what, int ranks) {
+  std::printf("# %s: %d ranks\n", what, ranks);
+  std::printf("#%12s %12s %6s %6s %12s %11s %11s %7s\n", "size(B)", "count", "type", "redop", "time(us)",
+              "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+}
+
+inline void print_row(size_t count, double us, int ranks, long wrong) {
+  const double b = static_cast<double>(count) * 4, algbw = b / us / 1e3;
+  std::printf(" %12zu %12zu %6s %6s %12.2f %11.3f %11.3f %7ld\n", count * 4, count, "f32", "sum", us, algbw,
+              algbw * 2.0 * (ranks - 1) / ranks, wrong);
+  std::fflush(stdout);
 }
 
 }  // namespace peers

@@ -68,11 +68,6 @@ struct Hub {
 std::mutex g_hubs_mu;
 std::map<std::string, std::weak_ptr<Hub>> g_hubs;
 
-class LoopbackMemory final : public Memory {
- public:
-  LoopbackMemory(void* d, size_t n) : Memory(d, n) {}
-};
-
 class LoopbackPair final : public Pair {
  public:
   LoopbackPair(std::shared_ptr<Hub> hub, int me, int peer) : hub_(std::move(hub)), me_(me), peer_(peer) {}
@@ -130,14 +125,7 @@ class LoopbackTransport final : public Transport {
  public:
   LoopbackTransport(std::shared_ptr<Hub> hub, const TransportConfig& cfg) : hub_(std::move(hub)), rank_(cfg.rank) {
     pairs_.resize(static_cast<size_t>(cfg.size));
-    auto add = [&](int p) {
-      if (p != rank_) pairs_[static_cast<size_t>(p)] = std::make_unique<LoopbackPair>(hub_, rank_, p);
-    };
-    if (cfg.peers.empty()) {
-      for (int p = 0; p < cfg.size; ++p) add(p);
-    } else {
-      for (int p : cfg.peers) add(p);
-    }
+    for (int p : cfg.peer_ranks()) pairs_[static_cast<size_t>(p)] = std::make_unique<LoopbackPair>(hub_, rank_, p);
   }
   ~LoopbackTransport() override {
     // A peer still waiting on this rank learns it left instead of hanging.
@@ -160,7 +148,7 @@ class LoopbackTransport final : public Transport {
     return pairs_[static_cast<size_t>(peer)].get();
   }
   Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) override {
-    return std::unique_ptr<Memory>(std::make_unique<LoopbackMemory>(data, size));
+    return std::unique_ptr<Memory>(std::make_unique<HostMemory>(data, size));
   }
   Result<bool> poll() override { return false; }  // matching happens when posted
   void abort(const Status& reason) override {

@@ -20,10 +20,7 @@
 namespace weft::coll::tcp {
 
 Result<std::unique_ptr<Memory>> TcpTransport::register_memory(void* data, size_t size) {
-  struct Plain final : Memory {
-    Plain(void* d, size_t n) : Memory(d, n) {}
-  };
-  return std::unique_ptr<Memory>(std::make_unique<Plain>(data, size));
+  return std::unique_ptr<Memory>(std::make_unique<HostMemory>(data, size));
 }
 
 void TcpTransport::abort(const Status& reason) {
@@ -168,12 +165,7 @@ TcpTransport::~TcpTransport() {
 
 Status TcpTransport::connect(Store& store, Deadline deadline) {
   const int me = cfg_.rank, k = cfg_.tcp.connections_per_peer;
-  std::vector<int> peers = cfg_.peers;
-  if (peers.empty()) {
-    for (int r = 0; r < cfg_.size; ++r) {
-      if (r != me) peers.push_back(r);
-    }
-  }
+  const std::vector<int> peers = cfg_.peer_ranks();
   Endpoint bound;
   WEFT_ASSIGN_OR_RETURN(listen_fd_, listen_on(cfg_.tcp.listen_address, cfg_.tcp.listen_port, &bound));
   listen_port_ = bound.port;

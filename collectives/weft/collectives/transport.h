@@ -82,6 +82,13 @@ class Memory {
   size_t size_;
 };
 
+// Memory that needs no registration (TCP, shared memory, loopback): the
+// address and length are all a transport keeps.
+class HostMemory final : public Memory {
+ public:
+  HostMemory(void* data, size_t size) : Memory(data, size) {}
+};
+
 class Pair {
  public:
   virtual ~Pair() = default;
@@ -163,6 +170,8 @@ struct TransportConfig {
   // Rejects values no backend can use (ranks out of range, routes of the
   // wrong length, non-positive sizes), with a message.
   Status validate() const;
+  // `peers`, or every other rank when it is empty.
+  std::vector<int> peer_ranks() const;
 };
 
 class Transport {

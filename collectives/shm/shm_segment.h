@@ -1,0 +1,117 @@
+// The shared-memory transport's segment layout (internal): what every rank
+// maps of every other, the doorbell, and the ring frames. Shared between
+// processes: only lock-free atomics and plain data, fixed layout.
+#pragma once
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "weft/common/status.h"
+
+namespace weft::coll::shm {
+
+constexpr uint64_t kMagic = 0x314d485354464557;  // "WEFTSHM1"
+constexpr uint64_t kSingleCopy = uint64_t{1} << 63;  // frame flag: payload stays in the sender
+
+// The head of a rank's segment. Shared between processes: only lock-free
+// atomics and plain data, fixed layout.
+struct alignas(64) SegmentHeader {
+  uint64_t magic;
+  int32_t rank, size, pid, reserved;
+  uint64_t ring_bytes;
+  alignas(64) std::atomic<uint32_t> bell;      // futex word: bumped by whoever has news for this rank
+  std::atomic<uint32_t> sleepers;              // > 0 while this rank may sleep on bell
+  alignas(64) std::atomic<uint32_t> aborted;   // 1 once some rank told this one to give up
+  int32_t abort_rank;
+  char abort_msg[248];
+  alignas(64) std::atomic<uint32_t> closed;    // this rank left cleanly
+};
+// The control words of the ring from one sender. head is written only by
+// the sender, tail and acks only by the receiver: each on its own line.
+struct RingCtl {
+  alignas(64) std::atomic<uint64_t> head;
+  alignas(64) std::atomic<uint64_t> tail;
+  alignas(64) std::atomic<uint64_t> acks;  // single-copy messages read so far
+};
+struct Frame {
+  uint64_t len;   // | kSingleCopy
+  uint64_t addr;  // sender's address of a single-copy payload
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+              "shared-memory words must be lock-free atomics (no hidden locks across processes)");
+static_assert(sizeof(SegmentHeader) % 64 == 0 && sizeof(RingCtl) == 192,
+              "segment layout must be the same in every process");
+static_assert(sizeof(Frame) == 16, "frame header is 16 bytes");
+
+inline int futex(std::atomic<uint32_t>* w, int op, uint32_t val, const timespec* ts) {
+  return static_cast<int>(::syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), op, val, ts, nullptr, 0));
+}
+
+class Segment {
+ public:
+  Segment() = default;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+  ~Segment() {
+    if (base_) ::munmap(base_, bytes_);
+  }
+  Status map(int fd, size_t bytes) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return io_error("mmap shared segment", errno);
+    base_ = static_cast<char*>(p);
+    bytes_ = bytes;
+    return Status::ok();
+  }
+  SegmentHeader* hdr() const { return reinterpret_cast<SegmentHeader*>(base_); }
+  RingCtl* ctl(int sender) const {
+    return reinterpret_cast<RingCtl*>(base_ + sizeof(SegmentHeader)) + sender;
+  }
+  char* ring(int sender) const {
+    return base_ + sizeof(SegmentHeader) + sizeof(RingCtl) * static_cast<size_t>(hdr()->size) +
+           static_cast<size_t>(sender) * hdr()->ring_bytes;
+  }
+  static size_t bytes_for(int size, size_t ring_bytes) {
+    return sizeof(SegmentHeader) + static_cast<size_t>(size) * (sizeof(RingCtl) + ring_bytes);
+  }
+
+ private:
+  char* base_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Wakes the owner of `h` if it may be asleep, after this rank published news
+// for it (a ring head, tail or ack). A Dekker pair with ShmTransport::wait:
+// the publisher stores, fences, then reads `sleepers`; the sleeper bumps
+// `sleepers`, reads `bell`, then looks for news. Either the sleeper sees the
+// news or the publisher sees the sleeper, and a bell bumped after the
+// sleeper's read makes FUTEX_WAIT return at once. Skipping the bump when no
+// one sleeps keeps the bell's cache line out of the hot path.
+inline void ring_bell(SegmentHeader* h) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (h->sleepers.load(std::memory_order_relaxed) == 0) return;
+  h->bell.fetch_add(1);
+  futex(&h->bell, FUTEX_WAKE, INT32_MAX, nullptr);
+}
+
+inline Result<int> open_segment(const std::string& name, bool create, size_t bytes) {
+  int fd = ::shm_open(name.c_str(), create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
+  if (fd < 0) return io_error(fmt::format("shm_open {}", name), errno);
+  if (create && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    int e = errno;
+    ::close(fd);
+    return io_error(fmt::format("sizing {} to {} bytes (is /dev/shm large enough?)", name, bytes), e);
+  }
+  return fd;
+}
+
+}  // namespace weft::coll::shm
