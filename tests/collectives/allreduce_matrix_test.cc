@@ -56,7 +56,7 @@ TEST_P(AllreduceMatrix, EveryTypeOpAndCountMatchesTheReference) {
         }
       }
     }
-  }, [&, ranks = ranks](CommConfig& cfg) { cfg.host = "h" + std::to_string(cfg.rank / ranks_per_host(ranks)); });
+  }, [&, ranks = ranks](CommConfig& cfg) { cfg.host = host_name(cfg.rank / ranks_per_host(ranks)); });
 }
 
 std::string name_of(const ::testing::TestParamInfo<std::tuple<Algorithm, int>>& info) {

@@ -108,7 +108,7 @@ TEST_P(CollectivesMatrix, EveryTypeAndCountMatchesTheReference) {
         if (c.collective == "allgather") check_allgather(comm, c.algo);
         if (c.collective == "broadcast") check_broadcast(comm);
       },
-      [&](CommConfig& cfg) { cfg.host = "h" + std::to_string(cfg.rank / c.per_host); });
+      [&](CommConfig& cfg) { cfg.host = host_name(cfg.rank / c.per_host); });
 }
 
 std::vector<Case> cases() {

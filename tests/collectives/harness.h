@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +18,14 @@
 #include "weft/collectives/communicator.h"
 
 namespace weft::coll::testing {
+
+// "h<index>": a pretend host name (a stream: GCC 12 warns falsely,
+// -Wrestrict, on "h" + std::to_string(i)).
+inline std::string host_name(int index) {
+  std::ostringstream s;
+  s << "h" << index;
+  return s.str();
+}
 
 inline std::string test_transport() {
   const char* t = std::getenv("WEFT_TEST_TRANSPORT");
