@@ -4,6 +4,7 @@
 #
 #   bench/peers/compare.sh [--ranks "2 4"] [--max-bytes 268435456] [--reps 3] [--batches 5]
 #                          [--weft build/weft] [--out DIR]
+#   bench/peers/compare.sh --report DIR [--ranks "2 4"]   # the tables again, from a kept --out DIR
 #
 # Builds the peer drivers (bench/peers/CMakeLists.txt: Gloo from libgloo-dev,
 # Open MPI from libopenmpi-dev/openmpi-bin), then --reps passes, each running
@@ -34,6 +35,7 @@ reps=3
 batches=5
 weft=build/weft
 out=""
+report=0
 while (($#)); do
   case "$1" in
     --ranks) ranks="$2"; shift 2 ;;
@@ -42,46 +44,56 @@ while (($#)); do
     --batches) batches="$2"; shift 2 ;;
     --weft) weft="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
+    --report) out="$2"; report=1; shift 2 ;;
     -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-[[ -x "$weft" ]] || { echo "compare.sh: $weft not built (cmake --build build --target weft)" >&2; exit 2; }
-for p in libgloo-dev libopenmpi-dev openmpi-bin; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
-    { echo "compare.sh: $p missing: bash scripts/install-deps.sh --extras" >&2; exit 2; }
-done
-peers=build/peers
-cmake -S bench/peers -B "$peers" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$peers" >/dev/null
-if [[ -z "$out" ]]; then
-  out=$(mktemp -d /tmp/weft-compare-XXXXXX)
-  trap 'rm -rf "$out"' EXIT
-fi
-mkdir -p "$out"
-mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1)
-f=4
-echo "# $(date -u +%FT%TZ) $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); ranks \"$ranks\", 4 B..$max B x$f," \
-     "$reps passes, $batches batches per size"
-
-# Keeps "size time(us)" rows of a run; fails on a wrong result.
-rows() { awk '!/^#/ && NF >= 8 { if ($8 != 0) { print "WRONG " $0 > "/dev/stderr"; exit 3 } print $1, $5 }'; }
-
-for ((rep = 1; rep <= reps; rep++)); do
-  for n in $ranks; do
-    echo "== pass $rep, $n ranks" >&2
-    for chunk in 262144 1048576 4194304; do
-      "$peers/tcp_limit" 1 "$chunk" | awk '{ for (i = 1; i < NF; i++) if ($i == "direction:") print $(i + 1) }' >> "$out/limit"
-    done
-    "$weft" bench allreduce -n "$n" --transport tcp -b 4 -e "$max" -f $f --batches "$batches" | rows >> "$out/weft-tcp-$n"
-    "$peers/gloo_allreduce" ring "$n" 4 "$max" $f "$batches" | rows >> "$out/gloo-ring-$n"
-    "$peers/gloo_allreduce" hd "$n" 4 "$max" $f "$batches" | rows >> "$out/gloo-hd-$n"
-    "${mpi[@]}" -np "$n" --mca btl tcp,self --mca btl_tcp_if_include lo "$peers/mpi_allreduce" 4 "$max" $f "$batches" |
-      rows >> "$out/mpi-tcp-$n"
-    "$weft" bench allreduce -n "$n" --transport shm -b 4 -e "$max" -f $f --batches "$batches" | rows >> "$out/weft-shm-$n"
-    "${mpi[@]}" -np "$n" --mca btl vader,self "$peers/mpi_allreduce" 4 "$max" $f "$batches" | rows >> "$out/mpi-shm-$n"
+# Runs every driver --reps times into $out.
+measure() {
+  [[ -x "$weft" ]] || { echo "compare.sh: $weft not built (cmake --build build --target weft)" >&2; exit 2; }
+  for p in libgloo-dev libopenmpi-dev openmpi-bin; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+      { echo "compare.sh: $p missing: bash scripts/install-deps.sh --extras" >&2; exit 2; }
   done
-done
+  peers=build/peers
+  cmake -S bench/peers -B "$peers" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$peers" >/dev/null
+  if [[ -z "$out" ]]; then
+    out=$(mktemp -d /tmp/weft-compare-XXXXXX)
+    trap 'rm -rf "$out"' EXIT
+  fi
+  mkdir -p "$out"
+  mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1)
+  f=4
+  echo "# $(date -u +%FT%TZ) $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); ranks \"$ranks\", 4 B..$max B x$f," \
+       "$reps passes, $batches batches per size"
+
+  # Keeps "size time(us)" rows of a run; fails on a wrong result.
+  rows() { awk '!/^#/ && NF >= 8 { if ($8 != 0) { print "WRONG " $0 > "/dev/stderr"; exit 3 } print $1, $5 }'; }
+
+  for ((rep = 1; rep <= reps; rep++)); do
+    for n in $ranks; do
+      echo "== pass $rep, $n ranks" >&2
+      for chunk in 262144 1048576 4194304; do
+        "$peers/tcp_limit" 1 "$chunk" | awk '{ for (i = 1; i < NF; i++) if ($i == "direction:") print $(i + 1) }' >> "$out/limit"
+      done
+      "$weft" bench allreduce -n "$n" --transport tcp -b 4 -e "$max" -f $f --batches "$batches" | rows >> "$out/weft-tcp-$n"
+      "$peers/gloo_allreduce" ring "$n" 4 "$max" $f "$batches" | rows >> "$out/gloo-ring-$n"
+      "$peers/gloo_allreduce" hd "$n" 4 "$max" $f "$batches" | rows >> "$out/gloo-hd-$n"
+      "${mpi[@]}" -np "$n" --mca btl tcp,self --mca btl_tcp_if_include lo "$peers/mpi_allreduce" 4 "$max" $f "$batches" |
+        rows >> "$out/mpi-tcp-$n"
+      "$weft" bench allreduce -n "$n" --transport shm -b 4 -e "$max" -f $f --batches "$batches" | rows >> "$out/weft-shm-$n"
+      "${mpi[@]}" -np "$n" --mca btl vader,self "$peers/mpi_allreduce" 4 "$max" $f "$batches" | rows >> "$out/mpi-shm-$n"
+    done
+  done
+}
+
+if ((report)); then
+  [[ -s "$out/limit" ]] || { echo "compare.sh: $out holds no run" >&2; exit 2; }
+else
+  measure
+fi
 
 limit=$(sort -g "$out/limit" | tail -1)
 echo
@@ -89,16 +101,17 @@ echo "loopback TCP limit (best of $(wc -l < "$out/limit") runs): $limit GB/s per
 misses=0
 for n in $ranks; do
   echo
-  echo "AllReduce f32 sum, $n ranks: busbw GB/s (best of $reps passes); ratios of busbw"
+  echo "AllReduce f32 sum, $n ranks: busbw GB/s (best over the passes); ratios of busbw"
   printf "%10s %9s %9s %9s %9s %7s %7s %4s | %9s %9s %7s %4s\n" "size(B)" weft-tcp gloo-ring gloo-hd mpi-tcp \
     "w/peer" "w/lim" "tcp" weft-shm mpi-shm "w/vadr" "shm"
   # best[file, size] = the smallest time over the passes; busbw from it.
   # mawk has no sort: print rows in any order, then sort by size.
   table=$(awk -v limit="$limit" -v n="$n" -v d="$out" '
     { k = FILENAME SUBSEP $1; if (!(k in best) || $2 < best[k]) best[k] = $2; sizes[$1] = 1 }
-    function bw(file, s) { k = d "/" file "-" n SUBSEP s; return (k in best) ? s / best[k] / 1e3 * 2 * (n - 1) / n : 0 }
+    function bw(file, s,  k) { k = d "/" file "-" n SUBSEP s; return (k in best) ? s / best[k] / 1e3 * 2 * (n - 1) / n : 0 }
     END {
-      for (s in sizes) {
+      for (key in sizes) {
+        s = key + 0  # a number: keys are strings, and "4" > "1048576" as strings
         wt = bw("weft-tcp", s); gr = bw("gloo-ring", s); gh = bw("gloo-hd", s); mt = bw("mpi-tcp", s)
         ws = bw("weft-shm", s); ms = bw("mpi-shm", s)
         peer = gr; if (gh > peer) peer = gh; if (mt > peer) peer = mt
