@@ -72,6 +72,20 @@ class Segment {
     bytes_ = bytes;
     return Status::ok();
   }
+  // Faults in [off, off + len) now, writable. A page touched first in the
+  // middle of a collective costs a page fault, and on this VM (memory the
+  // guest returned to the host comes back through a host fault) a first
+  // touch measured 45-60 us per 4 KiB page: a 4 KiB message through a
+  // fresh ring took 40-70 us instead of one. MADV_POPULATE_WRITE
+  // (madvise(2), Linux 5.14); older kernels: touch each page.
+  void populate(size_t off, size_t len) {
+    char* p = base_ + off;
+    if (::madvise(p, len, MADV_POPULATE_WRITE) == 0) return;
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    for (size_t i = 0; i < len; i += page) {
+      reinterpret_cast<std::atomic<char>*>(p + i)->fetch_add(0, std::memory_order_relaxed);
+    }
+  }
   SegmentHeader* hdr() const { return reinterpret_cast<SegmentHeader*>(base_); }
   RingCtl* ctl(int sender) const {
     return reinterpret_cast<RingCtl*>(base_ + sizeof(SegmentHeader)) + sender;
@@ -80,6 +94,8 @@ class Segment {
     return base_ + sizeof(SegmentHeader) + sizeof(RingCtl) * static_cast<size_t>(hdr()->size) +
            static_cast<size_t>(sender) * hdr()->ring_bytes;
   }
+  size_t ring_offset(int sender) const { return static_cast<size_t>(ring(sender) - base_); }
+  static size_t control_bytes(int size) { return sizeof(SegmentHeader) + static_cast<size_t>(size) * sizeof(RingCtl); }
   static size_t bytes_for(int size, size_t ring_bytes) {
     return sizeof(SegmentHeader) + static_cast<size_t>(size) * (sizeof(RingCtl) + ring_bytes);
   }

@@ -369,12 +369,16 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
   Status s = own_.map(fd, bytes);
   ::close(fd);
   WEFT_RETURN_IF_ERROR(s);
+  // The rings of this segment are written by the peers and read here: fault
+  // them in now, not during the first collectives (Segment::populate).
+  own_.populate(0, Segment::control_bytes(cfg_.size));
   SegmentHeader* h = own_.hdr();
   h->magic = kMagic;
   h->rank = me;
   h->size = cfg_.size;
   h->pid = ::getpid();
   h->ring_bytes = ring_bytes_;
+  for (int p : peers) own_.populate(own_.ring_offset(p), ring_bytes_);
   const std::string key = cfg_.store_prefix + "/shm/";
   WEFT_RETURN_IF_ERROR(store.set(key + std::to_string(me), name_));
 
@@ -391,6 +395,9 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
     if (ph->magic != kMagic || ph->rank != p || ph->size != cfg_.size || ph->ring_bytes != ring_bytes_) {
       return failed_precondition(fmt::format("shared segment {} of rank {} does not match this rank's shm options", name, p));
     }
+    // This rank's part of the peer's segment: its ring there and the controls.
+    pair->seg->populate(0, Segment::control_bytes(cfg_.size));
+    pair->seg->populate(pair->seg->ring_offset(me), ring_bytes_);
     pair->pid = ph->pid;
     pair->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pair->pid, 0));
     active_.push_back(pair.get());
