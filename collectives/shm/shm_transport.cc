@@ -4,6 +4,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -61,6 +62,11 @@ class ShmPair final : public Pair {
   // ring looks too full, so that the tail's cache line does not bounce
   // between the two ranks on every message.
   uint64_t tail_seen = 0;
+  // Set when process_vm_readv of this peer's payload failed with EFAULT or
+  // ESRCH (ShmTransport::read_single): receiving from it stops, and
+  // check_liveness turns it into the real cause.
+  int cma_errno = 0;
+  Clock::time_point cma_failed{};
 
  private:
   ShmTransport* t_;
@@ -97,6 +103,7 @@ class ShmTransport final : public Transport {
   bool progress();
   bool progress_send(ShmPair& p);
   bool progress_recv(ShmPair& p);
+  bool read_single(ShmPair& p, Op& op, uint64_t addr);
   template <typename Pred>
   Status wait(ShmPair& p, Pred done, Deadline d, const char* what, Ticket t);
   size_t single_copy_min() const { return cfg_.shm.single_copy_min_bytes; }
@@ -124,14 +131,38 @@ Status ShmTransport::check() {
   return failed_;
 }
 
+// True once the peer's process has exited: its pidfd is readable
+// (pidfd_open(2)); without a pidfd (kernel < 5.3), kill(pid, 0) fails with
+// ESRCH once it is reaped.
+bool peer_exited(const ShmPair& p) {
+  if (p.pidfd < 0) return ::kill(p.pid, 0) != 0 && errno == ESRCH;
+  pollfd pf{p.pidfd, POLLIN, 0};
+  return ::poll(&pf, 1, 0) == 1;
+}
+
+// How long a peer whose payload could not be read may stay alive without
+// having given up before that read counts as the error: exit_mm(), where
+// its memory goes, runs well before the exit that makes the pidfd readable,
+// and a rank that gave up posts its abort notice before it frees anything.
+constexpr auto kUnreadableGrace = std::chrono::seconds(1);
+
 // Liveness costs a system call per peer: look at most once a millisecond.
 void ShmTransport::check_liveness(Clock::time_point now) {
   if (now < next_liveness_check_ || !failed_.is_ok()) return;
   next_liveness_check_ = now + std::chrono::milliseconds(1);
+  // A peer's abort notice names the rank that was lost; it wins over what
+  // this rank sees of the messenger (a survivor that gave up and exited).
+  if (!check().is_ok()) return;
   for (ShmPair* p : active_) {
-    pollfd pf{p->pidfd, POLLIN, 0};
-    if (p->pidfd >= 0 && ::poll(&pf, 1, 0) == 1 && !p->seg->hdr()->closed.load()) {
+    const bool exited = peer_exited(*p);
+    if (exited && (!p->seg->hdr()->closed.load() || p->cma_errno != 0)) {
       failed_ = unavailable(fmt::format("rank {} (pid {}) died", p->peer(), p->pid));
+      return;
+    }
+    if (p->cma_errno != 0 && now - p->cma_failed > kUnreadableGrace) {
+      failed_ = io_error(fmt::format("process_vm_readv from rank {} (pid {}), which is alive and did not give up",
+                                     p->peer(), p->pid),
+                         p->cma_errno);
       return;
     }
   }
@@ -194,6 +225,7 @@ bool ShmTransport::progress_send(ShmPair& p) {
 
 // Copies what has arrived into the front receives.
 bool ShmTransport::progress_recv(ShmPair& p) {
+  if (p.cma_errno != 0) return false;  // its sender's memory is gone: check_liveness decides
   RingCtl* c = own_.ctl(p.peer());
   char* ring = own_.ring(p.peer());
   uint64_t tail = c->tail.load(std::memory_order_relaxed);
@@ -225,16 +257,7 @@ bool ShmTransport::progress_recv(ShmPair& p) {
         break;
       }
       if (f.len & kSingleCopy) {
-        for (size_t off = 0; off < op.len;) {
-          iovec local{op.ptr + off, op.len - off};
-          iovec remote{reinterpret_cast<void*>(f.addr + off), op.len - off};
-          ssize_t n = ::process_vm_readv(p.pid, &local, 1, &remote, 1, 0);
-          if (n <= 0) {
-            failed_ = io_error(fmt::format("process_vm_readv from rank {} (pid {})", p.peer(), p.pid), errno);
-            break;
-          }
-          off += static_cast<size_t>(n);
-        }
+        if (!read_single(p, op, f.addr)) break;
         c->acks.fetch_add(1, std::memory_order_release);
         acked = true;
         op.done = op.len;
@@ -250,6 +273,35 @@ bool ShmTransport::progress_recv(ShmPair& p) {
   if (tail != tail0) c->tail.store(tail, std::memory_order_release);
   if (tail != tail0 || acked) ring_bell(p.seg->hdr());  // the sender may wait for room or an ack
   return tail != tail0 || acked;
+}
+
+// Copies a single-copy payload straight out of the sender's buffer
+// (process_vm_readv(2), one copy). EFAULT or ESRCH say only that the
+// sender's buffer or process is gone, not why: it died (exit_mm() unmaps
+// before the pidfd turns readable), or it gave up after another rank was
+// lost, told everyone, and freed its buffer or exited. Failing here would
+// name the messenger ("Bad address" from a survivor); instead the receive
+// stays pending and check_liveness reports the cause: the abort notice,
+// the sender's death, or after kUnreadableGrace this error.
+bool ShmTransport::read_single(ShmPair& p, Op& op, uint64_t addr) {
+  for (size_t off = 0; off < op.len;) {
+    iovec local{op.ptr + off, op.len - off};
+    iovec remote{reinterpret_cast<void*>(addr + off), op.len - off};
+    const ssize_t n = ::process_vm_readv(p.pid, &local, 1, &remote, 1, 0);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    const int e = n < 0 ? errno : EFAULT;  // 0 bytes: the first page was not readable
+    if (e == EFAULT || e == ESRCH) {
+      p.cma_errno = e;
+      p.cma_failed = Clock::now();
+    } else {
+      failed_ = io_error(fmt::format("process_vm_readv from rank {} (pid {})", p.peer(), p.pid), e);
+    }
+    return false;
+  }
+  return true;
 }
 
 bool ShmTransport::progress() {
