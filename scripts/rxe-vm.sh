@@ -23,7 +23,8 @@
 # traffic between them really crosses the veth; WEFT_VERBS_DEVICES=rxe1,rxe2.
 # Env: WEFT_VM_CACHE (/var/cache/weft/rxe-vm), WEFT_VM_MEM (MiB, 2048),
 # WEFT_VM_SMP (2), WEFT_VM_LIFETIME (s, 3600: hard cap on a VM's life),
-# WEFT_VM_IDLE (s, 600: the guest powers off without jobs that long).
+# WEFT_VM_IDLE (s, 600: the guest powers off without jobs that long),
+# WEFT_VM_KEEP (host dirs under /tmp the guest must see; see keep_dirs).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${WEFT_VM_CACHE:-/var/cache/weft/rxe-vm}
@@ -75,10 +76,30 @@ build_initramfs() {  # $1 = LAB, $2 = kernel version
   (cd "$ir" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) > "$lab/initramfs.gz"
 }
 
+# The host directories under /tmp that the guest must still see through its
+# own /tmp (a tmpfs): the checkout these scripts are in and the build tree
+# holding LAB, when they live under /tmp (a CI clone often does), plus
+# WEFT_VM_KEEP (colon-separated). Without this the guest finds neither
+# guest.sh nor the test binaries and its init exits. Nested ones are dropped:
+# the outer bind shows them.
+keep_dirs() {  # LAB
+  local d out=() k inner
+  for d in "$(dirname "$HERE")" "$(dirname "$1")" $(tr : " " <<< "${WEFT_VM_KEEP:-}"); do
+    d=$(realpath -m "$d")
+    [[ $d == /tmp/* ]] || continue
+    inner=0
+    for k in "${out[@]}"; do [[ $d == "$k" || $d == "$k"/* ]] && inner=1; done
+    ((inner)) && continue
+    for k in "${!out[@]}"; do [[ ${out[k]} == "$d"/* ]] && unset 'out[k]'; done
+    out+=("$d")
+  done
+  local IFS=:; echo "${out[*]}"
+}
+
 qemu_alive() { [[ -f $1/qemu.pid ]] && kill -0 "$(cat "$1/qemu.pid")" 2>/dev/null; }
 
 start() {
-  local lab=$1 reason kv t0
+  local lab=$1 reason kv t0 keep
   mkdir -p "$lab"; lab=$(realpath "$lab")
   rm -rf "$lab/unavailable" "$lab/ready" "$lab/failed" "$lab/stop" "$lab/jobs" "$lab/netstats" "$lab/guest.log"
   if qemu_alive "$lab"; then die "a VM is already running for $lab (pid $(cat "$lab/qemu.pid"))"; fi
@@ -88,6 +109,7 @@ start() {
     echo "rxe-vm: not started: $reason; the rdma tests will skip"; exit $SKIP
   fi
   kv=$(cat "$CACHE/kver")
+  keep=$(keep_dirs "$lab")
   build_initramfs "$lab" "$kv"
   mkdir -p "$lab/jobs"
   t0=$(date +%s.%N)
@@ -96,7 +118,7 @@ start() {
   setsid timeout "${WEFT_VM_LIFETIME:-3600}" qemu-system-x86_64 -accel tcg,thread=multi -cpu "${WEFT_VM_CPU:-max}" \
     -smp "${WEFT_VM_SMP:-2}" -m "${WEFT_VM_MEM:-2048}" -nographic -no-reboot -nic none \
     -kernel "$CACHE/kernel/boot/vmlinuz-$kv" -initrd "$lab/initramfs.gz" \
-    -append "console=ttyS0 quiet panic=-1 weftlab=$lab weftguest=$HERE/rxe-vm/guest.sh weftkdir=$CACHE/kernel weftidle=${WEFT_VM_IDLE:-600}" \
+    -append "console=ttyS0 quiet panic=-1 weftlab=$lab weftguest=$HERE/rxe-vm/guest.sh weftkdir=$CACHE/kernel weftidle=${WEFT_VM_IDLE:-600} weftkeep=$keep" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
     -virtfs "local,path=$lab,mount_tag=lab,security_model=none,multidevs=remap" \
     > "$lab/console.log" 2>&1 < /dev/null &
