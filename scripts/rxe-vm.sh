@@ -152,7 +152,7 @@ exec_job() {  # LAB [-t S] -- CMD...
   fi
   d=$(mktemp -d "$lab/jobs/XXXXXX")
   # The host's WEFT_TEST_* settings go along (the guest's environment is its
-  # own), e.g. WEFT_TEST_BIG_COUNT_STRIDE=1 ctest -L rdma.
+  # own), e.g. WEFT_TEST_BIG_COUNT_STRIDE=3 ctest -L rdma.
   { while IFS='=' read -r k v; do [[ $k == WEFT_TEST_* ]] && printf 'export %s=%q\n' "$k" "$v"; done < <(env)
     printf '%q ' "$@"; } > "$d/cmd"
   pwd > "$d/cwd"; echo "$timeout" > "$d/timeout"; : > "$d/go"
