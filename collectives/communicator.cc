@@ -101,6 +101,7 @@ Status Communicator::Impl::setup(Store& store) {
     tc.size = n;
     tc.peers = peers;
     tc.store_prefix = cfg.store_prefix;
+    tc.ranks_on_host = static_cast<int>(local.size());
     tc.tcp = cfg.tcp;
     tc.shm = cfg.shm;
     tc.verbs = cfg.verbs;
@@ -124,6 +125,8 @@ Status Communicator::Impl::setup(Store& store) {
     links.transports.push_back(t.get());
     transports.push_back(std::move(t));
   }
+  // The multi-transport wait (context.cc) polls hard as long as a TCP wait would.
+  links.hard_spin = internal::hard_spin_for(static_cast<int>(local.size()), n, std::chrono::microseconds(cfg.tcp.spin_us));
   if (transports.size() == 1) link_kind = std::string(transports.front()->name());
   equal_multi_host = host_count > 1 && local.size() > 1 && !internal::equal_hosts(host_of).empty();
   if (cfg.scratch_reserve_bytes > 0) WEFT_RETURN_IF_ERROR(ensure_scratch(cfg.scratch_reserve_bytes));

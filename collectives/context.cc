@@ -44,10 +44,10 @@ Result<Ticket> Context::recv(int peer, Buf b, size_t offset, size_t len) {
 // With one transport its own blocking wait is the cheapest; with several
 // (hybrid, hierarchical) no single call can block on all of them, so poll
 // each in turn until the operation completes (polling hard, then yielding:
-// there is no one doorbell to sleep on).
+// there is no one doorbell to sleep on; Links::hard_spin says how long).
 template <typename Test>
 Status Context::wait_polling(int peer, Test test) {
-  IdleWait w(deadline_, IdleWait::kHardSpin);
+  IdleWait w(deadline_, links_->hard_spin, links_->hard_spin);
   for (;;) {
     WEFT_ASSIGN_OR_RETURN(bool done, test(pair(peer)));
     if (done) return Status::ok();

@@ -5,6 +5,7 @@
 // of failed links, or the sub-groups of the hybrid algorithm).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,9 @@ struct Links {
   std::vector<Pair*> pairs;            // by physical rank; nullptr for this rank
   std::vector<int> transport_of;       // by physical rank: index into transports; -1 for this rank
   std::vector<Transport*> transports;
+  // How long a wait on several transports polls hard before it yields
+  // between polls (idle_wait.h: hard_spin_for).
+  std::chrono::microseconds hard_spin{5};
 };
 
 // The two memories of a call: kData holds the input and receives the output

@@ -50,6 +50,9 @@ Status TransportConfig::validate() const {
   if (rank < 0 || rank >= size) {
     return invalid_argument(fmt::format("transport: rank {} is outside [0, {})", rank, size));
   }
+  if (ranks_on_host < 0 || ranks_on_host > size) {
+    return invalid_argument(fmt::format("transport: ranks_on_host must be in 0..{} (got {})", size, ranks_on_host));
+  }
   for (int p : peers) {
     if (p < 0 || p >= size || p == rank) {
       return invalid_argument(fmt::format("transport: peer {} is not another rank of [0, {})", p, size));

@@ -35,6 +35,9 @@ struct alignas(64) SegmentHeader {
   int32_t abort_rank;
   char abort_msg[248];
   alignas(64) std::atomic<uint32_t> closed;    // this rank left cleanly
+  // The CPU this rank last polled on (-1: not yet): a rank waiting for it
+  // polls hard only while they run on different CPUs (idle_wait.h).
+  alignas(64) std::atomic<int32_t> cpu;
 };
 // The control words of the ring from one sender. head is written only by
 // the sender, tail and acks only by the receiver: each on its own line.
@@ -47,7 +50,8 @@ struct Frame {
   uint64_t len;   // | kSingleCopy
   uint64_t addr;  // sender's address of a single-copy payload
 };
-static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free &&
+                  std::atomic<int32_t>::is_always_lock_free,
               "shared-memory words must be lock-free atomics (no hidden locks across processes)");
 static_assert(sizeof(SegmentHeader) % 64 == 0 && sizeof(RingCtl) == 192,
               "segment layout must be the same in every process");

@@ -75,7 +75,10 @@ class ShmPair final : public Pair {
 
 class ShmTransport final : public Transport {
  public:
-  explicit ShmTransport(const TransportConfig& c) : cfg_(c), ring_bytes_(c.shm.slot_bytes * static_cast<size_t>(c.shm.slots)) {}
+  explicit ShmTransport(const TransportConfig& c)
+      : cfg_(c),
+        ring_bytes_(c.shm.slot_bytes * static_cast<size_t>(c.shm.slots)),
+        hard_spin_(internal::hard_spin_for(c.ranks_on_host, c.size, std::chrono::microseconds(c.shm.spin_us))) {}
   ~ShmTransport() override;
   Status connect(Store& store, Deadline deadline);
 
@@ -100,6 +103,7 @@ class ShmTransport final : public Transport {
   std::mutex mu_;
   Status check();
   void check_liveness(Clock::time_point now);
+  void publish_cpu();
   bool progress();
   bool progress_send(ShmPair& p);
   bool progress_recv(ShmPair& p);
@@ -111,6 +115,8 @@ class ShmTransport final : public Transport {
  private:
   TransportConfig cfg_;
   size_t ring_bytes_;
+  std::chrono::microseconds hard_spin_;  // of a wait (idle_wait.h)
+  int cpu_ = -1;                         // where this rank polls, as published in its header
   std::string name_;
   Segment own_;
   std::vector<std::unique_ptr<ShmPair>> pairs_;
@@ -313,22 +319,38 @@ bool ShmTransport::progress() {
   return moved;
 }
 
+// Publishes the CPU this rank runs on (sched_getcpu(3): glibc reads it
+// from rseq, no system call), writing the shared line only on a change.
+void ShmTransport::publish_cpu() {
+  cpu_ = ::sched_getcpu();
+  if (own_.hdr()->cpu.load(std::memory_order_relaxed) != cpu_) own_.hdr()->cpu.store(cpu_, std::memory_order_relaxed);
+}
+
+// Polls hard while the peer runs elsewhere, else yields between polls
+// (idle_wait.h: two ranks on one CPU take turns, and polling only delays
+// the turn of the one waited for), then sleeps on this rank's bell.
 template <typename Pred>
 Status ShmTransport::wait(ShmPair& p, Pred done, Deadline d, const char* what, Ticket t) {
   SegmentHeader* h = own_.hdr();
-  IdleWait w(d, std::chrono::microseconds(cfg_.shm.spin_us));
+  const std::atomic<int32_t>& peer_cpu = p.seg->hdr()->cpu;
+  IdleWait w(d, std::chrono::microseconds(cfg_.shm.spin_us), hard_spin_);
+  publish_cpu();
   for (;;) {
     const bool moved = progress();
     if (done()) return Status::ok();
     WEFT_RETURN_IF_ERROR(check());
-    const IdleWait::Action act = w.next(moved);
+    const IdleWait::Action act = w.next(moved, peer_cpu.load(std::memory_order_relaxed) == cpu_);
     if (w.ticked()) {
       check_liveness(w.now());
       WEFT_RETURN_IF_ERROR(check());
+      publish_cpu();
     }
     switch (act) {
       case IdleWait::kPoll: continue;
-      case IdleWait::kYield: sched_yield(); continue;
+      case IdleWait::kYield:
+        sched_yield();
+        publish_cpu();
+        continue;
       case IdleWait::kExpired:
         return deadline_exceeded(fmt::format("timed out waiting for rank {} ({} of message {})", p.peer(), what, t));
       case IdleWait::kSleep: break;
@@ -343,6 +365,7 @@ Status ShmTransport::wait(ShmPair& p, Pred done, Deadline d, const char* what, T
       futex(&h->bell, FUTEX_WAIT, v, &ts);
     }
     h->sleepers.fetch_sub(1);
+    publish_cpu();
   }
 }
 
@@ -430,6 +453,7 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
   h->size = cfg_.size;
   h->pid = ::getpid();
   h->ring_bytes = ring_bytes_;
+  h->cpu.store(-1);
   for (int p : peers) own_.populate(own_.ring_offset(p), ring_bytes_);
   const std::string key = cfg_.store_prefix + "/shm/";
   WEFT_RETURN_IF_ERROR(store.set(key + std::to_string(me), name_));

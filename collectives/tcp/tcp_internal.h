@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "completion.h"
+#include "idle_wait.h"
 #include "tcp/socket.h"
 #include "tcp/tcp_transport.h"
 
@@ -106,7 +107,8 @@ class TcpPair final : public Pair {
 
 class TcpTransport final : public Transport, public TcpTransportInfo {
  public:
-  explicit TcpTransport(const TransportConfig& c) : cfg_(c) {}
+  explicit TcpTransport(const TransportConfig& c)
+      : cfg_(c), hard_spin_(internal::hard_spin_for(c.ranks_on_host, c.size, std::chrono::microseconds(c.tcp.spin_us))) {}
   ~TcpTransport() override;
   Status connect(Store& store, Deadline deadline);
 
@@ -150,6 +152,7 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   void notify_peers_locked();
 
   TransportConfig cfg_;
+  internal::SpinBudget hard_spin_;  // of the waits (idle_wait.h)
   std::vector<std::unique_ptr<TcpPair>> pairs_;
   Fd listen_fd_, epoll_fd_, wake_fd_;
   uint16_t listen_port_ = 0;

@@ -50,7 +50,7 @@ Result<bool> TcpTransport::poll() {
 
 template <typename Pred>
 Status TcpTransport::wait(TcpPair& p, Pred done, Deadline d, const char* what, Ticket t) {
-  internal::IdleWait w(d, std::chrono::microseconds(cfg_.tcp.spin_us));
+  internal::IdleWait w(d, std::chrono::microseconds(cfg_.tcp.spin_us), &hard_spin_);
   bool moved = false;
   for (;;) {
     if (done()) return Status::ok();

@@ -167,6 +167,14 @@ struct TransportConfig {
   TcpOptions tcp;
   ShmOptions shm;
   VerbsOptions verbs;
+  // Ranks of the communicator that run on this host; 0 = unknown (every
+  // rank is taken to be local, as in a loopback test). It decides how a
+  // wait spends its spin_us: with no more local ranks than the CPUs this
+  // process may run on, it polls hard (the rank it waits for has a CPU of
+  // its own, and a yield or sleep costs tens of microseconds per message on
+  // a loaded host); with more, it yields the CPU between polls after a few
+  // microseconds, so that the rank it waits for can run (collectives/idle_wait.h).
+  int ranks_on_host = 0;
   // Rejects values no backend can use (ranks out of range, routes of the
   // wrong length, non-positive sizes), with a message.
   Status validate() const;
