@@ -20,6 +20,9 @@
 // steady_clock::now() costs 70-80 ns, more than a whole shared-memory poll;
 // perf showed three quarters of a small AllReduce's time inside
 // __vdso_clock_gettime. The clock is read once every kPollsPerTick polls
+// (a transport whose poll is a system call, TCP's epoll_wait(2) at about a
+// microsecond here, reads it after every poll: 64 of those polls made a
+// "5 us" hard phase last over 64 us, and 4 ranks on 2 cores never yielded)
 // while polling hard, and before every yield or sleep (a sched_yield(2) or
 // futex(2) costs far more than a clock read there).
 //
@@ -93,8 +96,9 @@ class IdleWait {
   // news, then sleeps.
   IdleWait(Deadline deadline, std::chrono::microseconds spin, std::chrono::microseconds hard = kHardSpin)
       : deadline_(deadline), spin_(spin), hard_(hard) {}
-  IdleWait(Deadline deadline, std::chrono::microseconds spin, SpinBudget* budget)
-      : deadline_(deadline), spin_(spin), hard_(budget->get()), budget_(budget) {}
+  IdleWait(Deadline deadline, std::chrono::microseconds spin, SpinBudget* budget,
+           unsigned polls_per_tick = kPollsPerTick)
+      : deadline_(deadline), spin_(spin), hard_(budget->get()), budget_(budget), polls_per_tick_(polls_per_tick) {}
   IdleWait(const IdleWait&) = delete;
   IdleWait& operator=(const IdleWait&) = delete;
   // A wait that polled and ended while still polling hard was a hit.
@@ -108,7 +112,7 @@ class IdleWait {
   // Returns what to do before the next poll.
   Action next(bool moved, bool shares_cpu = false) {
     if (moved) idle_since_ = {};
-    if (phase_ == kPoll && ++polls_ < kPollsPerTick) return kPoll;
+    if (phase_ == kPoll && ++polls_ < polls_per_tick_) return kPoll;
     polls_ = 0;
     now_ = Clock::now();
     ticked_ = ticked_once_ = true;
@@ -139,6 +143,7 @@ class IdleWait {
   Deadline deadline_;
   std::chrono::microseconds spin_, hard_;
   SpinBudget* budget_ = nullptr;
+  unsigned polls_per_tick_ = kPollsPerTick;
   Clock::time_point now_{}, idle_since_{};
   unsigned polls_ = 0;
   Action phase_ = kPoll;

@@ -1,14 +1,16 @@
 // kAuto's AllReduce choice (communicator.h: Selection). The default rules
 // are the best fit of the table bench/allreduce_sweep.sh measured on this
-// machine — 2 cores, loopback TCP and shared memory, one pass under load
-// 9-11 from other work — recorded in docs/collectives.md "Selection": per
-// transport and rank count, the thresholds (taken from the measured sizes)
-// whose picks come closest to the fastest algorithm, geometric mean over the
-// sizes. tests/collectives/selection_test.cc re-derives that fit from the
-// table and fails when these rules drift from it. Rank counts between the
-// measured ones take the next larger one's rule. Single points of that
-// table swing 2-5x with the neighbours' load, so the crossovers are
-// coarse: re-measure on a quiet host or a real fabric.
+// machine — 2 cores, loopback TCP and shared memory — recorded in
+// docs/collectives.md "Selection": per transport and rank count, the
+// thresholds (taken from the measured sizes) whose picks come closest to
+// the fastest algorithm, geometric mean over the sizes.
+// tests/collectives/selection_test.cc re-derives that fit from the table and
+// fails when these rules drift from it. Rank counts between the measured
+// ones take the next larger one's rule. The 2- and 4-rank rows were
+// re-measured after the idle-policy change (idle_wait.h) with the sweep
+// alone under the shared lock; the 3- and 8-rank rows are the earlier pass
+// at load 9-11, where single points swung 2-5x: re-measure those on a quiet
+// host or a real fabric.
 #include <climits>
 
 #include <fmt/format.h>
@@ -21,13 +23,13 @@ std::vector<SelectionRule> default_selection_rules() {
   constexpr size_t kNever = SIZE_MAX;
   return {
       // transport, max ranks, HD from (below: butterfly), ring from
-      {"tcp", 2, 0, 0},
+      {"tcp", 2, 1 << 20, 16 << 20},
       {"tcp", 3, 256 << 10, kNever},
-      {"tcp", 4, 256 << 10, 64 << 20},
+      {"tcp", 4, 256 << 10, 4 << 20},
       {"tcp", INT_MAX, 1 << 20, kNever},  // measured at 8 ranks
-      {"shm", 2, 0, 64 << 10},
+      {"shm", 2, 256 << 10, kNever},
       {"shm", 3, 4 << 20, 4 << 20},
-      {"shm", 4, 16 << 10, 64 << 20},
+      {"shm", 4, 256 << 10, kNever},
       {"shm", INT_MAX, 16 << 10, kNever},  // measured at 8 ranks
       {"*", INT_MAX, 16 << 10, kNever},    // other transports (verbs): not measured here
   };

@@ -132,7 +132,7 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   // system call), and resume reading if the connection had stalled.
   void kick_in(TcpPair& p, size_t c);
   template <typename Pred>
-  Status wait(TcpPair& p, Pred done, Deadline d, const char* what, Ticket t);
+  Status wait(TcpPair& p, Pred done, bool in, Deadline d, const char* what, Ticket t);
   int parts(size_t len) const { return len >= kStripeMin ? cfg_.tcp.connections_per_peer : 1; }
 
  private:
@@ -141,6 +141,7 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   void watch_in(TcpPair& p, size_t c, uint32_t events);
   void progress_out(TcpPair& p, size_t c);
   void progress_in(TcpPair& p, size_t c);
+  bool poke(TcpPair& p, bool in);
   Staged consume_staged(TcpPair& p, InConn& conn);
   void complete_in(TcpPair& p, InConn& conn);
   std::string salvage_abort(TcpPair& p);

@@ -48,15 +48,45 @@ Result<bool> TcpTransport::poll() {
   return moved;
 }
 
+// Moves what it can on the connections of `p` that the wait is for, without
+// asking epoll first: when the message is there (the common case of a
+// small exchange) the wait ends after one recv(2) instead of an
+// epoll_wait(2) and a recv(2).
+bool TcpTransport::poke(TcpPair& p, bool in) {
+  bool moved = false;
+  if (in) {
+    for (size_t c = 0; c < p.in.size(); ++c) {
+      if (p.in[c].q.empty()) continue;
+      const Ticket before = p.recvs.done;
+      const size_t staged = p.in[c].hi, done = p.in[c].data_done;
+      progress_in(p, c);
+      moved = moved || p.recvs.done != before || p.in[c].hi != staged || p.in[c].data_done != done;
+    }
+  } else {
+    for (size_t c = 0; c < p.out.size(); ++c) {
+      if (p.out[c].q.empty()) continue;
+      const size_t q = p.out[c].q.size(), sent = p.out[c].data_done + p.out[c].hdr_done;
+      progress_out(p, c);
+      moved = moved || p.out[c].q.size() != q || p.out[c].data_done + p.out[c].hdr_done != sent;
+    }
+  }
+  return moved;
+}
+
 template <typename Pred>
-Status TcpTransport::wait(TcpPair& p, Pred done, Deadline d, const char* what, Ticket t) {
-  internal::IdleWait w(d, std::chrono::microseconds(cfg_.tcp.spin_us), &hard_spin_);
+Status TcpTransport::wait(TcpPair& p, Pred done, bool in, Deadline d, const char* what, Ticket t) {
+  internal::IdleWait w(d, std::chrono::microseconds(cfg_.tcp.spin_us), &hard_spin_, 1);  // a poll is a system call
   bool moved = false;
   for (;;) {
     if (done()) return Status::ok();
     WEFT_RETURN_IF_ERROR(check());
     switch (w.next(moved)) {
-      case internal::IdleWait::kPoll: moved = run_once(0); break;
+      case internal::IdleWait::kPoll:
+        // The pair first; epoll for everything else (a send to another
+        // peer that the ring's next step needs) unless that already did it.
+        moved = poke(p, in);
+        if (!done()) moved = run_once(0) || moved;
+        break;
       case internal::IdleWait::kYield:
         // Yield between polls so that a co-located rank (perhaps the one
         // we wait for) can run.
@@ -113,11 +143,11 @@ Result<Ticket> TcpPair::recv(Memory& mem, size_t offset, size_t len) {
 
 Status TcpPair::wait_send(Ticket t, Deadline d) {
   auto l = t_->lock();
-  return t_->wait(*this, [&] { return sends.done >= t; }, d, "send", t);
+  return t_->wait(*this, [&] { return sends.done >= t; }, false, d, "send", t);
 }
 Status TcpPair::wait_recv(Ticket t, Deadline d) {
   auto l = t_->lock();
-  return t_->wait(*this, [&] { return recvs.done >= t; }, d, "receive", t);
+  return t_->wait(*this, [&] { return recvs.done >= t; }, true, d, "receive", t);
 }
 Result<bool> TcpPair::test_send(Ticket t) {
   auto l = t_->lock();
