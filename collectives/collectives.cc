@@ -51,7 +51,7 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
   if (send != recv && count > 0) std::memmove(recv, send, bytes);
   if (count == 0 || size() == 1) return Status::ok();
   Algorithm a = o.algorithm;
-  if (a == Algorithm::kAuto) a = select_allreduce(m.cfg.selection, m.link_kind, size(), bytes, m.hosts_equal());
+  if (a == Algorithm::kAuto) a = m.select_auto_allreduce(bytes);
   MakePlan make = nullptr;
   switch (a) {
     case Algorithm::kHalvingDoubling: make = internal::plan_allreduce_hd; break;

@@ -129,6 +129,8 @@ Status Communicator::Impl::setup(Store& store) {
   links.hard_spin = internal::hard_spin_for(static_cast<int>(local.size()), n, std::chrono::microseconds(cfg.tcp.spin_us));
   if (transports.size() == 1) link_kind = std::string(transports.front()->name());
   equal_multi_host = host_count > 1 && local.size() > 1 && !internal::equal_hosts(host_of).empty();
+  auto_hybrid = cfg.selection.hybrid_when_multi_host && equal_multi_host;
+  auto_rule = internal::match_rule(cfg.selection, link_kind, cfg.size);
   if (cfg.scratch_reserve_bytes > 0) WEFT_RETURN_IF_ERROR(ensure_scratch(cfg.scratch_reserve_bytes));
   return Status::ok();
 }
@@ -145,22 +147,28 @@ Status Communicator::Impl::fail(Status s) {
 }
 
 Result<internal::Plan*> Communicator::Impl::plan(int coll, Algorithm a, const internal::Shape& s, MakePlanFn make) {
-  auto key = std::make_tuple(coll * 16 + static_cast<int>(a), s.rank, s.count, s.esize, s.segment, s.root);
+  const PlanKey key{coll * 16 + static_cast<int>(a), s.rank, s.count, s.esize, s.segment, s.root};
+  if (last_plan != nullptr && key == last_plan_key) return last_plan;
   auto it = plans.find(key);
   if (it == plans.end()) {
     internal::Shape full = s;  // host_of only matters when planning
     for (int g : *s.group) full.host_of.push_back(host_of[static_cast<size_t>(g)]);
     it = plans.emplace(key, make(full)).first;
   }
-  return it->second.get();
+  last_plan_key = key;
+  last_plan = it->second.get();
+  return last_plan;
 }
 
 Result<const std::vector<int>*> Communicator::Impl::rank_map(Algorithm a) {
+  const auto slot = static_cast<size_t>(a);
+  if (slot < rank_map_of.size() && rank_map_of[slot] != nullptr) return rank_map_of[slot];
   auto it = rank_maps.find(a);
   if (it == rank_maps.end()) {
     WEFT_ASSIGN_OR_RETURN(auto map, internal::remap_avoiding(a, cfg.size, cfg.failed_links));
     it = rank_maps.emplace(a, std::move(map)).first;
   }
+  if (slot < rank_map_of.size()) rank_map_of[slot] = &it->second;  // map nodes do not move
   return &it->second;
 }
 
@@ -241,6 +249,12 @@ Status Communicator::Impl::usable() {
 }
 
 bool Communicator::Impl::hosts_equal() const { return equal_multi_host; }
+
+// select_allreduce(cfg.selection, link_kind, size, bytes, hosts_equal()),
+// with everything but the size resolved in setup.
+Algorithm Communicator::Impl::select_auto_allreduce(size_t bytes) const {
+  return auto_hybrid ? Algorithm::kHybrid : internal::pick_by_size(auto_rule, bytes);
+}
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;

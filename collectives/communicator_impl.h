@@ -2,6 +2,7 @@
 // plans, running a plan) and collectives.cc (the collective calls).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -26,11 +27,22 @@ class Communicator::Impl {
   std::vector<std::unique_ptr<Transport>> transports;
   internal::Links links;          // pairs and transports by rank
   std::map<Algorithm, std::vector<int>> rank_maps;  // allreduce: logical -> physical
+  // The per-call hot path of a small collective costs about as much as the
+  // shared-memory transfer itself (notes: 2 ranks, 4-256 B), so what does
+  // not change between calls is resolved once: kAuto's rule for this
+  // transport and rank count (setup), the rank maps by algorithm, and the
+  // last plan used (training loops repeat the same call).
+  bool auto_hybrid = false;                     // kAuto's AllReduce is hybrid at every size
+  const SelectionRule* auto_rule = nullptr;     // in cfg.selection.rules (cfg is not changed after setup)
+  std::array<const std::vector<int>*, 8> rank_map_of{};  // by Algorithm: rank_maps' entries
   std::vector<int> identity_group;  // 0, 1, ..., size-1
   std::string link_kind = "tcp";    // the transport of every peer, for selection; "tcp" when mixed
   bool equal_multi_host = false;    // several hosts, the same number (> 1) of ranks on each
   std::vector<int> host_of;       // by rank: host index in order of first appearance
-  std::map<std::tuple<int, int, size_t, size_t, size_t, int>, std::unique_ptr<internal::Plan>> plans;
+  using PlanKey = std::tuple<int, int, size_t, size_t, size_t, int>;
+  std::map<PlanKey, std::unique_ptr<internal::Plan>> plans;
+  PlanKey last_plan_key{};
+  internal::Plan* last_plan = nullptr;  // plans' entry of last_plan_key
   std::vector<char> work;         // reduce_scatter's in-place copy of the input
   HugeBuffer scratch;
   std::vector<std::unique_ptr<Memory>> scratch_mem;  // by transport
@@ -50,6 +62,7 @@ class Communicator::Impl {
                  void* data, size_t bytes, DataType t, ReduceOp op, const CollectiveOptions& o);
   Status usable();
   bool hosts_equal() const;
+  Algorithm select_auto_allreduce(size_t bytes) const;
   Result<const std::vector<int>*> rank_map(Algorithm a);
   Status ensure_scratch(size_t bytes);
   Status run(internal::Plan& p, const std::vector<int>& group_ranks, int me, void* data, size_t bytes,
@@ -58,6 +71,11 @@ class Communicator::Impl {
 
 namespace internal {
 enum Coll { kAllreduce = 0, kReduceScatter = 1, kAllgather = 2, kBroadcast = 3 };
+// select_allreduce (selection.cc) in two steps, so that the communicator
+// resolves the rule once: the first rule for this transport and rank count
+// (nullptr: none), then the algorithm for a size under that rule.
+const SelectionRule* match_rule(const Selection& s, std::string_view transport, int ranks);
+Algorithm pick_by_size(const SelectionRule* r, size_t bytes);
 }  // namespace internal
 
 }  // namespace weft::coll

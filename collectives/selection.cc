@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "communicator_impl.h"
 #include "weft/collectives/communicator.h"
 
 namespace weft::coll {
@@ -49,16 +50,27 @@ Status Selection::validate() const {
   return Status::ok();
 }
 
+namespace internal {
+
+const SelectionRule* match_rule(const Selection& s, std::string_view transport, int ranks) {
+  for (const SelectionRule& r : s.rules) {
+    if ((r.transport == "*" || r.transport == transport) && ranks <= r.max_ranks) return &r;
+  }
+  return nullptr;  // unreachable once validate() passed
+}
+
+Algorithm pick_by_size(const SelectionRule* r, size_t bytes) {
+  if (r == nullptr) return Algorithm::kHalvingDoubling;
+  return bytes < r->hd_min_bytes ? Algorithm::kButterfly
+         : bytes >= r->ring_min_bytes ? Algorithm::kRing
+                                      : Algorithm::kHalvingDoubling;
+}
+
+}  // namespace internal
+
 Algorithm select_allreduce(const Selection& s, std::string_view transport, int ranks, size_t bytes, bool equal_hosts) {
   if (s.hybrid_when_multi_host && equal_hosts) return Algorithm::kHybrid;
-  for (const SelectionRule& r : s.rules) {
-    if ((r.transport == "*" || r.transport == transport) && ranks <= r.max_ranks) {
-      return bytes < r.hd_min_bytes ? Algorithm::kButterfly
-             : bytes >= r.ring_min_bytes ? Algorithm::kRing
-                                         : Algorithm::kHalvingDoubling;
-    }
-  }
-  return Algorithm::kHalvingDoubling;  // unreachable once validate() passed
+  return internal::pick_by_size(internal::match_rule(s, transport, ranks), bytes);
 }
 
 }  // namespace weft::coll
