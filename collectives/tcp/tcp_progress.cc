@@ -25,26 +25,26 @@ Status length_mismatch(int peer, uint64_t got, size_t want) {
                                       peer, got, want));
 }
 
-}  // namespace
-
-void TcpTransport::watch_out(TcpPair& p, size_t c, uint32_t events) {
-  OutConn& conn = p.out[c];
+// Registers conn's socket with epoll for `events` (or changes them), once
+// per change: an epoll_ctl(2) per poll would cost a system call each.
+template <class Conn>
+void watch(int epfd, Conn& conn, uint64_t key, uint32_t events) {
   if (conn.closed || conn.events == events) return;
   epoll_event ev{};
   ev.events = events;
-  ev.data.u64 = tag(p.peer(), false, c);
-  ::epoll_ctl(epoll_fd_.get(), conn.events == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, conn.fd.get(), &ev);
+  ev.data.u64 = key;
+  ::epoll_ctl(epfd, conn.events == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, conn.fd.get(), &ev);
   conn.events = events;
 }
 
+}  // namespace
+
+void TcpTransport::watch_out(TcpPair& p, size_t c, uint32_t events) {
+  watch(epoll_fd_.get(), p.out[c], tag(p.peer(), false, c), events);
+}
+
 void TcpTransport::watch_in(TcpPair& p, size_t c, uint32_t events) {
-  InConn& conn = p.in[c];
-  if (conn.closed || conn.events == events) return;
-  epoll_event ev{};
-  ev.events = events;
-  ev.data.u64 = tag(p.peer(), true, c);
-  ::epoll_ctl(epoll_fd_.get(), conn.events == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, conn.fd.get(), &ev);
-  conn.events = events;
+  watch(epoll_fd_.get(), p.in[c], tag(p.peer(), true, c), events);
 }
 
 void TcpTransport::fail(Status s) {
