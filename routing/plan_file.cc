@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -36,6 +37,13 @@ Result<uint16_t> port(const json& j, const std::string& path, const char* name) 
 }
 
 }  // namespace
+
+int PlanFlow::round_in(int step) const {
+  for (size_t i = 0; i < steps.size() && i < rounds.size(); ++i) {
+    if (steps[i] == step) return rounds[i];
+  }
+  return 0;
+}
 
 const PlanFlow* RoutePlan::find(int src_rank, int dst_rank) const {
   for (const auto& f : flows) {
@@ -95,6 +103,15 @@ Result<RoutePlan> parse_plan(const std::string& text) {
     if (jf.contains("steps")) {
       WEFT_ASSIGN_OR_RETURN(f.steps, field<std::vector<int>>(jf, path, "steps"));
     }
+    if (jf.contains("rounds")) {
+      WEFT_ASSIGN_OR_RETURN(f.rounds, field<std::vector<int>>(jf, path, "rounds"));
+      if (f.rounds.size() != f.steps.size()) {
+        return bad(path + "/rounds", fmt::format("{} rounds for {} steps (one per step)", f.rounds.size(), f.steps.size()));
+      }
+      for (int r : f.rounds) {
+        if (r < 0) return bad(path + "/rounds", fmt::format("round {} is negative", r));
+      }
+    }
     p.flows.push_back(std::move(f));
   }
   if (root.contains("steps")) {
@@ -109,7 +126,25 @@ Result<RoutePlan> parse_plan(const std::string& text) {
     }
       WEFT_ASSIGN_OR_RETURN(s.max_load, field<int>(js[i], path, "max_load"));
       WEFT_ASSIGN_OR_RETURN(s.lower_bound, field<int>(js[i], path, "lower_bound"));
+      if (js[i].contains("rounds")) {
+        WEFT_ASSIGN_OR_RETURN(s.rounds, field<int>(js[i], path, "rounds"));
+        if (s.rounds < 1) return bad(path + "/rounds", fmt::format("{} rounds (at least 1)", s.rounds));
+      }
       p.steps.push_back(std::move(s));
+    }
+  }
+  // A flow's round must exist in its step.
+  std::map<int, int> rounds_of;
+  for (const auto& s : p.steps) rounds_of[s.step] = s.rounds;
+  for (size_t i = 0; i < p.flows.size(); ++i) {
+    const PlanFlow& f = p.flows[i];
+    for (size_t k = 0; k < f.rounds.size(); ++k) {
+      auto it = rounds_of.find(f.steps[k]);
+      const int have = it == rounds_of.end() ? 1 : it->second;
+      if (f.rounds[k] >= have) {
+        return bad(fmt::format("/flows/{}/rounds", i),
+                   fmt::format("round {} in step {}, which has {} round{}", f.rounds[k], f.steps[k], have, have == 1 ? "" : "s"));
+      }
     }
   }
   return p;
@@ -130,11 +165,16 @@ std::string plan_to_json(const RoutePlan& p) {
                {"dport", f.dport},       {"path", f.path},         {"steps", f.steps}};
     if (!f.src_nic.empty()) jf["src_nic"] = f.src_nic;
     if (!f.dst_nic.empty()) jf["dst_nic"] = f.dst_nic;
+    // Written only when some step runs in rounds: plans without them stay
+    // byte-identical to those of earlier weft versions.
+    if (std::any_of(f.rounds.begin(), f.rounds.end(), [](int r) { return r != 0; })) jf["rounds"] = f.rounds;
     flows.push_back(std::move(jf));
   }
   json steps = json::array();
   for (const auto& s : p.steps) {
-    steps.push_back({{"step", s.step}, {"phase", s.phase}, {"max_load", s.max_load}, {"lower_bound", s.lower_bound}});
+    json js = {{"step", s.step}, {"phase", s.phase}, {"max_load", s.max_load}, {"lower_bound", s.lower_bound}};
+    if (s.rounds != 1) js["rounds"] = s.rounds;
+    steps.push_back(std::move(js));
   }
   json root = {{"version", p.version}, {"collective", p.collective}, {"topology", p.topology},
                {"ranks", p.ranks},     {"flows", std::move(flows)},   {"steps", std::move(steps)}};

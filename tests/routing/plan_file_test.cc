@@ -10,9 +10,9 @@ RoutePlan sample() {
   p.collective = "allreduce-hd";
   p.topology = "clos2-2x2x1x1";
   p.ranks = 2;
-  p.flows = {{0, 1, "h1-1", "h2-1", "eth0", "eth0", "tcp", 49152, 29500, {"l1", "s2", "l2"}, {0, 1}},
-             {1, 0, "h2-1", "h1-1", "", "", "tcp", 49153, 29501, {"l2", "s1", "l1"}, {0, 1}}};
-  p.steps = {{0, "rs", 1, 1}, {1, "ag", 1, 1}};
+  p.flows = {{0, 1, "h1-1", "h2-1", "eth0", "eth0", "tcp", 49152, 29500, {"l1", "s2", "l2"}, {0, 1}, {}},
+             {1, 0, "h2-1", "h1-1", "", "", "tcp", 49153, 29501, {"l2", "s1", "l1"}, {0, 1}, {}}};
+  p.steps = {{0, "rs", 1, 1, 1}, {1, "ag", 1, 1, 1}};
   return p;
 }
 
@@ -23,6 +23,28 @@ TEST(PlanFile, RoundTripsEveryField) {
   ASSERT_NE(back->find(1, 0), nullptr);
   EXPECT_EQ(back->find(1, 0)->sport, 49153);
   EXPECT_EQ(back->find(0, 0), nullptr);
+}
+
+RoutePlan with_rounds() {
+  RoutePlan p = sample();
+  p.flows[0].rounds = {1, 0};
+  p.steps[0].rounds = 2;
+  return p;
+}
+
+TEST(PlanFile, RoundTripsRounds) {
+  const std::string text = plan_to_json(with_rounds());
+  auto back = parse_plan(text);
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_EQ(*back, with_rounds());
+  EXPECT_EQ(back->find(0, 1)->round_in(0), 1);
+  EXPECT_EQ(back->find(0, 1)->round_in(1), 0);
+  EXPECT_EQ(back->find(0, 1)->round_in(7), 0);
+  EXPECT_EQ(back->find(1, 0)->round_in(0), 0);
+}
+
+TEST(PlanFile, APlanWithoutRoundsWritesNoRoundFields) {
+  EXPECT_EQ(plan_to_json(sample()).find("rounds"), std::string::npos);
 }
 
 struct Corrupt {
@@ -50,6 +72,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Corrupt{"\"dst_rank\": 1", "\"dst_rank\": 5", "route plan /flows/0/dst_rank: 5 is not a rank of 2"},
                       Corrupt{"\"protocol\": \"tcp\"", "\"protocol\": \"sctp\"", "route plan /flows/0/protocol: 'sctp' is not udp or tcp"},
                       Corrupt{"\"ranks\": 2", "\"ranks\": \"2\"", "route plan /ranks: wrong type (string)"},
+                      Corrupt{"\"steps\": [\n    0,\n    1\n   ]", "\"steps\": [0, 1], \"rounds\": [0]",
+                              "route plan /flows/0/rounds: 1 rounds for 2 steps (one per step)"},
+                      Corrupt{"\"steps\": [\n    0,\n    1\n   ]", "\"steps\": [0, 1], \"rounds\": [0, -1]",
+                              "route plan /flows/0/rounds: round -1 is negative"},
+                      Corrupt{"\"steps\": [\n    0,\n    1\n   ]", "\"steps\": [0, 1], \"rounds\": [0, 1]",
+                              "route plan /flows/0/rounds: round 1 in step 1, which has 1 round"},
                       Corrupt{"{", "[", "route plan: parse error at line 2, column 14: syntax error while parsing array - unexpected ':'; expected ']'"}));
 
 }  // namespace

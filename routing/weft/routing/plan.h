@@ -6,7 +6,7 @@
 //    "flows": [{"src_rank": 0, "dst_rank": 4, "src_host": "h1-1", "dst_host": "h2-1",
 //               "src_nic": "eth0", "dst_nic": "eth0", "protocol": "tcp",
 //               "sport": 49152, "dport": 29500, "path": ["l1", "s2", "l2"],
-//               "steps": [2, 5]}],
+//               "steps": [2, 5], "rounds": [0, 0]}],
 //    "steps": [{"step": 2, "phase": "rs", "max_load": 1, "lower_bound": 1}]}
 //
 // The plan is per *directed* flow: the two directions of a pair hash
@@ -38,6 +38,13 @@ struct PlanFlow {
   uint16_t dport = 0;
   std::vector<std::string> path;  // switch names, source leaf first
   std::vector<int> steps;         // schedule steps this flow serves
+  // Time slice of the flow within each of its steps (parallel to steps;
+  // empty = round 0 everywhere). A step whose flows cannot all have a link
+  // of their own (a failed link leaves a leaf fewer uplinks than hosts) runs
+  // in rounds: round r+1 of a link starts after round r on it has ended
+  // (docs/route-plan.md "Rounds"), so no link carries two flows at once.
+  std::vector<int> rounds;
+  int round_in(int step) const;  // this flow's round in `step` (0 when not listed)
   friend bool operator==(const PlanFlow&, const PlanFlow&) = default;
 };
 
@@ -46,6 +53,7 @@ struct PlanStep {
   std::string phase;
   int max_load = 0;
   int lower_bound = 0;
+  int rounds = 1;  // time slices of the step; max_load and lower_bound are per round
   friend bool operator==(const PlanStep&, const PlanStep&) = default;
 };
 
@@ -63,7 +71,8 @@ struct RoutePlan {
 };
 
 // Parses and validates: version 1, ranks in [0, ranks), protocol udp|tcp,
-// ports in 1..65535, one flow per directed pair, one dport per destination.
+// ports in 1..65535, one flow per directed pair, one dport per destination,
+// rounds (optional) one per step, each in [0, that step's "rounds").
 // Errors name the JSON path ("/flows/3/sport: ...").
 Result<RoutePlan> parse_plan(const std::string& text);
 Result<RoutePlan> load_plan(const std::string& path);
