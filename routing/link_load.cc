@@ -63,8 +63,10 @@ Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrd
   const size_t nd = 2 * f.links.size();
   std::vector<int> load(nd, 0);
   std::vector<uint64_t> bytes(nd, 0);
-  std::vector<int> touched;
+  std::vector<int> touched, touched_bytes;
   std::vector<Path> paths;
+  std::vector<size_t> by_round;  // the step's flows, ordered by round
+  Step part;                     // one round's flows, for its lower bound
   for (size_t si = 0; si < s.steps.size(); ++si) {
     const Step& st = s.steps[si];
     paths.resize(st.flows.size());  // routers overwrite; reusing keeps the vectors' capacity
@@ -77,43 +79,70 @@ Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrd
     sl.distance = st.distance;
     sl.repeat = st.repeat;
     sl.flows = static_cast<int>(st.flows.size());
-    touched.clear();
+    by_round.resize(st.flows.size());
     for (size_t i = 0; i < st.flows.size(); ++i) {
-      const Path& p = paths[i];
-      if (p.dlinks.size() < 2) return internal_error(fmt::format("router {} returned an empty path", router.name()));
-      int fabric_hops = 0;
-      for (int dl : p.dlinks) {
-        if (dl < 0 || static_cast<size_t>(dl) >= nd) return internal_error("router returned a bad link");
-        if (load[dl]++ == 0) touched.push_back(dl);
-        bytes[dl] += st.flows[i].bytes;
+      if (st.flows[i].round < 0) {
+        return invalid_argument(fmt::format("step {}: rank {} -> {} has round {}", si, st.flows[i].src,
+                                            st.flows[i].dst, st.flows[i].round));
+      }
+      by_round[i] = i;
+      sl.rounds = std::max(sl.rounds, st.flows[i].round + 1);
+    }
+    if (sl.rounds > 1) {
+      std::stable_sort(by_round.begin(), by_round.end(),
+                       [&](size_t a, size_t b) { return st.flows[a].round < st.flows[b].round; });
+    }
+    if (opt.keep_per_link) sl.load.assign(nd, 0);
+    touched_bytes.clear();
+    // Load counts the flows of one (step, round) on a link at once; bytes
+    // add up over the whole step.
+    for (size_t b = 0; b < by_round.size();) {
+      size_t e = b;
+      while (e < by_round.size() && st.flows[by_round[e]].round == st.flows[by_round[b]].round) ++e;
+      touched.clear();
+      for (size_t k = b; k < e; ++k) {
+        const size_t i = by_round[k];
+        const Path& p = paths[i];
+        if (p.dlinks.size() < 2) return internal_error(fmt::format("router {} returned an empty path", router.name()));
+        int fabric_hops = 0;
+        for (int dl : p.dlinks) {
+          if (dl < 0 || static_cast<size_t>(dl) >= nd) return internal_error("router returned a bad link");
+          if (load[dl]++ == 0) touched.push_back(dl);
+          if (bytes[dl] == 0) touched_bytes.push_back(dl);
+          bytes[dl] += st.flows[i].bytes;
+          const auto& lk = f.links[dl / 2];
+          if (f.is_switch_vertex(lk.a) && f.is_switch_vertex(lk.b)) ++fabric_hops;
+        }
+        if (fabric_hops >= 1) ++sl.fabric_flows;
+        if (fabric_hops >= 2) ++sl.multi_hop_flows;
+      }
+      for (int dl : touched) {
+        if (load[dl] > sl.max_load) {
+          sl.max_load = load[dl];
+          sl.hottest = dl;
+        }
         const auto& lk = f.links[dl / 2];
-        if (f.is_switch_vertex(lk.a) && f.is_switch_vertex(lk.b)) ++fabric_hops;
+        if (f.is_switch_vertex(lk.a) && f.is_switch_vertex(lk.b)) sl.max_fabric_load = std::max(sl.max_fabric_load, load[dl]);
+        if (opt.keep_per_link) sl.load[dl] = std::max(sl.load[dl], load[dl]);
       }
-      if (fabric_hops >= 1) ++sl.fabric_flows;
-      if (fabric_hops >= 2) ++sl.multi_hop_flows;
-    }
-    for (int dl : touched) {
-      if (load[dl] > sl.max_load) {
-        sl.max_load = load[dl];
-        sl.hottest = dl;
+      for (int dl : touched) load[dl] = 0;
+      if (sl.rounds > 1) {
+        part.flows.clear();
+        for (size_t k = b; k < e; ++k) part.flows.push_back(st.flows[by_round[k]]);
+        sl.lower_bound = std::max(sl.lower_bound, step_lower_bound(f, order, part));
       }
-      const auto& lk = f.links[dl / 2];
-      if (f.is_switch_vertex(lk.a) && f.is_switch_vertex(lk.b)) sl.max_fabric_load = std::max(sl.max_fabric_load, load[dl]);
-      sl.max_bytes = std::max(sl.max_bytes, bytes[dl]);
+      b = e;
     }
-    sl.lower_bound = step_lower_bound(f, order, st);
-    if (opt.keep_per_link) {
-      sl.load = load;
-      sl.bytes = bytes;
-    }
+    for (int dl : touched_bytes) sl.max_bytes = std::max(sl.max_bytes, bytes[dl]);
+    sl.single_round_bound = step_lower_bound(f, order, st);
+    if (sl.rounds == 1) sl.lower_bound = sl.single_round_bound;
+    if (opt.keep_per_link) sl.bytes = bytes;
     if (opt.keep_paths) sl.paths = paths;
-    for (int dl : touched) {
-      load[dl] = 0;
-      bytes[dl] = 0;
-    }
+    for (int dl : touched_bytes) bytes[dl] = 0;
     rep.max_load = std::max(rep.max_load, sl.max_load);
     rep.max_lower_bound = std::max(rep.max_lower_bound, sl.lower_bound);
     rep.max_multi_hop = std::max(rep.max_multi_hop, sl.multi_hop_flows);
+    rep.max_rounds = std::max(rep.max_rounds, sl.rounds);
     rep.steps.push_back(std::move(sl));
   }
   return rep;

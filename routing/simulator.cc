@@ -47,32 +47,52 @@ Result<SimResult> simulate(const topo::Fabric& f, const ranking::RankOrder& orde
     for (auto& p : paths) p.dlinks.clear();
     auto rs = router.route_step(st, static_cast<int>(si), paths);
     if (!rs) return rs.with_context(fmt::format("step {} ({} d={})", si, st.phase, st.distance));
-    links.resize(n);
-    left.assign(n, 0);
-    SimStep ss{static_cast<int>(si), st.phase, st.repeat, 0, 0, 0, 0};
-    size_t hops = 0;
+    SimStep ss;
+    ss.step = static_cast<int>(si);
+    ss.phase = st.phase;
+    ss.repeat = st.repeat;
     for (size_t i = 0; i < n; ++i) {
-      links[i] = paths[i].dlinks;
-      for (int l : links[i]) {
+      if (st.flows[i].round < 0) {
+        return invalid_argument(fmt::format("step {}: rank {} -> {} has round {}", si, st.flows[i].src,
+                                            st.flows[i].dst, st.flows[i].round));
+      }
+      ss.rounds = std::max(ss.rounds, st.flows[i].round + 1);
+      for (int l : paths[i].dlinks) {
         if (out.capacity_Bps[static_cast<size_t>(l)] <= 0) {
           return failed_precondition(fmt::format("step {}: rank {} -> {} is routed over '{}', which is down", si,
                                                  st.flows[i].src, st.flows[i].dst, f.directed_name(l)));
         }
-        ss.max_load = std::max(ss.max_load, ++load[static_cast<size_t>(l)]);
         out.link_bytes[static_cast<size_t>(l)] += static_cast<double>(st.flows[i].bytes);
       }
-      hops = std::max(hops, links[i].size());
-      left[i] = static_cast<double>(st.flows[i].bytes) / st.repeat;
     }
-    for (size_t i = 0; i < n; ++i) {
-      for (int l : links[i]) load[static_cast<size_t>(l)] = 0;
+    // Rounds run one after another (docs/route-plan.md "Rounds"), each
+    // round's flows max-min fair among themselves; a step without rounds is
+    // one round. Empty rounds take no time.
+    double one_repeat = 0;
+    for (int r = 0; r < ss.rounds; ++r) {
+      size_t m = 0;
+      for (size_t i = 0; i < n; ++i) m += st.flows[i].round == r;
+      links.resize(m);  // keeps the inner vectors' capacity from step to step
+      left.clear();
+      size_t hops = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (st.flows[i].round != r) continue;
+        links[left.size()] = paths[i].dlinks;
+        for (int l : paths[i].dlinks) ss.max_load = std::max(ss.max_load, ++load[static_cast<size_t>(l)]);
+        hops = std::max(hops, paths[i].dlinks.size());
+        left.push_back(static_cast<double>(st.flows[i].bytes) / st.repeat);
+      }
+      for (const auto& ls : links) {
+        for (int l : ls) load[static_cast<size_t>(l)] = 0;
+      }
+      if (links.empty()) continue;
+      auto run = fluid.run(links, left);
+      if (!run) return run.status().with_context(fmt::format("step {} ({} d={}) round {}", si, st.phase, st.distance, r));
+      ss.events += run->events;
+      ss.solves += run->solves;
+      one_repeat += run->seconds + static_cast<double>(hops) * opt.hop_latency_s;
     }
-    auto run = fluid.run(links, left);
-    if (!run) return run.status().with_context(fmt::format("step {} ({} d={})", si, st.phase, st.distance));
-    const double t = run->seconds;
-    ss.events = run->events;
-    ss.solves = run->solves;
-    ss.seconds = st.repeat * (t + static_cast<double>(hops) * opt.hop_latency_s);
+    ss.seconds = st.repeat * one_repeat;
     out.seconds += ss.seconds;
     out.steps.push_back(std::move(ss));
   }

@@ -10,6 +10,13 @@
 // between them / upper switches both still reach over links that are up),
 // which is what failed links make binding. On a 2-tier Clos that is the bound
 // the route planner is held to.
+//
+// Rounds (docs/route-plan.md "Rounds"): a step whose flows carry rounds
+// (Flow::round) runs them one after another, so load is counted per
+// (step, round) — flows of different rounds never share a link at once —
+// and the bound is the max over rounds of the bound of that round's flows.
+// single_round_bound is the bound of all the step's flows together: what the
+// step needs without rounds. Steps without rounds count exactly as before.
 #pragma once
 
 #include <cstdint>
@@ -30,13 +37,15 @@ struct StepLoad {
   int flows = 0;
   int fabric_flows = 0;     // flows that cross at least one switch-to-switch link
   int multi_hop_flows = 0;  // flows that cross two or more (BiGraph: same-part)
-  int max_load = 0;         // max flows on one directed link
+  int rounds = 1;           // max Flow::round + 1
+  int max_load = 0;         // max flows of one round on one directed link
   int max_fabric_load = 0;  // the same over switch-to-switch links only
-  uint64_t max_bytes = 0;   // max bytes on one directed link
+  uint64_t max_bytes = 0;   // max bytes on one directed link, over the whole step
   int hottest = -1;         // a directed link carrying max_load
-  int lower_bound = 0;
-  std::vector<int> load;          // per directed link (only with keep_per_link)
-  std::vector<uint64_t> bytes;    // per directed link (only with keep_per_link)
+  int lower_bound = 0;      // max over rounds of the bound of that round's flows
+  int single_round_bound = 0;  // the bound of all the step's flows at once
+  std::vector<int> load;          // per directed link, max over rounds (only with keep_per_link)
+  std::vector<uint64_t> bytes;    // per directed link, whole step (only with keep_per_link)
   std::vector<Path> paths;        // per flow (only with keep_paths)
 };
 
@@ -45,6 +54,7 @@ struct LoadReport {
   int max_load = 0;
   int max_lower_bound = 0;
   int max_multi_hop = 0;
+  int max_rounds = 1;
 };
 
 struct CheckOptions {
@@ -55,7 +65,7 @@ struct CheckOptions {
 Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrder& order, const Schedule& s,
                                    Router& router, const CheckOptions& opt = {});
 
-// The step lower bound alone (see above).
+// The lower bound of a step's flows taken all at once (rounds ignored).
 int step_lower_bound(const topo::Fabric& f, const ranking::RankOrder& order, const Step& step);
 
 }  // namespace weft::routing

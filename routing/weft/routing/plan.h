@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "weft/common/status.h"
+#include "weft/routing/schedule.h"
 
 namespace weft::routing {
 
@@ -78,5 +79,11 @@ Result<RoutePlan> parse_plan(const std::string& text);
 Result<RoutePlan> load_plan(const std::string& path);
 std::string plan_to_json(const RoutePlan& plan);
 Status save_plan(const RoutePlan& plan, const std::string& path);
+
+// Copies the plan's rounds onto the schedule's flows (matched by src/dst rank
+// and step index); flows the plan does not list are set to round 0. Fails,
+// naming the flow, when a plan flow lists a step the schedule does not have
+// or a step in which the schedule has no such flow.
+Status apply_plan_rounds(const RoutePlan& plan, Schedule& s);
 
 }  // namespace weft::routing

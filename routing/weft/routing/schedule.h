@@ -41,6 +41,11 @@ struct Flow {
   int src = 0;         // rank
   int dst = 0;         // rank
   uint64_t bytes = 0;  // total over the step's repetitions
+  // Time slice within the step (docs/route-plan.md "Rounds"): the checker
+  // counts load per (step, round) and the simulator runs a step's rounds one
+  // after another. build_schedule leaves every flow in round 0; a route
+  // plan's rounds are copied on by apply_plan_rounds (plan.h).
+  int round = 0;
 };
 
 struct Step {

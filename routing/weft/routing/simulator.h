@@ -9,7 +9,10 @@
 // dynamics). A step ends when its last flow finishes, plus the per-hop
 // latency of its longest path; ring steps repeat their flows `repeat`
 // times, each repetition carrying 1/repeat of the bytes. Steps run one
-// after another (a collective's steps depend on each other).
+// after another (a collective's steps depend on each other), and so do the
+// rounds of a step (Flow::round, docs/route-plan.md "Rounds"): each round's
+// flows share links max-min fairly among themselves, and the step's time is
+// the sum of its rounds' times (each with its own per-hop latency).
 //
 //   auto r = simulate(fabric, order, schedule, *router, {});
 //   double busbw = allreduce_busbw(bytes_per_rank, order.size(), r->seconds);
@@ -34,7 +37,8 @@ struct SimStep {
   std::string phase;
   int repeat = 1;
   double seconds = 0;  // all repetitions
-  int max_load = 0;    // flows on the busiest directed link
+  int rounds = 1;      // time slices (max Flow::round + 1)
+  int max_load = 0;    // flows of one round on the busiest directed link
   int events = 0;      // distinct flow finish times
   int solves = 0;      // max-min allocations computed (fluid_step.h: at most events)
 };
