@@ -9,6 +9,7 @@
 #include "weft/routing/candidates.h"
 #include "weft/routing/link_load.h"
 #include "weft/routing/list_edge_coloring.h"
+#include "weft/routing/rounds.h"
 #include "weft/routing/route_assignment.h"
 
 namespace weft::routing {
@@ -63,6 +64,7 @@ struct FlowInfo {
   uint32_t path_len = 0;
   int struck = 0;                // routes struck because their ports ran out
   uint16_t sport = 0;
+  int round = 0;                 // in every step of its class (planner.h, 5)
 };
 
 bool is_two_tier(const topo::Fabric& f) {
@@ -121,6 +123,7 @@ class Planner {
       WEFT_RETURN_IF_ERROR(plan_class(classes_[c], out.stats));
     }
     out.stats.planned_classes = static_cast<int>(classes_.size());
+    if (opt_.rounds) assign_rounds();
     WEFT_RETURN_IF_ERROR(emit(out));
     return out;
   }
@@ -362,6 +365,35 @@ class Planner {
   }
   std::span<const int> path(const FlowInfo& fi) const { return {path_pool_.data() + fi.path_at, fi.path_len}; }
 
+  // Rounds per class (planner.h, 5; rounds.h) over the chosen paths'
+  // directed switch-to-switch links.
+  void assign_rounds() {
+    RoundAssigner assigner(2 * static_cast<int>(f_.links.size()));
+    std::vector<int> links, round;
+    std::vector<RoundFlow> rf;
+    for (const auto& ids : classes_) {
+      links.clear();
+      for (int id : ids) {
+        const auto sw = path(flows_[static_cast<size_t>(id)]);
+        for (size_t k = 0; k + 1 < sw.size(); ++k) {
+          const int from = f_.switch_vertex(sw[k]);
+          links.push_back(f_.directed_from(*f_.link_between(from, f_.switch_vertex(sw[k + 1])), from));
+        }
+      }
+      rf.clear();
+      size_t at = 0;
+      for (int id : ids) {
+        const FlowInfo& fi = flows_[static_cast<size_t>(id)];
+        const size_t n = fi.path_len > 0 ? fi.path_len - 1 : 0;
+        rf.push_back({fi.src, fi.dst, std::span<const int>(links).subspan(at, n)});
+        at += n;
+      }
+      if (assigner.assign(rf, round) == 1) continue;
+      for (size_t i = 0; i < ids.size(); ++i) flows_[static_cast<size_t>(ids[i])].round = round[i];
+      has_rounds_ = true;
+    }
+  }
+
   Status emit(PlannedRoutes& out) {
     RoutePlan& p = out.plan;
     p.collective = std::string(collective_name(s_.collective));
@@ -384,6 +416,7 @@ class Planner {
       pf.path.reserve(fi.path_len);
       for (int sw : path(fi)) pf.path.push_back(f_.switches[static_cast<size_t>(sw)].name);
       pf.steps = std::move(fi.steps);
+      if (fi.round != 0) pf.rounds.assign(pf.steps.size(), fi.round);  // as the file has it (round 0: omitted)
       out.stats.fabric_flows += pf.path.size() > 1;
     }
     out.stats.flows = static_cast<int>(p.flows.size());
@@ -394,11 +427,19 @@ class Planner {
       WEFT_ASSIGN_OR_RETURN(paths[i], route_path(pf_, flows_[i].src_nic, flows_[i].dst_nic, path(flows_[i])));
     }
     StepPathsRouter router(step_ids_, paths);
-    WEFT_ASSIGN_OR_RETURN(auto rep, check_link_load(f_, order_, s_, router));
-    for (const auto& sl : rep.steps) {
-      p.steps.push_back({sl.step, sl.phase, sl.max_load, sl.lower_bound});
-      out.stats.steps_at_bound += sl.max_load == sl.lower_bound;
+    Schedule with_rounds;  // a copy only when the plan has rounds
+    if (has_rounds_) {
+      with_rounds = s_;
+      WEFT_RETURN_IF_ERROR(apply_plan_rounds(p, with_rounds));
     }
+    WEFT_ASSIGN_OR_RETURN(auto rep, check_link_load(f_, order_, has_rounds_ ? with_rounds : s_, router));
+    for (const auto& sl : rep.steps) {
+      p.steps.push_back({sl.step, sl.phase, sl.max_load, sl.lower_bound, sl.rounds});
+      out.stats.steps_at_bound += sl.max_load == sl.lower_bound;
+      out.stats.steps_in_rounds += sl.rounds > 1;
+      out.stats.max_single_round_bound = std::max(out.stats.max_single_round_bound, sl.single_round_bound);
+    }
+    out.stats.max_rounds = rep.max_rounds;
     out.stats.steps = static_cast<int>(rep.steps.size());
     out.stats.max_load = rep.max_load;
     out.stats.max_lower_bound = rep.max_lower_bound;
@@ -427,6 +468,7 @@ class Planner {
   std::vector<RouteChoice> choices_;
   std::vector<std::vector<int>> route_ids_;
   std::vector<int> path_pool_;
+  bool has_rounds_ = false;  // some class runs in more than one round
 };
 
 }  // namespace

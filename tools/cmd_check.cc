@@ -38,9 +38,12 @@ std::string report_json(const topo::Fabric& f, const routing::LoadReport& rep) {
                      {"max_fabric_load", s.max_fabric_load},
                      {"max_bytes", s.max_bytes},
                      {"lower_bound", s.lower_bound},
+                     {"rounds", s.rounds},
+                     {"single_round_bound", s.single_round_bound},
                      {"hottest", s.hottest >= 0 ? f.directed_name(s.hottest) : ""}});
   }
-  nlohmann::json root = {{"max_load", rep.max_load}, {"max_lower_bound", rep.max_lower_bound}, {"steps", steps}};
+  nlohmann::json root = {{"max_load", rep.max_load}, {"max_lower_bound", rep.max_lower_bound},
+                         {"max_rounds", rep.max_rounds}, {"steps", steps}};
   return root.dump(2) + "\n";
 }
 
@@ -71,6 +74,8 @@ int run_check(const CheckArgs& a) {
     }
     auto r = routing::make_plan_router(*fabric, *order, *plan);
     if (!r) return fail(r.status().with_context(a.plan));
+    // A plan's rounds are time slices: load is counted per round.
+    if (auto st = routing::apply_plan_rounds(*plan, *sched); !st) return fail(st.with_context(a.plan));
     router = std::move(*r);
   } else {
     router = a.routes == "ideal" ? routing::make_ideal_router(*fabric, *order)

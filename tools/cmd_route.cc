@@ -43,6 +43,7 @@ struct RouteArgs {
   std::string sports = "49152-65535";
   int ports_per_pair = 64;
   int dport = 29500;
+  bool no_rounds = false;
   std::string out;
 };
 
@@ -55,7 +56,8 @@ int run_route(const RouteArgs& a) {
   routing::PlannerOptions opt{.protocol = a.protocol,
                               .sports = *range,
                               .ports_per_pair = a.ports_per_pair,
-                              .tcp_dport = static_cast<uint16_t>(a.dport)};
+                              .tcp_dport = static_cast<uint16_t>(a.dport),
+                              .rounds = !a.no_rounds};
   auto fabric = topo::load_topology(a.topology);
   if (!fabric) return fail(fabric.status());
   auto order = ranking::load_rank_file(*fabric, a.ranks);
@@ -72,7 +74,9 @@ int run_route(const RouteArgs& a) {
   }
   auto planned = routing::plan_routes(*fabric, *order, *sched, **table, opt);
   if (!planned) return fail(planned.status());
-  // Where the path table itself sends the planned ports, checked as well.
+  // Where the path table itself sends the planned ports, checked as well
+  // (load per round, as the plan counts it).
+  if (auto st = routing::apply_plan_rounds(planned->plan, *sched); !st) return fail(st);
   auto replay = routing::make_table_router(*fabric, *order, planned->plan, **table);
   if (!replay) return fail(replay.status());
   auto rep = routing::check_link_load(*fabric, *order, *sched, **replay);
@@ -86,14 +90,19 @@ int run_route(const RouteArgs& a) {
   auto st = emit(a.out, routing::plan_to_json(planned->plan));
   if (!st) return fail(st);
   const auto& s = planned->stats;
-  fmt::print(stderr, "{:>4}  {:<7} {:>6}  {:>8} {:>6}\n", "step", "phase", "flows", "max load", "bound");
+  fmt::print(stderr, "{:>4}  {:<7} {:>6}  {:>8} {:>6} {:>6}\n", "step", "phase", "flows", "max load", "bound", "rounds");
   for (size_t i = 0; i < planned->plan.steps.size(); ++i) {
     const auto& ps = planned->plan.steps[i];
-    fmt::print(stderr, "{:>4}  {:<7} {:>6}  {:>8} {:>6}{}\n", ps.step, ps.phase, sched->steps[i].flows.size(),
-               ps.max_load, ps.lower_bound, ps.max_load > ps.lower_bound ? "   <- above the bound" : "");
+    fmt::print(stderr, "{:>4}  {:<7} {:>6}  {:>8} {:>6} {:>6}{}\n", ps.step, ps.phase, sched->steps[i].flows.size(),
+               ps.max_load, ps.lower_bound, ps.rounds, ps.max_load > ps.lower_bound ? "   <- above the bound" : "");
   }
-  fmt::print(stderr, "{} flows ({} cross leaves), max load {} (lower bound {}), {} of {} steps at the bound{}\n",
-             s.flows, s.fabric_flows, s.max_load, s.max_lower_bound, s.steps_at_bound, s.steps,
+  const std::string rounds =
+      s.steps_in_rounds == 0
+          ? ""
+          : fmt::format("; {} step{} in up to {} rounds, load counted per round (one round would need {})", s.steps_in_rounds,
+                        s.steps_in_rounds == 1 ? "" : "s", s.max_rounds, s.max_single_round_bound);
+  fmt::print(stderr, "{} flows ({} cross leaves), max load {} (lower bound {}), {} of {} steps at the bound{}{}\n",
+             s.flows, s.fabric_flows, s.max_load, s.max_lower_bound, s.steps_at_bound, s.steps, rounds,
              a.out.empty() || a.out == "-" ? "" : fmt::format("; wrote {}", a.out));
   return 0;
 }
@@ -109,8 +118,15 @@ void register_route(CLI::App& app, Registry& reg) {
       "(docs/route-plan.md). On a 2-tier Clos each step is coloured with the spines\n"
       "(König; list colouring where a pair's ports reach only some spines); where load 1\n"
       "is impossible (failed links, fewer spines than hosts per leaf) the max load is\n"
-      "minimised and printed beside its lower bound. The plan is checked by the link-load\n"
+      "minimised and printed beside its lower bound, then split into rounds (below). The\n"
+      "plan is checked by the link-load\n"
       "checker, and its ports are looked up again in the path table, before it is written.\n"
+      "Rounds: where a step's flows must share a link (a failed link leaves a leaf fewer\n"
+      "uplinks than flows that leave it), the step is split into rounds, so that every link\n"
+      "carries one flow at a time; the collective library makes a flow wait for the one\n"
+      "before it on each of its links (docs/route-plan.md \"Rounds\"). A step in R rounds\n"
+      "takes R times as long for its flows, the same as R flows sharing a link, but with no\n"
+      "queue contention. --no-rounds plans such steps with load > 1 instead.\n"
       "Listen ports: udp flows go to 4791 (RoCEv2); tcp rank r listens on --dport + k,\n"
       "k = how many ranks precede r on its host.");
   cmd->add_option("--topology", a.topology, "Topology file")->required();
@@ -126,6 +142,7 @@ void register_route(CLI::App& app, Registry& reg) {
   cmd->add_option("--ports-per-pair", a.ports_per_pair, "Candidate source ports per host pair")->capture_default_str();
   cmd->add_option("--dport", a.dport, "tcp: listen port of each host's first rank (then +1 per rank on the host)")
       ->capture_default_str();
+  cmd->add_flag("--no-rounds", a.no_rounds, "Let flows share a link instead of splitting a step into rounds");
   cmd->add_option("-o,--output", a.out, "Plan file (default: stdout); never left half-written");
   cmd->callback([&reg] { reg.run = [] { return run_route(a); }; });
 }

@@ -33,7 +33,9 @@ std::vector<int> hashed_loads(const Fixture& x, const Schedule& s, const RoutePl
   auto router = make_table_router(x.f, x.order, plan, *table);
   EXPECT_TRUE(router) << router.status().message();
   if (!router) return {};
-  auto rep = check_link_load(x.f, x.order, s, **router);
+  Schedule with_rounds = s;  // load per round, as the plan counts it
+  EXPECT_TRUE(apply_plan_rounds(plan, with_rounds));
+  auto rep = check_link_load(x.f, x.order, with_rounds, **router);
   EXPECT_TRUE(rep) << rep.status().message();
   std::vector<int> out;
   if (rep) {

@@ -38,6 +38,55 @@ TEST_F(RouteCli, WritesAPlanThatTheCheckerReplaysAtLoadOne) {
   EXPECT_EQ(nlohmann::json::parse(c.out)["max_load"], 1);
 }
 
+// `weft demo --fail 2:3`'s fabric: 4 spines x 4 leaves x 4 hosts, s2 - l3
+// down. HD at distances 4 and 8 sends l3's 4 hosts over 3 uplinks.
+class RouteCliFailedLink : public Cli {
+ protected:
+  void SetUp() override {
+    Cli::SetUp();
+    ASSERT_EQ(weft("topo gen clos --spines 4 --leaves 4 --hosts 4 -o " + path("f.json")).rc, 0);
+    auto j = nlohmann::json::parse(weft::read_file(path("f.json")).value());
+    int down = 0;
+    for (auto& l : j["links"]) {
+      if ((l["a"] == "s2" && l["b"] == "l3") || (l["a"] == "l3" && l["b"] == "s2")) l["state"] = "down", ++down;
+    }
+    ASSERT_EQ(down, 1);
+    write("f.json", j.dump());
+    ASSERT_EQ(weft("rank --topology " + path("f.json") + " --all --algo clos -o " + path("r.csv")).rc, 0);
+  }
+  std::string base() const { return "route --topology " + path("f.json") + " --ranks " + path("r.csv") + " "; }
+  nlohmann::json check(const std::string& plan) {
+    CliRun c = weft("check --topology " + path("f.json") + " --ranks " + path("r.csv") + " --routes plan --plan " +
+                    path(plan) + " --json");
+    EXPECT_EQ(c.rc, 0) << c.err;
+    return nlohmann::json::parse(c.out);
+  }
+};
+
+TEST_F(RouteCliFailedLink, SplitsTheFarStepsIntoTwoRoundsOfLoadOne) {
+  CliRun r = weft(base() + "-o " + path("plan.json"));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("max load 1 (lower bound 1), 8 of 8 steps at the bound; 4 steps in up to 2 rounds, load "
+                       "counted per round (one round would need 2); wrote"),
+            std::string::npos)
+      << r.err;
+  auto c = check("plan.json");
+  EXPECT_EQ(c["max_load"], 1);
+  EXPECT_EQ(c["max_rounds"], 2);
+  for (const auto& st : c["steps"]) {
+    EXPECT_EQ(st["rounds"], st["distance"].get<int>() >= 4 ? 2 : 1) << st;
+    EXPECT_EQ(st["single_round_bound"], st["distance"].get<int>() >= 4 ? 2 : 1) << st;
+  }
+}
+
+TEST_F(RouteCliFailedLink, NoRoundsLeavesLoadTwoAndWritesNoRounds) {
+  CliRun r = weft(base() + "--no-rounds -o " + path("plan.json"));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("max load 2 (lower bound 2), 8 of 8 steps at the bound; wrote"), std::string::npos) << r.err;
+  EXPECT_EQ(weft::read_file(path("plan.json")).value().find("rounds"), std::string::npos);
+  EXPECT_EQ(check("plan.json")["max_load"], 2);
+}
+
 struct BadRoute {
   const char* name;
   const char* args;   // after "route --topology T --ranks R"

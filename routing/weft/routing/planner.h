@@ -28,8 +28,13 @@
 //      never collides with a listen port (those lie outside the range, or are
 //      refused). A route whose ports are all taken is struck from that flow's
 //      list and the step planned again.
-//   5. The plan's per-step max_load is counted by the link-load checker over
-//      the plan's paths, beside the checker's lower bound.
+//   5. Rounds (rounds.h, docs/route-plan.md "Rounds"): a class whose flows
+//      still share a directed switch-to-switch link (a failed link left a
+//      leaf fewer uplinks than flows) is split into rounds by first-fit
+//      colouring; every step of the class gets the same rounds.
+//   6. The plan's per-step max_load is counted by the link-load checker over
+//      the plan's paths and rounds (per round), beside the checker's lower
+//      bound.
 //
 // Listen ports (dport): udp flows go to 4791 (RoCEv2). For tcp, rank r
 // listens on tcp_dport + k, where k counts the ranks before r (in rank
@@ -54,6 +59,9 @@ struct PlannerOptions {
   int ports_per_pair = 64;       // candidate source ports asked of the path table per pair
   uint16_t tcp_dport = 29500;    // tcp: the first listen port on every host
   int budget = 20000;            // list colouring: ejections per flow insertion
+  // Split steps whose flows must share a fabric link into rounds (planner.h,
+  // 5). Off: such steps keep load > 1 and the plan has no rounds.
+  bool rounds = true;
 };
 
 // Rejects an unknown protocol, an empty or too small range, ports_per_pair < 1,
@@ -74,6 +82,9 @@ struct PlanStats {
   int max_lower_bound = 0;
   int steps_at_bound = 0;    // steps whose max load equals the lower bound
   int steps = 0;
+  int steps_in_rounds = 0;   // steps split into more than one round
+  int max_rounds = 1;
+  int max_single_round_bound = 0;  // the bound the steps would have without rounds
 };
 
 struct PlannedRoutes {

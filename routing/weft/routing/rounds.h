@@ -1,0 +1,40 @@
+// Rounds: time slices of one step, so that no two of its flows cross one
+// directed switch-to-switch link at once (docs/route-plan.md "Rounds").
+//
+// When a failed link leaves a leaf fewer live uplinks than flows that must
+// leave it, no choice of ports gives every flow a link of its own; the
+// planner then splits the step into rounds. The assignment is first-fit
+// colouring of the flows' conflict graph (two flows conflict when they share
+// a directed fabric link), in a fixed order: flows crossing more fabric links
+// first (they conflict most), then by (src, dst) rank, so the same plan comes
+// out every time. A flow takes the lowest round in which none of its links is
+// taken yet. First-fit needs at most (max load - 1) * (links per flow) + 1
+// rounds; the planner reports the rounds it used beside the load a single
+// round would have had (PlanStats).
+#pragma once
+
+#include <span>
+#include <vector>
+
+namespace weft::routing {
+
+struct RoundFlow {
+  int src = 0;  // ranks: the tie-break order
+  int dst = 0;
+  std::span<const int> fabric_links;  // directed switch-to-switch links of its path
+};
+
+class RoundAssigner {
+ public:
+  explicit RoundAssigner(int num_directed_links) : used_(static_cast<size_t>(num_directed_links)) {}
+  // Fills round[i] for flows[i]; returns the number of rounds (1 when no two
+  // flows share a link: every flow in round 0).
+  int assign(std::span<const RoundFlow> flows, std::vector<int>& round);
+
+ private:
+  std::vector<std::vector<int>> used_;  // per directed link: the rounds that took it
+  std::vector<int> touched_;
+  std::vector<size_t> order_;
+};
+
+}  // namespace weft::routing
