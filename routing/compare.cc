@@ -103,7 +103,13 @@ Result<Comparison> compare_routings(const topo::Fabric& f, const std::vector<int
   po.ports_per_pair = opt.ports_per_pair;
   WEFT_ASSIGN_OR_RETURN(auto planned, plan_routes(f, weft_order, job_c.fabric_part, *table, po));
   WEFT_ASSIGN_OR_RETURN(auto replay, make_table_router(f, weft_order, planned.plan, *table));
-  WEFT_ASSIGN_OR_RETURN(auto c, run_case("(c) weft", f, weft_order, job_c, *replay, opt));
+  Job job_rounds = job_c;  // (d) stays without rounds: a crossbar needs none
+  WEFT_RETURN_IF_ERROR(apply_plan_rounds(planned.plan, job_rounds.fabric_part));
+  WEFT_ASSIGN_OR_RETURN(auto c, run_case("(c) weft", f, weft_order, job_rounds, *replay, opt));
+  c.lower_bound = planned.stats.max_lower_bound;
+  c.rounds = planned.stats.max_rounds;
+  c.steps_in_rounds = planned.stats.steps_in_rounds;
+  c.single_round_bound = planned.stats.max_single_round_bound;
 
   auto crossbar = make_crossbar_router(f, weft_order);
   WEFT_ASSIGN_OR_RETURN(auto d, run_case("(d) ideal switch", f, weft_order, job_c, *crossbar, opt));

@@ -13,6 +13,7 @@
 // Without root it runs the simulator on the same fabric instead.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -50,13 +51,25 @@ struct Trial {
   Result<TrialResult> run(int t, uint32_t seed, bool failed, const topo::Fabric& fabric, const demo::Orders& orders) {
     const std::string plan_path = fmt::format("{}/plan-{}.json", dir, failed ? "fail" : std::to_string(t));
     WEFT_ASSIGN_OR_RETURN(demo::TrialPlan plan, demo::plan_trial(fabric, orders.weft, s.db_path(), cfg, plan_path));
-    fmt::print("  route: {} flows planned on the probed ports, max load {} (lower bound {}) -> {}\n",
-               plan.plan.flows.size(), plan.check.max_load, plan.check.max_lower_bound, plan_path);
-    if (failed) {
+    int in_rounds = 0, single_round_bound = 0;
+    for (const auto& st : plan.check.steps) {
+      in_rounds += st.rounds > 1;
+      single_round_bound = std::max(single_round_bound, st.single_round_bound);
+    }
+    fmt::print("  route: {} flows planned on the probed ports, max load {} (lower bound {}){} -> {}\n",
+               plan.plan.flows.size(), plan.check.max_load, plan.check.max_lower_bound,
+               in_rounds == 0 ? "" : fmt::format(" per round, {} steps in {} rounds (one round: load {})", in_rounds,
+                                                 plan.check.max_rounds, single_round_bound),
+               plan_path);
+    if (failed || in_rounds > 0) {
       // Per step: the checker's max load / the bound (max over leaves and
-      // directions of ceil(flows / usable links)).
+      // directions of ceil(flows / usable links)), per round where the step
+      // runs in rounds (docs/route-plan.md "Rounds").
       std::string steps;
-      for (const auto& st : plan.check.steps) steps += fmt::format(" {}/{}", st.max_load, st.lower_bound);
+      for (const auto& st : plan.check.steps) {
+        steps += fmt::format(" {}/{}{}", st.max_load, st.lower_bound,
+                             st.rounds > 1 ? fmt::format(" ({} rounds)", st.rounds) : "");
+      }
       fmt::print("  per step, max load / lower bound:{}\n", steps);
     }
     std::fflush(stdout);
@@ -81,6 +94,9 @@ struct Trial {
     r.ideal = plan.ideal_busbw_Bps;
     r.max_load_b = plan.check.max_load;
     r.lower_bound_b = plan.check.max_lower_bound;
+    r.rounds_b = plan.check.max_rounds;
+    r.steps_in_rounds_b = in_rounds;
+    r.single_round_bound_b = single_round_bound;
     WEFT_ASSIGN_OR_RETURN(r.util_a, demo::measured_utilisation(fabric, a.bytes, a.seconds, cfg.rate_mbit));
     WEFT_ASSIGN_OR_RETURN(r.util_b, demo::measured_utilisation(fabric, b.bytes, b.seconds, cfg.rate_mbit));
     r.fabric = fabric;
@@ -160,7 +176,7 @@ Status run_emulated(const DemoConfig& cfg, const std::string& dir, bool own_dir)
   }
 
   fmt::print("\nHD AllReduce of {} on {} hosts, busbw in Mbit/s (comparable with the {} Mbit/s links); ideal = weft's "
-             "plan simulated on the shaped links; (b) load = max flows per link / lower bound, by the checker\n{}",
+             "plan simulated on the shaped links; (b) load = max flows per link at once / lower bound, by the checker\n{}",
              format_bytes(static_cast<double>(cfg.bytes)), cfg.hosts(), cfg.rate_mbit, demo::trial_header());
   for (const auto& r : results) fmt::print("{}", demo::trial_row(r));
   fmt::print("{}", demo::summary(results));

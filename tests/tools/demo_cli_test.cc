@@ -35,10 +35,17 @@ TEST_F(Cli, DemoWithAFailedLinkPlansToTheNewBoundAndDrawsItDown) {
   ASSERT_EQ(j["trials"].size(), 2u);
   const auto& f = j["trials"][1];
   EXPECT_TRUE(f["failed_link"].get<bool>());
-  // Leaf 3 keeps 3 uplinks for its 4 hosts: HD's cross-leaf steps need 2 flows on one.
-  EXPECT_EQ(f["lower_bound_b"], 2);
-  EXPECT_EQ(f["max_load_b"], 2);
-  EXPECT_LT(f["ideal_Bps"].get<double>(), j["trials"][0]["ideal_Bps"].get<double>());
+  // Leaf 3 keeps 3 uplinks for its 4 hosts: HD's cross-leaf steps (d = 4, 8,
+  // rs and ag) would need 2 flows on one; in 2 rounds each link carries one.
+  EXPECT_EQ(f["lower_bound_b"], 1);
+  EXPECT_EQ(f["max_load_b"], 1);
+  EXPECT_EQ(f["rounds_b"], 2);
+  EXPECT_EQ(f["steps_in_rounds_b"], 4);
+  EXPECT_EQ(f["single_round_bound_b"], 2);
+  // Those 4 of 8 steps, 3/16 of the bytes, take twice as long: 15/8 against
+  // 9/4 of B / c (tests/routing/rounds_test.cc), 5/6 of the link rate.
+  EXPECT_NEAR(f["ideal_Bps"].get<double>(), 200e6 / 8 * 5 / 6, 1e3);
+  EXPECT_NE(r.out.find("4 steps in 2 rounds, load per round (one round: bound 2)"), std::string::npos) << r.out;
   EXPECT_NE(weft::read_file(path("d.svg")).value().find("s2 - l3: 0% (down)"), std::string::npos);
 }
 

@@ -89,6 +89,8 @@ Result<TrialPlan> plan_trial(const topo::Fabric& f, const ranking::RankOrder& or
   WEFT_ASSIGN_OR_RETURN(routing::PlannedRoutes planned, routing::plan_routes(f, order, sched, *table, opt));
   TrialPlan t;
   t.plan = std::move(planned.plan);
+  // Load, bound and time per round, as the collective library runs it.
+  WEFT_RETURN_IF_ERROR(routing::apply_plan_rounds(t.plan, sched));
   // Judge the plan by where the probes saw its ports go, not by its own claim
   // (as `weft route` does before it writes a plan).
   WEFT_ASSIGN_OR_RETURN(auto check_router, routing::make_table_router(f, order, t.plan, *table));

@@ -34,14 +34,14 @@ std::vector<std::string> host_names(const topo::Fabric& f, const ranking::RankOr
 
 struct TrialPlan {
   routing::RoutePlan plan;
-  routing::LoadReport check;  // the checker over the paths the plan's ports take in the DB
-  double ideal_busbw_Bps = 0;  // the plan simulated on the shaped links
+  routing::LoadReport check;  // the checker over the paths the plan's ports take in the DB, per round
+  double ideal_busbw_Bps = 0;  // the plan simulated on the shaped links, rounds one after another
   double ideal_seconds = 0;
 };
 
-// Plans HD AllReduce over TCP for `order` with the newest campaign's ports,
-// checks it (every step at its lower bound), simulates it and writes it to
-// `plan_path`.
+// Plans HD AllReduce over TCP for `order` with the newest campaign's ports
+// (in rounds where a failed link leaves a leaf too few uplinks), checks it
+// (every step at its lower bound), simulates it and writes it to `plan_path`.
 Result<TrialPlan> plan_trial(const topo::Fabric& f, const ranking::RankOrder& order, const std::string& db_path,
                              const DemoConfig& cfg, const std::string& plan_path);
 

@@ -98,10 +98,16 @@ std::string trial_header() {
 }
 
 std::string trial_row(const TrialResult& t) {
+  std::string note;
+  if (t.failed_link) note = "one link failed: ideal and bound from the surviving links";
+  if (t.rounds_b > 1) {
+    note += fmt::format("{}{} step{} in {} rounds, load per round (one round: bound {})", note.empty() ? "" : "; ",
+                        t.steps_in_rounds_b, t.steps_in_rounds_b == 1 ? "" : "s", t.rounds_b, t.single_round_bound_b);
+  }
   return fmt::format("{:>5} {:>6}  {:>10.1f} {:>10.1f} {:>10.1f}  {:>8.2f} {:>10.2f}  {:>4} / {:<3}{}\n",
                      t.failed_link ? "fail" : std::to_string(t.trial), t.hash_seed, mbit(t.busbw_a), mbit(t.busbw_b),
                      mbit(t.ideal), t.busbw_b / t.busbw_a, t.busbw_b / t.ideal, t.max_load_b, t.lower_bound_b,
-                     t.failed_link ? "  (one link failed: ideal and bound from the surviving links)" : "");
+                     note.empty() ? "" : "  (" + note + ")");
 }
 
 std::string summary(const std::vector<TrialResult>& trials) {
@@ -157,7 +163,8 @@ std::string results_json(const DemoConfig& cfg, const std::vector<TrialResult>& 
                     {"busbw_a_Bps", t.busbw_a}, {"busbw_b_Bps", t.busbw_b}, {"ideal_Bps", t.ideal},
                     {"seconds_a", t.seconds_a}, {"seconds_b", t.seconds_b}, {"ratio", t.busbw_b / t.busbw_a},
                     {"b_over_ideal", t.busbw_b / t.ideal}, {"max_load_b", t.max_load_b},
-                    {"lower_bound_b", t.lower_bound_b}});
+                    {"lower_bound_b", t.lower_bound_b}, {"rounds_b", t.rounds_b},
+                    {"steps_in_rounds_b", t.steps_in_rounds_b}, {"single_round_bound_b", t.single_round_bound_b}});
     if (!t.failed_link) ratio.push_back(t.busbw_b / t.busbw_a), vs_ideal.push_back(t.busbw_b / t.ideal);
   }
   const Stats r = stats(ratio), v = stats(vs_ideal);

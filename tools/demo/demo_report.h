@@ -23,7 +23,10 @@ struct TrialResult {
   bool failed_link = false;   // the run after --fail
   double busbw_a = 0, busbw_b = 0, ideal = 0;  // bytes/s
   double seconds_a = 0, seconds_b = 0;
-  int max_load_b = 0, lower_bound_b = 0;       // the checker over (b)'s plan
+  int max_load_b = 0, lower_bound_b = 0;       // the checker over (b)'s plan, per round
+  int rounds_b = 1;                            // most rounds of a step in (b)'s plan
+  int steps_in_rounds_b = 0;                   // steps of (b)'s plan in more than one round
+  int single_round_bound_b = 0;                // the bound (b) would have without rounds
   std::vector<double> util_a, util_b;          // per directed link of `fabric`
   topo::Fabric fabric;                         // the probed fabric of this run
 };

@@ -4,7 +4,8 @@
 //   (b) leafsets  leaf-set ranking (ACCL), still default ECMP
 //   (c) weft      weft's ranking and planned source ports (weft route), the
 //                 planned ports looked up in the fabric's hash model, so the
-//                 paths are where the ports really go
+//                 paths are where the ports really go, and the plan's
+//                 rounds (docs/route-plan.md "Rounds") run one after another
 //   (d) ideal     an ideal non-blocking switch (access links only)
 // (a) and (b) are random (ports, hash seeds): they are averaged over
 // `trials` seeds (mean time), each trial a different fabric seed.
@@ -39,7 +40,11 @@ struct CaseResult {
   double seconds = 0;
   double algbw = 0;  // bytes/s
   double busbw = 0;  // bytes/s
-  int max_load = 0;  // worst step (first trial)
+  int max_load = 0;  // worst step (first trial); per round where the plan has rounds
+  int lower_bound = 0;  // (c): the checker's bound over the plan's steps (per round)
+  int rounds = 1;       // (c): the most rounds of a step
+  int steps_in_rounds = 0;     // (c): steps in more than one round
+  int single_round_bound = 0;  // (c): the bound without rounds
   std::vector<double> utilisation;  // per directed link (first trial)
 };
 
