@@ -96,6 +96,18 @@ ranking::RankOrder random_order(const topo::Fabric& f, std::mt19937& rng) {
   return ranking::RankOrder{alloc};
 }
 
+// 1..3 random spine-leaf links go down.
+void fail_random_links(topo::Fabric& f, std::mt19937& rng) {
+  std::vector<int> fabric;
+  for (size_t l = 0; l < f.links.size(); ++l) {
+    if (f.is_switch_vertex(f.links[l].a) && f.is_switch_vertex(f.links[l].b)) fabric.push_back(static_cast<int>(l));
+  }
+  std::shuffle(fabric.begin(), fabric.end(), rng);
+  for (int k = 0, n = std::uniform_int_distribution<int>(1, 3)(rng); k < n && k < static_cast<int>(fabric.size()); ++k) {
+    f.links[static_cast<size_t>(fabric[static_cast<size_t>(k)])].state = topo::LinkState::kDown;
+  }
+}
+
 class NonBlocking : public ::testing::TestWithParam<int> {};
 
 TEST_P(NonBlocking, RandomPermutationStepsGetLoadOne) {
@@ -125,16 +137,7 @@ TEST(Constrained, FailedLinksOrFewSpinesReachTheLowerBound) {
     const int hosts = uni(2, 10), leaves = uni(2, 8);
     const int spines = fail_links ? hosts + uni(0, 2) : uni(1, hosts - 1);
     auto f = topo::build_clos2({.spines = spines, .leaves = leaves, .hosts_per_leaf = hosts}).value();
-    if (fail_links) {  // 1..3 random spine-leaf links go down
-      std::vector<int> fabric;
-      for (size_t l = 0; l < f.links.size(); ++l) {
-        if (f.is_switch_vertex(f.links[l].a) && f.is_switch_vertex(f.links[l].b)) fabric.push_back(static_cast<int>(l));
-      }
-      std::shuffle(fabric.begin(), fabric.end(), rng);
-      for (int k = 0, n = uni(1, 3); k < n && k < static_cast<int>(fabric.size()); ++k) {
-        f.links[static_cast<size_t>(fabric[static_cast<size_t>(k)])].state = topo::LinkState::kDown;
-      }
-    }
+    if (fail_links) fail_random_links(f, rng);
     auto order = random_order(f, rng);
     auto s = permutation_step(order.size(), rng);
     auto j = plan_and_judge(f, order, s, "crc32", static_cast<uint32_t>(c + 1));
@@ -169,14 +172,7 @@ TEST(Rounds, FailedLinkFabricsHaveLoadOnePerRoundOnSwitchLinks) {
   for (int c = 0; c < 300; ++c) {
     const int hosts = uni(2, 8), leaves = uni(2, 6), spines = hosts + uni(-1, 1);
     auto f = topo::build_clos2({.spines = std::max(spines, 1), .leaves = leaves, .hosts_per_leaf = hosts}).value();
-    std::vector<int> fabric;
-    for (size_t l = 0; l < f.links.size(); ++l) {
-      if (f.is_switch_vertex(f.links[l].a) && f.is_switch_vertex(f.links[l].b)) fabric.push_back(static_cast<int>(l));
-    }
-    std::shuffle(fabric.begin(), fabric.end(), rng);
-    for (int k = 0, n = uni(1, 3); k < n && k < static_cast<int>(fabric.size()); ++k) {
-      f.links[static_cast<size_t>(fabric[static_cast<size_t>(k)])].state = topo::LinkState::kDown;
-    }
+    fail_random_links(f, rng);
     ASSERT_TRUE(f.finalize());
     auto order = c % 2 ? random_order(f, rng) : ranking::rank(f, random_order(f, rng).nics, ranking::RankAlgo::kClos).value();
     auto s = c % 3 == 0 ? permutation_step(order.size(), rng)
