@@ -57,6 +57,13 @@ Range ring_chunk(int ranks, int c, uint64_t count) {
   return {cc * count / p, (cc + 1) * count / p};
 }
 
+int hd_fold_step(const HdLayout&) { return 0; }
+int hd_rs_step(const HdLayout& layout, int k) { return (layout.rem > 0 ? 1 : 0) + k; }
+int hd_ag_step(const HdLayout& layout, int k) {
+  return (layout.rem > 0 ? 1 : 0) + 2 * layout.log2_pof2() - 1 - k;
+}
+int hd_unfold_step(const HdLayout& layout) { return 1 + 2 * layout.log2_pof2(); }
+
 namespace {
 
 Schedule build_hd(int ranks, uint64_t count, uint32_t es) {

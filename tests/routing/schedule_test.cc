@@ -100,5 +100,29 @@ TEST(Schedule, RejectsZeroRanksAndUnknownNames) {
   EXPECT_EQ(parse_collective("allreduce-ring"), Collective::kAllreduceRing);
 }
 
+
+// The collective engine finds its steps in a route plan by these indices.
+class HdStepIndex : public ::testing::TestWithParam<int> {};
+TEST_P(HdStepIndex, NamesThePhaseAndDistanceOfBuildSchedule) {
+  const int n = GetParam();
+  auto s = build_schedule(Collective::kAllreduceHd, n, 64, 4);
+  ASSERT_TRUE(s);
+  const HdLayout L = hd_layout(n);
+  if (L.rem > 0) {
+    EXPECT_EQ(s->steps[static_cast<size_t>(hd_fold_step(L))].phase, "fold");
+    EXPECT_EQ(s->steps[static_cast<size_t>(hd_unfold_step(L))].phase, "unfold");
+    EXPECT_EQ(hd_unfold_step(L) + 1, static_cast<int>(s->steps.size()));
+  }
+  for (int k = 0; k < L.log2_pof2(); ++k) {
+    const Step& rs = s->steps[static_cast<size_t>(hd_rs_step(L, k))];
+    const Step& ag = s->steps[static_cast<size_t>(hd_ag_step(L, k))];
+    EXPECT_EQ(rs.phase, "rs");
+    EXPECT_EQ(rs.distance, 1 << k);
+    EXPECT_EQ(ag.phase, "ag");
+    EXPECT_EQ(ag.distance, 1 << k);
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Awkward, HdStepIndex, ::testing::Values(2, 3, 4, 5, 7, 8, 13, 16));
+
 }  // namespace
 }  // namespace weft::routing

@@ -83,6 +83,15 @@ struct Range {
 };
 Range hd_block(const HdLayout& layout, int newrank, int steps, uint64_t count);
 
+// Where HD's phases sit in build_schedule(kAllreduceHd).steps: the fold
+// (only when rem > 0) first, then rs k for k = 0..log2(pof2)-1, ag k for k
+// descending, then the unfold (only when rem > 0). The collective engine
+// maps its steps to a route plan's steps with these, so the two never drift.
+int hd_fold_step(const HdLayout& layout);
+int hd_rs_step(const HdLayout& layout, int k);
+int hd_ag_step(const HdLayout& layout, int k);
+int hd_unfold_step(const HdLayout& layout);
+
 // Ring chunk c of P over `count` elements.
 Range ring_chunk(int ranks, int c, uint64_t count);
 
