@@ -15,6 +15,7 @@
 #include "communicator_impl.h"
 #include "idle_wait.h"
 #include "remap.h"
+#include "weft/routing/schedule.h"
 
 namespace weft::coll {
 
@@ -131,6 +132,10 @@ Status Communicator::Impl::setup(Store& store) {
   equal_multi_host = host_count > 1 && local.size() > 1 && !internal::equal_hosts(host_of).empty();
   auto_hybrid = cfg.selection.hybrid_when_multi_host && equal_multi_host;
   auto_rule = internal::match_rule(cfg.selection, link_kind, cfg.size);
+  if (cfg.plan && cfg.plan->collective == routing::collective_name(routing::Collective::kAllreduceHd)) {
+    WEFT_ASSIGN_OR_RETURN(gates, routing::plan_gates(*cfg.plan));
+    if (!gates.empty()) WEFT_RETURN_IF_ERROR(routing::check_flow_steps(*cfg.plan));
+  }
   if (cfg.scratch_reserve_bytes > 0) WEFT_RETURN_IF_ERROR(ensure_scratch(cfg.scratch_reserve_bytes));
   return Status::ok();
 }
@@ -231,6 +236,11 @@ Status Communicator::Impl::execute(int coll, Algorithm a, MakePlanFn make, const
   shape.segment = o.segment_bytes;
   shape.root = root;
   shape.group = &group;
+  // A plan's rounds bind HD AllReduce when its ranks are the plan's ranks.
+  if (!gates.empty() && coll == internal::kAllreduce && a == Algorithm::kHalvingDoubling &&
+      (&group == &identity_group || group == identity_group)) {
+    shape.gates = &gates;
+  }
   WEFT_ASSIGN_OR_RETURN(internal::Plan * p, plan(coll, a, shape, make));
   Status s = run(*p, group, shape.rank, data, bytes, t, op, deadline);
   if (!s) {

@@ -1,7 +1,5 @@
 #include "context.h"
 
-#include <sched.h>
-
 #include <fmt/format.h>
 
 #include "idle_wait.h"
@@ -41,38 +39,25 @@ Result<Ticket> Context::recv(int peer, Buf b, size_t offset, size_t len) {
   return pair(peer).recv(mem(peer, b), offset, len);
 }
 
-// With one transport its own blocking wait is the cheapest; with several
-// (hybrid, hierarchical) no single call can block on all of them, so poll
-// each in turn until the operation completes (polling hard, then yielding:
-// there is no one doorbell to sleep on; Links::hard_spin says how long).
-template <typename Test>
-Status Context::wait_polling(int peer, Test test) {
-  IdleWait w(deadline_, links_->hard_spin, links_->hard_spin);
-  for (;;) {
-    WEFT_ASSIGN_OR_RETURN(bool done, test(pair(peer)));
-    if (done) return Status::ok();
-    bool moved = false;
-    for (Transport* t : links_->transports) {
-      WEFT_ASSIGN_OR_RETURN(bool m, t->poll());
-      moved = moved || m;
-    }
-    switch (w.next(moved)) {
-      case IdleWait::kPoll: break;
-      case IdleWait::kExpired: return deadline_exceeded(fmt::format("timed out waiting for rank {}", physical(peer)));
-      case IdleWait::kYield:
-      case IdleWait::kSleep: sched_yield(); break;
-    }
-  }
+Status Context::timed_out(int peer) const {
+  if (peer < 0) return deadline_exceeded("timed out");
+  return deadline_exceeded(fmt::format("timed out waiting for rank {}", physical(peer)));
 }
 
 Status Context::wait_send(int peer, Ticket t) {
   if (links_->transports.size() <= 1) return pair(peer).wait_send(t, deadline_);
-  return wait_polling(peer, [t](Pair& p) { return p.test_send(t); });
+  return poll_until([&](int& blame) {
+    blame = peer;
+    return pair(peer).test_send(t);
+  });
 }
 
 Status Context::wait_recv(int peer, Ticket t) {
   if (links_->transports.size() <= 1) return pair(peer).wait_recv(t, deadline_);
-  return wait_polling(peer, [t](Pair& p) { return p.test_recv(t); });
+  return poll_until([&](int& blame) {
+    blame = peer;
+    return pair(peer).test_recv(t);
+  });
 }
 
 Status Context::wait_all_sends() {

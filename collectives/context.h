@@ -13,6 +13,7 @@
 #include "weft/collectives/communicator.h"
 #include "weft/collectives/transport.h"
 #include "weft/collectives/types.h"
+#include "idle_wait.h"
 
 namespace weft::coll::internal {
 
@@ -64,6 +65,13 @@ class Context {
   char* ptr(Buf b) const { return buffers_->ptr[b]; }
   Status wait_send(int peer, Ticket t);
   Status wait_recv(int peer, Ticket t);
+  // Non-blocking: true once recv t from peer has completed.
+  Result<bool> test_recv(int peer, Ticket t) { return pair(peer).test_recv(t); }
+  // Polls every transport of the call until done(blame) returns true;
+  // done sets `blame` (group index) to the peer it still waits for, which
+  // the deadline's error names.
+  template <typename Done>
+  Status poll_until(Done done);
   // Waits for every send this call posted to the group's members so far
   // (the source memory may be reused).
   Status wait_all_sends();
@@ -76,10 +84,9 @@ class Context {
   Context subgroup(const std::vector<int>& members) const;
 
  private:
+  Status timed_out(int peer) const;
   Pair& pair(int peer) const { return *links_->pairs[static_cast<size_t>(physical(peer))]; }
   Memory& mem(int peer, Buf b) const;
-  template <typename Test>
-  Status wait_polling(int peer, Test test);
 
   const int* ranks_;
   int size_, me_;
@@ -94,6 +101,32 @@ class Context {
   const std::function<void(int, const TraceEvent&)>* trace_;
   int phys_rank_;
 };
+
+// With one transport its own blocking wait is the cheapest; with several
+// (hybrid, hierarchical) no single call can block on all of them, and a wait
+// on several peers (route plan gates) none either: poll each transport in
+// turn until the operation completes (polling hard, then yielding: there is
+// no one doorbell to sleep on; Links::hard_spin says how long).
+template <typename Done>
+Status Context::poll_until(Done done) {
+  IdleWait w(deadline_, links_->hard_spin, links_->hard_spin);
+  int blame = -1;
+  for (;;) {
+    WEFT_ASSIGN_OR_RETURN(bool finished, done(blame));
+    if (finished) return Status::ok();
+    bool moved = false;
+    for (Transport* t : links_->transports) {
+      WEFT_ASSIGN_OR_RETURN(bool m, t->poll());
+      moved = moved || m;
+    }
+    switch (w.next(moved)) {
+      case IdleWait::kPoll: break;
+      case IdleWait::kExpired: return timed_out(blame);
+      case IdleWait::kYield:
+      case IdleWait::kSleep: sched_yield(); break;
+    }
+  }
+}
 
 // Posts recv from `from` and send to `to` (recv first, so that a one-sided
 // transport's credit leaves before the data), then waits for both.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "context.h"
+#include "weft/routing/gates.h"
 
 namespace weft::coll::internal {
 
@@ -28,10 +29,14 @@ struct Shape {
   int root = 0;          // broadcast
   std::vector<int> host_of;  // group index -> host index (hybrid, hierarchical); filled when planning
   const std::vector<int>* group = nullptr;  // group index -> rank (the communicator's, while planning)
+  // The route plan's gates (allreduce HD on the whole communicator in the
+  // plan's rank order only; nullptr otherwise): ranks = group indices.
+  const std::vector<routing::Gate>* gates = nullptr;
 };
 
 // allreduce_halving_doubling.cc: Rabenseifner with MPICH's fold, exactly the
-// flows of routing::build_schedule(kAllreduceHd).
+// flows of routing::build_schedule(kAllreduceHd); with Shape::gates, the
+// route plan's rounds in time (hd_gates.cc).
 std::unique_ptr<Plan> plan_allreduce_hd(const Shape& s);
 // allreduce_ring.cc: routing::build_schedule(kAllreduceRing), segmented.
 std::unique_ptr<Plan> plan_allreduce_ring(const Shape& s);

@@ -12,118 +12,108 @@
 //   ag k      the mirror, k descending: send the block held, receive the
 //             partner's block straight into the output.
 //   unfold    2i+1 sends the result to 2i.
+//
+// Rounds (docs/route-plan.md "Rounds"): with a route plan whose flows are
+// time-sliced, the plan's gates (routing/gates.h) are enforced with
+// zero-byte tokens — hd_gates.cc; without them run() is the plain loop.
+#include "algorithms/allreduce_halving_doubling.h"
+
 #include <fmt/format.h>
 
-#include "algorithms/algorithms.h"
 #include "weft/routing/schedule.h"
 
 namespace weft::coll::internal {
-namespace {
 
-struct HdStep {
-  enum Kind { kFoldSend, kFoldRecv, kRs, kAg, kUnfoldSend, kUnfoldRecv } kind;
-  int peer;        // group index
-  int distance;    // for tracing: 2^k, or 1 for fold/unfold
-  size_t send_lo, send_n;  // elements
-  size_t recv_lo, recv_n;
-};
+HalvingDoubling::HalvingDoubling(const Shape& s) : esize_(s.esize), count_(s.count) {
+  const routing::HdLayout L = routing::hd_layout(s.size);
+  const int r = s.rank;
+  const size_t all = s.count;
+  if (r < 2 * L.rem) {
+    if (r % 2 == 0) {
+      steps_.push_back({HdStep::kFoldSend, r + 1, 1, 0, all, 0, 0, routing::hd_fold_step(L)});
+      steps_.push_back({HdStep::kUnfoldRecv, r + 1, 1, 0, 0, 0, all, routing::hd_unfold_step(L)});
+      finish(s);
+      return;
+    }
+    steps_.push_back({HdStep::kFoldRecv, r - 1, 1, 0, 0, 0, all, routing::hd_fold_step(L)});
+  }
+  const int v = L.newrank(r);
+  const int levels = L.log2_pof2();
+  for (int k = 0; k < levels; ++k) {
+    const int w = v ^ (1 << k);
+    routing::Range keep = routing::hd_block(L, v, k + 1, s.count);
+    routing::Range give = routing::hd_block(L, w, k + 1, s.count);
+    steps_.push_back({HdStep::kRs, L.rank_of(w), 1 << k, give.lo, give.size(), keep.lo, keep.size(),
+                      routing::hd_rs_step(L, k)});
+  }
+  for (int k = levels - 1; k >= 0; --k) {
+    const int w = v ^ (1 << k);
+    routing::Range held = routing::hd_block(L, v, k + 1, s.count);
+    routing::Range got = routing::hd_block(L, w, k + 1, s.count);
+    steps_.push_back({HdStep::kAg, L.rank_of(w), 1 << k, held.lo, held.size(), got.lo, got.size(),
+                      routing::hd_ag_step(L, k)});
+  }
+  if (r < 2 * L.rem) {
+    steps_.push_back({HdStep::kUnfoldSend, r - 1, 1, 0, all, 0, 0, routing::hd_unfold_step(L)});
+  }
+  finish(s);
+}
 
-class HalvingDoubling final : public Plan {
- public:
-  explicit HalvingDoubling(const Shape& s) : esize_(s.esize), count_(s.count) {
-    const routing::HdLayout L = routing::hd_layout(s.size);
-    const int r = s.rank;
-    const size_t all = s.count;
-    if (r < 2 * L.rem) {
-      if (r % 2 == 0) {
-        steps_.push_back({HdStep::kFoldSend, r + 1, 1, 0, all, 0, 0});
-        steps_.push_back({HdStep::kUnfoldRecv, r + 1, 1, 0, 0, 0, all});
-        shift(s.offset);
-        return;
+// The vector starts at element `offset` of kData (the hybrid's leg); gates
+// only when the plan's ranks are this group's (the communicator decides).
+void HalvingDoubling::finish(const Shape& s) {
+  count_ += s.offset;
+  for (HdStep& st : steps_) {
+    st.send_lo += s.offset;
+    st.recv_lo += s.offset;
+  }
+  if (s.gates != nullptr && !s.gates->empty()) take_gates(*s.gates, s.rank, s.size);
+}
+
+Status HalvingDoubling::run(Context& ctx) const {
+  if (!gated_.empty()) return run_gated(ctx);  // hd_gates.cc
+  const size_t es = esize_;
+  char* d = ctx.ptr(kData);
+  char* t = ctx.ptr(kScratch);
+  for (const HdStep& st : steps_) {
+    switch (st.kind) {
+      case HdStep::kFoldSend:
+      case HdStep::kUnfoldSend: {
+        ctx.step(st.kind == HdStep::kFoldSend ? "fold" : "unfold", 1);
+        WEFT_ASSIGN_OR_RETURN(Ticket s, ctx.send(st.peer, kData, st.send_lo * es, st.send_n * es));
+        WEFT_RETURN_IF_ERROR(ctx.wait_send(st.peer, s));
+        break;
       }
-      steps_.push_back({HdStep::kFoldRecv, r - 1, 1, 0, 0, 0, all});
-    }
-    const int v = L.newrank(r);
-    const int levels = L.log2_pof2();
-    for (int k = 0; k < levels; ++k) {
-      const int w = v ^ (1 << k);
-      routing::Range keep = routing::hd_block(L, v, k + 1, s.count);
-      routing::Range give = routing::hd_block(L, w, k + 1, s.count);
-      steps_.push_back({HdStep::kRs, L.rank_of(w), 1 << k, give.lo, give.size(), keep.lo, keep.size()});
-    }
-    for (int k = levels - 1; k >= 0; --k) {
-      const int w = v ^ (1 << k);
-      routing::Range held = routing::hd_block(L, v, k + 1, s.count);
-      routing::Range got = routing::hd_block(L, w, k + 1, s.count);
-      steps_.push_back({HdStep::kAg, L.rank_of(w), 1 << k, held.lo, held.size(), got.lo, got.size()});
-    }
-    if (r < 2 * L.rem) steps_.push_back({HdStep::kUnfoldSend, r - 1, 1, 0, all, 0, 0});
-    shift(s.offset);
-  }
-  // The vector starts at element `offset` of kData (the hybrid's leg).
-  void shift(size_t offset) {
-    count_ += offset;
-    for (HdStep& st : steps_) {
-      st.send_lo += offset;
-      st.recv_lo += offset;
-    }
-  }
-
-  // Received halves land in scratch at their own offsets (never more than
-  // half the vector, but keeping offsets avoids any index translation).
-  size_t scratch_bytes() const override { return count_ * esize_; }
-
-  Status run(Context& ctx) const override {
-    const size_t es = esize_;
-    char* d = ctx.ptr(kData);
-    char* t = ctx.ptr(kScratch);
-    for (const HdStep& st : steps_) {
-      switch (st.kind) {
-        case HdStep::kFoldSend:
-        case HdStep::kUnfoldSend: {
-          ctx.step(st.kind == HdStep::kFoldSend ? "fold" : "unfold", 1);
-          WEFT_ASSIGN_OR_RETURN(Ticket s, ctx.send(st.peer, kData, st.send_lo * es, st.send_n * es));
-          WEFT_RETURN_IF_ERROR(ctx.wait_send(st.peer, s));
-          break;
-        }
-        case HdStep::kFoldRecv: {
-          ctx.step("fold", 1);
-          WEFT_ASSIGN_OR_RETURN(Ticket r, ctx.recv(st.peer, kScratch, st.recv_lo * es, st.recv_n * es));
-          WEFT_RETURN_IF_ERROR(ctx.wait_recv(st.peer, r));
-          ctx.reduce(d + st.recv_lo * es, t + st.recv_lo * es, st.recv_n);
-          break;
-        }
-        case HdStep::kUnfoldRecv: {
-          ctx.step("unfold", 1);
-          WEFT_ASSIGN_OR_RETURN(Ticket r, ctx.recv(st.peer, kData, st.recv_lo * es, st.recv_n * es));
-          WEFT_RETURN_IF_ERROR(ctx.wait_recv(st.peer, r));
-          break;
-        }
-        case HdStep::kRs: {
-          ctx.step("rs", st.distance);
-          WEFT_RETURN_IF_ERROR(exchange(ctx, st.peer, kData, st.send_lo * es, st.send_n * es, st.peer,
-                                        kScratch, st.recv_lo * es, st.recv_n * es));
-          ctx.reduce(d + st.recv_lo * es, t + st.recv_lo * es, st.recv_n);
-          break;
-        }
-        case HdStep::kAg: {
-          ctx.step("ag", st.distance);
-          WEFT_RETURN_IF_ERROR(exchange(ctx, st.peer, kData, st.send_lo * es, st.send_n * es, st.peer,
-                                        kData, st.recv_lo * es, st.recv_n * es));
-          break;
-        }
+      case HdStep::kFoldRecv: {
+        ctx.step("fold", 1);
+        WEFT_ASSIGN_OR_RETURN(Ticket r, ctx.recv(st.peer, kScratch, st.recv_lo * es, st.recv_n * es));
+        WEFT_RETURN_IF_ERROR(ctx.wait_recv(st.peer, r));
+        ctx.reduce(d + st.recv_lo * es, t + st.recv_lo * es, st.recv_n);
+        break;
+      }
+      case HdStep::kUnfoldRecv: {
+        ctx.step("unfold", 1);
+        WEFT_ASSIGN_OR_RETURN(Ticket r, ctx.recv(st.peer, kData, st.recv_lo * es, st.recv_n * es));
+        WEFT_RETURN_IF_ERROR(ctx.wait_recv(st.peer, r));
+        break;
+      }
+      case HdStep::kRs: {
+        ctx.step("rs", st.distance);
+        WEFT_RETURN_IF_ERROR(exchange(ctx, st.peer, kData, st.send_lo * es, st.send_n * es, st.peer,
+                                      kScratch, st.recv_lo * es, st.recv_n * es));
+        ctx.reduce(d + st.recv_lo * es, t + st.recv_lo * es, st.recv_n);
+        break;
+      }
+      case HdStep::kAg: {
+        ctx.step("ag", st.distance);
+        WEFT_RETURN_IF_ERROR(exchange(ctx, st.peer, kData, st.send_lo * es, st.send_n * es, st.peer,
+                                      kData, st.recv_lo * es, st.recv_n * es));
+        break;
       }
     }
-    return Status::ok();
   }
-
- private:
-  size_t esize_;
-  size_t count_;
-  std::vector<HdStep> steps_;
-};
-
-}  // namespace
+  return Status::ok();
+}
 
 std::unique_ptr<Plan> plan_allreduce_hd(const Shape& s) { return std::make_unique<HalvingDoubling>(s); }
 

@@ -7,9 +7,11 @@
 #include <regex>
 
 #include "processes.h"
+#include "rounds_plan.h"
 #include "tcp/tcp_transport.h"
 #include "values.h"
 #include "weft/collectives/communicator.h"
+#include "weft/routing/gates.h"
 
 namespace weft::coll::testing {
 namespace {
@@ -163,6 +165,32 @@ TEST(PlannedRoutes, EveryTcpConnectionUsesThePlannedSourcePortOnBothEnds) {
 
 // Every survivor loops on AllReduce until it fails; exit 0 when the error
 // names the victim, 1 when it names someone else, 3 when nothing failed.
+int until_failure(Communicator& comm, std::vector<float>& v, const CollectiveOptions& o, int victim) {
+  const auto stop = Clock::now() + 60s;
+  while (Clock::now() < stop) {
+    Status s = comm.allreduce(v.data(), v.data(), v.size(), DataType::kF32, ReduceOp::kSum, o);
+    if (!s) {
+      const bool names = std::regex_search(s.message(), std::regex("rank " + std::to_string(victim) + "\\b"));
+      if (!names) std::fprintf(stderr, "rank %d: %s\n", comm.rank(), s.to_string().c_str());
+      return names ? 0 : 1;
+    }
+  }
+  return 3;
+}
+
+// Signals the victim once the ranks are mid-AllReduce; every survivor must
+// have exited 0 by the timeout + 1 s.
+void expect_survivors_name(Children& kids, int n, int victim, int sig, std::chrono::milliseconds timeout) {
+  std::this_thread::sleep_for(1500ms);  // connected and mid-AllReduce by now
+  const auto lost = std::chrono::steady_clock::now();
+  kids.kill_rank(static_cast<size_t>(victim), sig);
+  for (int r = 0; r < n; ++r) {
+    if (r == victim) continue;
+    const int rc = kids.wait(static_cast<size_t>(r), lost + timeout + 1s);
+    EXPECT_EQ(rc, 0) << "rank " << r << (rc == -1 ? " still running after timeout + 1 s" : " failed without naming the lost rank");
+  }
+}
+
 class Fault : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {};
 
 TEST_P(Fault, EverySurvivorFailsWithinItsTimeoutNamingTheLostRank) {
@@ -183,25 +211,9 @@ TEST_P(Fault, EverySurvivorFailsWithinItsTimeoutNamingTheLostRank) {
     // killed rank is seen through EOF/pidfd by everyone under any algorithm.
     CollectiveOptions o;
     if (sig == SIGSTOP) o.algorithm = Algorithm::kHalvingDoubling;
-    const auto stop = Clock::now() + 60s;
-    while (Clock::now() < stop) {
-      Status s = (*comm)->allreduce(v.data(), v.data(), v.size(), DataType::kF32, ReduceOp::kSum, o);
-      if (!s) {
-        const bool names = std::regex_search(s.message(), std::regex("rank " + std::to_string(victim) + "\\b"));
-        if (!names) std::fprintf(stderr, "rank %d: %s\n", rank, s.to_string().c_str());
-        return names ? 0 : 1;
-      }
-    }
-    return 3;
+    return until_failure(**comm, v, o, victim);
   });
-  std::this_thread::sleep_for(1500ms);  // connected and mid-AllReduce by now
-  const auto lost = std::chrono::steady_clock::now();
-  kids.kill_rank(static_cast<size_t>(victim), sig);
-  for (int r = 0; r < n; ++r) {
-    if (r == victim) continue;
-    const int rc = kids.wait(static_cast<size_t>(r), lost + timeout + 1s);
-    EXPECT_EQ(rc, 0) << "rank " << r << (rc == -1 ? " still running after timeout + 1 s" : " failed without naming the lost rank");
-  }
+  expect_survivors_name(kids, n, victim, sig, timeout);
 }
 
 INSTANTIATE_TEST_SUITE_P(Collectives, Fault,
@@ -213,6 +225,27 @@ INSTANTIATE_TEST_SUITE_P(Collectives, Fault,
                            return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param)) + "ranks_" +
                                   (std::get<2>(p.param) == SIGKILL ? "killed" : "stopped");
                          });
+
+// A rank killed while others wait for its token (route plan with rounds,
+// HD): the waits on it end like any other, naming it.
+TEST(PlannedRounds, EverySurvivorNamesAKilledTokenSourceWithinItsTimeout) {
+  const int n = 8;
+  const auto timeout = 2s;
+  const routing::RoutePlan plan = rounds_plan(n, 4, 3, 5);
+  auto gates = routing::plan_gates(plan);
+  ASSERT_TRUE(gates && !gates->empty());
+  const int victim = gates->front().from;  // a token source some rank waits for every call
+  Children kids;
+  kids.start(n, [&](int rank) {
+    auto comm = open_comm(kids.dir, rank, n, "tcp", timeout, [&](CommConfig& c) { c.plan = plan; });
+    if (!comm) return complain(comm.status().to_string());
+    std::vector<float> v(1 << 16, 1.0f);
+    CollectiveOptions o;
+    o.algorithm = Algorithm::kHalvingDoubling;
+    return until_failure(**comm, v, o, victim);
+  });
+  expect_survivors_name(kids, n, victim, SIGKILL, timeout);
+}
 
 }  // namespace
 }  // namespace weft::coll::testing

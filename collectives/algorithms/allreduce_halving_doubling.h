@@ -1,0 +1,50 @@
+// Halving-doubling AllReduce's plan (internal): allreduce_halving_doubling.cc
+// builds the steps and runs them; hd_gates.cc enforces a route plan's rounds.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+
+namespace weft::coll::internal {
+
+struct HdStep {
+  enum Kind { kFoldSend, kFoldRecv, kRs, kAg, kUnfoldSend, kUnfoldRecv } kind;
+  int peer;        // group index
+  int distance;    // for tracing: 2^k, or 1 for fold/unfold
+  size_t send_lo, send_n;  // elements
+  size_t recv_lo, recv_n;
+  int sched;       // index in routing::build_schedule(kAllreduceHd).steps (routing::hd_*_step)
+};
+
+// This rank's share of the plan's gates in one step.
+struct HdStepGates {
+  int drain = 0;  // tokens from the partner that precede its data of this step (FIFO per pair)
+  std::vector<std::pair<int, int>> waits;  // (peer, n): the first n tokens from peer, before sending
+  std::vector<int> early;  // token to these ranks as soon as this step's data is in
+  std::vector<int> late;   // token to the partner: after this rank's own data send of the step
+};
+
+class HalvingDoubling final : public Plan {
+ public:
+  explicit HalvingDoubling(const Shape& s);
+
+  // Received halves land in scratch at their own offsets (never more than
+  // half the vector, but keeping offsets avoids any index translation).
+  size_t scratch_bytes() const override { return count_ * esize_; }
+  Status run(Context& ctx) const override;
+
+ private:
+  void finish(const Shape& s);
+  void take_gates(const std::vector<routing::Gate>& gates, int me, int size);
+  Status run_gated(Context& ctx) const;
+
+  size_t esize_;
+  size_t count_;
+  int size_ = 0;
+  std::vector<HdStep> steps_;
+  std::vector<HdStepGates> gated_;  // parallel to steps_; empty = no gate concerns this rank
+};
+
+}  // namespace weft::coll::internal

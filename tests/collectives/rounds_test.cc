@@ -1,0 +1,191 @@
+// HD AllReduce under a route plan with rounds: exact results with the
+// plan's gates enforced by zero-byte tokens, the order the tokens impose,
+// and zero-byte messages on every transport.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <tuple>
+
+#include "harness.h"
+#include "rounds_plan.h"
+#include "weft/routing/gates.h"
+
+namespace weft::coll::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+int per_leaf_for(int ranks) { return ranks <= 5 ? 2 : 4; }
+
+routing::RoutePlan plan_for(int ranks, unsigned seed) {
+  const int per_leaf = per_leaf_for(ranks);
+  return rounds_plan(ranks, per_leaf, per_leaf - 1, seed);
+}
+
+class RoundsAllreduce : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(RoundsAllreduce, HdIsExactWithTokensBetweenRounds) {
+  const auto [transport, n] = GetParam();
+  for (unsigned seed : {1u, 2u}) {
+    const routing::RoutePlan plan = plan_for(n, seed);
+    ASSERT_TRUE(routing::parse_plan(routing::plan_to_json(plan))) << "the synthetic plan is a valid plan file";
+    auto gates = routing::plan_gates(plan);
+    ASSERT_TRUE(gates) << gates.status().to_string();
+    ASSERT_FALSE(gates->empty()) << "a plan with rounds must gate";
+    for (size_t count : {size_t{1003}, size_t{7}}) {
+      std::atomic<int> tokens{0};
+      const int calls = 3;  // tokens of one call must not leak into the next
+      run_ranks(
+          n,
+          [&, n = n, count](Communicator& comm) {
+            std::vector<int32_t> v(count);
+            CollectiveOptions o;
+            o.algorithm = Algorithm::kHalvingDoubling;
+            for (int call = 0; call < calls; ++call) {
+              for (size_t i = 0; i < count; ++i) v[i] = comm.rank() * 1000 + static_cast<int32_t>(i % 97) + call;
+              Status s = comm.allreduce(v.data(), v.data(), count, DataType::kI32, ReduceOp::kSum, o);
+              ASSERT_TRUE(s) << s.to_string();
+              for (size_t i = 0; i < count; ++i) {
+                const int32_t want = 1000 * n * (n - 1) / 2 + n * (static_cast<int32_t>(i % 97) + call);
+                ASSERT_EQ(v[i], want) << "rank " << comm.rank() << " element " << i << " call " << call;
+              }
+            }
+          },
+          [&, transport = transport, count](CommConfig& c) {
+            c.transport = transport;
+            c.plan = plan;
+            c.timeout = 60s;
+            c.trace = [&, count](int, const TraceEvent& e) {
+              if (e.kind == TraceEvent::kSend && e.bytes == 0 && count == 1003) ++tokens;
+            };
+          });
+      // 1003 elements leave no data message empty: every zero-byte send is a token.
+      if (count == 1003) {
+        EXPECT_EQ(tokens.load(), calls * static_cast<int>(gates->size())) << "one token per gate and call";
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, RoundsAllreduce,
+                         ::testing::Combine(::testing::Values("loopback", "tcp"), ::testing::Values(4, 5, 8, 13)),
+                         [](const auto& p) { return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param)) + "ranks"; });
+
+// The schedule step of an HD trace step event.
+int sched_step(const routing::HdLayout& L, std::string_view phase, int distance) {
+  int k = 0;
+  while ((1 << k) < distance) ++k;
+  if (phase == "fold") return routing::hd_fold_step(L);
+  if (phase == "unfold") return routing::hd_unfold_step(L);
+  return phase == "rs" ? routing::hd_rs_step(L, k) : routing::hd_ag_step(L, k);
+}
+
+TEST(RoundsOrder, AGatedRankSendsOnlyAfterTheTokenSourceHasItsData) {
+  const int n = 13;
+  const routing::RoutePlan plan = plan_for(n, 3);
+  auto gates = routing::plan_gates(plan);
+  ASSERT_TRUE(gates && !gates->empty());
+  const auto sched = routing::build_schedule(routing::Collective::kAllreduceHd, n, 1);
+  ASSERT_TRUE(sched);
+  const routing::HdLayout L = routing::hd_layout(n);
+  struct Sent {
+    int step, peer;
+    size_t bytes;
+    Clock::time_point at;
+  };
+  std::mutex mu;
+  std::vector<std::vector<Sent>> sent(static_cast<size_t>(n));
+  std::vector<int> step_of(static_cast<size_t>(n), -1);
+  run_ranks(
+      n,
+      [&](Communicator& comm) {
+        std::vector<int32_t> v(4096, comm.rank());
+        CollectiveOptions o;
+        o.algorithm = Algorithm::kHalvingDoubling;
+        ASSERT_TRUE(comm.allreduce(v.data(), v.data(), v.size(), DataType::kI32, ReduceOp::kSum, o));
+        EXPECT_EQ(v[4095], n * (n - 1) / 2);
+      },
+      [&](CommConfig& c) {
+        c.transport = "loopback";
+        c.plan = plan;
+        c.trace = [&](int rank, const TraceEvent& e) {
+          const auto at = Clock::now();
+          std::lock_guard<std::mutex> l(mu);
+          const auto r = static_cast<size_t>(rank);
+          if (e.kind == TraceEvent::kStep) {
+            step_of[r] = sched_step(L, e.phase, e.distance);
+          } else {
+            sent[r].push_back({step_of[r], e.peer, e.bytes, at});
+          }
+        };
+      });
+  auto when = [&](int rank, int step, int peer, bool token) -> std::optional<Clock::time_point> {
+    for (const Sent& s : sent[static_cast<size_t>(rank)]) {
+      if (s.step == step && s.peer == peer && (s.bytes == 0) == token) return s.at;
+    }
+    return std::nullopt;
+  };
+  for (const routing::Gate& g : *gates) {
+    SCOPED_TRACE(::testing::Message() << "gate: rank " << g.waiter << " at step " << g.step << " waits for rank "
+                                      << g.from << " after step " << g.after_step);
+    // The flow into `from` at after_step, the token, the waiter's data send.
+    int src = -1;
+    for (const routing::Flow& f : sched->steps[static_cast<size_t>(g.after_step)].flows) {
+      if (f.dst == g.from) src = f.src;
+    }
+    ASSERT_GE(src, 0);
+    int dst = -1;
+    for (const routing::Flow& f : sched->steps[static_cast<size_t>(g.step)].flows) {
+      if (f.src == g.waiter) dst = f.dst;
+    }
+    ASSERT_GE(dst, 0);
+    const auto data_in = when(src, g.after_step, g.from, false);
+    const auto token = when(g.from, g.after_step, g.waiter, true);
+    const auto data_out = when(g.waiter, g.step, dst, false);
+    ASSERT_TRUE(data_in && token && data_out);
+    EXPECT_LE(*data_in, *token) << "the token left before the data it vouches for was sent";
+    EXPECT_LE(*token, *data_out) << "the gated rank sent before its token was sent";
+  }
+}
+
+// Tokens are zero-byte messages: every transport must carry them in order
+// between other messages.
+class ZeroByte : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ZeroByte, MessagesOfNoBytesKeepTheirPlaceAmongOthers) {
+  run_ranks(
+      2,
+      [&](Communicator& comm) {
+        const int peer = 1 - comm.rank();
+        Transport* t = comm.transport_for(peer);
+        ASSERT_NE(t, nullptr);
+        std::vector<char> buf(5, comm.rank() == 0 ? 'x' : '.');
+        auto mem = t->register_memory(buf.data(), buf.size());
+        ASSERT_TRUE(mem) << mem.status().to_string();
+        Pair* p = t->pair(peer);
+        const Deadline deadline = Clock::now() + 20s;
+        const size_t lens[] = {0, 5, 0, 0, 3};
+        Ticket last = 0;
+        for (size_t len : lens) {
+          auto tk = comm.rank() == 0 ? p->send(**mem, 0, len) : p->recv(**mem, 0, len);
+          ASSERT_TRUE(tk) << tk.status().to_string();
+          last = *tk;
+        }
+        Status s = comm.rank() == 0 ? p->wait_send(last, deadline) : p->wait_recv(last, deadline);
+        ASSERT_TRUE(s) << s.to_string();
+        if (comm.rank() == 1) {
+          EXPECT_EQ(std::string(buf.begin(), buf.end()), "xxxxx");
+        }
+        // Both ends still agree: a collective on the same pairs works.
+        int32_t x = comm.rank() + 1;
+        ASSERT_TRUE(comm.allreduce(&x, &x, 1, DataType::kI32, ReduceOp::kSum));
+        EXPECT_EQ(x, 3);
+      },
+      [&](CommConfig& c) { c.transport = GetParam(); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, ZeroByte, ::testing::Values("loopback", "tcp", "shm"));
+
+}  // namespace
+}  // namespace weft::coll::testing
