@@ -65,6 +65,12 @@ std::string this_host() {
 Status Communicator::Impl::setup(Store& store) {
   const Deadline deadline = Clock::now() + cfg.timeout;
   const int n = cfg.size, me = cfg.rank;
+  // A plan's rounds become gates (hd_gates.cc) — checked before any peer is
+  // waited for, so that a bad plan fails at once on every rank.
+  if (cfg.plan && cfg.plan->collective == routing::collective_name(routing::Collective::kAllreduceHd)) {
+    WEFT_ASSIGN_OR_RETURN(gates, routing::plan_gates(*cfg.plan));
+    if (!gates.empty()) WEFT_RETURN_IF_ERROR(routing::check_flow_steps(*cfg.plan));
+  }
   if (cfg.host.empty()) cfg.host = this_host();
   // Host names: who shares memory with whom (shm, hybrid).
   WEFT_RETURN_IF_ERROR(store.set(fmt::format("{}/host/{}", cfg.store_prefix, me), cfg.host));
@@ -132,10 +138,6 @@ Status Communicator::Impl::setup(Store& store) {
   equal_multi_host = host_count > 1 && local.size() > 1 && !internal::equal_hosts(host_of).empty();
   auto_hybrid = cfg.selection.hybrid_when_multi_host && equal_multi_host;
   auto_rule = internal::match_rule(cfg.selection, link_kind, cfg.size);
-  if (cfg.plan && cfg.plan->collective == routing::collective_name(routing::Collective::kAllreduceHd)) {
-    WEFT_ASSIGN_OR_RETURN(gates, routing::plan_gates(*cfg.plan));
-    if (!gates.empty()) WEFT_RETURN_IF_ERROR(routing::check_flow_steps(*cfg.plan));
-  }
   if (cfg.scratch_reserve_bytes > 0) WEFT_RETURN_IF_ERROR(ensure_scratch(cfg.scratch_reserve_bytes));
   return Status::ok();
 }

@@ -27,8 +27,8 @@
 // satisfied (tokens of steps < j), its data receive is posted, and each of
 // its gate tokens belongs to an occurrence of an earlier slot, already
 // received; its receiver d sent the token when it saw that data arrive —
-// early tokens are sent from inside d's own gate wait, which tests d's
-// receive, so d's later gates cannot hold them back. So a posts its send;
+// early tokens are sent from inside d's own gate wait, which polls d's
+// receive until they are out, so d's own gates cannot hold them back. So a posts its send;
 // the receiver posted its receive on entering step j; the occurrence
 // completes. A rank leaves step j once its receive and send of j completed
 // and its late tokens (after its own send) went out.
@@ -112,34 +112,40 @@ class Tokens {
     for (int w : to) WEFT_RETURN_IF_ERROR(ctx_.send(w, kScratch, 0, 0).status());
     return Status::ok();
   }
-  // Waits for this step's gate tokens; while it waits, sends the early
-  // tokens as soon as the data receive `data` from `partner` completes
-  // (data == 0: the step receives nothing). `*emitted` tells whether it did.
+  // Waits for this step's gate tokens. Until the data receive `data` from
+  // `partner` completes (data == 0: the step receives nothing), it polls
+  // both, so that the early tokens go out the moment the data is in even
+  // while this rank still waits; after that it blocks (a transport's own
+  // wait sleeps; polling many ranks on few cores would starve the very
+  // ranks it waits for). `*emitted` tells whether it sent the early tokens.
   Status wait_gates(const HdStepGates& sg, int partner, Ticket data, bool* emitted) {
     need_.clear();
     for (const auto& [peer, n] : sg.waits) {
       WEFT_ASSIGN_OR_RETURN(Ticket t, post_until(peer, n));
       if (t != 0) need_.emplace_back(peer, t);
     }
-    if (need_.empty()) return Status::ok();
     size_t next = 0;
-    return ctx_.poll_until([&](int& blame) -> Result<bool> {
-      if (!*emitted && data != 0) {
+    if (!need_.empty() && data != 0 && !sg.early.empty()) {
+      Status s = ctx_.poll_until([&](int& blame) -> Result<bool> {
         WEFT_ASSIGN_OR_RETURN(bool in, ctx_.test_recv(partner, data));
         if (in) {
           WEFT_RETURN_IF_ERROR(emit(sg.early));
           *emitted = true;
+          return true;
         }
-      }
-      for (; next < need_.size(); ++next) {
-        WEFT_ASSIGN_OR_RETURN(bool got, ctx_.test_recv(need_[next].first, need_[next].second));
-        if (!got) {
-          blame = need_[next].first;
-          return false;
+        for (; next < need_.size(); ++next) {
+          WEFT_ASSIGN_OR_RETURN(bool got, ctx_.test_recv(need_[next].first, need_[next].second));
+          if (!got) {
+            blame = need_[next].first;
+            return false;
+          }
         }
-      }
-      return true;
-    });
+        return true;
+      });
+      if (!s) return s;
+    }
+    for (; next < need_.size(); ++next) WEFT_RETURN_IF_ERROR(ctx_.wait_recv(need_[next].first, need_[next].second));
+    return Status::ok();
   }
 
  private:

@@ -68,9 +68,15 @@ TEST_P(RoundsAllreduce, HdIsExactWithTokensBetweenRounds) {
   }
 }
 
+std::string case_name(const ::testing::TestParamInfo<std::tuple<std::string, int>>& p) {
+  return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param)) + "ranks";
+}
 INSTANTIATE_TEST_SUITE_P(Collectives, RoundsAllreduce,
-                         ::testing::Combine(::testing::Values("loopback", "tcp"), ::testing::Values(4, 5, 8, 13)),
-                         [](const auto& p) { return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param)) + "ranks"; });
+                         ::testing::Combine(::testing::Values("loopback", "tcp"), ::testing::Values(4, 5, 8, 13)), case_name);
+// shm too, on fewer ranks: its setup (a segment per rank) dominates the
+// test's time on a loaded 2-core host (13 ranks: ~12 s with or without gates).
+INSTANTIATE_TEST_SUITE_P(Shm, RoundsAllreduce, ::testing::Combine(::testing::Values("shm"), ::testing::Values(4, 5)),
+                         case_name);
 
 // The schedule step of an HD trace step event.
 int sched_step(const routing::HdLayout& L, std::string_view phase, int distance) {
@@ -147,6 +153,29 @@ TEST(RoundsOrder, AGatedRankSendsOnlyAfterTheTokenSourceHasItsData) {
     EXPECT_LE(*data_in, *token) << "the token left before the data it vouches for was sent";
     EXPECT_LE(*token, *data_out) << "the gated rank sent before its token was sent";
   }
+}
+
+TEST(RoundsSetup, APlanWhoseStepsAreNotHdsIsRejectedNamingTheFlow) {
+  routing::RoutePlan plan = plan_for(4, 1);
+  // 0 -> 1 is a flow of rs distance 1 (step 0); claim it for step 1 too.
+  for (routing::PlanFlow& f : plan.flows) {
+    if (f.src_rank == 0 && f.dst_rank == 1) {
+      f.steps.push_back(1);
+      f.rounds.push_back(0);
+    }
+  }
+  MemoryStore store;
+  CommConfig c;
+  c.rank = 0;
+  c.size = 4;
+  c.transport = "loopback";
+  c.plan = plan;
+  auto comm = Communicator::create(c, store);
+  ASSERT_FALSE(comm);
+  EXPECT_NE(comm.status().message().find(
+                "route plan: flow 0 -> 1 lists step 1, which has no such flow in allreduce-hd on 4 ranks"),
+            std::string::npos)
+      << comm.status().message();
 }
 
 // Tokens are zero-byte messages: every transport must carry them in order
