@@ -69,7 +69,12 @@ Status Communicator::Impl::setup(Store& store) {
   // waited for, so that a bad plan fails at once on every rank.
   if (cfg.plan && cfg.plan->collective == routing::collective_name(routing::Collective::kAllreduceHd)) {
     WEFT_ASSIGN_OR_RETURN(gates, routing::plan_gates(*cfg.plan));
-    if (!gates.empty()) WEFT_RETURN_IF_ERROR(routing::check_flow_steps(*cfg.plan));
+    if (!gates.empty()) {
+      // Gates are only as true as the flows' steps: each must be a step of
+      // HD on these ranks that has the flow (apply_plan_rounds checks it).
+      WEFT_ASSIGN_OR_RETURN(routing::Schedule hd, routing::build_schedule(routing::Collective::kAllreduceHd, n, 1));
+      WEFT_RETURN_IF_ERROR(routing::apply_plan_rounds(*cfg.plan, hd));
+    }
   }
   if (cfg.host.empty()) cfg.host = this_host();
   // Host names: who shares memory with whom (shm, hybrid).

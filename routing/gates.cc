@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 
-#include "weft/routing/schedule.h"
 
 namespace weft::routing {
 
@@ -81,25 +80,6 @@ Result<std::vector<Gate>> plan_gates(const RoutePlan& plan) {
     return std::tie(x.step, x.waiter, x.from, x.after_step) < std::tie(y.step, y.waiter, y.from, y.after_step);
   });
   return gates;
-}
-
-Status check_flow_steps(const RoutePlan& plan) {
-  const auto c = parse_collective(plan.collective);
-  if (!c) return invalid_argument(fmt::format("route plan: unknown collective '{}'", plan.collective));
-  WEFT_ASSIGN_OR_RETURN(Schedule s, build_schedule(*c, plan.ranks, 1));
-  for (const PlanFlow& f : plan.flows) {
-    for (int step : f.steps) {
-      const bool in = step >= 0 && step < static_cast<int>(s.steps.size()) &&
-                      std::any_of(s.steps[static_cast<size_t>(step)].flows.begin(),
-                                  s.steps[static_cast<size_t>(step)].flows.end(),
-                                  [&](const Flow& x) { return x.src == f.src_rank && x.dst == f.dst_rank; });
-      if (!in) {
-        return invalid_argument(fmt::format("route plan: flow {} -> {} lists step {}, which has no such flow in {} on {} ranks",
-                                            f.src_rank, f.dst_rank, step, plan.collective, plan.ranks));
-      }
-    }
-  }
-  return Status::ok();
 }
 
 }  // namespace weft::routing

@@ -36,9 +36,4 @@ struct Gate {
 // two or more switches lists no steps: its place in time would be unknown.
 Result<std::vector<Gate>> plan_gates(const RoutePlan& plan);
 
-// Every step a flow lists is a step of the plan's collective
-// (build_schedule) that has this flow: gates are only as true as the steps
-// they are built from. Error names the flow and the step.
-Status check_flow_steps(const RoutePlan& plan);
-
 }  // namespace weft::routing
