@@ -20,8 +20,7 @@
 
 namespace weft::coll::shm {
 
-constexpr uint64_t kMagic = 0x314d485354464557;  // "WEFTSHM1"
-constexpr uint64_t kSingleCopy = uint64_t{1} << 63;  // frame flag: payload stays in the sender
+constexpr uint64_t kMagic = 0x324d485354464557;  // "WEFTSHM2": frames with their own seq (shm_ring.h)
 
 // The head of a rank's segment. Shared between processes: only lock-free
 // atomics and plain data, fixed layout.
@@ -39,23 +38,18 @@ struct alignas(64) SegmentHeader {
   // polls hard only while they run on different CPUs (idle_wait.h).
   alignas(64) std::atomic<int32_t> cpu;
 };
-// The control words of the ring from one sender. head is written only by
-// the sender, tail and acks only by the receiver: each on its own line.
+// The control words of the ring from one sender, both written only by the
+// receiver, each on its own line. There is no head word: a frame carries
+// its own sequence number (shm_ring.h).
 struct RingCtl {
-  alignas(64) std::atomic<uint64_t> head;
   alignas(64) std::atomic<uint64_t> tail;
   alignas(64) std::atomic<uint64_t> acks;  // single-copy messages read so far
-};
-struct Frame {
-  uint64_t len;   // | kSingleCopy
-  uint64_t addr;  // sender's address of a single-copy payload
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free &&
                   std::atomic<int32_t>::is_always_lock_free,
               "shared-memory words must be lock-free atomics (no hidden locks across processes)");
-static_assert(sizeof(SegmentHeader) % 64 == 0 && sizeof(RingCtl) == 192,
+static_assert(sizeof(SegmentHeader) % 64 == 0 && sizeof(RingCtl) == 128,
               "segment layout must be the same in every process");
-static_assert(sizeof(Frame) == 16, "frame header is 16 bytes");
 
 inline int futex(std::atomic<uint32_t>* w, int op, uint32_t val, const timespec* ts) {
   return static_cast<int>(::syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), op, val, ts, nullptr, 0));
@@ -110,9 +104,10 @@ class Segment {
 };
 
 // Wakes the owner of `h` if it may be asleep, after this rank published news
-// for it (a ring head, tail or ack). A Dekker pair with ShmTransport::wait:
-// the publisher stores, fences, then reads `sleepers`; the sleeper bumps
-// `sleepers`, reads `bell`, then looks for news. Either the sleeper sees the
+// for it (a frame's seq word, a ring tail or an ack). A Dekker pair with
+// ShmTransport::wait: the publisher stores, fences, then reads `sleepers`;
+// the sleeper bumps `sleepers` (a seq_cst read-modify-write), reads `bell`,
+// then looks for news (polls the seq word, tail or acks). Either the sleeper sees the
 // news or the publisher sees the sleeper, and a bell bumped after the
 // sleeper's read makes FUTEX_WAIT return at once. Skipping the bump when no
 // one sleeps keeps the bell's cache line out of the hot path.

@@ -21,6 +21,7 @@
 
 #include "completion.h"
 #include "idle_wait.h"
+#include "shm/shm_ring.h"
 #include "shm/shm_segment.h"
 
 namespace weft::coll::shm {
@@ -34,7 +35,6 @@ struct Op {
   size_t len;
   Ticket t;
   size_t done = 0;
-  bool framed = false;  // header written (send) / read (recv)
   uint64_t ack = 0;     // single-copy send: the ack count that completes it
 };
 
@@ -58,10 +58,8 @@ class ShmPair final : public Pair {
   std::deque<Op> acks_q;  // single-copy sends waiting for the peer's ack
   Completion sends, recvs;
   uint64_t single_sent = 0;
-  // The receiver's tail as last read: the sender reloads it only when the
-  // ring looks too full, so that the tail's cache line does not bounce
-  // between the two ranks on every message.
-  uint64_t tail_seen = 0;
+  RingWriter out;  // this rank's ring in the peer's segment
+  RingReader in;   // the peer's ring in this rank's segment
   // Set when process_vm_readv of this peer's payload failed with EFAULT or
   // ESRCH (ShmTransport::read_single): receiving from it stops, and
   // check_liveness turns it into the real cause.
@@ -174,55 +172,29 @@ void ShmTransport::check_liveness(Clock::time_point now) {
   }
 }
 
-// Copies as much of the front sends as the ring has room for.
+// Writes as much of the front sends as the ring has room for.
 bool ShmTransport::progress_send(ShmPair& p) {
   bool moved = false;
   RingCtl* c = p.seg->ctl(cfg_.rank);
-  char* ring = p.seg->ring(cfg_.rank);
   while (!p.acks_q.empty() && c->acks.load(std::memory_order_acquire) >= p.acks_q.front().ack) {
     p.sends.part_done(p.acks_q.front().t);
     p.acks_q.pop_front();
     moved = true;
   }
-  if (p.sends_q.empty()) return moved;
-  uint64_t head = c->head.load(std::memory_order_relaxed);
-  uint64_t& tail = p.tail_seen;
-  // Room for at least a frame header, else look at the receiver's tail.
-  auto room = [&](size_t want) {
-    if (ring_bytes_ - (head - tail) < want) tail = c->tail.load(std::memory_order_acquire);
-    return ring_bytes_ - (head - tail);
-  };
-  auto put = [&](const char* src, size_t n) {
-    const size_t at = head % ring_bytes_, first = std::min(n, ring_bytes_ - at);
-    std::memcpy(ring + at, src, first);
-    std::memcpy(ring, src + first, n - first);
-    head += n;
-  };
-  const uint64_t head0 = head;
+  const uint64_t head0 = p.out.head();
   while (!p.sends_q.empty()) {
     Op& op = p.sends_q.front();
-    if (!op.framed) {
-      if (room(sizeof(Frame) + std::min<size_t>(op.len, 4096)) < sizeof(Frame)) break;
-      const bool single = op.len >= single_copy_min() && single_copy_min() > 0;
-      Frame f{op.len | (single ? kSingleCopy : 0), reinterpret_cast<uint64_t>(op.ptr)};
-      put(reinterpret_cast<const char*>(&f), sizeof f);
-      op.framed = true;
-      if (single) {
-        op.ack = ++p.single_sent;
-        p.acks_q.push_back(op);
-        p.sends_q.pop_front();
-        continue;
-      }
+    if (op.len >= single_copy_min() && single_copy_min() > 0) {
+      if (!p.out.put_single(op.len, op.ptr)) break;
+      op.ack = ++p.single_sent;
+      p.acks_q.push_back(op);
+    } else {
+      if (!p.out.put(op.ptr, op.len, op.done)) break;
+      p.sends.part_done(op.t);
     }
-    const size_t n = std::min<size_t>(op.len - op.done, room(op.len - op.done));
-    put(op.ptr + op.done, n);
-    op.done += n;
-    if (op.done < op.len) break;
-    p.sends.part_done(op.t);
     p.sends_q.pop_front();
   }
-  if (head != head0) {
-    c->head.store(head, std::memory_order_release);
+  if (p.out.head() != head0) {
     ring_bell(p.seg->hdr());
     moved = true;
   }
@@ -232,53 +204,38 @@ bool ShmTransport::progress_send(ShmPair& p) {
 // Copies what has arrived into the front receives.
 bool ShmTransport::progress_recv(ShmPair& p) {
   if (p.cma_errno != 0) return false;  // its sender's memory is gone: check_liveness decides
-  RingCtl* c = own_.ctl(p.peer());
-  char* ring = own_.ring(p.peer());
-  uint64_t tail = c->tail.load(std::memory_order_relaxed);
-  // Fetch the line the next frame will land in together with the head:
-  // the two cache misses of a message's arrival overlap instead of
-  // following one another (the head says "there is a frame", the frame is
-  // the next line).
-  if (!p.recvs_q.empty()) __builtin_prefetch(ring + tail % ring_bytes_);
-  const uint64_t head = c->head.load(std::memory_order_acquire);
-  const uint64_t tail0 = tail;
   bool acked = false;
-  auto get = [&](char* dst, size_t n) {
-    const size_t at = tail % ring_bytes_, first = std::min(n, ring_bytes_ - at);
-    std::memcpy(dst, ring + at, first);
-    std::memcpy(dst + first, ring, n - first);
-    tail += n;
-  };
   while (!p.recvs_q.empty() && failed_.is_ok()) {
+    const Frame* f = p.in.next();
+    if (!f) break;
     Op& op = p.recvs_q.front();
-    if (!op.framed) {
-      if (head - tail < sizeof(Frame)) break;
-      Frame f;
-      get(reinterpret_cast<char*>(&f), sizeof f);
-      op.framed = true;
-      const uint64_t len = f.len & ~kSingleCopy;
-      if (len != op.len) {
-        failed_ = invalid_argument(fmt::format(
-            "message from rank {} has {} bytes where this rank posted a receive of {} bytes", p.peer(), len, op.len));
+    const uint64_t len = f->len & ~kSingleCopy;
+    if (len != op.len) {
+      failed_ = invalid_argument(fmt::format(
+          "message from rank {} has {} bytes where this rank posted a receive of {} bytes", p.peer(), len, op.len));
+      break;
+    }
+    if (f->len & kSingleCopy) {
+      if (!read_single(p, op, f->arg)) break;
+      own_.ctl(p.peer())->acks.fetch_add(1, std::memory_order_release);
+      acked = true;
+      op.done = op.len;
+    } else {
+      if (f->arg > op.len - op.done) {
+        failed_ = data_loss(fmt::format("frame from rank {} overruns its {}-byte message", p.peer(), op.len));
         break;
       }
-      if (f.len & kSingleCopy) {
-        if (!read_single(p, op, f.addr)) break;
-        c->acks.fetch_add(1, std::memory_order_release);
-        acked = true;
-        op.done = op.len;
-      }
+      if (f->arg > 0) std::memcpy(op.ptr + op.done, RingReader::payload(f), f->arg);
+      op.done += f->arg;
     }
-    const size_t n = std::min<size_t>(op.len - op.done, head - tail);
-    get(op.ptr + op.done, n);
-    op.done += n;
-    if (op.done < op.len) break;
+    p.in.consume(f);
+    if (op.done < op.len) continue;  // more frames of this message to come
     p.recvs.part_done(op.t);
     p.recvs_q.pop_front();
   }
-  if (tail != tail0) c->tail.store(tail, std::memory_order_release);
-  if (tail != tail0 || acked) ring_bell(p.seg->hdr());  // the sender may wait for room or an ack
-  return tail != tail0 || acked;
+  const bool freed = p.in.publish();
+  if (freed || acked) ring_bell(p.seg->hdr());  // the sender may wait for room or an ack
+  return freed || acked;
 }
 
 // Copies a single-copy payload straight out of the sender's buffer
@@ -474,6 +431,8 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
     // This rank's part of the peer's segment: its ring there and the controls.
     pair->seg->populate(0, Segment::control_bytes(cfg_.size));
     pair->seg->populate(pair->seg->ring_offset(me), ring_bytes_);
+    pair->out = RingWriter(pair->seg->ring(me), ring_bytes_, pair->seg->ctl(me));
+    pair->in = RingReader(own_.ring(p), ring_bytes_, own_.ctl(p));
     pair->pid = ph->pid;
     pair->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pair->pid, 0));
     active_.push_back(pair.get());

@@ -6,10 +6,12 @@
 // names are unlinked as soon as every peer has mapped them, so a crash
 // leaves nothing behind in /dev/shm.
 //
-// Messages: a 16-byte frame header in the ring, then
+// Messages: frames on 64-byte lines that carry their own sequence number
+// (shm_ring.h: a message of up to 40 bytes is one cache line), then
 //   - small messages (< ShmOptions::single_copy_min_bytes): the payload,
-//     copied through the ring (two copies, pipelined by the two ranks);
-//   - large ones: nothing more: the header names the sender's address and
+//     copied through the ring (two copies, pipelined by the two ranks; a
+//     message larger than the room streams as several frames);
+//   - large ones: one line: the header names the sender's address and
 //     the receiver copies straight from the sender's memory with
 //     process_vm_readv(2) (one copy, "CMA", as Open MPI's vader does), then
 //     bumps the ring's ack counter, which completes the send.

@@ -1,0 +1,134 @@
+// The shared-memory ring (collectives/shm/shm_ring.h) as real processes:
+// every rank streams messages of awkward sizes to every other rank, both
+// directions at once, through an 8 KiB ring so that frames land at every
+// line of it, straddle its end (skip frames, cut frames) and stream in
+// pieces; every byte is checked, and the bytes around each receive too.
+#include <fmt/format.h>
+
+#include "processes.h"
+#include "weft/collectives/communicator.h"
+
+namespace weft::coll::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr size_t kSlot = 4096;
+constexpr int kSlots = 2;
+constexpr size_t kRing = kSlot * kSlots;
+constexpr size_t kGuard = 16;
+
+// The sizes rank `src` sends to `dst`, in order: one-line messages (40
+// bytes, one frame line each) shift where the next frame starts by one
+// line, so that over the rounds the large and awkward messages start at
+// every line of the ring.
+std::vector<size_t> message_sizes() {
+  const std::vector<size_t> awkward{0, 1, 47, 48, 49, 63, 64, 65, 3, 5, 7, 13, 1023, 4095, 4096, 4097};
+  std::vector<size_t> sizes;
+  for (size_t round = 0; round <= kRing / 64; ++round) {
+    sizes.push_back(40);
+    sizes.push_back(kRing - 1);
+    sizes.push_back(awkward[round % awkward.size()]);
+    sizes.push_back(kRing + 13);
+    sizes.push_back(40 - round % 41);
+  }
+  return sizes;
+}
+
+uint8_t byte_at(int src, int dst, size_t msg, size_t i) {
+  return static_cast<uint8_t>((i * 131 + msg * 7919 + static_cast<size_t>(src) * 31 + static_cast<size_t>(dst) * 17) >> 3);
+}
+
+int run_rank(const std::string& dir, int rank, int n, size_t single_copy_min) {
+  auto store = open_store("file:" + dir, rank, Clock::now() + 30s);
+  if (!store) return 2;
+  CommConfig cfg;
+  cfg.rank = rank;
+  cfg.size = n;
+  cfg.transport = "shm";
+  cfg.timeout = 30s;
+  cfg.shm.slot_bytes = kSlot;
+  cfg.shm.slots = kSlots;
+  cfg.shm.single_copy_min_bytes = single_copy_min;
+  auto comm = Communicator::create(cfg, **store);
+  if (!comm) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, comm.status().to_string().c_str());
+    return 3;
+  }
+  const std::vector<size_t> sizes = message_sizes();
+  const Deadline deadline = Clock::now() + 60s;
+  // Per peer: a send buffer and a receive buffer (with guards) per message
+  // of a batch, all posted before any wait, so both directions run at once.
+  constexpr size_t kBatch = 7;
+  for (size_t first = 0; first < sizes.size(); first += kBatch) {
+    const size_t last = std::min(first + kBatch, sizes.size());
+    struct Posted {
+      int peer;
+      size_t msg;
+      std::vector<uint8_t> out, in;
+      std::unique_ptr<HostMemory> out_mem, in_mem;
+      Ticket st = 0, rt = 0;
+    };
+    std::vector<Posted> posted;
+    posted.reserve((last - first) * static_cast<size_t>(n));
+    for (size_t m = first; m < last; ++m) {
+      for (int peer = 0; peer < n; ++peer) {
+        if (peer == rank) continue;
+        Posted& p = posted.emplace_back();
+        p.peer = peer;
+        p.msg = m;
+        p.out.resize(sizes[m]);
+        for (size_t i = 0; i < sizes[m]; ++i) p.out[i] = byte_at(rank, peer, m, i);
+        p.in.assign(sizes[m] + 2 * kGuard, 0xA5);
+        p.out_mem = std::make_unique<HostMemory>(p.out.data(), p.out.size());
+        p.in_mem = std::make_unique<HostMemory>(p.in.data(), p.in.size());
+        Pair* pair = (*comm)->transport_for(peer)->pair(peer);
+        auto rt = pair->recv(*p.in_mem, kGuard, sizes[m]);
+        auto st = pair->send(*p.out_mem, 0, sizes[m]);
+        if (!rt || !st) return 4;
+        p.rt = *rt;
+        p.st = *st;
+      }
+    }
+    for (Posted& p : posted) {
+      Pair* pair = (*comm)->transport_for(p.peer)->pair(p.peer);
+      Status s = pair->wait_recv(p.rt, deadline);
+      if (s) s = pair->wait_send(p.st, deadline);
+      if (!s) {
+        std::fprintf(stderr, "rank %d, message %zu with rank %d: %s\n", rank, p.msg, p.peer, s.to_string().c_str());
+        return 5;
+      }
+      for (size_t i = 0; i < p.in.size(); ++i) {
+        const bool guard = i < kGuard || i >= kGuard + sizes[p.msg];
+        const uint8_t want = guard ? 0xA5 : byte_at(p.peer, rank, p.msg, i - kGuard);
+        if (p.in[i] != want) {
+          std::fprintf(stderr, "rank %d: message %zu (%zu bytes) from rank %d: byte %zd is %u, want %u\n", rank, p.msg,
+                       sizes[p.msg], p.peer, static_cast<ssize_t>(i) - static_cast<ssize_t>(kGuard), p.in[i], want);
+          return 6;
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+// ranks, single_copy_min_bytes (0: every message through the ring; 5000:
+// the ring-sized ones single-copy, between inline frames).
+class ShmRing : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
+
+TEST_P(ShmRing, AwkwardSizesAtEveryRingOffsetArriveExactInBothDirections) {
+  const auto [n, single_copy_min] = GetParam();
+  Children kids;
+  kids.start(n, [&, n = n, sc = single_copy_min](int rank) { return run_rank(kids.dir, rank, n, sc); });
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  for (size_t r = 0; r < static_cast<size_t>(n); ++r) EXPECT_EQ(kids.wait(r, deadline), 0) << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, ShmRing,
+                         ::testing::Combine(::testing::Values(2, 3), ::testing::Values(size_t{0}, size_t{5000})),
+                         [](const auto& p) {
+                           return fmt::format("{}ranks_singlecopy{}", std::get<0>(p.param), std::get<1>(p.param));
+                         });
+
+}  // namespace
+}  // namespace weft::coll::testing
