@@ -29,19 +29,20 @@ size_t RingWriter::space(size_t want) {
 // Zeroes the seq word of the line after the frame, then publishes the frame
 // (shm_ring.h: why the zero comes first, and why it suffices).
 void RingWriter::publish(size_t frame) {
-  const uint64_t next = head_ + frame;
+  const size_t next = off_ + frame == bytes_ ? 0 : off_ + frame;  // frames never straddle the end
   at(next)->seq.store(0, std::memory_order_relaxed);
-  at(head_)->seq.store(seq_at(head_), std::memory_order_release);
-  head_ = next;
+  at(off_)->seq.store(seq_at(head_), std::memory_order_release);
+  head_ += frame;
+  off_ = next;
 }
 
 bool RingWriter::put(const char* src, size_t len, size_t& done) {
   for (;;) {
-    const size_t to_end = bytes_ - head_ % bytes_;
+    const size_t to_end = bytes_ - off_;
     const size_t want = frame_bytes(len - done);
     if (want > to_end && to_end < kMinCut) {
       if (space(to_end) < to_end) return false;
-      Frame* f = at(head_);
+      Frame* f = at(off_);
       f->len = kSkip;
       f->arg = to_end;
       publish(to_end);
@@ -50,7 +51,7 @@ bool RingWriter::put(const char* src, size_t len, size_t& done) {
     const size_t fit = std::min(want, to_end);
     const size_t frame = std::min(fit, space(fit));
     if (frame < fit && frame < kMinChunk) return false;
-    Frame* f = at(head_);
+    Frame* f = at(off_);
     const size_t n = std::min(len - done, frame - sizeof(Frame));
     if (n > 0) std::memcpy(reinterpret_cast<char*>(f) + sizeof(Frame), src + done, n);
     f->len = len;
@@ -63,7 +64,7 @@ bool RingWriter::put(const char* src, size_t len, size_t& done) {
 
 bool RingWriter::put_single(size_t len, const void* addr) {
   if (space(kLine) < kLine) return false;
-  Frame* f = at(head_);
+  Frame* f = at(off_);
   f->len = len | kSingleCopy;
   f->arg = reinterpret_cast<uint64_t>(addr);
   publish(kLine);
@@ -72,10 +73,10 @@ bool RingWriter::put_single(size_t len, const void* addr) {
 
 const Frame* RingReader::next() {
   for (;;) {
-    const Frame* f = at(tail_);
+    const Frame* f = reinterpret_cast<const Frame*>(ring_ + off_);
     if (f->seq.load(std::memory_order_acquire) != seq_at(tail_)) return nullptr;
     if (!(f->len & kSkip)) return f;
-    tail_ += f->arg;
+    advance(f->arg);
   }
 }
 

@@ -65,7 +65,7 @@ class RingWriter {
   uint64_t head() const { return head_; }
 
  private:
-  Frame* at(uint64_t pos) const { return reinterpret_cast<Frame*>(ring_ + pos % bytes_); }
+  Frame* at(size_t off) const { return reinterpret_cast<Frame*>(ring_ + off); }
   size_t space(size_t want);
   void publish(size_t frame);
 
@@ -73,6 +73,7 @@ class RingWriter {
   size_t bytes_ = 0;
   RingCtl* ctl_ = nullptr;
   uint64_t head_ = 0;       // where the next frame goes (only this sender knows it)
+  size_t off_ = 0;          // head_ % bytes_, kept without a division per frame
   uint64_t tail_seen_ = 0;  // the receiver's tail as last read
 };
 
@@ -86,17 +87,23 @@ class RingReader {
   static const char* payload(const Frame* f) { return reinterpret_cast<const char*>(f + 1); }
   // Done with the frame next() returned: its lines may be reused once
   // publish() tells the sender.
-  void consume(const Frame* f) { tail_ += (f->len & kSingleCopy) ? kLine : frame_bytes(f->arg); }
+  void consume(const Frame* f) { advance((f->len & kSingleCopy) ? kLine : frame_bytes(f->arg)); }
   // Stores the tail for the sender if it moved; true if it did.
   bool publish();
 
  private:
-  const Frame* at(uint64_t pos) const { return reinterpret_cast<const Frame*>(ring_ + pos % bytes_); }
+  // Frames never straddle the ring's end: the offset reaches it at most.
+  void advance(size_t n) {
+    tail_ += n;
+    off_ += n;
+    if (off_ >= bytes_) off_ -= bytes_;
+  }
 
   char* ring_ = nullptr;
   size_t bytes_ = 0;
   RingCtl* ctl_ = nullptr;
   uint64_t tail_ = 0, published_ = 0;
+  size_t off_ = 0;  // tail_ % bytes_
 };
 
 }  // namespace weft::coll::shm
