@@ -62,15 +62,23 @@ TEST(ApplyPlanRounds, NamesAFlowWhoseStepIsNotInTheSchedule) {
   EXPECT_EQ(st.message(), "plan flow 0 (rank 0 -> 3) lists step 1 (rs), which has no such flow");
 }
 
+// 1 spine, 2 leaves, 2 hosts each, HD over the 4 hosts of 8 elements:
+// the distance-2 steps send both hosts of l1 over its one uplink.
+struct OneSpine {
+  Result<topo::Fabric> f = topo::build_clos2({.spines = 1, .leaves = 2, .hosts_per_leaf = 2});
+  ranking::RankOrder order{f ? ranking::allocation_all(*f) : std::vector<int>{}};
+  Result<Schedule> sched = build_schedule(Collective::kAllreduceHd, 4, 8, 4);
+};
+
 TEST(LinkLoadRounds, TwoFlowsOnOneUplinkInTwoRoundsAreLoadOne) {
   // 1 spine, 2 leaves, 2 hosts each (link_load_test's load-2 case): the
   // distance-2 step sends both hosts of l1 over l1 -> s1. In rounds 0 and 1
   // (and the two flows back likewise) no link carries two flows at once.
-  auto f = topo::build_clos2({.spines = 1, .leaves = 2, .hosts_per_leaf = 2});
-  ASSERT_TRUE(f);
-  ranking::RankOrder order{ranking::allocation_all(*f)};
-  auto sched = build_schedule(Collective::kAllreduceHd, 4, 8, 4);
-  ASSERT_TRUE(sched);
+  OneSpine c;
+  ASSERT_TRUE(c.f && c.sched);
+  auto& f = c.f;
+  auto& order = c.order;
+  auto& sched = c.sched;
   for (int si : {1, 2}) {  // rs and ag at distance 2
     for (Flow& fl : sched->steps[static_cast<size_t>(si)].flows) fl.round = fl.src % 2;
   }
@@ -95,11 +103,11 @@ TEST(LinkLoadRounds, TwoFlowsOnOneUplinkInTwoRoundsAreLoadOne) {
 }
 
 TEST(LinkLoadRounds, RejectsANegativeRound) {
-  auto f = topo::build_clos2({.spines = 1, .leaves = 2, .hosts_per_leaf = 2});
-  ASSERT_TRUE(f);
-  ranking::RankOrder order{ranking::allocation_all(*f)};
-  auto sched = build_schedule(Collective::kAllreduceHd, 4, 8, 4);
-  ASSERT_TRUE(sched);
+  OneSpine c;
+  ASSERT_TRUE(c.f && c.sched);
+  auto& f = c.f;
+  auto& order = c.order;
+  auto& sched = c.sched;
   sched->steps[1].flows[0].round = -1;
   auto router = make_ideal_router(*f, order);
   auto rep = check_link_load(*f, order, *sched, *router);
