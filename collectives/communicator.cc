@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <set>
@@ -143,6 +144,20 @@ Status Communicator::Impl::setup(Store& store) {
   equal_multi_host = host_count > 1 && local.size() > 1 && !internal::equal_hosts(host_of).empty();
   auto_hybrid = cfg.selection.hybrid_when_multi_host && equal_multi_host;
   auto_rule = internal::match_rule(cfg.selection, link_kind, cfg.size);
+  if (cfg.plan) {
+    // A route plan is made for one algorithm's flows (routing/schedule.h):
+    // only those pairs' connections carry planned ports, and only HD
+    // enforces its rounds. So kAuto keeps to the plan: from the rule's HD
+    // threshold on, the plan's algorithm; below it butterfly, which is
+    // latency-bound (one message per step, nothing for ECMP to collide) and
+    // pairs the same ranks as HD (routing::hd_layout); never hybrid, whose
+    // inter-host HD runs on subsets the plan does not describe.
+    plan_rule = *auto_rule;
+    const bool ring = cfg.plan->collective == routing::collective_name(routing::Collective::kAllreduceRing);
+    plan_rule.ring_min_bytes = ring ? plan_rule.hd_min_bytes : SIZE_MAX;
+    auto_rule = &plan_rule;
+    auto_hybrid = false;
+  }
   if (cfg.scratch_reserve_bytes > 0) WEFT_RETURN_IF_ERROR(ensure_scratch(cfg.scratch_reserve_bytes));
   return Status::ok();
 }

@@ -34,6 +34,7 @@ class Communicator::Impl {
   // last plan used (training loops repeat the same call).
   bool auto_hybrid = false;                     // kAuto's AllReduce is hybrid at every size
   const SelectionRule* auto_rule = nullptr;     // in cfg.selection.rules (cfg is not changed after setup)
+  SelectionRule plan_rule;                      // auto_rule under a route plan (setup)
   std::array<const std::vector<int>*, 8> rank_map_of{};  // by Algorithm: rank_maps' entries
   std::vector<int> identity_group;  // 0, 1, ..., size-1
   std::string link_kind = "tcp";    // the transport of every peer, for selection; "tcp" when mixed

@@ -3,9 +3,15 @@
 // and zero-byte messages on every transport.
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <mutex>
+#include <set>
+#include <string>
 #include <tuple>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "harness.h"
 #include "rounds_plan.h"
@@ -175,6 +181,86 @@ TEST(RoundsSetup, APlanWhoseStepsAreNotHdsIsRejectedNamingTheFlow) {
   EXPECT_NE(comm.status().message().find("(rank 0 -> 1) lists step 1 (rs), which has no such flow"), std::string::npos)
       << comm.status().message();
 }
+
+// kAuto under a route plan keeps to the plan's algorithm (communicator.cc):
+// butterfly below the rule's HD threshold, the plan's algorithm from it —
+// so a plan with rounds is enforced (one token per gate) at every size
+// where the default rule would have picked ring or hybrid.
+struct AutoCase {
+  const char* collective;  // the plan's
+  size_t count;            // i32 elements
+  const char* phase;       // a step phase only kAuto's algorithm traces
+};
+
+class RoundsAuto : public ::testing::TestWithParam<AutoCase> {};
+
+TEST_P(RoundsAuto, AutoRunsThePlansAlgorithmFromTheHdThreshold) {
+  const AutoCase k = GetParam();
+  const int n = 5;
+  routing::RoutePlan plan = plan_for(n, 1);
+  const bool hd_plan = std::string(k.collective) == "allreduce-hd";
+  if (!hd_plan) {
+    // A ring plan: the ring's flows, no rounds.
+    plan.collective = k.collective;
+    plan.flows.clear();
+    for (int r = 0; r < n; ++r) {
+      routing::PlanFlow f;
+      f.src_rank = r;
+      f.dst_rank = (r + 1) % n;
+      f.src_host = "h" + std::to_string(r);
+      f.dst_host = "h" + std::to_string((r + 1) % n);
+      f.protocol = "udp";
+      f.sport = static_cast<uint16_t>(49152 + r);
+      f.dport = 4791;
+      f.path = {"l0"};
+      plan.flows.push_back(f);
+    }
+  }
+  auto gates = routing::plan_gates(plan);
+  ASSERT_TRUE(gates);
+  ASSERT_EQ(gates->empty(), !hd_plan);
+  std::atomic<int> tokens{0};
+  std::mutex mu;
+  std::set<std::string> phases;  // rank 1's (rank 0 folds out: 5 ranks)
+  run_ranks(
+      n,
+      [&](Communicator& comm) {
+        std::vector<int32_t> v(k.count);
+        for (size_t i = 0; i < k.count; ++i) v[i] = comm.rank() + static_cast<int32_t>(i % 13);
+        Status s = comm.allreduce(v.data(), v.data(), k.count, DataType::kI32, ReduceOp::kSum);  // kAuto
+        ASSERT_TRUE(s) << s.to_string();
+        for (size_t i = 0; i < k.count; ++i) {
+          ASSERT_EQ(v[i], n * (n - 1) / 2 + n * static_cast<int32_t>(i % 13)) << "element " << i;
+        }
+      },
+      [&](CommConfig& c) {
+        c.transport = "loopback";
+        c.plan = plan;
+        c.timeout = 60s;
+        // Without a plan this rule runs ring from 1 KiB and HD from 64 B.
+        c.selection.rules = {{"*", INT_MAX, 64, 1024}};
+        c.trace = [&](int rank, const TraceEvent& e) {
+          if (e.kind == TraceEvent::kSend && e.bytes == 0) ++tokens;
+          std::lock_guard<std::mutex> l(mu);
+          if (rank == 1 && e.kind == TraceEvent::kStep) phases.emplace(e.phase);
+        };
+      });
+  EXPECT_EQ(phases.count(k.phase), 1u) << "rank 1 traced: " << fmt::format("{}", fmt::join(phases, " "));
+  const bool gated = hd_plan && std::string(k.phase) == "rs";
+  EXPECT_EQ(tokens.load(), gated ? static_cast<int>(gates->size()) : 0) << "one token per gate, under HD only";
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, RoundsAuto,
+                         ::testing::Values(AutoCase{"allreduce-hd", 15, "butterfly"},  // 60 B
+                                           AutoCase{"allreduce-hd", 16, "rs"},         // 64 B: HD
+                                           AutoCase{"allreduce-hd", 4099, "rs"},       // 16 KiB: HD, not ring
+                                           AutoCase{"allreduce-ring", 15, "butterfly"},
+                                           AutoCase{"allreduce-ring", 64, "ring-rs"},  // 256 B: ring, not HD
+                                           AutoCase{"allreduce-ring", 4099, "ring-rs"}),
+                         [](const ::testing::TestParamInfo<AutoCase>& p) {
+                           return std::string(p.param.collective[10] == 'h' ? "hd" : "ring") + "_plan_" +
+                                  std::to_string(p.param.count * 4) + "B";
+                         });
 
 // Tokens are zero-byte messages: every transport must carry them in order
 // between other messages.

@@ -54,7 +54,9 @@ std::optional<Algorithm> parse_algorithm(std::string_view s);
 // default rules are the crossovers measured on this machine by
 // bench/allreduce_sweep.sh (docs/collectives.md "Selection", where the
 // table is; the test SelectionFollowsTheMeasuredTable holds them to it).
-// Re-measure on a real fabric and pass your own rules.
+// Re-measure on a real fabric and pass your own rules. Under a route plan
+// the communicator's kAuto keeps to the plan's algorithm from hd_min_bytes
+// on (butterfly below, never hybrid): only its flows are planned.
 struct SelectionRule {
   std::string transport;  // the transport serving every peer ("tcp", "shm", ...); "*" = any
   int max_ranks;          // the rule covers communicators of at most this many ranks
