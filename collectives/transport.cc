@@ -75,6 +75,9 @@ Status TransportConfig::validate() const {
   if (shm.spin_us < 0 || shm.spin_us > 100000) {
     return invalid_argument(fmt::format("shm: spin_us must be in 0..100000 (got {})", shm.spin_us));
   }
+  if (shm.sleep_ms < 1 || shm.sleep_ms > 600000) {
+    return invalid_argument(fmt::format("shm: sleep_ms must be in 1..600000 (got {})", shm.sleep_ms));
+  }
   if (shm.slot_bytes < 4096 || shm.slot_bytes % 64 != 0) {
     return invalid_argument(fmt::format("shm: slot_bytes must be a multiple of 64, >= 4096 (got {})",
                                         shm.slot_bytes));

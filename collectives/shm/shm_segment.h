@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -26,7 +27,8 @@ constexpr uint64_t kMagic = 0x324d485354464557;  // "WEFTSHM2": frames with thei
 // atomics and plain data, fixed layout.
 struct alignas(64) SegmentHeader {
   uint64_t magic;
-  int32_t rank, size, pid, reserved;
+  int32_t rank, size, pid;
+  int32_t sleep_fence;  // 1: this rank calls membarrier() before it sleeps (ring_bell)
   uint64_t ring_bytes;
   alignas(64) std::atomic<uint32_t> bell;      // futex word: bumped by whoever has news for this rank
   std::atomic<uint32_t> sleepers;              // > 0 while this rank may sleep on bell
@@ -103,20 +105,74 @@ class Segment {
   size_t bytes_ = 0;
 };
 
-// Wakes the owner of `h` if it may be asleep, after this rank published news
-// for it (a frame's seq word, a ring tail or an ack). A Dekker pair with
-// ShmTransport::wait: the publisher stores, fences, then reads `sleepers`;
-// the sleeper bumps `sleepers` (a seq_cst read-modify-write), reads `bell`,
-// then looks for news (polls the seq word, tail or acks). Either the sleeper sees the
-// news or the publisher sees the sleeper, and a bell bumped after the
-// sleeper's read makes FUTEX_WAIT return at once. Skipping the bump when no
-// one sleeps keeps the bell's cache line out of the hot path.
-inline void ring_bell(SegmentHeader* h) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+// The doorbell. A rank that found no news sleeps on its `bell` (a futex
+// word); a rank that published news for it (a frame's seq word, a ring tail,
+// an ack, an abort notice) must wake it, but should not pay for that on
+// every message: it bumps `bell` and calls FUTEX_WAKE only when `sleepers`
+// says the owner may sleep. That is a Dekker pair. The sleeper
+// (ShmTransport::wait) bumps `sleepers`, reads `bell`, then looks for news;
+// the publisher stores its news, then reads `sleepers`. Each side's load
+// must not be ordered before its own store, or both can miss the other
+// (x86 lets a load pass an earlier store to another address: Intel SDM vol.
+// 3A 9.2.3.4), and a sleeper then sleeps through news that is there.
+// Either way round, a bell bumped after the sleeper read it makes
+// FUTEX_WAIT return at once (futex(2): the value no longer matches).
+//
+// The classic fix is a full fence on both sides, and the publisher's side
+// is the hot one: a seq_cst fence per message waits for the store of the
+// message's line to leave the store buffer, i.e. for the line to come back
+// from the receiver that polls it; perf put 84% of a small AllReduce's
+// sender cycles on the instruction after it. So the fence is asymmetric
+// where the kernel allows it (BellFence::kCompiler): the publisher orders
+// its store and load with a compiler barrier only, and the sleeper, which
+// is about to spend microseconds on a futex anyway, calls
+// membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) between bumping `sleepers` and
+// looking for news. membarrier(2): on return "all running threads have
+// passed through a state where all memory accesses to user-space addresses
+// match program order between entry to and return from the system call",
+// for every process registered with MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED
+// (threads not running are in that state anyway: a context switch is a full
+// barrier); its NOTES give exactly this pattern, a compiler barrier on the
+// fast path made a memory barrier by membarrier() on the slow path. Ranks
+// are separate processes, so the PRIVATE commands (one process) do not
+// apply. A publisher thus passes that state at some point P of its program:
+// if P is before its store of news, its load of `sleepers` comes after the
+// sleeper's bump (which the membarrier entry's own barrier made visible); if
+// P is after the store, the news is visible to the sleeper's look, which
+// comes after membarrier returns. The publisher skips its fence only if it
+// registered itself and the sleeper's header says it calls membarrier
+// (`sleep_fence`); otherwise, and on the rare paths (abort, close), it
+// fences (BellFence::kFull).
+enum class BellFence { kFull, kCompiler };
+
+inline void ring_bell(SegmentHeader* h, BellFence fence) {
+  if (fence == BellFence::kCompiler) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler keeps the store before the load
+  } else {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
   if (h->sleepers.load(std::memory_order_relaxed) == 0) return;
   h->bell.fetch_add(1);
   futex(&h->bell, FUTEX_WAKE, INT32_MAX, nullptr);
 }
+
+// Registers this process for MEMBARRIER_CMD_GLOBAL_EXPEDITED (once; the
+// registration is for the process's lifetime): true if the kernel offers it
+// (Linux 4.16; MEMBARRIER_CMD_QUERY) and took the registration. A registered
+// process is interrupted whenever any process issues that command, which
+// ranks do only before they sleep.
+inline bool register_sleep_fence() {
+  static const bool ok = [] {
+    const long cmds = ::syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    if (cmds < 0 || (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0) return false;
+    return ::syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+  }();
+  return ok;
+}
+
+// The sleeper's half of the asymmetric fence (ring_bell): false if the call
+// failed, and then the caller must not sleep.
+inline bool sleep_fence() { return ::syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0; }
 
 inline Result<int> open_segment(const std::string& name, bool create, size_t bytes) {
   int fd = ::shm_open(name.c_str(), create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);

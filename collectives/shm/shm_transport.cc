@@ -60,6 +60,9 @@ class ShmPair final : public Pair {
   uint64_t single_sent = 0;
   RingWriter out;  // this rank's ring in the peer's segment
   RingReader in;   // the peer's ring in this rank's segment
+  // How this rank rings the peer's bell on the hot path: without a fence
+  // when both ends use membarrier (shm_segment.h, ring_bell).
+  BellFence bell = BellFence::kFull;
   // Set when process_vm_readv of this peer's payload failed with EFAULT or
   // ESRCH (ShmTransport::read_single): receiving from it stops, and
   // check_liveness turns it into the real cause.
@@ -99,7 +102,14 @@ class ShmTransport final : public Transport {
   void abort(const Status& reason) override;
 
   std::mutex mu_;
-  Status check();
+  // OK, or why this transport gave up. Cheap enough for every poll: one
+  // load of this rank's abort word, and no copy of a Status while all is
+  // well (a copy constructs its message string).
+  Status check() {
+    if (failed_.is_ok() && !own_.hdr()->aborted.load(std::memory_order_acquire)) return Status::ok();
+    return check_failed();
+  }
+  Status check_failed();
   void check_liveness(Clock::time_point now);
   void publish_cpu();
   bool progress();
@@ -115,6 +125,7 @@ class ShmTransport final : public Transport {
   size_t ring_bytes_;
   std::chrono::microseconds hard_spin_;  // of a wait (idle_wait.h)
   int cpu_ = -1;                         // where this rank polls, as published in its header
+  bool sleep_fence_ = false;             // registered for membarrier: the sleeper's half of the fence
   std::string name_;
   Segment own_;
   std::vector<std::unique_ptr<ShmPair>> pairs_;
@@ -124,8 +135,7 @@ class ShmTransport final : public Transport {
   unsigned polls_ = 0;
 };
 
-// Cheap enough for every poll: one load of this rank's abort word.
-Status ShmTransport::check() {
+Status ShmTransport::check_failed() {
   if (!failed_.is_ok()) return failed_;
   SegmentHeader* h = own_.hdr();
   if (h->aborted.load(std::memory_order_acquire)) {
@@ -195,7 +205,7 @@ bool ShmTransport::progress_send(ShmPair& p) {
     p.sends_q.pop_front();
   }
   if (p.out.head() != head0) {
-    ring_bell(p.seg->hdr());
+    ring_bell(p.seg->hdr(), p.bell);
     moved = true;
   }
   return moved;
@@ -234,7 +244,7 @@ bool ShmTransport::progress_recv(ShmPair& p) {
     p.recvs_q.pop_front();
   }
   const bool freed = p.in.publish();
-  if (freed || acked) ring_bell(p.seg->hdr());  // the sender may wait for room or an ack
+  if (freed || acked) ring_bell(p.seg->hdr(), p.bell);  // the sender may wait for room or an ack
   return freed || acked;
 }
 
@@ -288,6 +298,9 @@ void ShmTransport::publish_cpu() {
 // the turn of the one waited for), then sleeps on this rank's bell.
 template <typename Pred>
 Status ShmTransport::wait(ShmPair& p, Pred done, Deadline d, const char* what, Ticket t) {
+  // A send that went into the ring at once (every small one) is done
+  // before its wait: return without a round of polling.
+  if (done()) return Status::ok();
   SegmentHeader* h = own_.hdr();
   const std::atomic<int32_t>& peer_cpu = p.seg->hdr()->cpu;
   IdleWait w(d, std::chrono::microseconds(cfg_.shm.spin_us), hard_spin_);
@@ -312,13 +325,18 @@ Status ShmTransport::wait(ShmPair& p, Pred done, Deadline d, const char* what, T
         return deadline_exceeded(fmt::format("timed out waiting for rank {} ({} of message {})", p.peer(), what, t));
       case IdleWait::kSleep: break;
     }
-    // Sleep until someone rings (see ring_bell), at most 10 ms so that a
-    // dead peer is noticed.
+    // Sleep until someone rings (see ring_bell), at most sleep_ms so that a
+    // dead peer is noticed. Peers ring without a fence when this rank
+    // advertised sleep_fence: then the membarrier below orders the bump of
+    // `sleepers` before the look for news, in their program order too; if it
+    // fails, this rank yields instead of sleeping.
     h->sleepers.fetch_add(1);
     const uint32_t v = h->bell.load();
-    if (!progress() && !done() && !h->aborted.load()) {
-      const auto ms = w.sleep_budget(std::chrono::milliseconds(10));
-      timespec ts{0, static_cast<long>(ms.count()) * 1'000'000};
+    const bool fenced = !sleep_fence_ || sleep_fence();
+    if (!fenced) sched_yield();
+    if (fenced && !progress() && !done() && !h->aborted.load()) {
+      const auto ms = w.sleep_budget(std::chrono::milliseconds(cfg_.shm.sleep_ms));
+      timespec ts{static_cast<time_t>(ms.count() / 1000), static_cast<long>(ms.count() % 1000) * 1'000'000};
       futex(&h->bell, FUTEX_WAIT, v, &ts);
     }
     h->sleepers.fetch_sub(1);
@@ -333,7 +351,7 @@ void ShmTransport::abort(const Status& reason) {
     h->abort_rank = cfg_.rank;
     std::snprintf(h->abort_msg, sizeof h->abort_msg, "%s", msg.c_str());
     h->aborted.store(1, std::memory_order_release);
-    ring_bell(h);
+    ring_bell(h, BellFence::kFull);
   };
   for (ShmPair* p : active_) tell(p->seg->hdr());
   tell(own_.hdr());
@@ -355,7 +373,11 @@ Result<Ticket> ShmPair::recv(Memory& mem, size_t offset, size_t len) {
   WEFT_RETURN_IF_ERROR(t_->check());
   Ticket tk = recvs.post(1);
   recvs_q.push_back(Op{static_cast<char*>(mem.data()) + offset, len, tk});
-  t_->progress_recv(*this);
+  // No look at the ring here: the receive is taken in a wait or poll. The
+  // line a look reads is the one the peer writes its next frame to, so it is
+  // a cache miss (the line comes from the peer) right before this rank's
+  // send in an exchange (recv, send, wait), on the critical path of a small
+  // AllReduce; in the wait the miss overlaps the peer's own send.
   return tk;
 }
 
@@ -383,7 +405,7 @@ Result<bool> ShmPair::test_recv(Ticket t) {
 ShmTransport::~ShmTransport() {
   if (own_.hdr()) {
     own_.hdr()->closed.store(1);
-    for (ShmPair* p : active_) ring_bell(p->seg->hdr());
+    for (ShmPair* p : active_) ring_bell(p->seg->hdr(), BellFence::kFull);
   }
   for (ShmPair* p : active_) {
     if (p->pidfd >= 0) ::close(p->pidfd);
@@ -409,6 +431,8 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
   h->rank = me;
   h->size = cfg_.size;
   h->pid = ::getpid();
+  sleep_fence_ = register_sleep_fence();
+  h->sleep_fence = sleep_fence_ ? 1 : 0;
   h->ring_bytes = ring_bytes_;
   h->cpu.store(-1);
   for (int p : peers) own_.populate(own_.ring_offset(p), ring_bytes_);
@@ -434,6 +458,7 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
     pair->out = RingWriter(pair->seg->ring(me), ring_bytes_, pair->seg->ctl(me));
     pair->in = RingReader(own_.ring(p), ring_bytes_, own_.ctl(p));
     pair->pid = ph->pid;
+    if (sleep_fence_ && ph->sleep_fence == 1) pair->bell = BellFence::kCompiler;
     pair->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pair->pid, 0));
     active_.push_back(pair.get());
     pairs_[static_cast<size_t>(p)] = std::move(pair);

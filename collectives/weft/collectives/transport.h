@@ -134,6 +134,9 @@ struct ShmOptions {
   // cache, until the two copies no longer fit in it).
   size_t single_copy_min_bytes = 1 << 20;
   int spin_us = 5000;  // a wait polls (yielding between polls) this long, then sleeps on the futex
+  // A sleeping wait looks again after this long even if no one woke it: how
+  // late a peer that died without a word is noticed. 1..600000.
+  int sleep_ms = 10;
 };
 
 // The verbs transport (collectives/verbs, built with rdma-core; see
