@@ -133,7 +133,31 @@ class ShmTransport final : public Transport {
   Status failed_;
   Clock::time_point next_liveness_check_{};
   unsigned polls_ = 0;
+  unsigned shared_yields_ = 0;
+  // Odd ranks wait twice as long, so that two ranks that meet on a CPU do
+  // not both move to the same other one.
+  unsigned yields_before_move() const { return cfg_.rank % 2 ? 64 : 32; }
 };
+
+// Moves the calling thread off `cpu` now (sched_setaffinity(2) without
+// it migrates the thread before it returns), then gives it all its CPUs
+// back (which moves nothing). Why (ShmTransport::wait): two ranks that take
+// turns on one CPU every few microseconds stay together although another
+// CPU is free for one of them; on this 2-CPU VM with a build running at nice
+// 19, a 2-rank 4 B AllReduce ran at 11-15 us per call (two context switches)
+// in whole runs, 0.5 us once apart. The likely cause: the load balancer does
+// not move a task that ran within sched_migration_cost (0.5 ms) until its
+// attempts failed a few times (kernel/sched/fair.c, can_migrate_task,
+// task_hot), and both ranks always just ran. A thread whose affinity is
+// changed by another thread between the two calls gets its old mask back.
+void move_off_cpu(int cpu) {
+  cpu_set_t all;
+  if (::sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2 || !CPU_ISSET(cpu, &all)) return;
+  cpu_set_t others = all;
+  CPU_CLR(cpu, &others);
+  if (::sched_setaffinity(0, sizeof others, &others) != 0) return;
+  ::sched_setaffinity(0, sizeof all, &all);
+}
 
 Status ShmTransport::check_failed() {
   if (!failed_.is_ok()) return failed_;
@@ -295,7 +319,10 @@ void ShmTransport::publish_cpu() {
 
 // Polls hard while the peer runs elsewhere, else yields between polls
 // (idle_wait.h: two ranks on one CPU take turns, and polling only delays
-// the turn of the one waited for), then sleeps on this rank's bell.
+// the turn of the one waited for), then sleeps on this rank's bell. Where
+// the host's ranks fit its CPUs, a rank that yields to the peer on its own
+// CPU 32 times in a row (64 on odd ranks) moves off that CPU instead
+// (move_off_cpu).
 template <typename Pred>
 Status ShmTransport::wait(ShmPair& p, Pred done, Deadline d, const char* what, Ticket t) {
   // A send that went into the ring at once (every small one) is done
@@ -309,7 +336,8 @@ Status ShmTransport::wait(ShmPair& p, Pred done, Deadline d, const char* what, T
     const bool moved = progress();
     if (done()) return Status::ok();
     WEFT_RETURN_IF_ERROR(check());
-    const IdleWait::Action act = w.next(moved, peer_cpu.load(std::memory_order_relaxed) == cpu_);
+    const bool shares = peer_cpu.load(std::memory_order_relaxed) == cpu_;
+    const IdleWait::Action act = w.next(moved, shares);
     if (w.ticked()) {
       check_liveness(w.now());
       WEFT_RETURN_IF_ERROR(check());
@@ -318,7 +346,13 @@ Status ShmTransport::wait(ShmPair& p, Pred done, Deadline d, const char* what, T
     switch (act) {
       case IdleWait::kPoll: continue;
       case IdleWait::kYield:
-        sched_yield();
+        if (!shares) shared_yields_ = 0;
+        if (shares && hard_spin_ > IdleWait::kHardSpin && ++shared_yields_ >= yields_before_move()) {
+          shared_yields_ = 0;
+          move_off_cpu(cpu_);
+        } else {
+          sched_yield();
+        }
         publish_cpu();
         continue;
       case IdleWait::kExpired:
