@@ -105,6 +105,7 @@ Status Communicator::Impl::setup(Store& store) {
   }
   links.transport_of.assign(static_cast<size_t>(n), -1);
   links.pairs.assign(static_cast<size_t>(n), nullptr);
+  links.exchangers.assign(static_cast<size_t>(n), nullptr);
   last_send.assign(static_cast<size_t>(n), 0);
   for (int r = 0; r < n; ++r) identity_group.push_back(r);
   for (auto& [name, peers] : peers_of) {
@@ -134,6 +135,7 @@ Status Communicator::Impl::setup(Store& store) {
       links.transport_of[static_cast<size_t>(p)] = idx;
       links.pairs[static_cast<size_t>(p)] = t->pair(p);
       if (!links.pairs[static_cast<size_t>(p)]) return internal_error(fmt::format("{} transport has no pair for rank {}", name, p));
+      links.exchangers[static_cast<size_t>(p)] = dynamic_cast<internal::ExchangePair*>(links.pairs[static_cast<size_t>(p)]);
     }
     links.transports.push_back(t.get());
     transports.push_back(std::move(t));

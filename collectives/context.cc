@@ -92,8 +92,24 @@ Context Context::subgroup(const std::vector<int>& members) const {
   return c;
 }
 
+Status Context::sendrecv(int peer, Buf sb, size_t soff, size_t slen, Buf rb, size_t roff, size_t rlen) {
+  const int phys = physical(peer);
+  ExchangePair* x = links_->transports.size() <= 1 ? links_->exchangers[static_cast<size_t>(phys)] : nullptr;
+  if (x == nullptr) {
+    WEFT_ASSIGN_OR_RETURN(Ticket r, recv(peer, rb, roff, rlen));
+    WEFT_ASSIGN_OR_RETURN(Ticket s, send(peer, sb, soff, slen));
+    WEFT_RETURN_IF_ERROR(wait_recv(peer, r));
+    return wait_send(peer, s);
+  }
+  if (trace_ && *trace_) (*trace_)(phys_rank_, TraceEvent{TraceEvent::kSend, {}, 0, phys, slen});
+  WEFT_ASSIGN_OR_RETURN(Ticket s, x->exchange(mem(peer, sb), soff, slen, mem(peer, rb), roff, rlen, deadline_));
+  (*last_send_)[static_cast<size_t>(phys)] = s;
+  return Status::ok();
+}
+
 Status exchange(Context& ctx, int to, Buf sb, size_t soff, size_t slen, int from, Buf rb,
                 size_t roff, size_t rlen) {
+  if (to == from) return ctx.sendrecv(to, sb, soff, slen, rb, roff, rlen);
   WEFT_ASSIGN_OR_RETURN(Ticket r, ctx.recv(from, rb, roff, rlen));
   WEFT_ASSIGN_OR_RETURN(Ticket s, ctx.send(to, sb, soff, slen));
   WEFT_RETURN_IF_ERROR(ctx.wait_recv(from, r));

@@ -13,6 +13,7 @@
 #include "weft/collectives/communicator.h"
 #include "weft/collectives/transport.h"
 #include "weft/collectives/types.h"
+#include "exchange_pair.h"
 #include "idle_wait.h"
 
 namespace weft::coll::internal {
@@ -20,6 +21,7 @@ namespace weft::coll::internal {
 // The communicator's links, built once at setup and shared by every call.
 struct Links {
   std::vector<Pair*> pairs;            // by physical rank; nullptr for this rank
+  std::vector<ExchangePair*> exchangers;  // by physical rank: the pair, if it runs whole exchanges
   std::vector<int> transport_of;       // by physical rank: index into transports; -1 for this rank
   std::vector<Transport*> transports;
   // How long a wait on several transports polls hard before it yields
@@ -65,6 +67,9 @@ class Context {
   char* ptr(Buf b) const { return buffers_->ptr[b]; }
   Status wait_send(int peer, Ticket t);
   Status wait_recv(int peer, Ticket t);
+  // Receives from and sends to one peer and waits for both: recv, send,
+  // wait_recv, wait_send, or one ExchangePair call where the pair has it.
+  Status sendrecv(int peer, Buf sb, size_t soff, size_t slen, Buf rb, size_t roff, size_t rlen);
   // Non-blocking: true once recv t from peer has completed.
   Result<bool> test_recv(int peer, Ticket t) { return pair(peer).test_recv(t); }
   // Polls every transport of the call until done(blame) returns true;

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "completion.h"
+#include "exchange_pair.h"
 #include "idle_wait.h"
 #include "shm/shm_ring.h"
 #include "shm/shm_segment.h"
@@ -40,7 +41,7 @@ struct Op {
 
 class ShmTransport;
 
-class ShmPair final : public Pair {
+class ShmPair final : public Pair, public internal::ExchangePair {
  public:
   ShmPair(ShmTransport* t, int peer) : t_(t), peer_(peer) {}
   int peer() const override { return peer_; }
@@ -50,6 +51,9 @@ class ShmPair final : public Pair {
   Status wait_recv(Ticket t, Deadline d) override;
   Result<bool> test_send(Ticket t) override;
   Result<bool> test_recv(Ticket t) override;
+  // The four calls under one lock (exchange_pair.h).
+  Result<Ticket> exchange(const Memory& smem, size_t soff, size_t slen, Memory& rmem, size_t roff, size_t rlen,
+                          Deadline deadline) override;
 
   std::unique_ptr<Segment> seg;  // the peer's segment (its ring from us lives there)
   int pidfd = -1;
@@ -401,18 +405,34 @@ Result<Ticket> ShmPair::send(const Memory& mem, size_t offset, size_t len) {
   return tk;
 }
 
+// No look at the ring when a receive is posted: it is taken in a wait or
+// poll. The line a look reads is the one the peer writes its next frame
+// to, so it is a cache miss (the line comes from the peer) right before this
+// rank's send in an exchange (recv, send, wait), on the critical path of a
+// small AllReduce; in the wait the miss overlaps the peer's own send.
 Result<Ticket> ShmPair::recv(Memory& mem, size_t offset, size_t len) {
   if (offset + len > mem.size()) return out_of_range(fmt::format("recv from rank {}: range outside the buffer", peer_));
   std::lock_guard<std::mutex> l(t_->mu_);
   WEFT_RETURN_IF_ERROR(t_->check());
   Ticket tk = recvs.post(1);
   recvs_q.push_back(Op{static_cast<char*>(mem.data()) + offset, len, tk});
-  // No look at the ring here: the receive is taken in a wait or poll. The
-  // line a look reads is the one the peer writes its next frame to, so it is
-  // a cache miss (the line comes from the peer) right before this rank's
-  // send in an exchange (recv, send, wait), on the critical path of a small
-  // AllReduce; in the wait the miss overlaps the peer's own send.
   return tk;
+}
+
+Result<Ticket> ShmPair::exchange(const Memory& smem, size_t soff, size_t slen, Memory& rmem, size_t roff,
+                                 size_t rlen, Deadline deadline) {
+  if (roff + rlen > rmem.size()) return out_of_range(fmt::format("recv from rank {}: range outside the buffer", peer_));
+  if (soff + slen > smem.size()) return out_of_range(fmt::format("send to rank {}: range outside the buffer", peer_));
+  std::lock_guard<std::mutex> l(t_->mu_);
+  WEFT_RETURN_IF_ERROR(t_->check());
+  const Ticket rt = recvs.post(1);
+  recvs_q.push_back(Op{static_cast<char*>(rmem.data()) + roff, rlen, rt});
+  const Ticket st = sends.post(1);
+  sends_q.push_back(Op{static_cast<char*>(smem.data()) + soff, slen, st});
+  t_->progress_send(*this);
+  WEFT_RETURN_IF_ERROR(t_->wait(*this, [&] { return recvs.done >= rt; }, deadline, "receive", rt));
+  WEFT_RETURN_IF_ERROR(t_->wait(*this, [&] { return sends.done >= st; }, deadline, "send", st));
+  return st;
 }
 
 Status ShmPair::wait_send(Ticket t, Deadline d) {

@@ -1,0 +1,26 @@
+// A pair that runs a whole exchange with its peer (post a receive, post a
+// send, wait for both) in one call (internal). The communicator finds it
+// once per pair at setup (Links::exchangers); Context::sendrecv uses it when
+// the call has one transport. Why: a small shared-memory AllReduce spends
+// its time per call, not per byte, and the four calls of an exchange each
+// take the transport's lock: eight locked instructions, the first of them
+// after the send waiting for the message's lines to leave the store buffer.
+#pragma once
+
+#include "weft/collectives/transport.h"
+
+namespace weft::coll::internal {
+
+class ExchangePair {
+ public:
+  // Receives [roff, roff + rlen) of rmem from the peer and sends [soff,
+  // soff + slen) of smem to it, as recv, send, wait_recv, wait_send would;
+  // returns the send's ticket once both are done.
+  virtual Result<Ticket> exchange(const Memory& smem, size_t soff, size_t slen, Memory& rmem, size_t roff,
+                                  size_t rlen, Deadline deadline) = 0;
+
+ protected:
+  ~ExchangePair() = default;
+};
+
+}  // namespace weft::coll::internal
