@@ -211,20 +211,20 @@ int run_wake_rank(const std::string& dir, int rank, int n, size_t single_copy_mi
 // the ring-sized ones single-copy, between inline frames).
 class ShmRing : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
 
-TEST_P(ShmRing, AwkwardSizesAtEveryRingOffsetArriveExactInBothDirections) {
-  const auto [n, single_copy_min] = GetParam();
+// Runs body(dir, rank, n, single_copy_min) in n processes; each must exit 0.
+void expect_ranks_succeed(int n, size_t single_copy_min, int (*body)(const std::string&, int, int, size_t)) {
   Children kids;
-  kids.start(n, [&, n = n, sc = single_copy_min](int rank) { return run_rank(kids.dir, rank, n, sc); });
+  kids.start(n, [&](int rank) { return body(kids.dir, rank, n, single_copy_min); });
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   for (size_t r = 0; r < static_cast<size_t>(n); ++r) EXPECT_EQ(kids.wait(r, deadline), 0) << "rank " << r;
 }
 
+TEST_P(ShmRing, AwkwardSizesAtEveryRingOffsetArriveExactInBothDirections) {
+  expect_ranks_succeed(std::get<0>(GetParam()), std::get<1>(GetParam()), run_rank);
+}
+
 TEST_P(ShmRing, RanksThatSleepBeforeEveryMessageAreWokenForEachOne) {
-  const auto [n, single_copy_min] = GetParam();
-  Children kids;
-  kids.start(n, [&, n = n, sc = single_copy_min](int rank) { return run_wake_rank(kids.dir, rank, n, sc); });
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  for (size_t r = 0; r < static_cast<size_t>(n); ++r) EXPECT_EQ(kids.wait(r, deadline), 0) << "rank " << r;
+  expect_ranks_succeed(std::get<0>(GetParam()), std::get<1>(GetParam()), run_wake_rank);
 }
 
 INSTANTIATE_TEST_SUITE_P(Collectives, ShmRing,
