@@ -16,6 +16,7 @@
 #include "communicator_impl.h"
 #include "idle_wait.h"
 #include "remap.h"
+#include "stall.h"
 #include "weft/routing/schedule.h"
 
 namespace weft::coll {
@@ -213,7 +214,8 @@ Status Communicator::Impl::ensure_scratch(size_t bytes) {
 }
 
 Status Communicator::Impl::run(internal::Plan& p, const std::vector<int>& group_ranks, int me, void* data,
-                               size_t bytes, DataType t, ReduceOp op, Deadline deadline) {
+                               size_t bytes, DataType t, ReduceOp op, Deadline deadline,
+                               std::chrono::milliseconds timeout) {
   WEFT_RETURN_IF_ERROR(ensure_scratch(p.scratch_bytes()));
   // The caller's buffer is registered when it differs from the last call's
   // (training loops reuse their buffers). Like the transports' own caches
@@ -235,7 +237,8 @@ Status Communicator::Impl::run(internal::Plan& p, const std::vector<int>& group_
   buffers.ptr[internal::kData] = static_cast<char*>(data);
   buffers.ptr[internal::kScratch] = scratch.data();
   std::fill(last_send.begin(), last_send.end(), Ticket{0});
-  internal::Context ctx(group_ranks, me, &links, &buffers, &last_send, deadline, t, op, &cfg.trace, cfg.rank);
+  internal::Context ctx(group_ranks, me, &links, &buffers, &last_send, deadline, t, op, &cfg.trace, cfg.rank,
+                        internal::stall_window(timeout));
   return p.run(ctx);
 }
 
@@ -266,7 +269,7 @@ Status Communicator::Impl::execute(int coll, Algorithm a, MakePlanFn make, const
     shape.gates = &gates;
   }
   WEFT_ASSIGN_OR_RETURN(internal::Plan * p, plan(coll, a, shape, make));
-  Status s = run(*p, group, shape.rank, data, bytes, t, op, deadline);
+  Status s = run(*p, group, shape.rank, data, bytes, t, op, deadline, timeout);
   if (!s) {
     return fail(s.with_context(fmt::format("rank {}: {} ({}, {} x {}{}{})", cfg.rank, kCollName[coll],
                                            algorithm_name(a), shape.count, dtype_name(t),

@@ -71,7 +71,7 @@ class Communicator::Impl {
   Result<const std::vector<int>*> rank_map(Algorithm a);
   Status ensure_scratch(size_t bytes);
   Status run(internal::Plan& p, const std::vector<int>& group_ranks, int me, void* data, size_t bytes,
-             DataType t, ReduceOp op, Deadline deadline);
+             DataType t, ReduceOp op, Deadline deadline, std::chrono::milliseconds timeout);
 };
 
 namespace internal {

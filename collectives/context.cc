@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include "idle_wait.h"
+#include "stall.h"
 
 namespace weft::coll::internal {
 
 Context::Context(const std::vector<int>& ranks, int me, const Links* links, const Buffers* buffers,
                  std::vector<Ticket>* last_send, Deadline deadline, DataType dtype, ReduceOp op,
-                 const std::function<void(int, const TraceEvent&)>* trace, int phys_rank)
+                 const std::function<void(int, const TraceEvent&)>* trace, int phys_rank,
+                 std::chrono::milliseconds stall_window)
     : ranks_(ranks.data()),
       size_(static_cast<int>(ranks.size())),
       me_(me),
@@ -20,7 +22,8 @@ Context::Context(const std::vector<int>& ranks, int me, const Links* links, cons
       op_(op),
       esize_(dtype_size(dtype)),
       trace_(trace),
-      phys_rank_(phys_rank) {}
+      phys_rank_(phys_rank),
+      stall_window_(stall_window) {}
 
 Memory& Context::mem(int peer, Buf b) const {
   const int t = links_->transport_of[static_cast<size_t>(physical(peer))];
@@ -40,12 +43,29 @@ Result<Ticket> Context::recv(int peer, Buf b, size_t offset, size_t len) {
 }
 
 Status Context::timed_out(int peer) const {
-  if (peer < 0) return deadline_exceeded("timed out");
-  return deadline_exceeded(fmt::format("timed out waiting for rank {}", physical(peer)));
+  if (peer < 0) return stalled(peer, deadline_exceeded("timed out"));
+  return stalled(peer, deadline_exceeded(fmt::format("timed out waiting for rank {}", physical(peer))));
 }
 
+Status Context::stalled(int peer, const Status& why) const {
+  return resolve_stall(*links_, phys_rank_, peer < 0 ? -1 : physical(peer), why, stall_window_);
+}
+
+bool Context::stall_noticed() const {
+  for (const Transport* t : links_->transports) {
+    if (t->stall_noticed()) return true;
+  }
+  return false;
+}
+
+// A transport's own wait ends with kDeadlineExceeded at its deadline or on
+// a stall notice; either way the call is lost and the stall is resolved.
 Status Context::wait_send(int peer, Ticket t) {
-  if (links_->transports.size() <= 1) return pair(peer).wait_send(t, deadline_);
+  if (links_->transports.size() <= 1) {
+    Status s = pair(peer).wait_send(t, deadline_);
+    if (s.code() == StatusCode::kDeadlineExceeded) [[unlikely]] return stalled(peer, s);
+    return s;
+  }
   return poll_until([&](int& blame) {
     blame = peer;
     return pair(peer).test_send(t);
@@ -53,7 +73,11 @@ Status Context::wait_send(int peer, Ticket t) {
 }
 
 Status Context::wait_recv(int peer, Ticket t) {
-  if (links_->transports.size() <= 1) return pair(peer).wait_recv(t, deadline_);
+  if (links_->transports.size() <= 1) {
+    Status s = pair(peer).wait_recv(t, deadline_);
+    if (s.code() == StatusCode::kDeadlineExceeded) [[unlikely]] return stalled(peer, s);
+    return s;
+  }
   return poll_until([&](int& blame) {
     blame = peer;
     return pair(peer).test_recv(t);

@@ -1,8 +1,9 @@
 // What an algorithm sees (internal): a group of ranks, one pair per peer,
-// the registered data and scratch memory, the deadline of the call, and the
-// reduce kernel of the call's type and op. Algorithms address peers by group
-// index; the group maps them to physical ranks (the logical -> physical remap
-// of failed links, or the sub-groups of the hybrid algorithm).
+// the registered data and scratch memory, the deadline of the call (and the
+// window in which a stall of it is resolved, stall.h), and the reduce kernel
+// of the call's type and op. Algorithms address peers by group index; the
+// group maps them to physical ranks (the logical -> physical remap of failed
+// links, or the sub-groups of the hybrid algorithm).
 #pragma once
 
 #include <chrono>
@@ -51,7 +52,8 @@ class Context {
   // last_send: by physical rank, zeroed by the caller, shared by subgroups.
   Context(const std::vector<int>& ranks, int me, const Links* links, const Buffers* buffers,
           std::vector<Ticket>* last_send, Deadline deadline, DataType dtype, ReduceOp op,
-          const std::function<void(int, const TraceEvent&)>* trace, int phys_rank);
+          const std::function<void(int, const TraceEvent&)>* trace, int phys_rank,
+          std::chrono::milliseconds stall_window);
 
   int rank() const { return me_; }
   int size() const { return size_; }
@@ -90,6 +92,10 @@ class Context {
 
  private:
   Status timed_out(int peer) const;
+  // A wait on `peer` (group index, -1 unknown) ended with kDeadlineExceeded
+  // (its deadline, or a stall notice): the stall's verdict (stall.h).
+  Status stalled(int peer, const Status& why) const;
+  bool stall_noticed() const;
   Pair& pair(int peer) const { return *links_->pairs[static_cast<size_t>(physical(peer))]; }
   Memory& mem(int peer, Buf b) const;
 
@@ -105,6 +111,7 @@ class Context {
   size_t esize_;
   const std::function<void(int, const TraceEvent&)>* trace_;
   int phys_rank_;
+  std::chrono::milliseconds stall_window_;
 };
 
 // With one transport its own blocking wait is the cheapest; with several
@@ -124,6 +131,7 @@ Status Context::poll_until(Done done) {
       WEFT_ASSIGN_OR_RETURN(bool m, t->poll());
       moved = moved || m;
     }
+    if (stall_noticed()) return stalled(blame, deadline_exceeded("a peer reported a stalled call"));
     switch (w.next(moved)) {
       case IdleWait::kPoll: break;
       case IdleWait::kExpired: return timed_out(blame);

@@ -49,9 +49,15 @@ struct Channel {
 };
 
 struct Hub {
-  explicit Hub(int n) : size(n), channels(static_cast<size_t>(n * n)) {}
+  explicit Hub(int n) : size(n), channels(static_cast<size_t>(n * n)), stall(static_cast<size_t>(n)) {
+    for (auto& s : stall) s.store(Transport::kNoStallNotice);
+  }
   Channel& ch(int src, int dst) { return channels[static_cast<size_t>(src * size + dst)]; }
   void fail_all(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      if (failed.empty()) failed = why;
+    }
     for (auto& c : channels) {
       std::lock_guard<std::mutex> l(c.mu);
       if (c.error.empty()) {
@@ -61,8 +67,25 @@ struct Hub {
       c.cv.notify_all();
     }
   }
+  // Rank `me` has heard a stall notice: some other rank posted one.
+  bool stall_heard_by(int me) const {
+    return stalled_ranks.load() > (stall[static_cast<size_t>(me)].load() != Transport::kNoStallNotice ? 1 : 0);
+  }
+  // Publishes rank me's notice, then wakes every wait (under each channel's
+  // lock, so that a waiter either sees the count or gets the wake-up).
+  void post_stall(int me, int waits_on) {
+    if (stall[static_cast<size_t>(me)].exchange(waits_on) == Transport::kNoStallNotice) ++stalled_ranks;
+    for (auto& c : channels) {
+      std::lock_guard<std::mutex> l(c.mu);
+      c.cv.notify_all();
+    }
+  }
   int size;
   std::deque<Channel> channels;
+  std::vector<std::atomic<int>> stall;  // by rank: whom it said it waits on
+  std::atomic<int> stalled_ranks{0};
+  std::mutex mu;
+  std::string failed;  // abort() of any rank
 };
 
 std::mutex g_hubs_mu;
@@ -110,11 +133,12 @@ class LoopbackPair final : public Pair {
   Status wait(Channel& c, Ticket t, Deadline d, bool is_send) {
     std::unique_lock<std::mutex> l(c.mu);
     Ticket& done = is_send ? c.sends_done : c.recvs_done;
-    if (!c.cv.wait_until(l, d, [&] { return done >= t || !c.error.empty(); })) {
+    if (!c.cv.wait_until(l, d, [&] { return done >= t || !c.error.empty() || hub_->stall_heard_by(me_); })) {
       return deadline_exceeded(fmt::format("timed out waiting for rank {} ({} of message {})", peer_,
                                            is_send ? "send" : "receive", t));
     }
     if (done >= t) return Status::ok();
+    if (c.error.empty()) return deadline_exceeded("a peer reported a stalled call");
     return c.failure();
   }
   std::shared_ptr<Hub> hub_;
@@ -150,10 +174,18 @@ class LoopbackTransport final : public Transport {
   Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) override {
     return std::unique_ptr<Memory>(std::make_unique<HostMemory>(data, size));
   }
-  Result<bool> poll() override { return false; }  // matching happens when posted
+  Result<bool> poll() override {  // matching happens when posted
+    std::lock_guard<std::mutex> l(hub_->mu);
+    if (!hub_->failed.empty()) return aborted(hub_->failed);
+    return false;
+  }
   void abort(const Status& reason) override {
     hub_->fail_all(fmt::format("rank {} aborted: {}", rank_, reason.message()));
   }
+  bool has_stall_notices() const override { return true; }
+  void post_stall_notice(int waits_on) override { hub_->post_stall(rank_, waits_on); }
+  int stall_notice(int peer) override { return hub_->stall[static_cast<size_t>(peer)].load(); }
+  bool stall_noticed() const override { return hub_->stall_heard_by(rank_); }
 
  private:
   std::shared_ptr<Hub> hub_;

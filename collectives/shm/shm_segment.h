@@ -21,7 +21,7 @@
 
 namespace weft::coll::shm {
 
-constexpr uint64_t kMagic = 0x324d485354464557;  // "WEFTSHM2": frames with their own seq (shm_ring.h)
+constexpr uint64_t kMagic = 0x334d485354464557;  // "WEFTSHM3": frames with their own seq, stall notices
 
 // The head of a rank's segment. Shared between processes: only lock-free
 // atomics and plain data, fixed layout.
@@ -32,7 +32,11 @@ struct alignas(64) SegmentHeader {
   uint64_t ring_bytes;
   alignas(64) std::atomic<uint32_t> bell;      // futex word: bumped by whoever has news for this rank
   std::atomic<uint32_t> sleepers;              // > 0 while this rank may sleep on bell
-  alignas(64) std::atomic<uint32_t> aborted;   // 1 once some rank told this one to give up
+  // Flags set by other ranks: kAbortFlag once one told this rank to give up
+  // (abort_rank, abort_msg say who and why), kStallFlag once one posted a
+  // stall notice here (RingCtl::stall). One word, so that a wait checks
+  // both with one load.
+  alignas(64) std::atomic<uint32_t> aborted;
   int32_t abort_rank;
   char abort_msg[248];
   alignas(64) std::atomic<uint32_t> closed;    // this rank left cleanly
@@ -40,17 +44,22 @@ struct alignas(64) SegmentHeader {
   // polls hard only while they run on different CPUs (idle_wait.h).
   alignas(64) std::atomic<int32_t> cpu;
 };
-// The control words of the ring from one sender, both written only by the
-// receiver, each on its own line. There is no head word: a frame carries
-// its own sequence number (shm_ring.h).
+constexpr uint32_t kAbortFlag = 1, kStallFlag = 2;
+
+// The control words of the ring from one sender, each on its own line: the
+// first two written only by the receiver, `stall` only by the sender. There
+// is no head word: a frame carries its own sequence number (shm_ring.h).
 struct RingCtl {
   alignas(64) std::atomic<uint64_t> tail;
   alignas(64) std::atomic<uint64_t> acks;  // single-copy messages read so far
+  // The sender's stall notice (transport.h): whom it waits on + 2; 0 = none
+  // (the segment starts zeroed), 1 = no one known.
+  alignas(64) std::atomic<int32_t> stall;
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free &&
                   std::atomic<int32_t>::is_always_lock_free,
               "shared-memory words must be lock-free atomics (no hidden locks across processes)");
-static_assert(sizeof(SegmentHeader) % 64 == 0 && sizeof(RingCtl) == 128,
+static_assert(sizeof(SegmentHeader) % 64 == 0 && sizeof(RingCtl) == 192,
               "segment layout must be the same in every process");
 
 inline int futex(std::atomic<uint32_t>* w, int op, uint32_t val, const timespec* ts) {

@@ -104,6 +104,15 @@ class ShmTransport final : public Transport {
     return moved;
   }
   void abort(const Status& reason) override;
+  bool has_stall_notices() const override { return true; }
+  void post_stall_notice(int waits_on) override;
+  int stall_notice(int peer) override {
+    const int32_t v = own_.ctl(peer)->stall.load(std::memory_order_acquire);
+    return v == 0 ? kNoStallNotice : v - 2;
+  }
+  bool stall_noticed() const override {
+    return (own_.hdr()->aborted.load(std::memory_order_relaxed) & kStallFlag) != 0;
+  }
 
   std::mutex mu_;
   // OK, or why this transport gave up. Cheap enough for every poll: one
@@ -166,7 +175,7 @@ void move_off_cpu(int cpu) {
 Status ShmTransport::check_failed() {
   if (!failed_.is_ok()) return failed_;
   SegmentHeader* h = own_.hdr();
-  if (h->aborted.load(std::memory_order_acquire)) {
+  if (h->aborted.load(std::memory_order_acquire) & kAbortFlag) {
     failed_ = aborted(fmt::format("rank {} gave up: {}", h->abort_rank,
                                   std::string(h->abort_msg, strnlen(h->abort_msg, sizeof h->abort_msg))));
   }
@@ -339,7 +348,13 @@ Status ShmTransport::wait(ShmPair& p, Pred done, Deadline d, const char* what, T
   for (;;) {
     const bool moved = progress();
     if (done()) return Status::ok();
-    WEFT_RETURN_IF_ERROR(check());
+    // One load of the flags word while nothing is wrong.
+    if (!failed_.is_ok() || h->aborted.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+      WEFT_RETURN_IF_ERROR(check());
+      if (stall_noticed()) {
+        return deadline_exceeded(fmt::format("a peer reported a stalled call (waiting for rank {})", p.peer()));
+      }
+    }
     const bool shares = peer_cpu.load(std::memory_order_relaxed) == cpu_;
     const IdleWait::Action act = w.next(moved, shares);
     if (w.ticked()) {
@@ -385,14 +400,25 @@ Status ShmTransport::wait(ShmPair& p, Pred done, Deadline d, const char* what, T
 void ShmTransport::abort(const Status& reason) {
   const std::string msg = reason.message().substr(0, 240);
   auto tell = [&](SegmentHeader* h) {
-    if (h->aborted.load()) return;
+    if (h->aborted.load() & kAbortFlag) return;
     h->abort_rank = cfg_.rank;
     std::snprintf(h->abort_msg, sizeof h->abort_msg, "%s", msg.c_str());
-    h->aborted.store(1, std::memory_order_release);
+    h->aborted.fetch_or(kAbortFlag, std::memory_order_release);
     ring_bell(h, BellFence::kFull);
   };
   for (ShmPair* p : active_) tell(p->seg->hdr());
   tell(own_.hdr());
+}
+
+// The notice goes into this rank's control line of each peer's segment,
+// then the flag that makes the peer's waits look, then the doorbell.
+void ShmTransport::post_stall_notice(int waits_on) {
+  const int32_t v = waits_on >= 0 ? waits_on + 2 : 1;
+  for (ShmPair* p : active_) {
+    p->seg->ctl(cfg_.rank)->stall.store(v, std::memory_order_release);
+    p->seg->hdr()->aborted.fetch_or(kStallFlag, std::memory_order_release);
+    ring_bell(p->seg->hdr(), BellFence::kFull);
+  }
 }
 
 Result<Ticket> ShmPair::send(const Memory& mem, size_t offset, size_t len) {

@@ -21,12 +21,12 @@ namespace weft::coll::tcp {
 struct Header {
   uint32_t magic;
   uint16_t type;
-  uint16_t reserved;
+  uint16_t arg;  // kStall: the rank the sender waits on + 1 (0: no one known); else 0
   uint64_t len;
 };
 static_assert(sizeof(Header) == 16, "wire header is 16 bytes without padding");
 constexpr uint32_t kMagic = 0x31544657;  // "WFT1"
-enum : uint16_t { kData = 1, kAbort = 2, kBye = 3 };
+enum : uint16_t { kData = 1, kAbort = 2, kBye = 3, kStall = 4 };
 
 struct Hello {
   uint32_t magic;
@@ -63,6 +63,10 @@ struct OutConn {
   size_t hdr_done = 0, data_done = 0;
   uint32_t events = 0;  // current epoll interest
   bool closed = false;
+  // The reverse direction carries only the peer's stall notices (kStall
+  // headers, tcp_transport.h): the part of one read so far.
+  Header ctl{};
+  size_t ctl_have = 0;
 };
 
 // Peer -> this rank.
@@ -121,6 +125,10 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) override;
   Result<bool> poll() override;
   void abort(const Status& reason) override;
+  bool has_stall_notices() const override { return true; }
+  void post_stall_notice(int waits_on) override;
+  int stall_notice(int peer) override;
+  bool stall_noticed() const override { return stall_noticed_.load(std::memory_order_relaxed); }
   std::vector<ConnectionPorts> connection_ports(int peer) const override;
   uint16_t listen_port() const override { return listen_port_; }
 
@@ -148,6 +156,7 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   void lost(TcpPair& p, std::string what);
   void out_closed(TcpPair& p, OutConn& conn, int err);
   void in_closed(TcpPair& p, InConn& conn, int err);
+  void read_notices(TcpPair& p, OutConn& conn);
   void fail(Status s);
   bool run_once(int timeout_ms);
   void notify_peers_locked();
@@ -164,6 +173,8 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   Status abort_reason_;
   std::atomic<bool> abort_requested_{false};
   bool peers_notified_ = false;
+  std::vector<int> stall_from_;  // by peer: whom it said it waits on (kNoStallNotice)
+  std::atomic<bool> stall_noticed_{false};
 };
 
 }  // namespace weft::coll::tcp

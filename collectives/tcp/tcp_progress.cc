@@ -39,8 +39,10 @@ void watch(int epfd, Conn& conn, uint64_t key, uint32_t events) {
 
 }  // namespace
 
+// Outgoing connections are always watched for input too: the peer's stall
+// notices come back on them (read_notices).
 void TcpTransport::watch_out(TcpPair& p, size_t c, uint32_t events) {
-  watch(epoll_fd_.get(), p.out[c], tag(p.peer(), false, c), events);
+  watch(epoll_fd_.get(), p.out[c], tag(p.peer(), false, c), events | EPOLLIN);
 }
 
 void TcpTransport::watch_in(TcpPair& p, size_t c, uint32_t events) {
@@ -119,6 +121,27 @@ void TcpTransport::in_closed(TcpPair& p, InConn& conn, int err) {
   if (err == 0 && conn.bye && conn.q.empty() && conn.lo == conn.hi && !conn.in_frame) return;
   lost(p, err ? fmt::format("connection from rank {} failed: {}", p.peer(), std::strerror(err))
               : fmt::format("rank {} closed its connection mid-collective (process exited or died)", p.peer()));
+}
+
+// Reads the peer's stall notices from the reverse direction of an outgoing
+// connection (nothing else is ever written there).
+void TcpTransport::read_notices(TcpPair& p, OutConn& conn) {
+  while (!conn.closed) {
+    const ssize_t n = ::recv(conn.fd.get(), reinterpret_cast<char*>(&conn.ctl) + conn.ctl_have,
+                             sizeof(Header) - conn.ctl_have, MSG_DONTWAIT);
+    // A hang-up (EOF, or an error such as a reset) is judged as before
+    // there was anything to read here: by what of ours is still queued.
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return out_closed(p, conn, 0);
+    if (n < 0) return;
+    conn.ctl_have += static_cast<size_t>(n);
+    if (conn.ctl_have < sizeof(Header)) continue;
+    conn.ctl_have = 0;
+    if (conn.ctl.magic != kMagic || conn.ctl.type != kStall || conn.ctl.len != 0) {
+      return fail(data_loss(fmt::format("garbage on the reverse direction of the connection to rank {}", p.peer())));
+    }
+    stall_from_[static_cast<size_t>(p.peer())] = static_cast<int>(conn.ctl.arg) - 1;
+    stall_noticed_.store(true, std::memory_order_relaxed);
+  }
 }
 
 void TcpTransport::progress_out(TcpPair& p, size_t c) {
@@ -335,10 +358,13 @@ bool TcpTransport::run_once(int timeout_ms) {
       } else {
         progress_in(p, c);
       }
-    } else if (evs[i].events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
-      out_closed(p, p.out[c], 0);
     } else {
-      progress_out(p, c);
+      if (evs[i].events & EPOLLIN) read_notices(p, p.out[c]);
+      if (evs[i].events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
+        out_closed(p, p.out[c], 0);
+      } else if (evs[i].events & EPOLLOUT) {
+        progress_out(p, c);
+      }
     }
   }
   if (abort_requested_ && !has_failed_) {

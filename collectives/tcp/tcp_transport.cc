@@ -41,6 +41,23 @@ void TcpTransport::abort(const Status& reason) {
   }
 }
 
+// Stall notices ride the reverse direction of the connection the peer
+// opened (our in[0]): empty until now, so the 16 bytes go out whole.
+void TcpTransport::post_stall_notice(int waits_on) {
+  auto l = lock();
+  const uint16_t arg = waits_on >= 0 && waits_on < 0xffff ? static_cast<uint16_t>(waits_on + 1) : 0;
+  const Header h{kMagic, kStall, arg, 0};
+  for (auto& p : pairs_) {
+    if (!p || p->in.empty() || p->in[0].closed) continue;
+    (void)::send(p->in[0].fd.get(), &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+}
+
+int TcpTransport::stall_notice(int peer) {
+  auto l = lock();
+  return stall_from_.empty() ? kNoStallNotice : stall_from_[static_cast<size_t>(peer)];
+}
+
 Result<bool> TcpTransport::poll() {
   auto l = lock();
   bool moved = run_once(0);
@@ -80,6 +97,9 @@ Status TcpTransport::wait(TcpPair& p, Pred done, bool in, Deadline d, const char
   for (;;) {
     if (done()) return Status::ok();
     WEFT_RETURN_IF_ERROR(check());
+    if (stall_noticed_.load(std::memory_order_relaxed)) [[unlikely]] {
+      return deadline_exceeded(fmt::format("a peer reported a stalled call (waiting for rank {})", p.peer()));
+    }
     switch (w.next(moved)) {
       case internal::IdleWait::kPoll:
         // The pair first; epoll for everything else (a send to another
@@ -184,9 +204,14 @@ TcpTransport::~TcpTransport() {
     }
     // Unread bytes at close() make the kernel send RST instead of FIN
     // (RFC 2525 section 2.17), which could destroy data the peer has not
-    // read yet; drain what is readable first.
+    // read yet; drain what is readable first (stall notices on the
+    // outgoing connections too).
+    char buf[4096];
     for (InConn& conn : p->in) {
-      char buf[4096];
+      while (!conn.closed && ::recv(conn.fd.get(), buf, sizeof buf, MSG_DONTWAIT) > 0) {
+      }
+    }
+    for (OutConn& conn : p->out) {
       while (!conn.closed && ::recv(conn.fd.get(), buf, sizeof buf, MSG_DONTWAIT) > 0) {
       }
     }
@@ -210,6 +235,7 @@ Status TcpTransport::connect(Store& store, Deadline deadline) {
   WEFT_RETURN_IF_ERROR(store.set(key + std::to_string(me), bound.to_string()));
 
   pairs_.resize(static_cast<size_t>(cfg_.size));
+  stall_from_.assign(static_cast<size_t>(cfg_.size), kNoStallNotice);
   for (int p : peers) {
     auto pair = std::make_unique<TcpPair>(this, p);
     pair->out.resize(static_cast<size_t>(k));

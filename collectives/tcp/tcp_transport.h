@@ -15,6 +15,10 @@
 //   kAbort  payload = a one-line reason; the receiver fails every call
 //           naming the sender (a peer that gave up tells everyone at once)
 //   kBye    clean shutdown; EOF without it means the peer died
+//   kStall  no payload; `arg` = whom the sender waits on + 1: a stall
+//           notice (transport.h). It travels on the reverse direction of
+//           the connection the receiver opened, which carries nothing else,
+//           so it never waits behind data the receiver has not asked for.
 #pragma once
 
 #include <memory>

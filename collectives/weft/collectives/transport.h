@@ -211,6 +211,31 @@ class Transport {
   // with `reason` from now on; peers are told (best effort) so that they
   // fail fast naming this rank instead of waiting for their deadline.
   virtual void abort(const Status& reason) = 0;
+
+  // Stall notices (docs/collectives.md "Faults"): when a call stalls on a
+  // rank that is alive but not progressing, the ranks tell each other whom
+  // they wait for, so that each can follow the chain to the stalled rank
+  // (collectives/stall.h). Out of band of the data: a notice never waits
+  // behind a message.
+  //   post_stall_notice(r)  tells every peer of this transport "this rank
+  //                         stopped in a stalled call, waiting on rank r"
+  //                         (-1: on no one known); non-blocking, best effort.
+  //   stall_notice(peer)    what `peer` told (kNoStallNotice: nothing yet);
+  //                         poll() takes in news.
+  //   stall_noticed()       a notice from some peer has arrived. From then
+  //                         on every blocking wait of this transport returns
+  //                         kDeadlineExceeded at once: the call is lost, and
+  //                         the caller resolves the stall.
+  // A backend without notices (these defaults; verbs) keeps the plain
+  // behaviour: a wait that expires names the rank it waited for.
+  virtual bool has_stall_notices() const { return false; }
+  virtual void post_stall_notice(int waits_on) { (void)waits_on; }
+  virtual int stall_notice(int peer) {
+    (void)peer;
+    return kNoStallNotice;
+  }
+  virtual bool stall_noticed() const { return false; }
+  static constexpr int kNoStallNotice = -2;
 };
 
 // Creates and connects a transport: publishes this rank's address in the
