@@ -6,6 +6,7 @@
 #include <random>
 #include <regex>
 
+#include "fault_calls.h"
 #include "processes.h"
 #include "rounds_plan.h"
 #include "tcp/tcp_transport.h"
@@ -163,88 +164,166 @@ TEST(PlannedRoutes, EveryTcpConnectionUsesThePlannedSourcePortOnBothEnds) {
   GTEST_SKIP() << "three random port bases were all partly in use on this host";
 }
 
-// Every survivor loops on AllReduce until it fails; exit 0 when the error
-// names the victim, 1 when it names someone else, 3 when nothing failed.
-int until_failure(Communicator& comm, std::vector<float>& v, const CollectiveOptions& o, int victim) {
+// Every survivor loops on the call (each with `timeout`) until it fails;
+// exit 0 when the error names the victim (a stopped one as stalled) within
+// the timeout + 1 s of the call's start, 1 when it names someone else or
+// the first call failed, 3 when nothing failed, 4 when it took longer.
+int until_failure(Communicator& comm, const std::string& kind, FaultBuffers& b, int victim, int sig,
+                  const Children& kids, std::chrono::milliseconds timeout) {
+  Status s = fault_call(comm, kind, b);  // connected and in step: the communicator's generous timeout
+  if (!s) return complain(fmt::format("rank {}: first call: {}", comm.rank(), s.to_string()));
+  kids.signal_ready();
   const auto stop = Clock::now() + 60s;
-  while (Clock::now() < stop) {
-    Status s = comm.allreduce(v.data(), v.data(), v.size(), DataType::kF32, ReduceOp::kSum, o);
-    if (!s) {
-      const bool names = std::regex_search(s.message(), std::regex("rank " + std::to_string(victim) + "\\b"));
-      if (!names) std::fprintf(stderr, "rank %d: %s\n", comm.rank(), s.to_string().c_str());
-      return names ? 0 : 1;
-    }
+  auto start = Clock::now();
+  while (s && Clock::now() < stop) {
+    start = Clock::now();
+    s = fault_call(comm, kind, b, timeout);
   }
-  return 3;
+  if (s) return 3;
+  const auto took = Clock::now() - start;
+  kids.send_result(comm.rank(), std::chrono::duration<double, std::milli>(took).count());
+  const bool names = sig == SIGSTOP ? blames_stalled(s.message(), victim)
+                                    : std::regex_search(s.message(), std::regex("rank " + std::to_string(victim) + "\\b"));
+  if (!names || took > timeout + 1s) {
+    std::fprintf(stderr, "rank %d, call of %.0f ms: %s\n", comm.rank(),
+                 std::chrono::duration<double, std::milli>(took).count(), s.to_string().c_str());
+  }
+  return !names ? 1 : took > timeout + 1s ? 4 : 0;
 }
 
-// Signals the victim once the ranks are mid-AllReduce; every survivor must
-// have exited 0 by the timeout + 1 s.
+// Signals the victim once every rank is calling. Every survivor's failing
+// call must end within its timeout + 1 s, naming the victim (exit 0). A
+// call that was in flight at the signal may still complete (the victim had
+// sent its part), so the call that fails may start after it: each survivor
+// must exit by the signal + one in-flight call + timeout + 1 s, taken here
+// as the timeout + 3 s. Prints the failing calls' times.
 void expect_survivors_name(Children& kids, int n, int victim, int sig, std::chrono::milliseconds timeout) {
-  std::this_thread::sleep_for(1500ms);  // connected and mid-AllReduce by now
+  ASSERT_TRUE(kids.wait_ready(n, std::chrono::steady_clock::now() + 60s)) << "the ranks did not all start calling";
+  std::this_thread::sleep_for(20ms);  // mid-call
   const auto lost = std::chrono::steady_clock::now();
   kids.kill_rank(static_cast<size_t>(victim), sig);
+  double last_exit = 0;
   for (int r = 0; r < n; ++r) {
     if (r == victim) continue;
-    const int rc = kids.wait(static_cast<size_t>(r), lost + timeout + 1s);
-    EXPECT_EQ(rc, 0) << "rank " << r << (rc == -1 ? " still running after timeout + 1 s" : " failed without naming the lost rank");
+    const int rc = kids.wait(static_cast<size_t>(r), lost + timeout + 3s);
+    last_exit = std::max(last_exit, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - lost).count());
+    EXPECT_EQ(rc, 0) << "rank " << r
+                     << (rc == -1  ? " still running 3 s after the timeout"
+                         : rc == 4 ? "'s failing call took longer than its timeout + 1 s"
+                                   : " failed without naming the lost rank");
   }
+  double lo = 1e9, hi = 0;
+  for (const auto& res : kids.read_results()) {
+    lo = std::min(lo, res.ms);
+    hi = std::max(hi, res.ms);
+  }
+  std::printf("[fault] failing calls took %.0f-%.0f ms (timeout %lld ms); last survivor exited %.0f ms after the %s\n",
+              lo, hi, static_cast<long long>(timeout.count()), last_exit, sig == SIGSTOP ? "stop" : "kill");
 }
 
-class Fault : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {};
+struct FaultCase {
+  std::string transport;  // "auto" with `hosts` > 1: shm within a host, tcp across
+  int ranks;
+  int sig;
+  int victim;
+  std::string kind;  // fault_call
+  int hosts = 1;
+};
 
+class Fault : public ::testing::TestWithParam<FaultCase> {};
+
+// A killed rank is seen at once (EOF, pidfd) by every rank; a stopped one
+// only through deadlines, and the first to expire may be a rank that waits
+// on another survivor: the stall resolution (collectives/stall.h) follows
+// the wait chain to the stopped rank.
 TEST_P(Fault, EverySurvivorFailsWithinItsTimeoutNamingTheLostRank) {
-  const auto [transport, n, sig] = GetParam();
+  const FaultCase c = GetParam();
   const auto timeout = 2s;
-  const int victim = n / 2;
   Children kids;
-  kids.start(n, [&, transport = transport, n = n, sig = sig](int rank) {
-    auto comm = open_comm(kids.dir, rank, n, transport, timeout);
+  kids.start(c.ranks, [&](int rank) {
+    auto comm = open_comm(kids.dir, rank, c.ranks, c.transport, 60s, [&](CommConfig& cfg) {
+      if (c.hosts > 1) cfg.host = fmt::format("h{}", rank * c.hosts / c.ranks);
+    });
     if (!comm) return complain(comm.status().to_string());
-    std::vector<float> v(1 << 20, 1.0f);
-    // A stopped rank under ring: its successor waits on it and times out,
-    // but the successor's own successor times out waiting on the successor
-    // first or at the same moment, and names it — not the stopped rank.
-    // Waits do not yet say whom the awaited rank itself waits for (known
-    // gap, docs/collectives.md "Faults"); HD pins the stopped case to the
-    // algorithm whose partners are the stalled rank's direct peers. A
-    // killed rank is seen through EOF/pidfd by everyone under any algorithm.
-    CollectiveOptions o;
-    if (sig == SIGSTOP) o.algorithm = Algorithm::kHalvingDoubling;
-    return until_failure(**comm, v, o, victim);
+    FaultBuffers b(c.ranks, 1 << 16);
+    return until_failure(**comm, c.kind, b, c.victim, c.sig, kids, timeout);
+  });
+  expect_survivors_name(kids, c.ranks, c.victim, c.sig, timeout);
+}
+
+std::vector<FaultCase> fault_cases() {
+  std::vector<FaultCase> out = {
+      {"tcp", 2, SIGKILL, 1, "auto"}, {"tcp", 4, SIGKILL, 2, "auto"}, {"tcp", 8, SIGKILL, 4, "auto"},
+      {"shm", 3, SIGKILL, 1, "auto"}, {"shm", 4, SIGKILL, 2, "auto"},
+  };
+  // Stopped under ring, in the middle and at rank 0 (which often serves the
+  // rendezvous store; the resolution does not use the store).
+  for (const char* t : {"tcp", "shm"}) {
+    for (int n : {3, 4, 5, 8}) {
+      out.push_back({t, n, SIGSTOP, n / 2, "ring"});
+      out.push_back({t, n, SIGSTOP, 0, "ring"});
+    }
+  }
+  out.push_back({"tcp", 3, SIGSTOP, 1, "hd"});
+  out.push_back({"shm", 5, SIGSTOP, 2, "butterfly"});
+  out.push_back({"tcp", 8, SIGSTOP, 0, "butterfly"});
+  out.push_back({"auto", 4, SIGSTOP, 0, "hybrid", 2});
+  out.push_back({"auto", 8, SIGSTOP, 5, "hybrid", 2});
+  out.push_back({"tcp", 5, SIGSTOP, 2, "broadcast"});
+  out.push_back({"shm", 5, SIGSTOP, 0, "allgather"});
+  out.push_back({"tcp", 4, SIGSTOP, 1, "reduce_scatter"});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, Fault, ::testing::ValuesIn(fault_cases()), [](const auto& p) {
+  const FaultCase& c = p.param;
+  return fmt::format("{}_{}ranks_{}{}_{}", c.transport, c.ranks, c.sig == SIGKILL ? "killed" : "stopped", c.victim,
+                     c.kind);
+});
+
+// HD AllReduce on 8 ranks over tcp under a plan with rounds until `victim`
+// gets `sig`: every survivor names it within its timeout + 1 s.
+void rounds_fault(const routing::RoutePlan& plan, int victim, int sig) {
+  const int n = plan.ranks;
+  const auto timeout = 2s;
+  Children kids;
+  kids.start(n, [&](int rank) {
+    auto comm = open_comm(kids.dir, rank, n, "tcp", 60s, [&](CommConfig& c) { c.plan = plan; });
+    if (!comm) return complain(comm.status().to_string());
+    FaultBuffers b(n, 1 << 16);
+    return until_failure(**comm, "hd", b, victim, sig, kids, timeout);
   });
   expect_survivors_name(kids, n, victim, sig, timeout);
 }
 
-INSTANTIATE_TEST_SUITE_P(Collectives, Fault,
-                         ::testing::Values(std::make_tuple("tcp", 2, SIGKILL), std::make_tuple("tcp", 4, SIGKILL),
-                                           std::make_tuple("tcp", 8, SIGKILL), std::make_tuple("shm", 3, SIGKILL),
-                                           std::make_tuple("shm", 4, SIGKILL), std::make_tuple("tcp", 3, SIGSTOP),
-                                           std::make_tuple("shm", 3, SIGSTOP)),
-                         [](const auto& p) {
-                           return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param)) + "ranks_" +
-                                  (std::get<2>(p.param) == SIGKILL ? "killed" : "stopped");
-                         });
-
-// A rank killed while others wait for its token (route plan with rounds,
-// HD): the waits on it end like any other, naming it.
+// A rank killed while others wait for its token: the waits on it end like
+// any other, naming it.
 TEST(PlannedRounds, EverySurvivorNamesAKilledTokenSourceWithinItsTimeout) {
-  const int n = 8;
-  const auto timeout = 2s;
-  const routing::RoutePlan plan = rounds_plan(n, 4, 3, 5);
+  const routing::RoutePlan plan = rounds_plan(8, 4, 3, 5);
   auto gates = routing::plan_gates(plan);
   ASSERT_TRUE(gates && !gates->empty());
-  const int victim = gates->front().from;  // a token source some rank waits for every call
-  Children kids;
-  kids.start(n, [&](int rank) {
-    auto comm = open_comm(kids.dir, rank, n, "tcp", timeout, [&](CommConfig& c) { c.plan = plan; });
-    if (!comm) return complain(comm.status().to_string());
-    std::vector<float> v(1 << 16, 1.0f);
-    CollectiveOptions o;
-    o.algorithm = Algorithm::kHalvingDoubling;
-    return until_failure(**comm, v, o, victim);
-  });
-  expect_survivors_name(kids, n, victim, SIGKILL, timeout);
+  rounds_fault(plan, gates->front().from, SIGKILL);  // a token source some rank waits for every call
+}
+
+// A rank stopped while the rank it sends data to owes a token to a third
+// rank: the third waits on the token source, which waits on the stopped
+// rank. Every survivor names the stopped one.
+TEST(PlannedRounds, EverySurvivorNamesAStoppedTokenSourcesPredecessorWithinItsTimeout) {
+  const routing::RoutePlan plan = rounds_plan(8, 4, 3, 5);
+  auto gates = routing::plan_gates(plan);
+  ASSERT_TRUE(gates && !gates->empty());
+  auto sched = routing::build_schedule(routing::Collective::kAllreduceHd, plan.ranks, 1);
+  ASSERT_TRUE(sched);
+  int victim = -1;
+  for (const routing::Gate& g : *gates) {
+    // The rank whose data of after_step the token source waits for.
+    for (const routing::Flow& f : sched->steps[static_cast<size_t>(g.after_step)].flows) {
+      if (f.dst == g.from && f.src != g.waiter) victim = f.src;
+    }
+    if (victim >= 0) break;
+  }
+  ASSERT_GE(victim, 0) << "no gate whose token source waits on a third rank";
+  rounds_fault(plan, victim, SIGSTOP);
 }
 
 }  // namespace
