@@ -126,8 +126,14 @@ Status Context::sendrecv(int peer, Buf sb, size_t soff, size_t slen, Buf rb, siz
     return wait_send(peer, s);
   }
   if (trace_ && *trace_) (*trace_)(phys_rank_, TraceEvent{TraceEvent::kSend, {}, 0, phys, slen});
-  WEFT_ASSIGN_OR_RETURN(Ticket s, x->exchange(mem(peer, sb), soff, slen, mem(peer, rb), roff, rlen, deadline_));
-  (*last_send_)[static_cast<size_t>(phys)] = s;
+  Result<Ticket> s = x->exchange(mem(peer, sb), soff, slen, mem(peer, rb), roff, rlen, deadline_);
+  if (!s) {
+    // Its waits end like wait_recv's and wait_send's: a deadline or a
+    // stall notice is resolved (stall.h).
+    if (s.status().code() == StatusCode::kDeadlineExceeded) [[unlikely]] return stalled(peer, s.status());
+    return s.status();
+  }
+  (*last_send_)[static_cast<size_t>(phys)] = *s;
   return Status::ok();
 }
 
