@@ -69,6 +69,11 @@ Status TransportConfig::validate() const {
     return invalid_argument(fmt::format("tcp: socket_buffer_bytes must be >= 4096 (got {})",
                                         tcp.socket_buffer_bytes));
   }
+  if (tcp.congestion_control.size() > 15 ||
+      tcp.congestion_control.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
+    return invalid_argument(fmt::format("tcp: congestion_control '{}' is not an algorithm name (reno, cubic, ...; "
+                                        "\"auto\" or \"\" for the host's default)", tcp.congestion_control));
+  }
   if (tcp.spin_us < 0 || tcp.spin_us > 100000) {
     return invalid_argument(fmt::format("tcp: spin_us must be in 0..100000 (got {})", tcp.spin_us));
   }

@@ -48,6 +48,7 @@ struct BenchArgs {
   int conns = 1;
   bool once = false;
   std::string socket_buffer = "0";
+  std::string congestion_control = "auto";
   std::string listen_address;
   std::string host;
 };
@@ -163,6 +164,7 @@ int rank_main(const BenchArgs& a, const Parsed& p, int rank, int size, const std
   cfg.transport = a.transport;
   cfg.timeout = std::chrono::seconds(a.timeout_s);
   cfg.tcp.connections_per_peer = a.conns;
+  cfg.tcp.congestion_control = a.congestion_control;
   if (a.ranks_per_host > 0) cfg.host = fmt::format("host{}", rank / a.ranks_per_host);
   if (!a.host.empty()) cfg.host = a.host;
   if (!a.listen_address.empty()) cfg.tcp.listen_address = a.listen_address;
@@ -278,6 +280,10 @@ void register_bench(CLI::App& app, Registry& reg) {
   cmd->add_option("--socket-buffer", args->socket_buffer,
                   "tcp: SO_SNDBUF/SO_RCVBUF per connection (0 = the transport's 4 MiB); it also bounds how far\n"
                   "a rank that finished a step early can send into the next (its peer may still be receiving)")
+      ->capture_default_str();
+  cmd->add_option("--congestion-control", args->congestion_control,
+                  "tcp: congestion control of the data connections: auto (Reno to ranks on this host, the\n"
+                  "host's default elsewhere), \"\" (the host's default: net.ipv4.tcp_congestion_control), or a name")
       ->capture_default_str();
   cmd->add_option("--host", args->host, "this rank's host identity (default: hostname; equal = same memory)");
   cmd->add_option("--timeout", args->timeout_s, "seconds per collective call and for setup")->capture_default_str();

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <thread>
 
 #include <fmt/format.h>
@@ -78,6 +79,33 @@ void set_buffers_and_nodelay(int fd, int buffer_bytes) {
   // and the receiver delays that ACK by up to 40 ms: the Gloo stall of
   // DESIGN.md. Every message here is written whole, so Nagle buys nothing.
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+bool peer_on_this_host(int fd) {
+  sockaddr_in me{}, peer{};
+  socklen_t lm = sizeof me, lp = sizeof peer;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &lm) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &lp) != 0 || me.sin_family != AF_INET) {
+    return false;
+  }
+  const auto loopback = [](const sockaddr_in& a) { return (ntohl(a.sin_addr.s_addr) >> 24) == 127; };
+  return loopback(me) || loopback(peer) || me.sin_addr.s_addr == peer.sin_addr.s_addr;
+}
+
+Status set_congestion_control(int fd, const std::string& name) {
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) != 0) {
+    return io_error(fmt::format("TCP_CONGESTION {} (see net.ipv4.tcp_available_congestion_control and "
+                                "tcp_allowed_congestion_control)", name),
+                    errno);
+  }
+  return Status::ok();
+}
+
+std::string congestion_control(int fd) {
+  char name[16] = {};  // TCP_CA_NAME_MAX
+  socklen_t len = sizeof name;
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return "";
+  return std::string(name, strnlen(name, len));
 }
 
 Status set_nonblocking(int fd) {

@@ -50,6 +50,12 @@ Result<Fd> connect_to(const Endpoint& to, const std::string& local_address, uint
 Result<Fd> accept_one(int listen_fd, Deadline deadline);
 
 void set_buffers_and_nodelay(int fd, int buffer_bytes);
+// True when the connected socket's peer is this host: a loopback address at
+// either end, or the same address at both.
+bool peer_on_this_host(int fd);
+// TCP_CONGESTION; the error names the algorithm.
+Status set_congestion_control(int fd, const std::string& name);
+std::string congestion_control(int fd);  // "" when it cannot be read
 Status set_nonblocking(int fd);
 Status write_all(int fd, const void* p, size_t n, Deadline deadline);
 Status read_all(int fd, void* p, size_t n, Deadline deadline);

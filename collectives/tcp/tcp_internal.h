@@ -145,6 +145,7 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
 
  private:
   enum class Staged { kNeedBytes, kBlocked, kFailed };
+  Status choose_congestion_control(int fd) const;
   void watch_out(TcpPair& p, size_t c, uint32_t events);
   void watch_in(TcpPair& p, size_t c, uint32_t events);
   void progress_out(TcpPair& p, size_t c);

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "weft/collectives/transport.h"
@@ -32,13 +33,15 @@ struct ConnectionPorts {
   bool outgoing;  // true: this rank opened it (carries data to the peer)
   uint16_t local_port;
   uint16_t remote_port;
+  std::string congestion_control;  // TCP_CONGESTION of the socket
 };
 
 // The TCP transport's extra surface, for tests and diagnostics.
 class TcpTransportInfo {
  public:
   virtual ~TcpTransportInfo() = default;
-  // getsockname/getpeername of every connection to `peer`.
+  // getsockname/getpeername (and the congestion control) of every
+  // connection to `peer`.
   virtual std::vector<ConnectionPorts> connection_ports(int peer) const = 0;
   virtual uint16_t listen_port() const = 0;
 };

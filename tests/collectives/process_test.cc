@@ -3,6 +3,7 @@
 // and faults (a rank killed or stopped mid-AllReduce).
 #include <fmt/format.h>
 
+#include <fstream>
 #include <random>
 #include <regex>
 
@@ -162,6 +163,86 @@ TEST(PlannedRoutes, EveryTcpConnectionUsesThePlannedSourcePortOnBothEnds) {
     return;
   }
   GTEST_SKIP() << "three random port bases were all partly in use on this host";
+}
+
+// TcpOptions::congestion_control on the connections that carry a rank's
+// data: Reno to ranks on this host under "auto", the host's default with "",
+// the named algorithm otherwise.
+std::string host_default_congestion_control() {
+  std::ifstream f("/proc/sys/net/ipv4/tcp_congestion_control");
+  std::string name;
+  f >> name;
+  return name;
+}
+
+class CongestionControl : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(CongestionControl, DataConnectionsToThisHostUseTheChosenAlgorithm) {
+  const auto [option, expected] = GetParam();
+  const std::string want = expected.empty() ? host_default_congestion_control() : expected;
+  if (want.empty()) GTEST_SKIP() << "/proc/sys/net/ipv4/tcp_congestion_control is not readable";
+  const int n = 3;
+  Children kids;
+  kids.start(n, [&, option = option](int rank) {
+    auto comm = open_comm(kids.dir, rank, n, "tcp", 20s, [&](CommConfig& c) { c.tcp.congestion_control = option; });
+    if (!comm) return complain(comm.status().to_string());
+    for (int p = 0; p < n; ++p) {
+      if (p == rank) continue;
+      auto* info = dynamic_cast<tcp::TcpTransportInfo*>((*comm)->transport_for(p));
+      if (!info) return complain("not a TCP transport");
+      for (const auto& c : info->connection_ports(p)) {
+        if (c.outgoing && c.congestion_control != want) {
+          return complain(fmt::format("rank {} -> {}: congestion control '{}' with option '{}', want '{}'", rank, p,
+                                      c.congestion_control, option, want));
+        }
+      }
+    }
+    std::vector<float> v(1 << 18, 1.0f);
+    if (Status s = (*comm)->allreduce(v.data(), v.data(), v.size(), DataType::kF32, ReduceOp::kSum); !s) {
+      return complain(s.to_string());
+    }
+    return v.back() == static_cast<float>(n) ? 0 : complain("allreduce is wrong");
+  });
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  for (size_t r = 0; r < static_cast<size_t>(n); ++r) EXPECT_EQ(kids.wait(r, deadline), 0) << "rank " << r;
+}
+
+// "" in the expectation = the host's default.
+INSTANTIATE_TEST_SUITE_P(Tcp, CongestionControl,
+                         ::testing::Values(std::make_tuple("auto", "reno"), std::make_tuple("", ""),
+                                           std::make_tuple("reno", "reno")),
+                         [](const auto& p) { return std::get<0>(p.param).empty() ? std::string("host_default") : std::get<0>(p.param); });
+
+// The first rank to connect fails naming the algorithm; a rank whose peer
+// already gave up may fail to connect instead. No rank may succeed.
+TEST(CongestionControlSetup, AnAlgorithmTheKernelLacksFailsSetupNamingIt) {
+  const int n = 2;
+  Children kids;
+  kids.start(n, [&](int rank) {
+    auto comm = open_comm(kids.dir, rank, n, "tcp", 3s, [&](CommConfig& c) { c.tcp.congestion_control = "nosuchcc"; });
+    if (comm) return complain("setup succeeded with congestion control 'nosuchcc'");
+    return comm.status().message().find("TCP_CONGESTION nosuchcc") != std::string::npos ? 0 : 7;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  std::vector<int> rc;
+  for (size_t r = 0; r < static_cast<size_t>(n); ++r) rc.push_back(kids.wait(r, deadline));
+  for (size_t r = 0; r < rc.size(); ++r) EXPECT_TRUE(rc[r] == 0 || rc[r] == 7) << "rank " << r << " exit " << rc[r];
+  EXPECT_GE(std::count(rc.begin(), rc.end(), 0), 1) << "no rank named the algorithm";
+}
+
+TEST(CongestionControlSetup, ANameWithCharactersNoAlgorithmHasIsRejected) {
+  for (const char* bad : {"BBR", "re no", "cubic!", "a_name_of_16chrs"}) {
+    TransportConfig c;
+    c.tcp.congestion_control = bad;
+    const Status s = c.validate();
+    EXPECT_FALSE(s) << bad;
+    EXPECT_NE(s.message().find("congestion_control"), std::string::npos) << s.message();
+  }
+  TransportConfig ok;
+  for (const char* good : {"auto", "", "reno", "cubic", "dctcp", "bbr"}) {
+    ok.tcp.congestion_control = good;
+    EXPECT_TRUE(ok.validate()) << good;
+  }
 }
 
 // Every survivor loops on the call (each with `timeout`) until it fails;

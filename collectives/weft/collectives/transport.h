@@ -117,6 +117,17 @@ struct TcpOptions {
   uint16_t listen_port = 0;                  // 0 = ephemeral (no plan); a plan sets the dport
   int connections_per_peer = 1;              // >1 stripes large messages (no route plan then)
   int socket_buffer_bytes = 4 << 20;         // SO_SNDBUF / SO_RCVBUF
+  // Congestion control of the connections that carry this rank's data
+  // (TCP_CONGESTION, tcp(7)). "auto": Reno where the peer is on this host
+  // (loopback or this host's own address; no network to be congested, and
+  // BBR, a common host default, paced loopback flows at the few GB/s it
+  // measured while the receiver was off the CPU and halved large AllReduces
+  // here: docs/collectives.md), the host's default
+  // (net.ipv4.tcp_congestion_control) elsewhere. "": the host's default
+  // everywhere. A name (reno, cubic, dctcp, ...): that on every connection;
+  // it must be in tcp_available_congestion_control and, without
+  // CAP_NET_ADMIN, in tcp_allowed_congestion_control.
+  std::string congestion_control = "auto";
   // A wait polls (yielding the CPU between polls) this long before it sleeps
   // in epoll_wait: a sleeping rank on a busy host wakes late.
   int spin_us = 2000;
