@@ -2,7 +2,7 @@
 # weft vs Gloo vs Open MPI, AllReduce f32 sum on this host, in one run, with
 # the verdict of issue 5's performance criteria.
 #
-#   bench/peers/compare.sh [--ranks "2 4"] [--max-bytes 268435456] [--reps 3] [--batches 5]
+#   bench/peers/compare.sh [--ranks "2 4"] [--min-bytes 4] [--max-bytes 268435456] [--reps 3] [--batches 5]
 #                          [--weft build/weft] [--out DIR]
 #   bench/peers/compare.sh --report DIR [--ranks "2 4"]   # the tables again, from a kept --out DIR
 #
@@ -15,7 +15,7 @@
 #   - weft bench over TCP and over shared memory
 #   - Gloo ring and halving-doubling over TCP
 #   - Open MPI over the TCP BTL and over shared memory (vader)
-# Sizes 4 B .. --max-bytes, x4. Every driver verifies each size before
+# Sizes --min-bytes (4 B) .. --max-bytes, x4. Every driver verifies each size before
 # timing it (#wrong must be 0; a wrong row fails the script) and times it
 # the same way (timing.h: --batches batches, the best batch's mean of the
 # slowest rank); the best pass is kept per size, for every library alike,
@@ -30,6 +30,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ranks="2 4"
+min=4
 max=$((256 << 20))
 reps=3
 batches=5
@@ -39,6 +40,7 @@ report=0
 while (($#)); do
   case "$1" in
     --ranks) ranks="$2"; shift 2 ;;
+    --min-bytes) min="$2"; shift 2 ;;
     --max-bytes) max="$2"; shift 2 ;;
     --reps) reps="$2"; shift 2 ;;
     --batches) batches="$2"; shift 2 ;;
@@ -66,7 +68,7 @@ measure() {
   mkdir -p "$out"
   mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1)
   f=4
-  echo "# $(date -u +%FT%TZ) $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); ranks \"$ranks\", 4 B..$max B x$f," \
+  echo "# $(date -u +%FT%TZ) $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); ranks \"$ranks\", $min B..$max B x$f," \
        "$reps passes, $batches batches per size"
 
   # Keeps "size time(us)" rows of a run; fails on a wrong result.
@@ -78,13 +80,13 @@ measure() {
       for chunk in 262144 1048576 4194304; do
         "$peers/tcp_limit" 1 "$chunk" | awk '{ for (i = 1; i < NF; i++) if ($i == "direction:") print $(i + 1) }' >> "$out/limit"
       done
-      "$weft" bench allreduce -n "$n" --transport tcp -b 4 -e "$max" -f $f --batches "$batches" | rows >> "$out/weft-tcp-$n"
-      "$peers/gloo_allreduce" ring "$n" 4 "$max" $f "$batches" | rows >> "$out/gloo-ring-$n"
-      "$peers/gloo_allreduce" hd "$n" 4 "$max" $f "$batches" | rows >> "$out/gloo-hd-$n"
-      "${mpi[@]}" -np "$n" --mca btl tcp,self --mca btl_tcp_if_include lo "$peers/mpi_allreduce" 4 "$max" $f "$batches" |
+      "$weft" bench allreduce -n "$n" --transport tcp -b "$min" -e "$max" -f $f --batches "$batches" | rows >> "$out/weft-tcp-$n"
+      "$peers/gloo_allreduce" ring "$n" "$min" "$max" $f "$batches" | rows >> "$out/gloo-ring-$n"
+      "$peers/gloo_allreduce" hd "$n" "$min" "$max" $f "$batches" | rows >> "$out/gloo-hd-$n"
+      "${mpi[@]}" -np "$n" --mca btl tcp,self --mca btl_tcp_if_include lo "$peers/mpi_allreduce" "$min" "$max" $f "$batches" |
         rows >> "$out/mpi-tcp-$n"
-      "$weft" bench allreduce -n "$n" --transport shm -b 4 -e "$max" -f $f --batches "$batches" | rows >> "$out/weft-shm-$n"
-      "${mpi[@]}" -np "$n" --mca btl vader,self "$peers/mpi_allreduce" 4 "$max" $f "$batches" | rows >> "$out/mpi-shm-$n"
+      "$weft" bench allreduce -n "$n" --transport shm -b "$min" -e "$max" -f $f --batches "$batches" | rows >> "$out/weft-shm-$n"
+      "${mpi[@]}" -np "$n" --mca btl vader,self "$peers/mpi_allreduce" "$min" "$max" $f "$batches" | rows >> "$out/mpi-shm-$n"
     done
   done
 }
