@@ -74,7 +74,8 @@ struct InConn {
   Fd fd;
   std::deque<Part> q;  // posted receives, in order
   uint32_t events = 0;
-  bool stalled = false;  // staging buffer full behind a message nobody asked for yet
+  bool stalled = false;  // not watched for input until a receive is posted (stage full, or parked)
+  bool parked = false;   // a large data frame nobody asked for yet: its payload stays in the kernel
   bool bye = false, closed = false;
   bool eof = false;  // the peer hung up behind a staged message nobody asked for yet
   std::string abort_msg;
@@ -150,6 +151,7 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   void watch_in(TcpPair& p, size_t c, uint32_t events);
   void progress_out(TcpPair& p, size_t c);
   void progress_in(TcpPair& p, size_t c);
+  ssize_t read_header_and_payload(InConn& conn, size_t* want);
   bool poke(TcpPair& p, bool in);
   Staged consume_staged(TcpPair& p, InConn& conn);
   void complete_in(TcpPair& p, InConn& conn);

@@ -233,6 +233,7 @@ TcpTransport::Staged TcpTransport::consume_staged(TcpPair& p, InConn& conn) {
 
 void TcpTransport::kick_in(TcpPair& p, size_t c) {
   InConn& conn = p.in[c];
+  conn.parked = false;
   const Staged st = consume_staged(p, conn);
   if (st == Staged::kFailed) return;
   if (conn.eof) {
@@ -246,35 +247,89 @@ void TcpTransport::kick_in(TcpPair& p, size_t c) {
   }
 }
 
+// A frame's header and the start of its payload arrive in one read: the
+// header into the stage, the payload straight into the posted receive it
+// is for (readv(2) scatter). Reading the header into the stage alone
+// would bring up to kStageBytes of payload along with it, to be copied
+// out again: up to half of a 512 KiB message went through the stage.
+// Returns the bytes read (0 < n), 0 at EOF, -1 with errno.
+ssize_t TcpTransport::read_header_and_payload(InConn& conn, size_t* want) {
+  Part& part = conn.q.front();
+  iovec iov[2] = {{conn.stage.get(), sizeof(Header)},
+                  {part.ptr, std::min(part.len, kStageBytes - sizeof(Header))}};
+  *want = iov[0].iov_len + iov[1].iov_len;
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = 2;
+  const ssize_t n = ::recvmsg(conn.fd.get(), &m, MSG_DONTWAIT);
+  if (n <= static_cast<ssize_t>(sizeof(Header))) {
+    if (n > 0) conn.hi = static_cast<size_t>(n);
+    return n;
+  }
+  const size_t payload = static_cast<size_t>(n) - sizeof(Header);
+  Header h;
+  std::memcpy(&h, conn.stage.get(), sizeof h);
+  if (h.magic == kMagic && h.type == kData && h.len == part.len) {
+    conn.hdr = h;
+    conn.in_frame = true;
+    conn.data_done = payload;
+    return n;
+  }
+  // Not the frame the receive is for (an abort, a goodbye, a length the
+  // receive did not post): put the bytes where consume_staged judges them.
+  // The receive's memory held someone else's bytes for a moment; the call
+  // fails anyway.
+  std::memcpy(conn.stage.get() + sizeof(Header), part.ptr, payload);
+  conn.hi = static_cast<size_t>(n);
+  return n;
+}
+
 void TcpTransport::progress_in(TcpPair& p, size_t c) {
   InConn& conn = p.in[c];
   while (!conn.closed && !conn.stalled && !conn.eof) {
     const Staged st = consume_staged(p, conn);
     if (st == Staged::kFailed) return;
-    char* dst;
-    size_t want;
-    if (st == Staged::kNeedBytes && conn.in_frame && conn.hdr.type == kData && conn.lo == conn.hi &&
-        conn.hdr.len - conn.data_done >= kDirectMin) {
-      dst = conn.q.front().ptr + conn.data_done;  // straight into the caller's memory
-      want = conn.hdr.len - conn.data_done;
-    } else {
-      if (conn.hi == kStageBytes && conn.lo > 0) {
-        std::memmove(conn.stage.get(), conn.stage.get() + conn.lo, conn.hi - conn.lo);
-        conn.hi -= conn.lo;
-        conn.lo = 0;
-      }
-      if (conn.hi == kStageBytes) {
-        // Full of a message nobody asked for yet: leave the rest in the
-        // kernel and stop watching for input (level-triggered, it would
-        // fire forever) until a receive is posted.
-        conn.stalled = true;
-        watch_in(p, c, EPOLLRDHUP);
-        return;
-      }
-      dst = conn.stage.get() + conn.hi;
-      want = kStageBytes - conn.hi;
+    if (st == Staged::kBlocked && conn.hdr.type == kData && conn.hi - conn.lo < conn.hdr.len &&
+        conn.hdr.len - (conn.hi - conn.lo) >= kDirectMin) {
+      // A large message nobody asked for yet: its payload waits in the
+      // kernel and is read straight into the receive once posted (kick_in).
+      conn.parked = true;
+      return;
     }
-    const ssize_t n = ::recv(conn.fd.get(), dst, want, MSG_DONTWAIT);
+    char* dst = nullptr;
+    size_t want;
+    ssize_t n;
+    if (st == Staged::kNeedBytes && !conn.in_frame && conn.hi == 0 && !conn.q.empty() &&
+        conn.q.front().len >= kDirectMin) {
+      n = read_header_and_payload(conn, &want);
+    } else {
+      if (st == Staged::kNeedBytes && conn.in_frame && conn.hdr.type == kData && conn.lo == conn.hi &&
+          conn.hdr.len - conn.data_done >= kDirectMin) {
+        dst = conn.q.front().ptr + conn.data_done;  // straight into the caller's memory
+        want = conn.hdr.len - conn.data_done;
+      } else {
+        if (conn.hi == kStageBytes && conn.lo > 0) {
+          std::memmove(conn.stage.get(), conn.stage.get() + conn.lo, conn.hi - conn.lo);
+          conn.hi -= conn.lo;
+          conn.lo = 0;
+        }
+        if (conn.hi == kStageBytes) {
+          // Full of a message nobody asked for yet: leave the rest in the
+          // kernel and stop watching for input (level-triggered, it would
+          // fire forever) until a receive is posted.
+          conn.stalled = true;
+          watch_in(p, c, EPOLLRDHUP);
+          return;
+        }
+        dst = conn.stage.get() + conn.hi;
+        want = kStageBytes - conn.hi;
+        // With no receive posted, read no further than kDirectMin: enough
+        // for many small messages, and a large one is seen by its header
+        // before much of its payload lands in the stage (parked above).
+        if (conn.q.empty()) want = std::min(want, kDirectMin);
+      }
+      n = ::recv(conn.fd.get(), dst, want, MSG_DONTWAIT);
+    }
     if (n == 0) {
       if (consume_staged(p, conn) == Staged::kBlocked) {
         // What is staged (perhaps the peer's kBye behind it) is read once
@@ -291,7 +346,10 @@ void TcpTransport::progress_in(TcpPair& p, size_t c) {
       return in_closed(p, conn, errno);
     }
     const size_t u = static_cast<size_t>(n);
-    if (dst == conn.stage.get() + conn.hi) {
+    if (dst == nullptr) {
+      // read_header_and_payload placed the bytes.
+      if (conn.in_frame && conn.data_done == conn.hdr.len) complete_in(p, conn);
+    } else if (dst == conn.stage.get() + conn.hi) {
       conn.hi += u;
     } else {
       conn.data_done += u;
@@ -357,6 +415,14 @@ bool TcpTransport::run_once(int timeout_ms) {
         conn.events = 0;
       } else {
         progress_in(p, c);
+        if (conn.parked && !conn.stalled) {
+          // Readable behind a parked message: stop watching for input
+          // (level-triggered, it would fire forever) until a receive is
+          // posted. Only here: a rank that posts the receive before it
+          // polls again never pays the two epoll_ctl(2) calls.
+          conn.stalled = true;
+          watch_in(p, c, EPOLLRDHUP);
+        }
       }
     } else {
       if (evs[i].events & EPOLLIN) read_notices(p, p.out[c]);
