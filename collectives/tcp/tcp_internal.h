@@ -12,6 +12,7 @@
 
 #include "completion.h"
 #include "idle_wait.h"
+#include "tcp/peer_cpu.h"
 #include "tcp/socket.h"
 #include "tcp/tcp_transport.h"
 
@@ -32,7 +33,7 @@ struct Hello {
   uint32_t magic;
   int32_t rank;
   int32_t conn;
-  int32_t reserved;
+  int32_t pid;  // the sender's process id (peer_cpu.h); 0: not said
 };
 static_assert(sizeof(Hello) == 16, "handshake is 16 bytes without padding");
 
@@ -104,6 +105,8 @@ class TcpPair final : public Pair {
   std::vector<OutConn> out;
   std::vector<InConn> in;
   internal::Completion sends, recvs;
+  PeerCpu cpu;              // known for a peer on this host
+  bool shares_cpu = false;  // it ran on this rank's CPU at the last look (TcpTransport::yield_to)
 
  private:
   TcpTransport* t_;
@@ -113,7 +116,9 @@ class TcpPair final : public Pair {
 class TcpTransport final : public Transport, public TcpTransportInfo {
  public:
   explicit TcpTransport(const TransportConfig& c)
-      : cfg_(c), hard_spin_(internal::hard_spin_for(c.ranks_on_host, c.size, std::chrono::microseconds(c.tcp.spin_us))) {}
+      : cfg_(c),
+        hard_spin_(internal::hard_spin_for(c.ranks_on_host, c.size, std::chrono::microseconds(c.tcp.spin_us))),
+        fits_cpus_(hard_spin_.get() > internal::IdleWait::kHardSpin) {}
   ~TcpTransport() override;
   Status connect(Store& store, Deadline deadline);
 
@@ -162,10 +167,13 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   void read_notices(TcpPair& p, OutConn& conn);
   void fail(Status s);
   bool run_once(int timeout_ms);
+  void yield_to(TcpPair& p);
   void notify_peers_locked();
 
   TransportConfig cfg_;
   internal::SpinBudget hard_spin_;  // of the waits (idle_wait.h)
+  bool fits_cpus_;                  // the host's ranks fit its CPUs (idle_wait.h: hard_spin_for)
+  unsigned shared_yields_ = 0;      // yields in a row to a peer on this rank's CPU
   std::vector<std::unique_ptr<TcpPair>> pairs_;
   Fd listen_fd_, epoll_fd_, wake_fd_;
   uint16_t listen_port_ = 0;

@@ -90,6 +90,27 @@ bool TcpTransport::poke(TcpPair& p, bool in) {
   return moved;
 }
 
+// Yields the CPU between polls, so that a rank on this CPU (perhaps the one
+// waited for) can run. Where the host's ranks fit its CPUs and the peer
+// waited for runs on this CPU, the 32nd such yield in a row (the 64th on
+// odd ranks, so that two ranks that meet do not both move to the same other
+// CPU) moves this rank off the CPU instead (peer_cpu.h says why), as the
+// shared-memory transport does.
+void TcpTransport::yield_to(TcpPair& p) {
+  if (fits_cpus_ && p.cpu.known()) {
+    const int mine = ::sched_getcpu();
+    p.shares_cpu = mine >= 0 && p.cpu.cpu() == mine;
+    if (!p.shares_cpu) {
+      shared_yields_ = 0;
+    } else if (++shared_yields_ >= (cfg_.rank % 2 ? 64u : 32u)) {
+      shared_yields_ = 0;
+      leave_cpu(mine);
+      return;
+    }
+  }
+  sched_yield();
+}
+
 template <typename Pred>
 Status TcpTransport::wait(TcpPair& p, Pred done, bool in, Deadline d, const char* what, Ticket t) {
   internal::IdleWait w(d, std::chrono::microseconds(cfg_.tcp.spin_us), &hard_spin_, 1);  // a poll is a system call
@@ -100,7 +121,9 @@ Status TcpTransport::wait(TcpPair& p, Pred done, bool in, Deadline d, const char
     if (stall_noticed_.load(std::memory_order_relaxed)) [[unlikely]] {
       return deadline_exceeded(fmt::format("a peer reported a stalled call (waiting for rank {})", p.peer()));
     }
-    switch (w.next(moved)) {
+    // A peer on this CPU runs only once this rank stops polling: poll
+    // hard only IdleWait::kHardSpin then.
+    switch (w.next(moved, p.shares_cpu)) {
       case internal::IdleWait::kPoll:
         // The pair first; epoll for everything else (a send to another
         // peer that the ring's next step needs) unless that already did it.
@@ -111,7 +134,7 @@ Status TcpTransport::wait(TcpPair& p, Pred done, bool in, Deadline d, const char
         // Yield between polls so that a co-located rank (perhaps the one
         // we wait for) can run.
         moved = run_once(0);
-        if (!moved) sched_yield();
+        if (!moved) yield_to(p);
         break;
       case internal::IdleWait::kSleep:
         moved = run_once(static_cast<int>(w.sleep_budget(std::chrono::milliseconds(1000)).count()));
@@ -276,7 +299,7 @@ Status TcpTransport::connect(Store& store, Deadline deadline) {
       auto fd = connect_to(ep, cfg_.tcp.listen_address, sport, cfg_.tcp.socket_buffer_bytes, deadline);
       if (!fd) return fd.status().with_context(fmt::format("connecting to rank {}", p));
       WEFT_RETURN_IF_ERROR(choose_congestion_control(fd->get()).with_context(fmt::format("connection to rank {}", p)));
-      Hello h{kMagic, me, c, 0};
+      Hello h{kMagic, me, c, static_cast<int32_t>(::getpid())};
       WEFT_RETURN_IF_ERROR(write_all(fd->get(), &h, sizeof h, deadline));
       pairs_[static_cast<size_t>(p)]->out[static_cast<size_t>(c)].fd = std::move(*fd);
     }
@@ -291,7 +314,9 @@ Status TcpTransport::connect(Store& store, Deadline deadline) {
         h.conn < 0 || h.conn >= k || pairs_[static_cast<size_t>(h.rank)]->in[static_cast<size_t>(h.conn)].fd) {
       return data_loss(fmt::format("unexpected hello (rank {}, connection {}) on port {}", h.rank, h.conn, listen_port_));
     }
-    pairs_[static_cast<size_t>(h.rank)]->in[static_cast<size_t>(h.conn)].fd = std::move(*fd);
+    TcpPair& pair = *pairs_[static_cast<size_t>(h.rank)];
+    if (h.conn == 0 && peer_on_this_host(fd->get())) pair.cpu = PeerCpu(h.pid);
+    pair.in[static_cast<size_t>(h.conn)].fd = std::move(*fd);
   }
   for (int p : peers) {
     TcpPair& pair = *pairs_[static_cast<size_t>(p)];

@@ -3,7 +3,11 @@
 // payload in one readv; one that arrives first waits in the staging buffer
 // when small and in the kernel when large ("parked"), and is read straight
 // into the receive once that is posted. Each case checks every byte and the
-// framing of the messages behind it.
+// framing of the messages behind it. Also the waits' view of a same-host
+// peer's CPU (tcp/peer_cpu.h).
+#include <sched.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -15,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "harness.h"
+#include "tcp/peer_cpu.h"
 
 namespace weft::coll::testing {
 namespace {
@@ -205,6 +210,47 @@ TEST(TcpAbort, APeersReasonArrivingWhereALargeReceiveIsPostedIsReported) {
         c.transport = "tcp";
         c.timeout = 10s;
       });
+}
+
+// The peer's CPU, as the waits read it: this process as its own peer.
+TEST(PeerCpu, ReadsTheCpuAProcessRunsOnAndNothingForAnUnknownPid) {
+  EXPECT_FALSE(tcp::PeerCpu(0).known());
+  EXPECT_FALSE(tcp::PeerCpu(-1).known());
+  cpu_set_t all;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof all, &all), 0);
+  int last = -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &all)) last = c;
+  }
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(last, &one);
+  // A thread of its own: the pid's main thread is the one /proc/pid/stat
+  // reports, so read /proc/<tid>/stat of this thread (a thread id is a
+  // pid to procfs).
+  int seen = -2, tid = 0;
+  std::thread t([&] {
+    tid = static_cast<int>(::gettid());
+    if (::sched_setaffinity(0, sizeof one, &one) != 0) return;
+    seen = tcp::PeerCpu(tid).cpu();
+  });
+  t.join();
+  EXPECT_EQ(seen, last) << "thread " << tid << " pinned to CPU " << last;
+}
+
+TEST(PeerCpu, LeavingACpuMovesTheThreadAndKeepsItsCpus) {
+  cpu_set_t all;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof all, &all), 0);
+  if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "needs two usable CPUs (this process may use " << CPU_COUNT(&all) << ")";
+  std::thread t([&] {
+    const int before = ::sched_getcpu();
+    tcp::leave_cpu(before);
+    EXPECT_NE(::sched_getcpu(), before);
+    cpu_set_t now;
+    ASSERT_EQ(::sched_getaffinity(0, sizeof now, &now), 0);
+    EXPECT_TRUE(CPU_EQUAL(&now, &all)) << "the thread's CPUs were not given back";
+  });
+  t.join();
 }
 
 }  // namespace
