@@ -161,6 +161,23 @@ inline int usable_cpus() {
   return std::max(1, CPU_COUNT(&set));
 }
 
+// Moves the calling thread off `cpu` now (sched_setaffinity(2) without it
+// migrates the thread before it returns), then gives it its CPUs back, which
+// moves nothing: for a rank that keeps taking turns with its peer on one CPU
+// while another is free (the load balancer leaves two tasks that always just
+// ran where they are: kernel/sched/fair.c, task_hot). A mask changed by
+// another thread in between is overwritten. The TCP transport's waits use
+// it (tcp_transport.cc); the shared-memory transport has its own copy
+// (shm_transport.cc, move_off_cpu).
+inline void leave_cpu(int cpu) {
+  cpu_set_t all;
+  if (::sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2 || !CPU_ISSET(cpu, &all)) return;
+  cpu_set_t others = all;
+  CPU_CLR(cpu, &others);
+  if (::sched_setaffinity(0, sizeof others, &others) != 0) return;
+  ::sched_setaffinity(0, sizeof all, &all);
+}
+
 // How long a wait polls hard at most (the file comment says why): all of
 // `spin` when the host's ranks fit the CPUs this process may use, else
 // IdleWait::kHardSpin. ranks_on_host 0 (unknown) counts as `size`: every

@@ -1,7 +1,6 @@
 #include "tcp/peer_cpu.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -10,9 +9,9 @@
 
 namespace weft::coll::tcp {
 
-PeerCpu::PeerCpu(int pid) {
-  if (pid <= 0) return;
-  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+PeerCpu::PeerCpu(int tid) {
+  if (tid <= 0) return;
+  const std::string path = "/proc/" + std::to_string(tid) + "/stat";
   stat_ = Fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
 }
 
@@ -31,15 +30,6 @@ int PeerCpu::cpu() const {
     if (p == nullptr) return -1;
   }
   return std::atoi(p + 1);
-}
-
-void leave_cpu(int cpu) {
-  cpu_set_t all;
-  if (::sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2 || !CPU_ISSET(cpu, &all)) return;
-  cpu_set_t others = all;
-  CPU_CLR(cpu, &others);
-  if (::sched_setaffinity(0, sizeof others, &others) != 0) return;
-  ::sched_setaffinity(0, sizeof all, &all);
 }
 
 }  // namespace weft::coll::tcp

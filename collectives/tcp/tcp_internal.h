@@ -33,7 +33,7 @@ struct Hello {
   uint32_t magic;
   int32_t rank;
   int32_t conn;
-  int32_t pid;  // the sender's process id (peer_cpu.h); 0: not said
+  int32_t tid;  // the sender's thread that connected (peer_cpu.h); 0: not said
 };
 static_assert(sizeof(Hello) == 16, "handshake is 16 bytes without padding");
 

@@ -104,7 +104,7 @@ void TcpTransport::yield_to(TcpPair& p) {
       shared_yields_ = 0;
     } else if (++shared_yields_ >= (cfg_.rank % 2 ? 64u : 32u)) {
       shared_yields_ = 0;
-      leave_cpu(mine);
+      internal::leave_cpu(mine);
       return;
     }
   }
@@ -299,7 +299,7 @@ Status TcpTransport::connect(Store& store, Deadline deadline) {
       auto fd = connect_to(ep, cfg_.tcp.listen_address, sport, cfg_.tcp.socket_buffer_bytes, deadline);
       if (!fd) return fd.status().with_context(fmt::format("connecting to rank {}", p));
       WEFT_RETURN_IF_ERROR(choose_congestion_control(fd->get()).with_context(fmt::format("connection to rank {}", p)));
-      Hello h{kMagic, me, c, static_cast<int32_t>(::getpid())};
+      Hello h{kMagic, me, c, static_cast<int32_t>(::gettid())};
       WEFT_RETURN_IF_ERROR(write_all(fd->get(), &h, sizeof h, deadline));
       pairs_[static_cast<size_t>(p)]->out[static_cast<size_t>(c)].fd = std::move(*fd);
     }
@@ -315,7 +315,7 @@ Status TcpTransport::connect(Store& store, Deadline deadline) {
       return data_loss(fmt::format("unexpected hello (rank {}, connection {}) on port {}", h.rank, h.conn, listen_port_));
     }
     TcpPair& pair = *pairs_[static_cast<size_t>(h.rank)];
-    if (h.conn == 0 && peer_on_this_host(fd->get())) pair.cpu = PeerCpu(h.pid);
+    if (h.conn == 0 && peer_on_this_host(fd->get())) pair.cpu = PeerCpu(h.tid);
     pair.in[static_cast<size_t>(h.conn)].fd = std::move(*fd);
   }
   for (int p : peers) {

@@ -5,20 +5,21 @@
 // into the receive once that is posted. Each case checks every byte and the
 // framing of the messages behind it. Also the waits' view of a same-host
 // peer's CPU (tcp/peer_cpu.h).
+#include <fmt/format.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "harness.h"
+#include "idle_wait.h"
 #include "tcp/peer_cpu.h"
 
 namespace weft::coll::testing {
@@ -36,6 +37,22 @@ struct LateCase {
 
 void PrintTo(const LateCase& c, std::ostream* os) { *os << c.name; }
 
+// Two ranks over TCP; `body` gets each rank's communicator, its transport
+// and its pair to the other rank.
+void run_tcp_pair(std::chrono::seconds timeout, const std::function<void(Communicator&, Transport&, Pair&)>& body) {
+  run_ranks(
+      2,
+      [&](Communicator& comm) {
+        Transport* t = comm.transport_for(1 - comm.rank());
+        ASSERT_NE(t, nullptr);
+        body(comm, *t, *t->pair(1 - comm.rank()));
+      },
+      [&](CommConfig& c) {
+        c.transport = "tcp";
+        c.timeout = timeout;
+      });
+}
+
 class LateReceives : public ::testing::TestWithParam<LateCase> {};
 
 // Rank 0 sends every message and waits until all have left; only then does
@@ -44,68 +61,61 @@ class LateReceives : public ::testing::TestWithParam<LateCase> {};
 TEST_P(LateReceives, MessagesThatArriveBeforeTheirReceiveAreDeliveredWhole) {
   const LateCase& k = GetParam();
   std::atomic<bool> sent{false};
-  run_ranks(
-      2,
-      [&](Communicator& comm) {
-        const int peer = 1 - comm.rank();
-        Transport* t = comm.transport_for(peer);
-        ASSERT_NE(t, nullptr);
-        Pair* p = t->pair(peer);
-        const Deadline deadline = Clock::now() + 30s;
-        std::vector<std::vector<char>> bufs;
-        std::vector<std::unique_ptr<Memory>> mems;
-        for (size_t m = 0; m < k.sizes.size(); ++m) {
-          bufs.emplace_back(k.sizes[m], '\0');
-          if (comm.rank() == 0) {
-            for (size_t i = 0; i < k.sizes[m]; ++i) bufs[m][i] = pattern(m, i);
-          }
-          auto mem = t->register_memory(bufs[m].data(), bufs[m].size());
-          ASSERT_TRUE(mem) << mem.status().to_string();
-          mems.push_back(std::move(*mem));
+  run_tcp_pair(30s, [&](Communicator& comm, Transport& t, Pair& p) {
+    const Deadline deadline = Clock::now() + 30s;
+    std::vector<std::vector<char>> bufs;
+    std::vector<std::unique_ptr<Memory>> mems;
+    for (size_t m = 0; m < k.sizes.size(); ++m) {
+      bufs.emplace_back(k.sizes[m], '\0');
+      if (comm.rank() == 0) {
+        for (size_t i = 0; i < k.sizes[m]; ++i) bufs[m][i] = pattern(m, i);
+      }
+      auto mem = t.register_memory(bufs[m].data(), bufs[m].size());
+      ASSERT_TRUE(mem) << mem.status().to_string();
+      mems.push_back(std::move(*mem));
+    }
+    Ticket last = 0;
+    if (comm.rank() == 0) {
+      for (size_t m = 0; m < k.sizes.size(); ++m) {
+        auto tk = p.send(*mems[m], 0, k.sizes[m]);
+        ASSERT_TRUE(tk) << tk.status().to_string();
+        last = *tk;
+      }
+      Status s = p.wait_send(last, deadline);
+      ASSERT_TRUE(s) << s.to_string();
+      sent = true;
+    } else {
+      while (!sent) std::this_thread::sleep_for(1ms);
+      if (k.poll_first) {
+        for (int i = 0; i < 50; ++i) {
+          auto moved = t.poll();
+          ASSERT_TRUE(moved) << moved.status().to_string();
+          std::this_thread::sleep_for(100us);
         }
-        Ticket last = 0;
-        if (comm.rank() == 0) {
-          for (size_t m = 0; m < k.sizes.size(); ++m) {
-            auto tk = p->send(*mems[m], 0, k.sizes[m]);
-            ASSERT_TRUE(tk) << tk.status().to_string();
-            last = *tk;
-          }
-          Status s = p->wait_send(last, deadline);
-          ASSERT_TRUE(s) << s.to_string();
-          sent = true;
-        } else {
-          while (!sent) std::this_thread::sleep_for(1ms);
-          if (k.poll_first) {
-            for (int i = 0; i < 50; ++i) {
-              auto moved = t->poll();
-              ASSERT_TRUE(moved) << moved.status().to_string();
-              std::this_thread::sleep_for(100us);
-            }
-          }
-          for (size_t m = 0; m < k.sizes.size(); ++m) {
-            auto tk = p->recv(*mems[m], 0, k.sizes[m]);
-            ASSERT_TRUE(tk) << tk.status().to_string();
-            last = *tk;
-          }
-          Status s = p->wait_recv(last, deadline);
-          ASSERT_TRUE(s) << s.to_string();
-          for (size_t m = 0; m < k.sizes.size(); ++m) {
-            size_t wrong = 0, first = k.sizes[m];
-            for (size_t i = 0; i < k.sizes[m]; ++i) {
-              if (bufs[m][i] != pattern(m, i)) {
-                ++wrong;
-                first = std::min(first, i);
-              }
-            }
-            EXPECT_EQ(wrong, 0u) << "message " << m << " (" << k.sizes[m] << " B): first wrong byte " << first;
+      }
+      for (size_t m = 0; m < k.sizes.size(); ++m) {
+        auto tk = p.recv(*mems[m], 0, k.sizes[m]);
+        ASSERT_TRUE(tk) << tk.status().to_string();
+        last = *tk;
+      }
+      Status s = p.wait_recv(last, deadline);
+      ASSERT_TRUE(s) << s.to_string();
+      for (size_t m = 0; m < k.sizes.size(); ++m) {
+        size_t wrong = 0, first = k.sizes[m];
+        for (size_t i = 0; i < k.sizes[m]; ++i) {
+          if (bufs[m][i] != pattern(m, i)) {
+            ++wrong;
+            first = std::min(first, i);
           }
         }
-        // The connection is still framed right: a collective on it works.
-        int32_t x = comm.rank() + 1;
-        ASSERT_TRUE(comm.allreduce(&x, &x, 1, DataType::kI32, ReduceOp::kSum));
-        EXPECT_EQ(x, 3);
-      },
-      [&](CommConfig& c) { c.transport = "tcp"; });
+        EXPECT_EQ(wrong, 0u) << "message " << m << " (" << k.sizes[m] << " B): first wrong byte " << first;
+      }
+    }
+    // The connection is still framed right: a collective on it works.
+    int32_t x = comm.rank() + 1;
+    ASSERT_TRUE(comm.allreduce(&x, &x, 1, DataType::kI32, ReduceOp::kSum));
+    EXPECT_EQ(x, 3);
+  });
 }
 
 // Sizes around the transport's thresholds: 16 KiB (kDirectMin: read
@@ -129,40 +139,30 @@ class PostedLength : public ::testing::TestWithParam<std::pair<size_t, size_t>> 
 TEST_P(PostedLength, AMessageLongerOrShorterThanItsPostedReceiveFailsNamingBothLengths) {
   const auto [sent_len, posted_len] = GetParam();
   std::atomic<bool> posted{false};
-  run_ranks(
-      2,
-      [&](Communicator& comm) {
-        const int peer = 1 - comm.rank();
-        Transport* t = comm.transport_for(peer);
-        ASSERT_NE(t, nullptr);
-        Pair* p = t->pair(peer);
-        const Deadline deadline = Clock::now() + 10s;
-        std::vector<char> buf(std::max(sent_len, posted_len), 'x');
-        auto mem = t->register_memory(buf.data(), buf.size());
-        ASSERT_TRUE(mem) << mem.status().to_string();
-        if (comm.rank() == 1) {
-          auto tk = p->recv(**mem, 0, posted_len);
-          ASSERT_TRUE(tk) << tk.status().to_string();
-          posted = true;
-          Status s = p->wait_recv(*tk, deadline);
-          ASSERT_FALSE(s) << "a " << sent_len << "-byte message completed a " << posted_len << "-byte receive";
-          EXPECT_NE(s.message().find(fmt::format("rank 0 has {} bytes where this rank posted a receive of {} bytes",
-                                                 sent_len, posted_len)),
-                    std::string::npos)
-              << s.to_string();
-        } else {
-          while (!posted) std::this_thread::sleep_for(1ms);
-          auto tk = p->send(**mem, 0, sent_len);
-          ASSERT_TRUE(tk) << tk.status().to_string();
-          // The receiver gives up either way; the send may end ok (the
-          // bytes left) or with the receiver's abort.
-          (void)p->wait_send(*tk, deadline);
-        }
-      },
-      [&](CommConfig& c) {
-        c.transport = "tcp";
-        c.timeout = 10s;
-      });
+  run_tcp_pair(10s, [&](Communicator& comm, Transport& t, Pair& p) {
+    const Deadline deadline = Clock::now() + 10s;
+    std::vector<char> buf(std::max(sent_len, posted_len), 'x');
+    auto mem = t.register_memory(buf.data(), buf.size());
+    ASSERT_TRUE(mem) << mem.status().to_string();
+    if (comm.rank() == 1) {
+      auto tk = p.recv(**mem, 0, posted_len);
+      ASSERT_TRUE(tk) << tk.status().to_string();
+      posted = true;
+      Status s = p.wait_recv(*tk, deadline);
+      ASSERT_FALSE(s) << "a " << sent_len << "-byte message completed a " << posted_len << "-byte receive";
+      EXPECT_NE(s.message().find(fmt::format("rank 0 has {} bytes where this rank posted a receive of {} bytes",
+                                             sent_len, posted_len)),
+                std::string::npos)
+          << s.to_string();
+    } else {
+      while (!posted) std::this_thread::sleep_for(1ms);
+      auto tk = p.send(**mem, 0, sent_len);
+      ASSERT_TRUE(tk) << tk.status().to_string();
+      // The receiver gives up either way; the send may end ok (the
+      // bytes left) or with the receiver's abort.
+      (void)p.wait_send(*tk, deadline);
+    }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Tcp, PostedLength,
@@ -180,36 +180,28 @@ INSTANTIATE_TEST_SUITE_P(Tcp, PostedLength,
 // names the peer and its reason, not a garbled one.
 TEST(TcpAbort, APeersReasonArrivingWhereALargeReceiveIsPostedIsReported) {
   std::atomic<bool> posted{false}, aborted{false};
-  run_ranks(
-      2,
-      [&](Communicator& comm) {
-        const int peer = 1 - comm.rank();
-        Transport* t = comm.transport_for(peer);
-        ASSERT_NE(t, nullptr);
-        if (comm.rank() == 1) {
-          std::vector<char> buf(1u << 20, 'x');
-          auto mem = t->register_memory(buf.data(), buf.size());
-          ASSERT_TRUE(mem) << mem.status().to_string();
-          auto tk = t->pair(peer)->recv(**mem, 0, buf.size());
-          ASSERT_TRUE(tk) << tk.status().to_string();
-          posted = true;
-          // Read only once the whole frame is there: header and reason in
-          // one read.
-          while (!aborted) std::this_thread::sleep_for(1ms);
-          std::this_thread::sleep_for(20ms);
-          Status s = t->pair(peer)->wait_recv(*tk, Clock::now() + 10s);
-          ASSERT_FALSE(s);
-          EXPECT_NE(s.message().find("rank 0 gave up: rank 0: the reason, 13 words long"), std::string::npos) << s.to_string();
-        } else {
-          while (!posted) std::this_thread::sleep_for(1ms);
-          comm.abort("the reason, 13 words long");
-          aborted = true;
-        }
-      },
-      [&](CommConfig& c) {
-        c.transport = "tcp";
-        c.timeout = 10s;
-      });
+  run_tcp_pair(10s, [&](Communicator& comm, Transport& t, Pair& p) {
+    if (comm.rank() == 1) {
+      std::vector<char> buf(1u << 20, 'x');
+      auto mem = t.register_memory(buf.data(), buf.size());
+      ASSERT_TRUE(mem) << mem.status().to_string();
+      auto tk = p.recv(**mem, 0, buf.size());
+      ASSERT_TRUE(tk) << tk.status().to_string();
+      posted = true;
+      // Read only once the whole frame is there: header and reason in
+      // one read.
+      while (!aborted) std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(20ms);
+      Status s = p.wait_recv(*tk, Clock::now() + 10s);
+      ASSERT_FALSE(s);
+      EXPECT_NE(s.message().find("rank 0 gave up: rank 0: the reason, 13 words long"), std::string::npos)
+          << s.to_string();
+    } else {
+      while (!posted) std::this_thread::sleep_for(1ms);
+      comm.abort("the reason, 13 words long");
+      aborted = true;
+    }
+  });
 }
 
 // The peer's CPU, as the waits read it: this process as its own peer.
@@ -244,7 +236,7 @@ TEST(PeerCpu, LeavingACpuMovesTheThreadAndKeepsItsCpus) {
   if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "needs two usable CPUs (this process may use " << CPU_COUNT(&all) << ")";
   std::thread t([&] {
     const int before = ::sched_getcpu();
-    tcp::leave_cpu(before);
+    internal::leave_cpu(before);
     EXPECT_NE(::sched_getcpu(), before);
     cpu_set_t now;
     ASSERT_EQ(::sched_getaffinity(0, sizeof now, &now), 0);
