@@ -17,6 +17,7 @@ std::string_view algorithm_name(Algorithm a) {
     case Algorithm::kHybrid: return "hybrid";
     case Algorithm::kHierarchical: return "hierarchical";
     case Algorithm::kBinomial: return "binomial";
+    case Algorithm::kOneShot: return "oneshot";
   }
   return "?";
 }
@@ -24,7 +25,7 @@ std::string_view algorithm_name(Algorithm a) {
 std::optional<Algorithm> parse_algorithm(std::string_view s) {
   for (Algorithm a : {Algorithm::kAuto, Algorithm::kHalvingDoubling, Algorithm::kRing,
                       Algorithm::kButterfly, Algorithm::kHybrid, Algorithm::kHierarchical,
-                      Algorithm::kBinomial}) {
+                      Algorithm::kBinomial, Algorithm::kOneShot}) {
     if (algorithm_name(a) == s) return a;
   }
   if (s == "halving-doubling") return Algorithm::kHalvingDoubling;
@@ -57,6 +58,7 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
     case Algorithm::kHalvingDoubling: make = internal::plan_allreduce_hd; break;
     case Algorithm::kRing: make = internal::plan_allreduce_ring; break;
     case Algorithm::kButterfly: make = internal::plan_allreduce_butterfly; break;
+    case Algorithm::kOneShot: make = internal::plan_allreduce_oneshot; break;
     case Algorithm::kHybrid:
       if (internal::equal_hosts(m.host_of).empty()) {
         return failed_precondition(fmt::format(
@@ -66,7 +68,7 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
       make = internal::plan_allreduce_hybrid;
       break;
     default:
-      return invalid_argument(fmt::format("allreduce: '{}' is not an allreduce algorithm (hd, ring, butterfly, hybrid)",
+      return invalid_argument(fmt::format("allreduce: '{}' is not an allreduce algorithm (hd, ring, butterfly, oneshot, hybrid)",
                                           algorithm_name(a)));
   }
   const std::vector<int>* group = &m.identity_group;

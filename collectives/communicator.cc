@@ -147,6 +147,9 @@ Status Communicator::Impl::setup(Store& store) {
   equal_multi_host = host_count > 1 && local.size() > 1 && !internal::equal_hosts(host_of).empty();
   auto_hybrid = cfg.selection.hybrid_when_multi_host && equal_multi_host;
   auto_rule = internal::match_rule(cfg.selection, link_kind, cfg.size);
+  // One-shot talks to every peer: no remap avoids a failed link, and a
+  // route plan describes other pairs (below).
+  auto_oneshot = static_cast<int>(local.size()) > internal::usable_cpus() && cfg.failed_links.empty() && !cfg.plan;
   if (cfg.plan) {
     // A route plan is made for one algorithm's flows (routing/schedule.h):
     // only those pairs' connections carry planned ports, and only HD
@@ -290,7 +293,7 @@ bool Communicator::Impl::hosts_equal() const { return equal_multi_host; }
 // select_allreduce(cfg.selection, link_kind, size, bytes, hosts_equal()),
 // with everything but the size resolved in setup.
 Algorithm Communicator::Impl::select_auto_allreduce(size_t bytes) const {
-  return auto_hybrid ? Algorithm::kHybrid : internal::pick_by_size(auto_rule, bytes);
+  return auto_hybrid ? Algorithm::kHybrid : internal::pick_by_size(auto_rule, bytes, auto_oneshot);
 }
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -33,6 +33,7 @@ class Communicator::Impl {
   // transport and rank count (setup), the rank maps by algorithm, and the
   // last plan used (training loops repeat the same call).
   bool auto_hybrid = false;                     // kAuto's AllReduce is hybrid at every size
+  bool auto_oneshot = false;                    // kAuto may pick one-shot (the rule's oneshot_below_bytes)
   const SelectionRule* auto_rule = nullptr;     // in cfg.selection.rules (cfg is not changed after setup)
   SelectionRule plan_rule;                      // auto_rule under a route plan (setup)
   std::array<const std::vector<int>*, 8> rank_map_of{};  // by Algorithm: rank_maps' entries
@@ -80,7 +81,7 @@ enum Coll { kAllreduce = 0, kReduceScatter = 1, kAllgather = 2, kBroadcast = 3 }
 // resolves the rule once: the first rule for this transport and rank count
 // (nullptr: none), then the algorithm for a size under that rule.
 const SelectionRule* match_rule(const Selection& s, std::string_view transport, int ranks);
-Algorithm pick_by_size(const SelectionRule* r, size_t bytes);
+Algorithm pick_by_size(const SelectionRule* r, size_t bytes, bool oversubscribed);
 }  // namespace internal
 
 }  // namespace weft::coll

@@ -15,6 +15,11 @@ std::vector<std::pair<int, int>> talking_pairs(Algorithm a, int n) {
   };
   if (a == Algorithm::kRing) {
     for (int r = 0; r < n; ++r) add(r, (r + 1) % n);
+  } else if (a == Algorithm::kOneShot) {
+    // Every rank talks to every other: no order avoids a failed link.
+    for (int x = 0; x < n; ++x) {
+      for (int y = x + 1; y < n; ++y) add(x, y);
+    }
   } else {
     // HD and butterfly: MPICH's fold pairs, then v ^ 2^k among newranks.
     const routing::HdLayout L = routing::hd_layout(n);

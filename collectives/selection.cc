@@ -23,15 +23,18 @@ namespace weft::coll {
 std::vector<SelectionRule> default_selection_rules() {
   constexpr size_t kNever = SIZE_MAX;
   return {
-      // transport, max ranks, HD from (below: butterfly), ring from
+      // transport, max ranks, HD from (below: butterfly), ring from, and
+      // where ranks outnumber CPUs one-shot below (docs/collectives.md
+      // "One-shot": measured at 3, 4 and 8 ranks on 2 CPUs; 2 ranks: one
+      // exchange either way)
       {"tcp", 2, 1 << 20, 16 << 20},
       {"tcp", 3, 256 << 10, kNever},
       {"tcp", 4, 256 << 10, 4 << 20},
       {"tcp", INT_MAX, 1 << 20, kNever},  // measured at 8 ranks
       {"shm", 2, 256 << 10, kNever},
-      {"shm", 3, 4 << 20, 4 << 20},
-      {"shm", 4, 256 << 10, kNever},
-      {"shm", INT_MAX, 16 << 10, kNever},  // measured at 8 ranks
+      {"shm", 3, 4 << 20, 4 << 20, 64 << 10},
+      {"shm", 4, 256 << 10, kNever, 16 << 10},
+      {"shm", INT_MAX, 16 << 10, kNever, 16 << 10},  // measured at 8 ranks
       {"*", INT_MAX, 16 << 10, kNever},    // other transports (verbs): not measured here
   };
 }
@@ -59,8 +62,9 @@ const SelectionRule* match_rule(const Selection& s, std::string_view transport, 
   return nullptr;  // unreachable once validate() passed
 }
 
-Algorithm pick_by_size(const SelectionRule* r, size_t bytes) {
+Algorithm pick_by_size(const SelectionRule* r, size_t bytes, bool oversubscribed) {
   if (r == nullptr) return Algorithm::kHalvingDoubling;
+  if (oversubscribed && bytes < r->oneshot_below_bytes) return Algorithm::kOneShot;
   return bytes < r->hd_min_bytes ? Algorithm::kButterfly
          : bytes >= r->ring_min_bytes ? Algorithm::kRing
                                       : Algorithm::kHalvingDoubling;
@@ -68,9 +72,10 @@ Algorithm pick_by_size(const SelectionRule* r, size_t bytes) {
 
 }  // namespace internal
 
-Algorithm select_allreduce(const Selection& s, std::string_view transport, int ranks, size_t bytes, bool equal_hosts) {
+Algorithm select_allreduce(const Selection& s, std::string_view transport, int ranks, size_t bytes, bool equal_hosts,
+                           bool oversubscribed) {
   if (s.hybrid_when_multi_host && equal_hosts) return Algorithm::kHybrid;
-  return internal::pick_by_size(internal::match_rule(s, transport, ranks), bytes);
+  return internal::pick_by_size(internal::match_rule(s, transport, ranks), bytes, oversubscribed);
 }
 
 }  // namespace weft::coll

@@ -226,7 +226,7 @@ int run_bench(const BenchArgs& a) {
   auto lo = parse_size(a.min_bytes), hi = parse_size(a.max_bytes), seg = parse_size(a.segment);
   if (!t) return fail(invalid_argument("--type must be f32, f64, f16, bf16, i32, i64 or u8, not '" + a.type + "'"));
   if (!op) return fail(invalid_argument("--op must be sum, prod, min or max, not '" + a.op + "'"));
-  if (!algo) return fail(invalid_argument("--algo '" + a.algo + "' is unknown (auto, hd, ring, butterfly, hybrid, hierarchical, binomial)"));
+  if (!algo) return fail(invalid_argument("--algo '" + a.algo + "' is unknown (auto, hd, ring, butterfly, oneshot, hybrid, hierarchical, binomial)"));
   if (!lo || !hi || *lo < 1 || *hi < *lo) return fail(invalid_argument("--min-bytes/--max-bytes must be sizes with 1 <= min <= max"));
   if (!seg) return fail(invalid_argument("--segment must be a size"));
   if (!parse_size(a.socket_buffer)) return fail(invalid_argument("--socket-buffer must be a size (0 = default)"));
@@ -257,7 +257,7 @@ void register_bench(CLI::App& app, Registry& reg) {
       ->check(CLI::IsMember({"allreduce", "reducescatter", "allgather", "broadcast"}));
   cmd->add_option("-n,--ranks", args->ranks, "processes to run (ignored under a launcher)")->capture_default_str();
   cmd->add_option("--transport", args->transport, "tcp, shm, auto (shm on one host, tcp across)")->capture_default_str();
-  cmd->add_option("--algo", args->algo, "auto, hd, ring, butterfly, hybrid, hierarchical, binomial")->capture_default_str();
+  cmd->add_option("--algo", args->algo, "auto, hd, ring, butterfly, oneshot, hybrid, hierarchical, binomial")->capture_default_str();
   cmd->add_option("--type", args->type, "f32, f64, f16, bf16, i32, i64, u8")->capture_default_str();
   cmd->add_option("--op", args->op, "sum, prod, min, max")->capture_default_str();
   cmd->add_option("-b,--min-bytes", args->min_bytes, "smallest size (4, 1K, 8M...)")->capture_default_str();

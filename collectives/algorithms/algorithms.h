@@ -42,6 +42,9 @@ std::unique_ptr<Plan> plan_allreduce_hd(const Shape& s);
 std::unique_ptr<Plan> plan_allreduce_ring(const Shape& s);
 // allreduce_butterfly.cc: recursive doubling on whole vectors (seed 000).
 std::unique_ptr<Plan> plan_allreduce_butterfly(const Shape& s);
+// allreduce_oneshot.cc: every rank sends its vector to every peer and
+// reduces all of them in rank order (one round).
+std::unique_ptr<Plan> plan_allreduce_oneshot(const Shape& s);
 // allreduce_hybrid.cc: shm reduce-scatter, inter-host HD, shm allgather.
 // Needs host_of with the same number of ranks on every host.
 std::unique_ptr<Plan> plan_allreduce_hybrid(const Shape& s);

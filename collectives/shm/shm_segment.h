@@ -43,6 +43,10 @@ struct alignas(64) SegmentHeader {
   // The CPU this rank last polled on (-1: not yet): a rank waiting for it
   // polls hard only while they run on different CPUs (idle_wait.h).
   alignas(64) std::atomic<int32_t> cpu;
+  // 1 while this rank is in sched_yield() or asleep on its bell: where the
+  // host's ranks outnumber its CPUs, a rank waiting for it yields at once
+  // instead of polling (ShmTransport::wait). 0 in a segment of an older build.
+  std::atomic<int32_t> off_cpu;
 };
 constexpr uint32_t kAbortFlag = 1, kStallFlag = 2;
 

@@ -65,7 +65,8 @@ std::string name_of(const ::testing::TestParamInfo<std::tuple<Algorithm, int>>& 
 
 INSTANTIATE_TEST_SUITE_P(Collectives, AllreduceMatrix,
                          ::testing::Combine(::testing::Values(Algorithm::kHalvingDoubling, Algorithm::kRing,
-                                                             Algorithm::kButterfly, Algorithm::kHybrid),
+                                                             Algorithm::kButterfly, Algorithm::kOneShot,
+                                                             Algorithm::kHybrid),
                                             ::testing::Values(1, 2, 3, 4, 5, 7, 8, 13)),
                          name_of);
 

@@ -11,11 +11,11 @@
 
 namespace weft::coll::testing {
 
-// "ring", "hd", "butterfly", "hybrid", "auto" (AllReduce with that
-// algorithm), "broadcast" (root 0), "allgather", "reduce_scatter" (ring).
+// "ring", "hd", "butterfly", "oneshot", "hybrid", "auto" (AllReduce with
+// that algorithm), "broadcast" (root 0), "allgather", "reduce_scatter" (ring).
 inline const std::vector<std::string>& fault_call_kinds() {
-  static const std::vector<std::string> kinds = {"ring",      "hd",        "butterfly",     "hybrid",
-                                                 "broadcast", "allgather", "reduce_scatter"};
+  static const std::vector<std::string> kinds = {"ring",      "hd",        "butterfly", "oneshot",
+                                                 "hybrid",    "broadcast", "allgather", "reduce_scatter"};
   return kinds;
 }
 

@@ -54,7 +54,7 @@ TEST_P(ProcessMatrix, EveryAlgorithmIsExactAcrossProcesses) {
   kids.start(n, [&, transport = transport, n = n](int rank) {
     auto comm = open_comm(kids.dir, rank, n, transport, 60s, [&](CommConfig& c) { c.host = "h" + std::to_string(c.rank / 2); });
     if (!comm) return complain(comm.status().to_string());
-    for (Algorithm a : {Algorithm::kHalvingDoubling, Algorithm::kRing, Algorithm::kButterfly}) {
+    for (Algorithm a : {Algorithm::kHalvingDoubling, Algorithm::kRing, Algorithm::kButterfly, Algorithm::kOneShot}) {
       for (DataType t : {DataType::kF32, DataType::kI32, DataType::kBF16}) {
         for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
           for (size_t count : {size_t{0}, size_t{7}, size_t{1023}, size_t{262147}}) {
@@ -348,6 +348,8 @@ std::vector<FaultCase> fault_cases() {
   out.push_back({"tcp", 3, SIGSTOP, 1, "hd"});
   out.push_back({"shm", 5, SIGSTOP, 2, "butterfly"});
   out.push_back({"tcp", 8, SIGSTOP, 0, "butterfly"});
+  out.push_back({"shm", 4, SIGSTOP, 1, "oneshot"});
+  out.push_back({"tcp", 3, SIGSTOP, 0, "oneshot"});
   out.push_back({"auto", 4, SIGSTOP, 0, "hybrid", 2});
   out.push_back({"auto", 8, SIGSTOP, 5, "hybrid", 2});
   out.push_back({"tcp", 5, SIGSTOP, 2, "broadcast"});

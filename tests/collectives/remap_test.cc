@@ -46,6 +46,15 @@ TEST(Remap, ImpossibleOrderIsAnErrorNamingTheLinks) {
   EXPECT_NE(map.status().message().find("failed link"), std::string::npos) << map.status().message();
 }
 
+TEST(Remap, OneShotTalksToEveryPeerSoAnyFailedLinkIsAnError) {
+  EXPECT_EQ(internal::talking_pairs(Algorithm::kOneShot, 5).size(), 10u);
+  EXPECT_TRUE(internal::remap_avoiding(Algorithm::kOneShot, 5, {}));
+  auto map = internal::remap_avoiding(Algorithm::kOneShot, 5, {{3, 4}});
+  ASSERT_FALSE(map);
+  EXPECT_NE(map.status().message().find("oneshot allreduce off the 1 failed link"), std::string::npos)
+      << map.status().message();
+}
+
 TEST(Remap, AllreduceWithACutLinkNeverSendsOverItAndIsCorrect) {
   for (Algorithm algo : {Algorithm::kButterfly, Algorithm::kHalvingDoubling, Algorithm::kRing}) {
     std::mutex mu;

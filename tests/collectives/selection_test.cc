@@ -136,6 +136,25 @@ TEST(Selection, FirstMatchingRuleDecidesBySize) {
   EXPECT_EQ(select_allreduce(s, "tcp", 2, 100, true), Algorithm::kHalvingDoubling);
 }
 
+TEST(Selection, OneShotOnlyBelowItsThresholdWhereRanksOutnumberCpus) {
+  Selection s;
+  s.rules = {{"shm", 4, 1024, 1 << 20, 512}, {"*", INT_MAX, 64, 128}};
+  EXPECT_EQ(select_allreduce(s, "shm", 4, 511, false, true), Algorithm::kOneShot);
+  EXPECT_EQ(select_allreduce(s, "shm", 4, 512, false, true), Algorithm::kButterfly);
+  EXPECT_EQ(select_allreduce(s, "shm", 4, 511, false, false), Algorithm::kButterfly) << "ranks fit the CPUs";
+  EXPECT_EQ(select_allreduce(s, "tcp", 4, 4, false, true), Algorithm::kButterfly)
+      << "the catch-all has no one-shot threshold";
+  s.hybrid_when_multi_host = true;
+  EXPECT_EQ(select_allreduce(s, "shm", 4, 4, true, true), Algorithm::kHybrid);
+  // The built-in rules: one-shot where measured (shm, 3+ ranks), never over tcp.
+  const Selection builtin;
+  EXPECT_EQ(select_allreduce(builtin, "shm", 4, 4, false, true), Algorithm::kOneShot);
+  EXPECT_EQ(select_allreduce(builtin, "shm", 4, 16 << 10, false, true), Algorithm::kButterfly);
+  EXPECT_EQ(select_allreduce(builtin, "shm", 3, 16 << 10, false, true), Algorithm::kOneShot);
+  EXPECT_EQ(select_allreduce(builtin, "shm", 2, 4, false, true), Algorithm::kButterfly);
+  EXPECT_EQ(select_allreduce(builtin, "tcp", 4, 4, false, true), Algorithm::kButterfly);
+}
+
 TEST(Selection, RulesWithoutACatchAllOrWithCrossedThresholdsAreRejected) {
   Selection s;
   EXPECT_TRUE(s.validate()) << "built-in rules";

@@ -43,6 +43,7 @@ enum class Algorithm : uint8_t {
   kHybrid,           // allreduce: shm reduce-scatter, inter-host HD, shm allgather
   kHierarchical,     // allgather: inter-host ring overlapped with intra-host mesh (seed 004)
   kBinomial,         // broadcast: binomial tree, segmented
+  kOneShot,          // allreduce: every rank sends its vector to all, reduces all (one round)
 };
 std::string_view algorithm_name(Algorithm a);  // "auto", "hd", "ring", "butterfly", ...
 std::optional<Algorithm> parse_algorithm(std::string_view s);
@@ -57,11 +58,16 @@ std::optional<Algorithm> parse_algorithm(std::string_view s);
 // Re-measure on a real fabric and pass your own rules. Under a route plan
 // the communicator's kAuto keeps to the plan's algorithm from hd_min_bytes
 // on (butterfly below, never hybrid): only its flows are planned.
+// Where this host's ranks outnumber the CPUs a rank may use, sizes below
+// oneshot_below_bytes run one-shot instead (one round of messages: every
+// dependent round of butterfly can cost a context switch per CPU there);
+// not under a route plan or failed links (one-shot talks to every peer).
 struct SelectionRule {
   std::string transport;  // the transport serving every peer ("tcp", "shm", ...); "*" = any
   int max_ranks;          // the rule covers communicators of at most this many ranks
   size_t hd_min_bytes;    // from this size on: halving-doubling (below: butterfly)
   size_t ring_min_bytes;  // from this size on: ring
+  size_t oneshot_below_bytes = 0;  // ranks outnumber CPUs: below this size one-shot (0 = never)
 };
 std::vector<SelectionRule> default_selection_rules();
 
@@ -75,9 +81,10 @@ struct Selection {
 
 // The algorithm kAuto runs for an AllReduce of `bytes` on `ranks` ranks
 // whose peers are all served by `transport` ("tcp" when several are mixed);
-// `equal_hosts`: several hosts with the same number (> 1) of ranks each.
+// `equal_hosts`: several hosts with the same number (> 1) of ranks each;
+// `oversubscribed`: this host's ranks outnumber the CPUs a rank may use.
 Algorithm select_allreduce(const Selection& s, std::string_view transport, int ranks, size_t bytes,
-                           bool equal_hosts);
+                           bool equal_hosts, bool oversubscribed = false);
 
 struct CollectiveOptions {
   Algorithm algorithm = Algorithm::kAuto;
