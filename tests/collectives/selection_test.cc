@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 #include <fstream>
@@ -120,6 +121,57 @@ TEST(Selection, BuiltInRulesAreTheBestFitOfTheMeasuredTable) {
                                     << builtin << "x the fastest (geometric mean over " << group.size()
                                     << " sizes), HD from " << best_hd << " B and ring from " << best_ring
                                     << " B would be " << best << "x";
+  }
+}
+
+// The one-shot thresholds (SelectionRule::oneshot_below_bytes) against
+// their own table in docs/collectives.md ("oneshot-table" markers: one-shot
+// and butterfly times where the host's ranks outnumber its CPUs): for every
+// (transport, ranks) measured, no other cut among the measured sizes comes
+// within 1% closer to the faster of the two (same measure as above).
+TEST(Selection, OneShotThresholdsAreTheBestFitOfTheirMeasuredTable) {
+  const std::string doc = std::string(WEFT_SOURCE_DIR) + "/docs/collectives.md";
+  std::ifstream in(doc);
+  std::map<std::pair<std::string, int>, std::vector<std::array<double, 3>>> groups;  // size, oneshot, butterfly
+  std::string l;
+  bool inside = false;
+  while (std::getline(in, l)) {
+    if (l.rfind("<!-- oneshot-table", 0) == 0) inside = true;
+    if (l.rfind("<!-- /oneshot-table", 0) == 0) inside = false;
+    if (!inside || l.rfind("| ", 0) != 0 || l.find("---") != std::string::npos || l.find("transport") != std::string::npos) {
+      continue;
+    }
+    std::vector<std::string> cells;
+    std::stringstream ss(l);
+    std::string cell;
+    while (std::getline(ss, cell, '|')) {
+      const size_t a = cell.find_first_not_of(' '), b = cell.find_last_not_of(' ');
+      if (a != std::string::npos) cells.push_back(cell.substr(a, b - a + 1));
+    }
+    ASSERT_GE(cells.size(), 5u) << l;
+    groups[{cells[0], std::stoi(cells[1])}].push_back({std::stod(cells[2]), std::stod(cells[3]), std::stod(cells[4])});
+  }
+  ASSERT_GE(groups.size(), 3u) << doc << " has no one-shot table";
+  const Selection sel;
+  for (const auto& [key, rows] : groups) {
+    auto misfit = [&](auto oneshot_at) {
+      double log_sum = 0;
+      for (const auto& r : rows) log_sum += std::log((oneshot_at(r[0]) ? r[1] : r[2]) / std::min(r[1], r[2]));
+      return std::exp(log_sum / static_cast<double>(rows.size()));
+    };
+    double best = 1e300, best_cut = 0;
+    std::vector<double> cuts = {0, 1e300};
+    for (const auto& r : rows) cuts.push_back(r[0]);
+    for (double c : cuts) {
+      const double f = misfit([c](double bytes) { return bytes < c; });
+      if (f < best) best = f, best_cut = c;
+    }
+    const double builtin = misfit([&, &k = key](double bytes) {
+      return select_allreduce(sel, k.first, k.second, static_cast<size_t>(bytes), false, true) == Algorithm::kOneShot;
+    });
+    EXPECT_LE(builtin, 1.01 * best) << key.first << ", " << key.second << " ranks: the built-in one-shot threshold is "
+                                    << builtin << "x the faster, one-shot below " << best_cut << " B would be " << best
+                                    << "x";
   }
 }
 
