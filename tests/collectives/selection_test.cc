@@ -26,16 +26,16 @@ struct Measured {
   int line = 0;
 };
 
-// The rows of the markdown table between "<!-- selection-table" and
-// "<!-- /selection-table -->".
-std::vector<Measured> read_table(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<Measured> rows;
+// The data rows of the markdown table between "<!-- NAME" and "<!-- /NAME"
+// in docs/collectives.md: (line number, cells).
+std::vector<std::pair<int, std::vector<std::string>>> table_rows(const std::string& name) {
+  std::ifstream in(std::string(WEFT_SOURCE_DIR) + "/docs/collectives.md");
+  std::vector<std::pair<int, std::vector<std::string>>> rows;
   std::string l;
   bool inside = false;
   for (int line = 1; std::getline(in, l); ++line) {
-    if (l.rfind("<!-- selection-table", 0) == 0) inside = true;
-    if (l.rfind("<!-- /selection-table", 0) == 0) inside = false;
+    if (l.rfind("<!-- " + name, 0) == 0) inside = true;
+    if (l.rfind("<!-- /" + name, 0) == 0) inside = false;
     if (!inside || l.rfind("| ", 0) != 0 || l.find("---") != std::string::npos || l.find("transport") != std::string::npos) {
       continue;
     }
@@ -46,6 +46,15 @@ std::vector<Measured> read_table(const std::string& path) {
       const size_t a = cell.find_first_not_of(' '), b = cell.find_last_not_of(' ');
       if (a != std::string::npos) cells.push_back(cell.substr(a, b - a + 1));
     }
+    rows.emplace_back(line, std::move(cells));
+  }
+  return rows;
+}
+
+// The selection table's rows.
+std::vector<Measured> read_table() {
+  std::vector<Measured> rows;
+  for (const auto& [line, cells] : table_rows("selection-table")) {
     if (cells.size() < 7) continue;
     Measured m;
     m.transport = cells[0];
@@ -90,9 +99,8 @@ double misfit(const std::vector<const Measured*>& group, size_t hd_min, size_t r
 // measured honestly, and this test keeps the code and the measurement from
 // drifting apart.
 TEST(Selection, BuiltInRulesAreTheBestFitOfTheMeasuredTable) {
-  const std::string doc = std::string(WEFT_SOURCE_DIR) + "/docs/collectives.md";
-  const auto rows = read_table(doc);
-  ASSERT_GE(rows.size(), 20u) << doc << " has no selection table (run bench/allreduce_sweep.sh)";
+  const auto rows = read_table();
+  ASSERT_GE(rows.size(), 20u) << "docs/collectives.md has no selection table (run bench/allreduce_sweep.sh)";
   std::map<std::pair<std::string, int>, std::vector<const Measured*>> groups;
   for (const Measured& m : rows) groups[{m.transport, m.ranks}].push_back(&m);
   const Selection sel;
@@ -130,28 +138,12 @@ TEST(Selection, BuiltInRulesAreTheBestFitOfTheMeasuredTable) {
 // (transport, ranks) measured, no other cut among the measured sizes comes
 // within 1% closer to the faster of the two (same measure as above).
 TEST(Selection, OneShotThresholdsAreTheBestFitOfTheirMeasuredTable) {
-  const std::string doc = std::string(WEFT_SOURCE_DIR) + "/docs/collectives.md";
-  std::ifstream in(doc);
   std::map<std::pair<std::string, int>, std::vector<std::array<double, 3>>> groups;  // size, oneshot, butterfly
-  std::string l;
-  bool inside = false;
-  while (std::getline(in, l)) {
-    if (l.rfind("<!-- oneshot-table", 0) == 0) inside = true;
-    if (l.rfind("<!-- /oneshot-table", 0) == 0) inside = false;
-    if (!inside || l.rfind("| ", 0) != 0 || l.find("---") != std::string::npos || l.find("transport") != std::string::npos) {
-      continue;
-    }
-    std::vector<std::string> cells;
-    std::stringstream ss(l);
-    std::string cell;
-    while (std::getline(ss, cell, '|')) {
-      const size_t a = cell.find_first_not_of(' '), b = cell.find_last_not_of(' ');
-      if (a != std::string::npos) cells.push_back(cell.substr(a, b - a + 1));
-    }
-    ASSERT_GE(cells.size(), 5u) << l;
+  for (const auto& [line, cells] : table_rows("oneshot-table")) {
+    ASSERT_GE(cells.size(), 5u) << "docs/collectives.md:" << line;
     groups[{cells[0], std::stoi(cells[1])}].push_back({std::stod(cells[2]), std::stod(cells[3]), std::stod(cells[4])});
   }
-  ASSERT_GE(groups.size(), 3u) << doc << " has no one-shot table";
+  ASSERT_GE(groups.size(), 3u) << "docs/collectives.md has no one-shot table";
   const Selection sel;
   for (const auto& [key, rows] : groups) {
     auto misfit = [&](auto oneshot_at) {
