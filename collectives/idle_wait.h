@@ -124,6 +124,10 @@ class IdleWait {
     if (was == kPoll && phase_ != kPoll && budget_) budget_->miss();
     return phase_;
   }
+  // The caller yielded while polling hard (a shared-memory wait whose peer
+  // is off its CPU): the next call reads the clock, as after any yield, so
+  // that the phases keep their lengths in time, not in polls.
+  void yielded() { polls_ = polls_per_tick_ - 1; }
   // True once per clock read (consumed): time for checks that cost a system
   // call (peer liveness).
   bool ticked() {

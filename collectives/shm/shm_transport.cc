@@ -429,6 +429,7 @@ Status ShmTransport::wait(ShmPair& p, Pred done, Deadline d, const char* what, T
         if (oversubscribed_ && !moved && (shares || p.seg->hdr()->off_cpu.load(std::memory_order_relaxed) != 0)) {
           yield_cpu();
           publish_cpu();
+          w.yielded();
         }
         continue;
       case IdleWait::kYield:

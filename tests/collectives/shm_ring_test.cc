@@ -195,11 +195,16 @@ int run_wake_rank(const std::string& dir, int rank, int n, size_t single_copy_mi
     }
   }
   // The sleep path ran: a futex sleep is a voluntary context switch
-  // (getrusage(2) ru_nvcsw), and a listener sleeps in most of its rounds.
+  // (getrusage(2) ru_nvcsw; a sched_yield is not one), and a listener sleeps
+  // in many of its rounds. Where the ranks outnumber the CPUs (3 ranks here)
+  // a listener yields to the talker instead of polling (shm_transport.cc
+  // wait), so more news lands before it sleeps: with two 3-rank cases at
+  // once under ctest -j2 (load 11) listeners slept 1356-1411 times in 20000
+  // rounds, under the 1666 this once asked for.
   rusage after{};
   ::getrusage(RUSAGE_SELF, &after);
   const long sleeps = after.ru_nvcsw - before.ru_nvcsw;
-  if (sleeps < kRounds / (4 * n)) {
+  if (sleeps < kRounds / (8 * n)) {
     std::fprintf(stderr, "rank %d: only %ld voluntary context switches in %d rounds: the sleep path did not run\n",
                  rank, sleeps, kRounds);
     return 7;
