@@ -82,8 +82,10 @@ class RingReader {
   RingReader() = default;
   RingReader(char* ring, size_t bytes, RingCtl* ctl) : ring_(ring), bytes_(bytes), ctl_(ctl) {}
   // The next complete message frame (skip frames are passed over), or
-  // nullptr if none has arrived.
-  const Frame* next();
+  // nullptr if none has arrived. `expect`: the inline payload bytes the
+  // receiver waits for (0 if unknown or single-copy), whose further lines
+  // it pulls in on every look (shm_ring.cc: why).
+  const Frame* next(size_t expect);
   static const char* payload(const Frame* f) { return reinterpret_cast<const char*>(f + 1); }
   // Done with the frame next() returned: its lines may be reused once
   // publish() tells the sender.

@@ -135,7 +135,10 @@ class ShmTransport final : public Transport {
   bool read_single(ShmPair& p, Op& op, uint64_t addr);
   template <typename Pred>
   Status wait(ShmPair& p, Pred done, Deadline d, const char* what, Ticket t);
-  size_t single_copy_min() const { return cfg_.shm.single_copy_min_bytes; }
+  // A message of `len` bytes goes as one line naming the sender's buffer.
+  bool single_copy(size_t len) const {
+    return cfg_.shm.single_copy_min_bytes > 0 && len >= cfg_.shm.single_copy_min_bytes;
+  }
 
  private:
   TransportConfig cfg_;
@@ -286,7 +289,7 @@ bool ShmTransport::progress_send(ShmPair& p) {
   const uint64_t head0 = p.out.head();
   while (!p.sends_q.empty()) {
     Op& op = p.sends_q.front();
-    if (op.len >= single_copy_min() && single_copy_min() > 0) {
+    if (single_copy(op.len)) {
       if (!p.out.put_single(op.len, op.ptr)) break;
       op.ack = ++p.single_sent;
       p.acks_q.push_back(op);
@@ -308,9 +311,9 @@ bool ShmTransport::progress_recv(ShmPair& p) {
   if (p.cma_errno != 0) return false;  // its sender's memory is gone: check_liveness decides
   bool acked = false;
   while (!p.recvs_q.empty() && failed_.is_ok()) {
-    const Frame* f = p.in.next();
-    if (!f) break;
     Op& op = p.recvs_q.front();
+    const Frame* f = p.in.next(single_copy(op.len) ? 0 : op.len - op.done);
+    if (!f) break;
     const uint64_t len = f->len & ~kSingleCopy;
     if (len != op.len) {
       failed_ = invalid_argument(fmt::format(
