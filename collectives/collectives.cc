@@ -46,7 +46,7 @@ using MakePlan = std::unique_ptr<internal::Plan> (*)(const internal::Shape&);
 Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op,
                                const CollectiveOptions& o) {
   Impl& m = *impl_;
-  WEFT_RETURN_IF_ERROR(m.usable());
+  if (Status s = m.usable(); !s) return s;  // not WEFT_RETURN_IF_ERROR: no copy of an OK Status per call
   const size_t bytes = count * dtype_size(t);
   if (count > 0 && (send == nullptr || recv == nullptr)) return invalid_argument("allreduce: null buffer");
   if (send != recv && count > 0) std::memmove(recv, send, bytes);

@@ -46,7 +46,7 @@ class Butterfly final : public Plan {
     for (int peer : partners_) {
       ctx.step("butterfly", distance);
       distance *= 2;
-      WEFT_RETURN_IF_ERROR(exchange(ctx, peer, kData, 0, bytes_, peer, kScratch, 0, bytes_));
+      if (Status s = exchange(ctx, peer, kData, 0, bytes_, peer, kScratch, 0, bytes_); !s) return s;  // no copy of an OK Status
       ctx.reduce(ctx.ptr(kData), ctx.ptr(kScratch), count_);
     }
     if (fold_peer_ >= 0) {

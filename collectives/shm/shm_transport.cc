@@ -523,14 +523,16 @@ Result<Ticket> ShmPair::exchange(const Memory& smem, size_t soff, size_t slen, M
   if (roff + rlen > rmem.size()) return out_of_range(fmt::format("recv from rank {}: range outside the buffer", peer_));
   if (soff + slen > smem.size()) return out_of_range(fmt::format("send to rank {}: range outside the buffer", peer_));
   std::lock_guard<std::mutex> l(t_->mu_);
-  WEFT_RETURN_IF_ERROR(t_->check());
+  // Not WEFT_RETURN_IF_ERROR: it copies the OK Status (a string) of each
+  // call, and this is the per-call path of every small AllReduce step.
+  if (Status s = t_->check(); !s) return s;
   const Ticket rt = recvs.post(1);
   recvs_q.push_back(Op{static_cast<char*>(rmem.data()) + roff, rlen, rt});
   const Ticket st = sends.post(1);
   sends_q.push_back(Op{static_cast<char*>(smem.data()) + soff, slen, st});
   t_->progress_send(*this);
-  WEFT_RETURN_IF_ERROR(t_->wait(*this, [&] { return recvs.done >= rt; }, deadline, "receive", rt));
-  WEFT_RETURN_IF_ERROR(t_->wait(*this, [&] { return sends.done >= st; }, deadline, "send", st));
+  if (Status s = t_->wait(*this, [&] { return recvs.done >= rt; }, deadline, "receive", rt); !s) return s;
+  if (Status s = t_->wait(*this, [&] { return sends.done >= st; }, deadline, "send", st); !s) return s;
   return st;
 }
 
