@@ -26,14 +26,25 @@ size_t RingWriter::space(size_t want) {
   return free();
 }
 
-// Zeroes the seq word of the line after the frame, then publishes the frame
-// (shm_ring.h: why the zero comes first, and why it suffices).
+// The order of a frame's stores: the zeroed seq word after the frame
+// (begin; shm_ring.h says why it precedes the frame), the frame's lines
+// after the first, then every store to the first line, the seq word last
+// (publish). The receiver polls that first line, so each time this CPU
+// gives it up between two of its stores, the next one waits for it to come
+// back: one more cache-line round trip before the frame is visible. Stores
+// leave in program order (x86: Intel SDM vol. 3A 9.2.2), and a store to
+// another line between them (the zero, a payload line) holds the later
+// ones until its own line arrives; so nothing else goes between the first
+// and the last store to the first line.
+void RingWriter::begin(size_t frame) {
+  next_ = off_ + frame == bytes_ ? 0 : off_ + frame;  // frames never straddle the end
+  at(next_)->seq.store(0, std::memory_order_relaxed);
+}
+
 void RingWriter::publish(size_t frame) {
-  const size_t next = off_ + frame == bytes_ ? 0 : off_ + frame;  // frames never straddle the end
-  at(next)->seq.store(0, std::memory_order_relaxed);
   at(off_)->seq.store(seq_at(head_), std::memory_order_release);
   head_ += frame;
-  off_ = next;
+  off_ = next_;
 }
 
 bool RingWriter::put(const char* src, size_t len, size_t& done) {
@@ -43,6 +54,7 @@ bool RingWriter::put(const char* src, size_t len, size_t& done) {
     if (want > to_end && to_end < kMinCut) {
       if (space(to_end) < to_end) return false;
       Frame* f = at(off_);
+      begin(to_end);
       f->len = kSkip;
       f->arg = to_end;
       publish(to_end);
@@ -53,7 +65,11 @@ bool RingWriter::put(const char* src, size_t len, size_t& done) {
     if (frame < fit && frame < kMinChunk) return false;
     Frame* f = at(off_);
     const size_t n = std::min(len - done, frame - sizeof(Frame));
-    if (n > 0) std::memcpy(reinterpret_cast<char*>(f) + sizeof(Frame), src + done, n);
+    begin(frame_bytes(n));
+    char* payload = reinterpret_cast<char*>(f) + sizeof(Frame);
+    const size_t first = std::min(n, kLine - sizeof(Frame));  // payload bytes in the first line
+    if (n > first) std::memcpy(payload + first, src + done + first, n - first);
+    if (first > 0) std::memcpy(payload, src + done, first);
     f->len = len;
     f->arg = n;
     publish(frame_bytes(n));
@@ -65,6 +81,7 @@ bool RingWriter::put(const char* src, size_t len, size_t& done) {
 bool RingWriter::put_single(size_t len, const void* addr) {
   if (space(kLine) < kLine) return false;
   Frame* f = at(off_);
+  begin(kLine);
   f->len = len | kSingleCopy;
   f->arg = reinterpret_cast<uint64_t>(addr);
   publish(kLine);

@@ -67,6 +67,9 @@ class RingWriter {
  private:
   Frame* at(size_t off) const { return reinterpret_cast<Frame*>(ring_ + off); }
   size_t space(size_t want);
+  // A frame of `frame` bytes at the head: begin() before its first store,
+  // publish() after its last (shm_ring.cc: the order of the stores).
+  void begin(size_t frame);
   void publish(size_t frame);
 
   char* ring_ = nullptr;
@@ -74,6 +77,7 @@ class RingWriter {
   RingCtl* ctl_ = nullptr;
   uint64_t head_ = 0;       // where the next frame goes (only this sender knows it)
   size_t off_ = 0;          // head_ % bytes_, kept without a division per frame
+  size_t next_ = 0;         // off_ of the frame after the one begun
   uint64_t tail_seen_ = 0;  // the receiver's tail as last read
 };
 
