@@ -165,21 +165,30 @@ inline int usable_cpus() {
   return std::max(1, CPU_COUNT(&set));
 }
 
-// Moves the calling thread off `cpu` now (sched_setaffinity(2) without it
-// migrates the thread before it returns), then gives it its CPUs back, which
-// moves nothing: for a rank that keeps taking turns with its peer on one CPU
-// while another is free (the load balancer leaves two tasks that always just
-// ran where they are: kernel/sched/fair.c, task_hot). A mask changed by
-// another thread in between is overwritten. The TCP transport's waits use
-// it (tcp_transport.cc); the shared-memory transport has its own copy
-// (shm_transport.cc, move_off_cpu).
+// Moves the calling thread onto the CPUs in `to` now (sched_setaffinity(2)
+// migrates a thread off a CPU it may no longer use before it returns), then
+// gives it the mask `all` back, which moves nothing. Why: two tasks that keep
+// taking turns on one CPU every few microseconds stay together although
+// another CPU is free, because the load balancer does not move a task that
+// ran within sched_migration_cost (0.5 ms) until its attempts failed a few
+// times (kernel/sched/fair.c, can_migrate_task, task_hot), and both always
+// just ran. On this 2-CPU VM a 2-rank 4 B AllReduce ran at 11-15 us per call
+// (two context switches) in whole runs, 0.5 us once apart. A mask changed by
+// another thread in between is overwritten with `all`.
+inline void migrate_now(const cpu_set_t& to, const cpu_set_t& all) {
+  if (::sched_setaffinity(0, sizeof to, &to) != 0) return;
+  ::sched_setaffinity(0, sizeof all, &all);
+}
+
+// Moves the calling thread off `cpu` (migrate_now), where it may use another:
+// the TCP and shared-memory transports' waits call it after yielding to a
+// peer on their own CPU many times in a row.
 inline void leave_cpu(int cpu) {
   cpu_set_t all;
   if (::sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2 || !CPU_ISSET(cpu, &all)) return;
   cpu_set_t others = all;
   CPU_CLR(cpu, &others);
-  if (::sched_setaffinity(0, sizeof others, &others) != 0) return;
-  ::sched_setaffinity(0, sizeof all, &all);
+  migrate_now(others, all);
 }
 
 // How long a wait polls hard at most (the file comment says why): all of

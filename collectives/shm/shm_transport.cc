@@ -161,38 +161,18 @@ class ShmTransport final : public Transport {
   unsigned yields_before_move() const { return cfg_.rank % 2 ? 64 : 32; }
 };
 
-// Moves the calling thread off `cpu` now (sched_setaffinity(2) without
-// it migrates the thread before it returns), then gives it all its CPUs
-// back (which moves nothing). Why (ShmTransport::wait): two ranks that take
-// turns on one CPU every few microseconds stay together although another
-// CPU is free for one of them; on this 2-CPU VM with a build running at nice
-// 19, a 2-rank 4 B AllReduce ran at 11-15 us per call (two context switches)
-// in whole runs, 0.5 us once apart. The likely cause: the load balancer does
-// not move a task that ran within sched_migration_cost (0.5 ms) until its
-// attempts failed a few times (kernel/sched/fair.c, can_migrate_task,
-// task_hot), and both ranks always just ran. A thread whose affinity is
-// changed by another thread between the two calls gets its old mask back.
-void move_off_cpu(int cpu) {
-  cpu_set_t all;
-  if (::sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2 || !CPU_ISSET(cpu, &all)) return;
-  cpu_set_t others = all;
-  CPU_CLR(cpu, &others);
-  if (::sched_setaffinity(0, sizeof others, &others) != 0) return;
-  ::sched_setaffinity(0, sizeof all, &all);
-}
-
 // Where the host's ranks outnumber its CPUs, how they are spread decides the
 // time of a small collective: 4 ranks on this 2-CPU VM ran a 4 B one-shot
 // AllReduce at 7-9 us per call two to a CPU, and at 17-19 us in whole runs
 // where the kernel left three on one CPU (each call then takes three turns
 // there); the load balancer leaves them so because each just ran
-// (move_off_cpu). So every 16th yield a rank looks where the others last
-// polled: if its CPU has more than its share (ranks / CPUs, rounded up) and
-// it is the highest rank there (one of them moves, and the same one in
-// every rank's view), it moves to the allowed CPU with the fewest, then
-// gets its mask back, as move_off_cpu does. Measured (8 alternating runs,
-// 03:41 UTC, load 2.5-2.9): 8.0-9.2 us in all eight, against 7.4-7.7 in
-// five and 17-18 in three without it.
+// (idle_wait.h, migrate_now). So every 16th yield a rank looks where the
+// others last polled: if its CPU has more than its share (ranks / CPUs,
+// rounded up) and it is the highest rank there (one of them moves, and the
+// same one in every rank's view), it moves to the allowed CPU with the
+// fewest (migrate_now). Measured (8 alternating runs, 03:41 UTC, load
+// 2.5-2.9): 8.0-9.2 us in all eight, against 7.4-7.7 in five and 17-18 in
+// three without it.
 void ShmTransport::spread_over_cpus() {
   if (cpu_ < 0 || cpu_ >= CPU_SETSIZE) return;
   cpu_set_t all;
@@ -217,8 +197,7 @@ void ShmTransport::spread_over_cpus() {
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(to, &one);
-  if (::sched_setaffinity(0, sizeof one, &one) != 0) return;
-  ::sched_setaffinity(0, sizeof all, &all);
+  internal::migrate_now(one, all);
 }
 
 // sched_yield(2), advertised in off_cpu for the ranks that wait for this one.
@@ -393,7 +372,7 @@ void ShmTransport::publish_cpu() {
 // the turn of the one waited for), then sleeps on this rank's bell. Where
 // the host's ranks fit its CPUs, a rank that yields to the peer on its own
 // CPU 32 times in a row (64 on odd ranks) moves off that CPU instead
-// (move_off_cpu). Where they outnumber its CPUs, a rank whose peer last
+// (internal::leave_cpu). Where they outnumber its CPUs, a rank whose peer last
 // polled on its CPU, or is itself yielding or asleep (off_cpu), yields after
 // every empty poll: the peer answers only once some rank gives up a CPU, and
 // polling even the idle wait's kHardSpin (5 us) first only delays that. 4
@@ -439,7 +418,7 @@ Status ShmTransport::wait(ShmPair& p, Pred done, Deadline d, const char* what, T
         if (!shares) shared_yields_ = 0;
         if (shares && hard_spin_ > IdleWait::kHardSpin && ++shared_yields_ >= yields_before_move()) {
           shared_yields_ = 0;
-          move_off_cpu(cpu_);
+          internal::leave_cpu(cpu_);
         } else {
           yield_cpu();
         }
