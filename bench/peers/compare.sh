@@ -9,7 +9,7 @@
 # Builds the peer drivers (bench/peers/CMakeLists.txt: Gloo from libgloo-dev,
 # Open MPI from libopenmpi-dev/openmpi-bin), then --reps passes, each running
 # for every rank count, one after the other:
-#   - the loopback TCP limit (tcp_limit: bidirectional stream, 2 processes,
+#   - the loopback TCP limit (tcp_limit: bidirectional stream, 2 processes, Reno,
 #     best 50 ms window, with 256 KiB, 1 MiB and 4 MiB writes; the best of all
 #     is the limit)
 #   - weft bench over TCP and over shared memory

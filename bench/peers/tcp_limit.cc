@@ -2,7 +2,11 @@
 // directions at once over one connection each way (as weft's TCP transport
 // does) for a fixed time; prints the per-direction rate, the ceiling of a
 // 2-rank AllReduce's busbw on this host (each rank sends and receives the
-// vector once). Same socket options as weft: TCP_NODELAY, 4 MiB buffers.
+// vector once). Same socket options as weft: TCP_NODELAY, 4 MiB buffers,
+// and Reno, the congestion control weft's "auto" picks for a peer on this
+// host (docs/collectives.md): under this host's default, BBR, the stream ran
+// at 3.4-5.0 GB/s and weft at 2 ranks exceeded that "limit" by up to 1.47x;
+// with Reno the same minute gave 4.6-6.0 GB/s (2026-11-24, stop 15 note).
 // The host is shared, so the rate is that of the best 50 ms window of each
 // receiver (as the drivers report their best batch, timing.h): a limit
 // measured while a neighbour held the CPU would flatter whoever is compared
@@ -37,6 +41,9 @@ void tune(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  // tcp(7) TCP_CONGESTION; Reno is built into every kernel.
+  static const char kReno[] = "reno";
+  must(setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, kReno, sizeof kReno - 1), "setsockopt TCP_CONGESTION reno");
 }
 
 int listener(uint16_t* port) {
