@@ -191,6 +191,11 @@ inline void leave_cpu(int cpu) {
   migrate_now(others, all);
 }
 
+// How many yields in a row to a peer on this rank's CPU before leave_cpu:
+// odd ranks wait twice as long, so that two ranks that meet on a CPU do not
+// both move to the same other one.
+inline unsigned yields_before_leaving(int rank) { return rank % 2 ? 64 : 32; }
+
 // How long a wait polls hard at most (the file comment says why): all of
 // `spin` when the host's ranks fit the CPUs this process may use, else
 // IdleWait::kHardSpin. ranks_on_host 0 (unknown) counts as `size`: every

@@ -156,9 +156,6 @@ class ShmTransport final : public Transport {
   Clock::time_point next_liveness_check_{};
   unsigned polls_ = 0;
   unsigned shared_yields_ = 0;
-  // Odd ranks wait twice as long, so that two ranks that meet on a CPU do
-  // not both move to the same other one.
-  unsigned yields_before_move() const { return cfg_.rank % 2 ? 64 : 32; }
 };
 
 // Where the host's ranks outnumber its CPUs, how they are spread decides the
@@ -416,7 +413,7 @@ Status ShmTransport::wait(ShmPair& p, Pred done, Deadline d, const char* what, T
         continue;
       case IdleWait::kYield:
         if (!shares) shared_yields_ = 0;
-        if (shares && hard_spin_ > IdleWait::kHardSpin && ++shared_yields_ >= yields_before_move()) {
+        if (shares && hard_spin_ > IdleWait::kHardSpin && ++shared_yields_ >= internal::yields_before_leaving(cfg_.rank)) {
           shared_yields_ = 0;
           internal::leave_cpu(cpu_);
         } else {

@@ -102,7 +102,7 @@ void TcpTransport::yield_to(TcpPair& p) {
     p.shares_cpu = mine >= 0 && p.cpu.cpu() == mine;
     if (!p.shares_cpu) {
       shared_yields_ = 0;
-    } else if (++shared_yields_ >= (cfg_.rank % 2 ? 64u : 32u)) {
+    } else if (++shared_yields_ >= internal::yields_before_leaving(cfg_.rank)) {
       shared_yields_ = 0;
       internal::leave_cpu(mine);
       return;
