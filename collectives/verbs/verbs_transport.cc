@@ -167,6 +167,16 @@ Status VerbsTransport::check(VerbsPair& p, bool is_send, coll::Ticket t) {
       if (!ctx_->poll().is_ok()) break;
       ctx_->read_async_events();
     }
+    if (p.conn_->error_is_flush()) {
+      // A QP can reach the error state with nothing but flushes here: moved by
+      // ibv_modify_qp, or failed as a responder by a request that carries no
+      // receive WR (a bad opcode sequence, rkey or length: a class C responder
+      // error, IBTA 9.9.3; rxe's do_class_ac_error), whose NAK goes to the peer.
+      return Status(p.conn_->error().code(),
+                    fmt::format("{} (nothing on this side said why: see rank {}'s error, and the device's drop "
+                                "and retry counters)",
+                                p.conn_->error().message(), p.peer()));
+    }
   }
   WEFT_RETURN_IF_ERROR(p.conn_->error());
   if (p.state != PeerState::kUp) {
