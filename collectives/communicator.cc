@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "communicator_impl.h"
+#include "cpu_placement.h"
 #include "idle_wait.h"
 #include "remap.h"
 #include "stall.h"
@@ -163,6 +164,12 @@ Status Communicator::Impl::setup(Store& store) {
     plan_rule.ring_min_bytes = ring ? plan_rule.hd_min_bytes : SIZE_MAX;
     auto_rule = &plan_rule;
     auto_hybrid = false;
+  }
+  // More ranks here than CPUs, all over TCP: consecutive ranks share a CPU
+  // (cpu_placement.h); the move does nothing where they fit.
+  if (cfg.tcp.group_on_cpus && transports.size() == 1 && link_kind == "tcp" && local.size() > 1) {
+    const auto at = std::find(local.begin(), local.end(), me) - local.begin();
+    internal::move_to_block_cpu(static_cast<int>(at), static_cast<int>(local.size()));
   }
   if (cfg.scratch_reserve_bytes > 0) WEFT_RETURN_IF_ERROR(ensure_scratch(cfg.scratch_reserve_bytes));
   return Status::ok();

@@ -48,6 +48,7 @@ struct BenchArgs {
   int conns = 1;
   bool once = false;
   std::string socket_buffer = "0";
+  std::string shm_single_copy;  // "" = the transport's default
   std::string congestion_control = "auto";
   std::string listen_address;
   std::string host;
@@ -176,6 +177,7 @@ int rank_main(const BenchArgs& a, const Parsed& p, int rank, int size, const std
   if (!a.host.empty()) cfg.host = a.host;
   if (!a.listen_address.empty()) cfg.tcp.listen_address = a.listen_address;
   if (auto sb = parse_size(a.socket_buffer); sb && *sb > 0) cfg.tcp.socket_buffer_bytes = static_cast<int>(std::min<uint64_t>(*sb, 1u << 30));
+  if (auto sc = parse_size(a.shm_single_copy); sc && !a.shm_single_copy.empty()) cfg.shm.single_copy_min_bytes = *sc;
   if (a.once) cfg.scratch_reserve_bytes = p.hi;  // the one timed call must not pay page faults
   if (!a.plan.empty()) {
     auto plan = routing::load_plan(a.plan);
@@ -237,6 +239,9 @@ int run_bench(const BenchArgs& a) {
   if (!lo || !hi || *lo < 1 || *hi < *lo) return fail(invalid_argument("--min-bytes/--max-bytes must be sizes with 1 <= min <= max"));
   if (!seg) return fail(invalid_argument("--segment must be a size"));
   if (!parse_size(a.socket_buffer)) return fail(invalid_argument("--socket-buffer must be a size (0 = default)"));
+  if (!a.shm_single_copy.empty() && !parse_size(a.shm_single_copy)) {
+    return fail(invalid_argument("--shm-single-copy must be a size (0 = always through the ring)"));
+  }
   if (a.factor <= 1.0) return fail(invalid_argument("--step-factor must be > 1"));
   Parsed p{*t, *op, *algo, *lo, *hi, *seg};
   if (auto info = coll::launch_info_from_env(); info) return rank_main(a, p, info->rank, info->size, info->store);
@@ -288,6 +293,9 @@ void register_bench(CLI::App& app, Registry& reg) {
                   "tcp: SO_SNDBUF/SO_RCVBUF per connection (0 = the transport's 4 MiB); it also bounds how far\n"
                   "a rank that finished a step early can send into the next (its peer may still be receiving)")
       ->capture_default_str();
+  cmd->add_option("--shm-single-copy", args->shm_single_copy,
+                  "shm: messages from this size on are copied once, straight from the sender (process_vm_readv);\n"
+                  "smaller ones go through the ring, copied twice (default: the transport's 1M; 0 = always the ring)");
   cmd->add_option("--congestion-control", args->congestion_control,
                   "tcp: congestion control of the data connections: auto (Reno to ranks on this host, the\n"
                   "host's default elsewhere), \"\" (the host's default: net.ipv4.tcp_congestion_control), or a name")

@@ -131,6 +131,13 @@ struct TcpOptions {
   // A wait polls (yielding the CPU between polls) this long before it sleeps
   // in epoll_wait: a sleeping rank on a busy host wakes late.
   int spin_us = 2000;
+  // Where this host's ranks outnumber the CPUs they may use and every peer
+  // is over TCP, each rank moves once, at setup, to the CPU of its block of
+  // consecutive ranks (ranks 0,1 | 2,3 for 4 ranks on 2 CPUs), so that the
+  // partners that exchange the most copy through one cache
+  // (collectives/cpu_placement.h has the figures). false: stay where the
+  // scheduler or the launcher put the rank.
+  bool group_on_cpus = true;
 };
 
 struct ShmOptions {
