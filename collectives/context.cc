@@ -1,5 +1,7 @@
 #include "context.h"
 
+#include <cstdint>
+
 #include <fmt/format.h>
 
 #include "idle_wait.h"
@@ -126,15 +128,33 @@ Status Context::sendrecv(int peer, Buf sb, size_t soff, size_t slen, Buf rb, siz
     return wait_send(peer, s);
   }
   if (trace_ && *trace_) (*trace_)(phys_rank_, TraceEvent{TraceEvent::kSend, {}, 0, phys, slen});
-  Result<Ticket> s = x->exchange(mem(peer, sb), soff, slen, mem(peer, rb), roff, rlen, deadline_);
-  if (!s) {
+  return exchanged(peer, phys, x->exchange(mem(peer, sb), soff, slen, mem(peer, rb), roff, rlen, deadline_));
+}
+
+Status Context::exchanged(int peer, int phys, const Result<Ticket>& sent) {
+  if (!sent) {
     // Its waits end like wait_recv's and wait_send's: a deadline or a
     // stall notice is resolved (stall.h).
-    if (s.status().code() == StatusCode::kDeadlineExceeded) [[unlikely]] return stalled(peer, s.status());
-    return s.status();
+    if (sent.status().code() == StatusCode::kDeadlineExceeded) [[unlikely]] return stalled(peer, sent.status());
+    return sent.status();
   }
-  (*last_send_)[static_cast<size_t>(phys)] = *s;
+  (*last_send_)[static_cast<size_t>(phys)] = *sent;
   return Status::ok();
+}
+
+Status Context::sendrecv_reduce(int peer, Buf sb, size_t soff, size_t slen, Buf rb, size_t roff, size_t rlen,
+                                char* into) {
+  const int phys = physical(peer);
+  ExchangePair* x = links_->transports.size() <= 1 ? links_->exchangers[static_cast<size_t>(phys)] : nullptr;
+  const auto from = reinterpret_cast<uintptr_t>(ptr(sb) + soff), to = reinterpret_cast<uintptr_t>(into);
+  if (x == nullptr || (from < to + rlen && to < from + slen)) {
+    if (Status s = sendrecv(peer, sb, soff, slen, rb, roff, rlen); !s) return s;
+    reduce(into, ptr(rb) + roff, rlen / esize_);
+    return Status::ok();
+  }
+  if (trace_ && *trace_) (*trace_)(phys_rank_, TraceEvent{TraceEvent::kSend, {}, 0, phys, slen});
+  const ExchangePair::Reduction red{into, dtype_, op_};
+  return exchanged(peer, phys, x->exchange_reduce(mem(peer, sb), soff, slen, mem(peer, rb), roff, rlen, red, deadline_));
 }
 
 Status exchange(Context& ctx, int to, Buf sb, size_t soff, size_t slen, int from, Buf rb,

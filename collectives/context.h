@@ -72,6 +72,12 @@ class Context {
   // Receives from and sends to one peer and waits for both: recv, send,
   // wait_recv, wait_send, or one ExchangePair call where the pair has it.
   Status sendrecv(int peer, Buf sb, size_t soff, size_t slen, Buf rb, size_t roff, size_t rlen);
+  // sendrecv, then reduce(into, received, rlen / esize()): where the pair
+  // runs whole exchanges and the send's range does not overlap `into`, in
+  // one ExchangePair::exchange_reduce, which reduces straight from the
+  // transport's buffer (shm: the ring) and leaves [roff, roff + rlen) of rb
+  // unspecified; else received into rb at roff and reduced from there.
+  Status sendrecv_reduce(int peer, Buf sb, size_t soff, size_t slen, Buf rb, size_t roff, size_t rlen, char* into);
   // Non-blocking: true once recv t from peer has completed.
   Result<bool> test_recv(int peer, Ticket t) { return pair(peer).test_recv(t); }
   // Polls every transport of the call until done(blame) returns true;
@@ -92,6 +98,8 @@ class Context {
 
  private:
   Status timed_out(int peer) const;
+  // The end of an ExchangePair call: its ticket is the last send to phys.
+  Status exchanged(int peer, int phys, const Result<Ticket>& sent);
   // A wait on `peer` (group index, -1 unknown) ended with kDeadlineExceeded
   // (its deadline, or a stall notice): the stall's verdict (stall.h).
   Status stalled(int peer, const Status& why) const;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "weft/collectives/transport.h"
+#include "weft/collectives/types.h"
 
 namespace weft::coll::internal {
 
@@ -18,6 +19,23 @@ class ExchangePair {
   // returns the send's ticket once both are done.
   virtual Result<Ticket> exchange(const Memory& smem, size_t soff, size_t slen, Memory& rmem, size_t roff,
                                   size_t rlen, Deadline deadline) = 0;
+
+  // Where the received vector goes: reduced into `into` (into[i] = into[i]
+  // op received[i], rlen / dtype_size(t) elements) instead of copied.
+  struct Reduction {
+    char* into;
+    DataType t;
+    ReduceOp op;
+  };
+  // The same exchange, but the received bytes are reduced into red.into;
+  // rmem's range is only used where the transport must land them first
+  // (shm: a single-copy message). Why: a message that comes through the
+  // shared-memory ring is reduced straight from the ring's lines, one pass
+  // over memory less than copying it to scratch and reducing from there
+  // (docs/collectives.md, "Reducing from the ring"). The send's range must
+  // not overlap red.into: it may still be read after the reduce began.
+  virtual Result<Ticket> exchange_reduce(const Memory& smem, size_t soff, size_t slen, Memory& rmem, size_t roff,
+                                         size_t rlen, const Reduction& red, Deadline deadline) = 0;
 
  protected:
   ~ExchangePair() = default;

@@ -99,9 +99,10 @@ Status HalvingDoubling::run(Context& ctx) const {
       }
       case HdStep::kRs: {
         ctx.step("rs", st.distance);
-        WEFT_RETURN_IF_ERROR(exchange(ctx, st.peer, kData, st.send_lo * es, st.send_n * es, st.peer,
-                                      kScratch, st.recv_lo * es, st.recv_n * es));
-        ctx.reduce(d + st.recv_lo * es, t + st.recv_lo * es, st.recv_n);
+        // The kept block is reduced as it arrives where the transport can
+        // (shm: from the ring; Context::sendrecv_reduce).
+        WEFT_RETURN_IF_ERROR(ctx.sendrecv_reduce(st.peer, kData, st.send_lo * es, st.send_n * es, kScratch,
+                                                 st.recv_lo * es, st.recv_n * es, d + st.recv_lo * es));
         break;
       }
       case HdStep::kAg: {

@@ -47,6 +47,12 @@ void RingWriter::publish(size_t frame) {
   off_ = next_;
 }
 
+// A frame cut short of the message (by room or the ring's end) is whole
+// lines, so its payload is a multiple of 8 bytes: it holds whole elements of
+// every type, which a receiver that reduces straight from the ring relies
+// on (shm_transport.cc, progress_recv).
+static_assert(kLine % 8 == 0 && sizeof(Frame) % 8 == 0, "cut frames carry whole 8-byte elements");
+
 bool RingWriter::put(const char* src, size_t len, size_t& done) {
   for (;;) {
     const size_t to_end = bytes_ - off_;

@@ -38,6 +38,12 @@ struct Op {
   Ticket t;
   size_t done = 0;
   uint64_t ack = 0;     // single-copy send: the ack count that completes it
+  // A receive that reduces (ExchangePair::exchange_reduce): into[i] op=
+  // received[i]; inline frames straight from the ring, a single-copy
+  // message after it landed at ptr. nullptr: the bytes go to ptr.
+  char* into = nullptr;
+  DataType dtype = DataType::kU8;
+  ReduceOp rop = ReduceOp::kSum;
 };
 
 class ShmTransport;
@@ -54,7 +60,13 @@ class ShmPair final : public Pair, public internal::ExchangePair {
   Result<bool> test_recv(Ticket t) override;
   // The four calls under one lock (exchange_pair.h).
   Result<Ticket> exchange(const Memory& smem, size_t soff, size_t slen, Memory& rmem, size_t roff, size_t rlen,
-                          Deadline deadline) override;
+                          Deadline deadline) override {
+    return exchange_with(smem, soff, slen, rmem, roff, rlen, nullptr, deadline);
+  }
+  Result<Ticket> exchange_reduce(const Memory& smem, size_t soff, size_t slen, Memory& rmem, size_t roff,
+                                 size_t rlen, const Reduction& red, Deadline deadline) override {
+    return exchange_with(smem, soff, slen, rmem, roff, rlen, &red, deadline);
+  }
 
   std::unique_ptr<Segment> seg;  // the peer's segment (its ring from us lives there)
   int pidfd = -1;
@@ -75,6 +87,9 @@ class ShmPair final : public Pair, public internal::ExchangePair {
   Clock::time_point cma_failed{};
 
  private:
+  Result<Ticket> exchange_with(const Memory& smem, size_t soff, size_t slen, Memory& rmem, size_t roff,
+                               size_t rlen, const Reduction* red, Deadline deadline);
+
   ShmTransport* t_;
   int peer_;
 };
@@ -300,13 +315,25 @@ bool ShmTransport::progress_recv(ShmPair& p) {
       if (!read_single(p, op, f->arg)) break;
       own_.ctl(p.peer())->acks.fetch_add(1, std::memory_order_release);
       acked = true;
+      if (op.into != nullptr) reduce_into(op.into, op.ptr, op.len / dtype_size(op.dtype), op.dtype, op.rop);
       op.done = op.len;
     } else {
       if (f->arg > op.len - op.done) {
         failed_ = data_loss(fmt::format("frame from rank {} overruns its {}-byte message", p.peer(), op.len));
         break;
       }
-      if (f->arg > 0) std::memcpy(op.ptr + op.done, RingReader::payload(f), f->arg);
+      if (op.into == nullptr) {
+        if (f->arg > 0) std::memcpy(op.ptr + op.done, RingReader::payload(f), f->arg);
+      } else {
+        // Whole elements in every frame: a cut frame's payload is a
+        // multiple of 8 bytes (RingWriter::put), a message of elements.
+        const size_t es = dtype_size(op.dtype);
+        if (f->arg % es != 0 || op.done % es != 0) {
+          failed_ = data_loss(fmt::format("frame from rank {} cuts a {}-byte element", p.peer(), es));
+          break;
+        }
+        reduce_into(op.into + op.done, RingReader::payload(f), f->arg / es, op.dtype, op.rop);
+      }
       op.done += f->arg;
     }
     p.in.consume(f);
@@ -494,8 +521,8 @@ Result<Ticket> ShmPair::recv(Memory& mem, size_t offset, size_t len) {
   return tk;
 }
 
-Result<Ticket> ShmPair::exchange(const Memory& smem, size_t soff, size_t slen, Memory& rmem, size_t roff,
-                                 size_t rlen, Deadline deadline) {
+Result<Ticket> ShmPair::exchange_with(const Memory& smem, size_t soff, size_t slen, Memory& rmem, size_t roff,
+                                      size_t rlen, const Reduction* red, Deadline deadline) {
   if (roff + rlen > rmem.size()) return out_of_range(fmt::format("recv from rank {}: range outside the buffer", peer_));
   if (soff + slen > smem.size()) return out_of_range(fmt::format("send to rank {}: range outside the buffer", peer_));
   std::lock_guard<std::mutex> l(t_->mu_);
@@ -504,6 +531,11 @@ Result<Ticket> ShmPair::exchange(const Memory& smem, size_t soff, size_t slen, M
   if (Status s = t_->check(); !s) return s;
   const Ticket rt = recvs.post(1);
   recvs_q.push_back(Op{static_cast<char*>(rmem.data()) + roff, rlen, rt});
+  if (red != nullptr) {
+    recvs_q.back().into = red->into;
+    recvs_q.back().dtype = red->t;
+    recvs_q.back().rop = red->op;
+  }
   const Ticket st = sends.post(1);
   sends_q.push_back(Op{static_cast<char*>(smem.data()) + soff, slen, st});
   t_->progress_send(*this);

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "processes.h"
+#include "values.h"
 #include "weft/collectives/communicator.h"
 
 namespace weft::coll::testing {
@@ -212,6 +213,48 @@ int run_wake_rank(const std::string& dir, int rank, int n, size_t single_copy_mi
   return 0;
 }
 
+// Halving-doubling AllReduce reduces the kept block straight from the ring
+// (ExchangePair::exchange_reduce): with the 8 KiB ring, vectors larger than
+// it arrive as cut frames whose payloads end at every line, and each must
+// hold whole elements (2-byte f16, 8-byte f64); with single_copy_min 5000
+// the large blocks are read from the sender and reduced from scratch.
+// Inputs are small integers, so every result is exact.
+int run_hd_rank(const std::string& dir, int rank, int n, size_t single_copy_min) {
+  auto comm = open_comm(dir, rank, n, single_copy_min);
+  if (!comm) return 3;
+  CollectiveOptions o;
+  o.algorithm = Algorithm::kHalvingDoubling;
+  const std::vector<size_t> counts{1, 7, 1023, kRing / 2 + 3, 3 * kRing + 5};
+  for (DataType t : {DataType::kF64, DataType::kF16, DataType::kI32, DataType::kU8}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+      for (size_t count : counts) {
+        auto value = [&](int r, size_t i) { return static_cast<double>((r * 3 + static_cast<int>(i % 11)) % 13); };
+        std::vector<double> in(count), want(count);
+        for (size_t i = 0; i < count; ++i) {
+          in[i] = value(rank, i);
+          want[i] = value(0, i);
+          for (int r = 1; r < n; ++r) want[i] = op == ReduceOp::kSum ? want[i] + value(r, i) : std::max(want[i], value(r, i));
+        }
+        std::vector<uint8_t> buf(count * dtype_size(t));
+        for (size_t i = 0; i < count; ++i) store_value(t, buf.data(), i, in[i]);
+        if (Status s = comm->allreduce(buf.data(), buf.data(), count, t, op, o); !s) {
+          std::fprintf(stderr, "rank %d: %s\n", rank, s.to_string().c_str());
+          return 5;
+        }
+        for (size_t i = 0; i < count; ++i) {
+          const double got = load_value(t, buf.data(), i);
+          if (got != want[i]) {
+            std::fprintf(stderr, "rank %d: %s %s x %zu: element %zu is %g, want %g\n", rank, std::string(dtype_name(t)).c_str(),
+                         std::string(reduce_op_name(op)).c_str(), count, i, got, want[i]);
+            return 6;
+          }
+        }
+      }
+    }
+  }
+  return 0;
+}
+
 // ranks, single_copy_min_bytes (0: every message through the ring; 5000:
 // the ring-sized ones single-copy, between inline frames).
 class ShmRing : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
@@ -226,6 +269,10 @@ void expect_ranks_succeed(int n, size_t single_copy_min, int (*body)(const std::
 
 TEST_P(ShmRing, AwkwardSizesAtEveryRingOffsetArriveExactInBothDirections) {
   expect_ranks_succeed(std::get<0>(GetParam()), std::get<1>(GetParam()), run_rank);
+}
+
+TEST_P(ShmRing, HalvingDoublingReducesFromTheRingExactlyForEveryElementSize) {
+  expect_ranks_succeed(std::get<0>(GetParam()), std::get<1>(GetParam()), run_hd_rank);
 }
 
 TEST_P(ShmRing, RanksThatSleepBeforeEveryMessageAreWokenForEachOne) {
