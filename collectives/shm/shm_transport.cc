@@ -326,9 +326,10 @@ bool ShmTransport::progress_recv(ShmPair& p) {
         if (f->arg > 0) std::memcpy(op.ptr + op.done, RingReader::payload(f), f->arg);
       } else {
         // Whole elements in every frame: a cut frame's payload is a
-        // multiple of 8 bytes (RingWriter::put), a message of elements.
+        // multiple of 8 bytes (RingWriter::put), a message of elements; so
+        // op.done, the sum of the frames before, is whole elements too.
         const size_t es = dtype_size(op.dtype);
-        if (f->arg % es != 0 || op.done % es != 0) {
+        if (f->arg % es != 0) {
           failed_ = data_loss(fmt::format("frame from rank {} cuts a {}-byte element", p.peer(), es));
           break;
         }
@@ -530,12 +531,8 @@ Result<Ticket> ShmPair::exchange_with(const Memory& smem, size_t soff, size_t sl
   // call, and this is the per-call path of every small AllReduce step.
   if (Status s = t_->check(); !s) return s;
   const Ticket rt = recvs.post(1);
-  recvs_q.push_back(Op{static_cast<char*>(rmem.data()) + roff, rlen, rt});
-  if (red != nullptr) {
-    recvs_q.back().into = red->into;
-    recvs_q.back().dtype = red->t;
-    recvs_q.back().rop = red->op;
-  }
+  Op& r = recvs_q.emplace_back(Op{static_cast<char*>(rmem.data()) + roff, rlen, rt});
+  if (red != nullptr) r.into = red->into, r.dtype = red->t, r.rop = red->op;
   const Ticket st = sends.post(1);
   sends_q.push_back(Op{static_cast<char*>(smem.data()) + soff, slen, st});
   t_->progress_send(*this);
