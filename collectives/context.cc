@@ -32,10 +32,17 @@ Memory& Context::mem(int peer, Buf b) const {
   return *buffers_->mem[b].by_transport[static_cast<size_t>(t)];
 }
 
-Result<Ticket> Context::send(int peer, Buf b, size_t offset, size_t len) {
+Result<Ticket> Context::send(int peer, Buf b, size_t offset, size_t len) { return post_send(peer, b, offset, len, false); }
+
+Result<Ticket> Context::send_held(int peer, Buf b, size_t offset, size_t len) {
+  return post_send(peer, b, offset, len, true);
+}
+
+Result<Ticket> Context::post_send(int peer, Buf b, size_t offset, size_t len, bool held) {
   const int phys = physical(peer);
   if (trace_ && *trace_) (*trace_)(phys_rank_, TraceEvent{TraceEvent::kSend, {}, 0, phys, len});
-  auto t = pair(peer).send(mem(peer, b), offset, len);
+  Pair& to = pair(peer);
+  auto t = held ? to.send_held(mem(peer, b), offset, len) : to.send(mem(peer, b), offset, len);
   if (t) (*last_send_)[static_cast<size_t>(phys)] = *t;
   return t;
 }
@@ -148,7 +155,14 @@ Status Context::sendrecv_reduce(int peer, Buf sb, size_t soff, size_t slen, Buf 
   ExchangePair* x = links_->transports.size() <= 1 ? links_->exchangers[static_cast<size_t>(phys)] : nullptr;
   const auto from = reinterpret_cast<uintptr_t>(ptr(sb) + soff), to = reinterpret_cast<uintptr_t>(into);
   if (x == nullptr || (from < to + rlen && to < from + slen)) {
-    if (Status s = sendrecv(peer, sb, soff, slen, rb, roff, rlen); !s) return s;
+    if (x == nullptr) {
+      WEFT_ASSIGN_OR_RETURN(Ticket r, recv(peer, rb, roff, rlen));
+      WEFT_ASSIGN_OR_RETURN(Ticket s, send_held(peer, sb, soff, slen));
+      WEFT_RETURN_IF_ERROR(wait_recv(peer, r));
+      WEFT_RETURN_IF_ERROR(wait_send(peer, s));
+    } else if (Status s = sendrecv(peer, sb, soff, slen, rb, roff, rlen); !s) {
+      return s;
+    }
     reduce(into, ptr(rb) + roff, rlen / esize_);
     return Status::ok();
   }

@@ -65,6 +65,9 @@ class Context {
 
   // Offsets and lengths in bytes; peers by group index.
   Result<Ticket> send(int peer, Buf b, size_t offset, size_t len);
+  // Pair::send_held: the caller leaves the range unmodified until the peer
+  // answered with a message it could only send after reading this one.
+  Result<Ticket> send_held(int peer, Buf b, size_t offset, size_t len);
   Result<Ticket> recv(int peer, Buf b, size_t offset, size_t len);
   char* ptr(Buf b) const { return buffers_->ptr[b]; }
   Status wait_send(int peer, Ticket t);
@@ -77,6 +80,7 @@ class Context {
   // one ExchangePair::exchange_reduce, which reduces straight from the
   // transport's buffer (shm: the ring) and leaves [roff, roff + rlen) of rb
   // unspecified; else received into rb at roff and reduced from there.
+  // Its send is held (send_held): the caller's protocol must answer it.
   Status sendrecv_reduce(int peer, Buf sb, size_t soff, size_t slen, Buf rb, size_t roff, size_t rlen, char* into);
   // Non-blocking: true once recv t from peer has completed.
   Result<bool> test_recv(int peer, Ticket t) { return pair(peer).test_recv(t); }
@@ -97,6 +101,7 @@ class Context {
   Context subgroup(const std::vector<int>& members) const;
 
  private:
+  Result<Ticket> post_send(int peer, Buf b, size_t offset, size_t len, bool held);
   Status timed_out(int peer) const;
   // The end of an ExchangePair call: its ticket is the last send to phys.
   Status exchanged(int peer, int phys, const Result<Ticket>& sent);

@@ -49,6 +49,7 @@ struct BenchArgs {
   bool once = false;
   std::string socket_buffer = "0";
   std::string shm_single_copy;  // "" = the transport's default
+  std::string tcp_splice;       // "" = the transport's default
   std::string congestion_control = "auto";
   std::string listen_address;
   std::string host;
@@ -178,6 +179,7 @@ int rank_main(const BenchArgs& a, const Parsed& p, int rank, int size, const std
   if (!a.listen_address.empty()) cfg.tcp.listen_address = a.listen_address;
   if (auto sb = parse_size(a.socket_buffer); sb && *sb > 0) cfg.tcp.socket_buffer_bytes = static_cast<int>(std::min<uint64_t>(*sb, 1u << 30));
   if (auto sc = parse_size(a.shm_single_copy); sc && !a.shm_single_copy.empty()) cfg.shm.single_copy_min_bytes = *sc;
+  if (auto ts = parse_size(a.tcp_splice); ts && !a.tcp_splice.empty()) cfg.tcp.splice_min_bytes = *ts;
   if (a.once) cfg.scratch_reserve_bytes = p.hi;  // the one timed call must not pay page faults
   if (!a.plan.empty()) {
     auto plan = routing::load_plan(a.plan);
@@ -242,6 +244,9 @@ int run_bench(const BenchArgs& a) {
   if (!a.shm_single_copy.empty() && !parse_size(a.shm_single_copy)) {
     return fail(invalid_argument("--shm-single-copy must be a size (0 = always through the ring)"));
   }
+  if (!a.tcp_splice.empty() && !parse_size(a.tcp_splice)) {
+    return fail(invalid_argument("--tcp-splice must be a size (0 = always copy)"));
+  }
   if (a.factor <= 1.0) return fail(invalid_argument("--step-factor must be > 1"));
   Parsed p{*t, *op, *algo, *lo, *hi, *seg};
   if (auto info = coll::launch_info_from_env(); info) return rank_main(a, p, info->rank, info->size, info->store);
@@ -296,6 +301,9 @@ void register_bench(CLI::App& app, Registry& reg) {
   cmd->add_option("--shm-single-copy", args->shm_single_copy,
                   "shm: messages from this size on are copied once, straight from the sender (process_vm_readv);\n"
                   "smaller ones go through the ring, copied twice (default: the transport's 1M; 0 = always the ring)");
+  cmd->add_option("--tcp-splice", args->tcp_splice,
+                  "tcp: held sends (HD's and ring's reduce-scatter) from this size on go out from the rank's own\n"
+                  "pages by vmsplice+splice, not copied by the sender (default: the transport's 1M; 0 = always copy)");
   cmd->add_option("--congestion-control", args->congestion_control,
                   "tcp: congestion control of the data connections: auto (Reno to ranks on this host, the\n"
                   "host's default elsewhere), \"\" (the host's default: net.ipv4.tcp_congestion_control), or a name")

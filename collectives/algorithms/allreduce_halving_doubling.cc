@@ -80,7 +80,10 @@ Status HalvingDoubling::run(Context& ctx) const {
       case HdStep::kFoldSend:
       case HdStep::kUnfoldSend: {
         ctx.step(st.kind == HdStep::kFoldSend ? "fold" : "unfold", 1);
-        WEFT_ASSIGN_OR_RETURN(Ticket s, ctx.send(st.peer, kData, st.send_lo * es, st.send_n * es));
+        // The fold's partner answers with the whole result (unfold): held.
+        WEFT_ASSIGN_OR_RETURN(Ticket s, st.kind == HdStep::kFoldSend
+                                            ? ctx.send_held(st.peer, kData, st.send_lo * es, st.send_n * es)
+                                            : ctx.send(st.peer, kData, st.send_lo * es, st.send_n * es));
         WEFT_RETURN_IF_ERROR(ctx.wait_send(st.peer, s));
         break;
       }
@@ -100,7 +103,9 @@ Status HalvingDoubling::run(Context& ctx) const {
       case HdStep::kRs: {
         ctx.step("rs", st.distance);
         // The kept block is reduced as it arrives where the transport can
-        // (shm: from the ring; Context::sendrecv_reduce).
+        // (shm: from the ring; Context::sendrecv_reduce). The sent block is
+        // held: this partner's allgather step sends it back reduced, and no
+        // step before that writes it.
         WEFT_RETURN_IF_ERROR(ctx.sendrecv_reduce(st.peer, kData, st.send_lo * es, st.send_n * es, kScratch,
                                                  st.recv_lo * es, st.recv_n * es, d + st.recv_lo * es));
         break;

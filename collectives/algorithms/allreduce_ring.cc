@@ -18,7 +18,7 @@ class Ring final : public Plan {
   size_t scratch_bytes() const override { return bytes_; }
   Status run(Context& ctx) const override {
     ctx.step("ring-rs", 1);
-    WEFT_RETURN_IF_ERROR(ring_reduce_scatter(ctx, chunks_, 1));
+    WEFT_RETURN_IF_ERROR(ring_reduce_scatter(ctx, chunks_, 1, /*answered=*/true));
     ctx.step("ring-ag", 1);
     return ring_allgather(ctx, chunks_, 1);
   }

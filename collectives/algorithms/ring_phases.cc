@@ -28,13 +28,17 @@ const std::vector<Segment>& chunk(const Chunks& ch, int c) {
 
 }  // namespace
 
-Status ring_reduce_scatter(Context& ctx, const Chunks& chunks, int shift) {
+Status ring_reduce_scatter(Context& ctx, const Chunks& chunks, int shift, bool answered) {
   const int p = ctx.size(), r = ctx.rank();
   if (p < 2) return Status::ok();
   const int next = (r + 1) % p, prev = (r + p - 1) % p;
   const size_t es = ctx.esize();
   char* d = ctx.ptr(kData);
   const char* t = ctx.ptr(kScratch);
+  auto send = [&](const Segment& g) {
+    return (answered ? ctx.send_held(next, kData, g.lo * es, g.n * es) : ctx.send(next, kData, g.lo * es, g.n * es))
+        .status();
+  };
   // Every chunk received lands at its own place in scratch, so all receives
   // can be posted now: a one-sided transport has its credits early.
   std::vector<Ticket> rt;
@@ -44,15 +48,13 @@ Status ring_reduce_scatter(Context& ctx, const Chunks& chunks, int shift) {
       rt.push_back(tk);
     }
   }
-  for (const Segment& g : chunk(chunks, r + shift - 1)) {
-    WEFT_RETURN_IF_ERROR(ctx.send(next, kData, g.lo * es, g.n * es).status());
-  }
+  for (const Segment& g : chunk(chunks, r + shift - 1)) WEFT_RETURN_IF_ERROR(send(g));
   size_t k = 0;
   for (int i = 0; i + 1 < p; ++i) {
     for (const Segment& g : chunk(chunks, r + shift - 2 - i)) {
       WEFT_RETURN_IF_ERROR(ctx.wait_recv(prev, rt[k++]));
       ctx.reduce(d + g.lo * es, t + g.lo * es, g.n);
-      if (i + 2 < p) WEFT_RETURN_IF_ERROR(ctx.send(next, kData, g.lo * es, g.n * es).status());
+      if (i + 2 < p) WEFT_RETURN_IF_ERROR(send(g));
     }
   }
   // What follows may overwrite the chunks sent from.

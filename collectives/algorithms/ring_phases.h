@@ -27,7 +27,11 @@ Chunks ring_chunks(int p, size_t offset, size_t count, size_t esize, size_t seg_
 // Chunk c = [offset + c*block, offset + (c+1)*block), in segments.
 Chunks block_chunks(int p, size_t offset, size_t block, size_t esize, size_t seg_bytes);
 
-Status ring_reduce_scatter(Context& ctx, const Chunks& chunks, int shift);
+// answered: ring_allgather on the same ranks and chunks follows in this
+// call. Its sends are then held (Context::send_held): a chunk sent to the
+// next rank comes back reduced, through that rank, before anything writes
+// it again.
+Status ring_reduce_scatter(Context& ctx, const Chunks& chunks, int shift, bool answered = false);
 Status ring_allgather(Context& ctx, const Chunks& chunks, int shift);
 
 // 1 MiB: over TCP with 4 ranks on 2 cores every segment costs a wait (and

@@ -54,6 +54,7 @@ struct Part {
   char* ptr;
   size_t len;
   Ticket op;
+  bool held = false;  // Pair::send_held: may go out from ptr's pages (tcp_splice.cc)
 };
 
 // This rank -> peer: carries this rank's data (its 5-tuple is the plan's).
@@ -64,6 +65,12 @@ struct OutConn {
   size_t hdr_done = 0, data_done = 0;
   uint32_t events = 0;  // current epoll interest
   bool closed = false;
+  // The front part goes out through `pipe` (tcp_splice.cc): `fed` bytes of
+  // its frame (header, then payload) were put into the pipe so far;
+  // hdr_done + data_done of them have left it for the socket.
+  bool splicing = false;
+  size_t fed = 0;
+  Fd pipe_r, pipe_w;  // made at the first spliced part
   // The reverse direction carries only the peer's stall notices (kStall
   // headers, tcp_transport.h): the part of one read so far.
   Header ctl{};
@@ -95,7 +102,8 @@ class TcpPair final : public Pair {
  public:
   TcpPair(TcpTransport* t, int peer) : t_(t), peer_(peer) {}
   int peer() const override { return peer_; }
-  Result<Ticket> send(const Memory& mem, size_t offset, size_t len) override;
+  Result<Ticket> send(const Memory& mem, size_t offset, size_t len) override { return post(mem, offset, len, false); }
+  Result<Ticket> send_held(const Memory& mem, size_t offset, size_t len) override { return post(mem, offset, len, true); }
   Result<Ticket> recv(Memory& mem, size_t offset, size_t len) override;
   Status wait_send(Ticket t, Deadline d) override;
   Status wait_recv(Ticket t, Deadline d) override;
@@ -109,6 +117,7 @@ class TcpPair final : public Pair {
   bool shares_cpu = false;  // it ran on this rank's CPU at the last look (TcpTransport::yield_to)
 
  private:
+  Result<Ticket> post(const Memory& mem, size_t offset, size_t len, bool held);
   TcpTransport* t_;
   int peer_;
 };
@@ -137,6 +146,7 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   bool stall_noticed() const override { return stall_noticed_.load(std::memory_order_relaxed); }
   std::vector<ConnectionPorts> connection_ports(int peer) const override;
   uint16_t listen_port() const override { return listen_port_; }
+  uint64_t spliced_bytes() const override { return spliced_bytes_.load(std::memory_order_relaxed); }
 
   // Called by pairs, with io_mu_ held.
   std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(io_mu_); }
@@ -155,6 +165,11 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   void watch_out(TcpPair& p, size_t c, uint32_t events);
   void watch_in(TcpPair& p, size_t c, uint32_t events);
   void progress_out(TcpPair& p, size_t c);
+  // tcp_splice.cc: whether the front part goes out through the pipe, and
+  // moving it.
+  bool start_splice(OutConn& conn, const Part& part);
+  enum class Moved { kDone, kBlocked, kFailed };
+  Moved splice_out(TcpPair& p, OutConn& conn);
   void progress_in(TcpPair& p, size_t c);
   ssize_t read_header_and_payload(InConn& conn, size_t* want);
   bool poke(TcpPair& p, bool in);
@@ -186,6 +201,8 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   bool peers_notified_ = false;
   std::vector<int> stall_from_;  // by peer: whom it said it waits on (kNoStallNotice)
   std::atomic<bool> stall_noticed_{false};
+  bool splice_broken_ = false;  // vmsplice/splice refused once (seccomp, old kernel): copy from then on
+  std::atomic<uint64_t> spliced_bytes_{0};
 };
 
 }  // namespace weft::coll::tcp

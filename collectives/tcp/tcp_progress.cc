@@ -149,7 +149,15 @@ void TcpTransport::progress_out(TcpPair& p, size_t c) {
   if (has_failed_) return;  // nothing but the abort notice goes out now
   while (!conn.q.empty() && !conn.closed) {
     Part& part = conn.q.front();
-    if (conn.hdr_done == 0 && conn.data_done == 0) conn.hdr = Header{kMagic, kData, 0, part.len};
+    const bool fresh = conn.hdr_done == 0 && conn.data_done == 0 && conn.fed == 0;
+    if (fresh) conn.splicing = start_splice(conn, part);
+    if (conn.splicing) {
+      const Moved m = splice_out(p, conn);
+      if (m == Moved::kFailed) return;
+      if (m == Moved::kBlocked) break;
+      continue;
+    }
+    if (fresh) conn.hdr = Header{kMagic, kData, 0, part.len};
     iovec iov[2] = {{reinterpret_cast<char*>(&conn.hdr) + conn.hdr_done, sizeof(Header) - conn.hdr_done},
                     {part.ptr + conn.data_done, part.len - conn.data_done}};
     msghdr m{};
@@ -377,8 +385,12 @@ void TcpTransport::notify_peers_locked() {
     if (!p) continue;
     for (OutConn& conn : p->out) {
       if (conn.closed) continue;
-      if (conn.hdr_done || conn.data_done) {
+      if (conn.hdr_done || conn.data_done || conn.fed) {
         const Part& part = conn.q.front();
+        // A spliced frame goes on copied from where the socket took it to;
+        // what is still in its pipe is dropped with the pipe.
+        conn.pipe_r = Fd();
+        conn.pipe_w = Fd();
         Status s = write_all(conn.fd.get(), reinterpret_cast<const char*>(&conn.hdr) + conn.hdr_done,
                              sizeof(Header) - conn.hdr_done, grace);
         if (s) s = write_all(conn.fd.get(), part.ptr + conn.data_done, part.len - conn.data_done, grace);
@@ -386,7 +398,8 @@ void TcpTransport::notify_peers_locked() {
           ::shutdown(conn.fd.get(), SHUT_RDWR);
           continue;
         }
-        conn.hdr_done = conn.data_done = 0;
+        conn.hdr_done = conn.data_done = conn.fed = 0;
+        conn.splicing = false;
         conn.q.pop_front();
       }
       const Header h{kMagic, kAbort, 0, msg.size()};

@@ -145,7 +145,7 @@ Status TcpTransport::wait(TcpPair& p, Pred done, bool in, Deadline d, const char
   }
 }
 
-Result<Ticket> TcpPair::send(const Memory& mem, size_t offset, size_t len) {
+Result<Ticket> TcpPair::post(const Memory& mem, size_t offset, size_t len, bool held) {
   if (offset + len > mem.size()) return out_of_range(fmt::format("send to rank {}: range outside the buffer", peer_));
   auto l = t_->lock();
   WEFT_RETURN_IF_ERROR(t_->check());
@@ -158,7 +158,7 @@ Result<Ticket> TcpPair::send(const Memory& mem, size_t offset, size_t len) {
   for (int j = 0; j < k; ++j) {
     const size_t lo = len * static_cast<size_t>(j) / static_cast<size_t>(k);
     const size_t hi = len * static_cast<size_t>(j + 1) / static_cast<size_t>(k);
-    out[static_cast<size_t>(j)].q.push_back({base + lo, hi - lo, op});
+    out[static_cast<size_t>(j)].q.push_back({base + lo, hi - lo, op, held});
     t_->kick_out(*this, static_cast<size_t>(j));
   }
   return op;

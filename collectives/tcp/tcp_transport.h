@@ -44,6 +44,9 @@ class TcpTransportInfo {
   // connection to `peer`.
   virtual std::vector<ConnectionPorts> connection_ports(int peer) const = 0;
   virtual uint16_t listen_port() const = 0;
+  // Payload bytes sent from the callers' pages so far (TcpOptions::
+  // splice_min_bytes): 0 where held sends were all copied.
+  virtual uint64_t spliced_bytes() const = 0;
 };
 
 Result<std::unique_ptr<Transport>> make_tcp_transport(const TransportConfig& config, Store& store,

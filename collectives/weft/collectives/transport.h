@@ -97,6 +97,15 @@ class Pair {
   // Posts a message of bytes [offset, offset+len) of `mem`; returns its
   // ticket. The memory must stay untouched until wait_send(ticket) returns.
   virtual Result<Ticket> send(const Memory& mem, size_t offset, size_t len) = 0;
+  // A send whose source the caller leaves unmodified until the peer has
+  // shown that it read the message: it answered with a message that it could
+  // only send after (HD's allgather partner sends back the block it reduced
+  // from this one). wait_send(ticket) then says only that the transport needs
+  // no more calls for it; the transport may still read the source until the
+  // peer has the bytes. Why: a transport can then send from the caller's
+  // pages instead of copying them (TCP: vmsplice(2) + splice(2), one of the
+  // two copies of every loopback byte; tcp/tcp_splice.cc). Default: send().
+  virtual Result<Ticket> send_held(const Memory& mem, size_t offset, size_t len) { return send(mem, offset, len); }
   // Posts room for the next message from the peer at [offset, offset+len).
   virtual Result<Ticket> recv(Memory& mem, size_t offset, size_t len) = 0;
 
@@ -138,6 +147,12 @@ struct TcpOptions {
   // (collectives/cpu_placement.h has the figures). false: stay where the
   // scheduler or the launcher put the rank.
   bool group_on_cpus = true;
+  // A held send (Pair::send_held) at least this long goes out from the
+  // caller's pages: vmsplice(2) into a pipe of the connection, splice(2) to
+  // the socket, no copy by the sender (the receiver still copies). Measured
+  // on loopback (docs/collectives.md, "Sending from the caller's pages").
+  // 0: every send is copied by sendmsg(2).
+  size_t splice_min_bytes = 1 << 20;
 };
 
 struct ShmOptions {
