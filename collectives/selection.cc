@@ -25,16 +25,16 @@ std::vector<SelectionRule> default_selection_rules() {
   return {
       // transport, max ranks, HD from (below: butterfly), ring from, and
       // where ranks outnumber CPUs one-shot below (docs/collectives.md
-      // "One-shot": measured at 3, 4 and 8 ranks on 2 CPUs; 2 ranks: one
-      // exchange either way)
+      // "One-shot": measured at 3, 4 and 8 ranks on 2 CPUs, butterfly as
+      // fast or faster at 3 and 4; 2 ranks: one exchange either way)
       {"tcp", 2, 1 << 20, 16 << 20},
       {"tcp", 3, 256 << 10, kNever},
       {"tcp", 4, 256 << 10, 4 << 20},
       {"tcp", INT_MAX, 1 << 20, kNever},  // measured at 8 ranks
       {"shm", 2, 256 << 10, kNever},
-      {"shm", 3, 4 << 20, 4 << 20, 64 << 10},
-      {"shm", 4, 256 << 10, kNever, 16 << 10},
-      {"shm", INT_MAX, 16 << 10, kNever, 16 << 10},  // measured at 8 ranks
+      {"shm", 3, 4 << 20, 4 << 20},
+      {"shm", 4, 256 << 10, kNever},
+      {"shm", INT_MAX, 16 << 10, kNever, 256},  // measured at 8 ranks
       {"*", INT_MAX, 16 << 10, kNever},    // other transports (verbs): not measured here
   };
 }

@@ -190,11 +190,13 @@ TEST(Selection, OneShotOnlyBelowItsThresholdWhereRanksOutnumberCpus) {
       << "the catch-all has no one-shot threshold";
   s.hybrid_when_multi_host = true;
   EXPECT_EQ(select_allreduce(s, "shm", 4, 4, true, true), Algorithm::kHybrid);
-  // The built-in rules: one-shot where measured (shm, 3+ ranks), never over tcp.
+  // The built-in rules: one-shot where it measured faster (shm, 8 ranks,
+  // below 256 B), never over tcp.
   const Selection builtin;
-  EXPECT_EQ(select_allreduce(builtin, "shm", 4, 4, false, true), Algorithm::kOneShot);
-  EXPECT_EQ(select_allreduce(builtin, "shm", 4, 16 << 10, false, true), Algorithm::kButterfly);
-  EXPECT_EQ(select_allreduce(builtin, "shm", 3, 16 << 10, false, true), Algorithm::kOneShot);
+  EXPECT_EQ(select_allreduce(builtin, "shm", 8, 4, false, true), Algorithm::kOneShot);
+  EXPECT_EQ(select_allreduce(builtin, "shm", 8, 256, false, true), Algorithm::kButterfly);
+  EXPECT_EQ(select_allreduce(builtin, "shm", 4, 4, false, true), Algorithm::kButterfly);
+  EXPECT_EQ(select_allreduce(builtin, "shm", 3, 4, false, true), Algorithm::kButterfly);
   EXPECT_EQ(select_allreduce(builtin, "shm", 2, 4, false, true), Algorithm::kButterfly);
   EXPECT_EQ(select_allreduce(builtin, "tcp", 4, 4, false, true), Algorithm::kButterfly);
 }
