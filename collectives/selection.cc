@@ -45,6 +45,10 @@ Status Selection::validate() const {
   }
   for (const SelectionRule& r : rules) {
     if (r.max_ranks < 1) return invalid_argument(fmt::format("selection: rule for '{}' has max_ranks {} < 1", r.transport, r.max_ranks));
+    if (r.hd_piece_bytes > 0 && r.hd_piece_bytes < kMinHdPieceBytes) {
+      return invalid_argument(fmt::format("selection: rule for '{}' up to {} ranks has hd_piece_bytes {}: 0 (whole) or at least {}",
+                                          r.transport, r.max_ranks, r.hd_piece_bytes, kMinHdPieceBytes));
+    }
     if (r.ring_min_bytes < r.hd_min_bytes) {
       return invalid_argument(fmt::format("selection: rule for '{}' up to {} ranks has ring_min_bytes {} below hd_min_bytes {}",
                                           r.transport, r.max_ranks, r.ring_min_bytes, r.hd_min_bytes));
