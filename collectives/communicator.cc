@@ -275,10 +275,16 @@ Status Communicator::Impl::execute(int coll, Algorithm a, MakePlanFn make, const
   shape.segment = o.segment_bytes;
   shape.root = root;
   shape.group = &group;
-  // A plan's rounds bind HD AllReduce when its ranks are the plan's ranks.
-  if (!gates.empty() && coll == internal::kAllreduce && a == Algorithm::kHalvingDoubling &&
-      (&group == &identity_group || group == identity_group)) {
-    shape.gates = &gates;
+  // A plan's rounds bind HD AllReduce when its ranks are the plan's ranks;
+  // otherwise HD runs in the pieces of this transport's rule (forced or
+  // picked alike: SelectionRule::hd_piece_bytes). The piece is fixed at
+  // setup, so the plan cache's key need not hold it.
+  if (coll == internal::kAllreduce && a == Algorithm::kHalvingDoubling) {
+    if (!gates.empty() && (&group == &identity_group || group == identity_group)) {
+      shape.gates = &gates;
+    } else if (auto_rule != nullptr) {
+      shape.piece = auto_rule->hd_piece_bytes;
+    }
   }
   WEFT_ASSIGN_OR_RETURN(internal::Plan * p, plan(coll, a, shape, make));
   Status s = run(*p, group, shape.rank, data, bytes, t, op, deadline, timeout);

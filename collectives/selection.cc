@@ -6,11 +6,13 @@
 // the fastest algorithm, geometric mean over the sizes.
 // tests/collectives/selection_test.cc re-derives that fit from the table and
 // fails when these rules drift from it. Rank counts between the measured
-// ones take the next larger one's rule. The 2- and 4-rank rows were
-// re-measured after the idle-policy change (idle_wait.h) with the sweep
-// alone under the shared lock; the 3- and 8-rank rows are the earlier pass
-// at load 9-11, where single points swung 2-5x: re-measure those on a quiet
-// host or a real fabric.
+// ones take the next larger one's rule. The tcp 2- and 4-rank rows were
+// re-measured with HD in 1 MiB pieces (hd_piece_bytes): HD wins from its
+// threshold up to the largest size measured (64 MiB), so ring never. The shm 2- and 4-rank rows were re-measured after
+// the idle-policy change (idle_wait.h) with the sweep alone under the
+// shared lock; the 3- and 8-rank rows are the earlier pass at load 9-11,
+// where single points swung 2-5x: re-measure those on a quiet host or a
+// real fabric.
 #include <climits>
 
 #include <fmt/format.h>
@@ -26,10 +28,12 @@ std::vector<SelectionRule> default_selection_rules() {
       // transport, max ranks, HD from (below: butterfly), ring from, and
       // where ranks outnumber CPUs one-shot below (docs/collectives.md
       // "One-shot": measured at 3, 4 and 8 ranks on 2 CPUs, butterfly as
-      // fast or faster at 3 and 4; 2 ranks: one exchange either way)
-      {"tcp", 2, 1 << 20, 16 << 20},
+      // fast or faster at 3 and 4; 2 ranks: one exchange either way), HD's
+      // piece (docs/collectives.md "HD in pieces": measured at 2 and 4
+      // ranks over loopback TCP)
+      {"tcp", 2, 1 << 20, kNever, 0, 1 << 20},
       {"tcp", 3, 256 << 10, kNever},
-      {"tcp", 4, 256 << 10, 4 << 20},
+      {"tcp", 4, 256 << 10, kNever, 0, 1 << 20},
       {"tcp", INT_MAX, 1 << 20, kNever},  // measured at 8 ranks
       {"shm", 2, 256 << 10, kNever},
       {"shm", 3, 4 << 20, 4 << 20},
@@ -45,6 +49,10 @@ Status Selection::validate() const {
   }
   for (const SelectionRule& r : rules) {
     if (r.max_ranks < 1) return invalid_argument(fmt::format("selection: rule for '{}' has max_ranks {} < 1", r.transport, r.max_ranks));
+    if (r.hd_piece_bytes > 0 && r.hd_piece_bytes < kMinHdPieceBytes) {
+      return invalid_argument(fmt::format("selection: rule for '{}' up to {} ranks has hd_piece_bytes {}: 0 (whole) or at least {}",
+                                          r.transport, r.max_ranks, r.hd_piece_bytes, kMinHdPieceBytes));
+    }
     if (r.ring_min_bytes < r.hd_min_bytes) {
       return invalid_argument(fmt::format("selection: rule for '{}' up to {} ranks has ring_min_bytes {} below hd_min_bytes {}",
                                           r.transport, r.max_ranks, r.ring_min_bytes, r.hd_min_bytes));

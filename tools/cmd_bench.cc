@@ -45,6 +45,7 @@ struct BenchArgs {
   std::string plan;
   int timeout_s = 120;
   std::string segment = "0";
+  std::string hd_piece;  // "" = the selection rules' own
   int conns = 1;
   bool once = false;
   std::string socket_buffer = "0";
@@ -72,8 +73,9 @@ int run_rank(const BenchArgs& a, const Parsed& p, Communicator& comm) {
   o.algorithm = p.algo;
   o.segment_bytes = p.segment;
   if (me == 0) {
-    fmt::print("# weft bench {}: {} ranks, transport {}, algorithm {}, {} hosts{}\n", c, n, a.transport, a.algo,
-               comm.host_count(), a.batches > 1 ? fmt::format(", time = best of {} batches", a.batches) : "");
+    fmt::print("# weft bench {}: {} ranks, transport {}, algorithm {}{}, {} hosts{}\n", c, n, a.transport, a.algo,
+               a.hd_piece.empty() ? "" : ", hd piece " + a.hd_piece, comm.host_count(),
+               a.batches > 1 ? fmt::format(", time = best of {} batches", a.batches) : "");
     fmt::print("#{:>12} {:>12} {:>6} {:>6} {:>12} {:>11} {:>11} {:>7}\n", "size(B)", "count", "type", "redop",
                "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
     std::fflush(stdout);
@@ -180,6 +182,9 @@ int rank_main(const BenchArgs& a, const Parsed& p, int rank, int size, const std
   if (auto sb = parse_size(a.socket_buffer); sb && *sb > 0) cfg.tcp.socket_buffer_bytes = static_cast<int>(std::min<uint64_t>(*sb, 1u << 30));
   if (auto sc = parse_size(a.shm_single_copy); sc && !a.shm_single_copy.empty()) cfg.shm.single_copy_min_bytes = *sc;
   if (auto ts = parse_size(a.tcp_splice); ts && !a.tcp_splice.empty()) cfg.tcp.splice_min_bytes = *ts;
+  if (!a.hd_piece.empty()) {
+    for (auto& r : cfg.selection.rules) r.hd_piece_bytes = *parse_size(a.hd_piece);  // checked in run_bench
+  }
   if (a.once) cfg.scratch_reserve_bytes = p.hi;  // the one timed call must not pay page faults
   if (!a.plan.empty()) {
     auto plan = routing::load_plan(a.plan);
@@ -240,6 +245,13 @@ int run_bench(const BenchArgs& a) {
   if (!algo) return fail(invalid_argument("--algo '" + a.algo + "' is unknown (auto, hd, ring, butterfly, oneshot, hybrid, hierarchical, binomial)"));
   if (!lo || !hi || *lo < 1 || *hi < *lo) return fail(invalid_argument("--min-bytes/--max-bytes must be sizes with 1 <= min <= max"));
   if (!seg) return fail(invalid_argument("--segment must be a size"));
+  if (!a.hd_piece.empty()) {
+    auto piece = parse_size(a.hd_piece);
+    if (!piece || (*piece > 0 && *piece < coll::kMinHdPieceBytes)) {
+      return fail(invalid_argument(fmt::format("--hd-piece must be 0 (whole) or a size of at least {} B, not '{}'",
+                                               coll::kMinHdPieceBytes, a.hd_piece)));
+    }
+  }
   if (!parse_size(a.socket_buffer)) return fail(invalid_argument("--socket-buffer must be a size (0 = default)"));
   if (!a.shm_single_copy.empty() && !parse_size(a.shm_single_copy)) {
     return fail(invalid_argument("--shm-single-copy must be a size (0 = always through the ring)"));
@@ -289,6 +301,9 @@ void register_bench(CLI::App& app, Registry& reg) {
   cmd->add_option("--ranks-per-host", args->ranks_per_host, "pretend every K ranks are one host (hybrid, hierarchical)");
   cmd->add_option("--plan", args->plan, "route plan file (weft route): TCP binds the planned source ports");
   cmd->add_option("--segment", args->segment, "pipelining segment of ring algorithms (0 = default)")->capture_default_str();
+  cmd->add_option("--hd-piece", args->hd_piece,
+                  "allreduce HD: run in consecutive pieces of at most SIZE (0 = the whole vector; default:\n"
+                  "the selection rule's, docs/collectives.md \"HD in pieces\"); sets every rule's hd_piece_bytes");
   cmd->add_option("--connections", args->conns, "TCP connections per peer and direction")->capture_default_str();
   cmd->add_flag("--once", args->once,
                 "one call per size, timed and then verified (for fabrics where a call takes seconds)");

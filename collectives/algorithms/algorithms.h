@@ -32,11 +32,13 @@ struct Shape {
   // The route plan's gates (allreduce HD on the whole communicator in the
   // plan's rank order only; nullptr otherwise): ranks = group indices.
   const std::vector<routing::Gate>* gates = nullptr;
+  size_t piece = 0;  // HD: run on consecutive pieces of at most this many bytes (0 = whole; pieces.h)
 };
 
 // allreduce_halving_doubling.cc: Rabenseifner with MPICH's fold, exactly the
 // flows of routing::build_schedule(kAllreduceHd); with Shape::gates, the
-// route plan's rounds in time (hd_gates.cc).
+// route plan's rounds in time (hd_gates.cc); with Shape::piece and no
+// gates, one HD per consecutive piece (pieces.h).
 std::unique_ptr<Plan> plan_allreduce_hd(const Shape& s);
 // allreduce_ring.cc: routing::build_schedule(kAllreduceRing), segmented.
 std::unique_ptr<Plan> plan_allreduce_ring(const Shape& s);

@@ -17,6 +17,7 @@
 // time-sliced, the plan's gates (routing/gates.h) are enforced with
 // zero-byte tokens — hd_gates.cc; without them run() is the plain loop.
 #include "algorithms/allreduce_halving_doubling.h"
+#include "algorithms/pieces.h"
 
 #include <fmt/format.h>
 
@@ -121,6 +122,19 @@ Status HalvingDoubling::run(Context& ctx) const {
   return Status::ok();
 }
 
-std::unique_ptr<Plan> plan_allreduce_hd(const Shape& s) { return std::make_unique<HalvingDoubling>(s); }
+namespace {
+std::unique_ptr<Plan> plan_whole(const Shape& s) { return std::make_unique<HalvingDoubling>(s); }
+}  // namespace
+
+// In pieces (pieces.h) when the vector is larger than one; never with
+// gates, which name whole steps of one HD.
+std::unique_ptr<Plan> plan_allreduce_hd(const Shape& s) {
+  if (s.piece > 0 && s.count * s.esize > s.piece && (s.gates == nullptr || s.gates->empty())) {
+    Shape whole = s;
+    whole.piece = 0;
+    return plan_in_pieces(whole, s.piece, plan_whole);
+  }
+  return plan_whole(s);
+}
 
 }  // namespace weft::coll::internal

@@ -217,5 +217,17 @@ TEST(Selection, RulesWithoutACatchAllOrWithCrossedThresholdsAreRejected) {
   EXPECT_FALSE(cfg.validate()) << "the communicator rejects an invalid selection";
 }
 
+TEST(Selection, HdPiecesBelowAPageAreRejected) {
+  Selection s;
+  s.rules = {{"tcp", 4, 64, 128, 0, kMinHdPieceBytes - 1}, {"*", INT_MAX, 16, 32}};
+  Status v = s.validate();
+  EXPECT_FALSE(v);
+  EXPECT_NE(v.message().find("hd_piece_bytes 4095: 0 (whole) or at least 4096"), std::string::npos) << v.message();
+  s.rules.front().hd_piece_bytes = kMinHdPieceBytes;
+  EXPECT_TRUE(s.validate());
+  s.rules.front().hd_piece_bytes = 0;
+  EXPECT_TRUE(s.validate()) << "0 = the whole vector";
+}
+
 }  // namespace
 }  // namespace weft::coll

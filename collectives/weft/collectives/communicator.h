@@ -68,7 +68,17 @@ struct SelectionRule {
   size_t hd_min_bytes;    // from this size on: halving-doubling (below: butterfly)
   size_t ring_min_bytes;  // from this size on: ring
   size_t oneshot_below_bytes = 0;  // ranks outnumber CPUs: below this size one-shot (0 = never)
+  // HD AllReduce over this rule's transport and ranks runs on consecutive
+  // pieces of at most this many bytes, one whole HD after the other (0 =
+  // the whole vector at once; at least kMinHdPieceBytes otherwise). Also
+  // when HD is asked for (CollectiveOptions::algorithm): it is how HD runs
+  // here, not another algorithm. Not with a route plan's rounds, which
+  // describe whole steps. docs/collectives.md "HD in pieces".
+  size_t hd_piece_bytes = 0;
 };
+// Below a page a piece is nothing but its steps' latencies, and each piece
+// is a plan of its own.
+inline constexpr size_t kMinHdPieceBytes = 4096;
 std::vector<SelectionRule> default_selection_rules();
 
 struct Selection {
