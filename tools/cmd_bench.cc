@@ -318,7 +318,7 @@ void register_bench(CLI::App& app, Registry& reg) {
                   "smaller ones go through the ring, copied twice (default: the transport's 1M; 0 = always the ring)");
   cmd->add_option("--tcp-splice", args->tcp_splice,
                   "tcp: held sends (HD's and ring's reduce-scatter) from this size on go out from the rank's own\n"
-                  "pages by vmsplice+splice, not copied by the sender (default: the transport's 1M; 0 = always copy)");
+                  "pages by vmsplice+splice, not copied by the sender (default: the transport's 256K; 0 = always copy)");
   cmd->add_option("--congestion-control", args->congestion_control,
                   "tcp: congestion control of the data connections: auto (Reno to ranks on this host, the\n"
                   "host's default elsewhere), \"\" (the host's default: net.ipv4.tcp_congestion_control), or a name")

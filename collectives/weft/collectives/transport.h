@@ -152,7 +152,7 @@ struct TcpOptions {
   // the socket, no copy by the sender (the receiver still copies). Measured
   // on loopback (docs/collectives.md, "Sending from the caller's pages").
   // 0: every send is copied by sendmsg(2).
-  size_t splice_min_bytes = 1 << 20;
+  size_t splice_min_bytes = 256 << 10;
 };
 
 struct ShmOptions {
