@@ -170,6 +170,7 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   bool start_splice(OutConn& conn, const Part& part);
   enum class Moved { kDone, kBlocked, kFailed };
   Moved splice_out(TcpPair& p, OutConn& conn);
+  Moved give_up_splicing(OutConn& conn);
   void progress_in(TcpPair& p, size_t c);
   ssize_t read_header_and_payload(InConn& conn, size_t* want);
   bool poke(TcpPair& p, bool in);

@@ -49,7 +49,24 @@ bool make_pipe(OutConn& conn) {
   return true;
 }
 
+// The call itself is not allowed or not supported here (a seccomp filter
+// answers EPERM or ENOSYS; a socket type without splice, EINVAL), as
+// opposed to the connection failing.
+bool refused(int err) { return err == EPERM || err == ENOSYS || err == EINVAL || err == EOPNOTSUPP; }
+
 }  // namespace
+
+// Copies from now on, on every connection: the part goes on by sendmsg
+// from where the socket took it to (hdr_done / data_done); what is still
+// in the pipe is dropped with it, as a rank that gives up does.
+TcpTransport::Moved TcpTransport::give_up_splicing(OutConn& conn) {
+  splice_broken_ = true;
+  conn.pipe_r = Fd();
+  conn.pipe_w = Fd();
+  conn.fed = 0;
+  conn.splicing = false;
+  return Moved::kDone;
+}
 
 bool TcpTransport::start_splice(OutConn& conn, const Part& part) {
   const size_t min = cfg_.tcp.splice_min_bytes;
@@ -74,13 +91,8 @@ TcpTransport::Moved TcpTransport::splice_out(TcpPair& p, OutConn& conn) {
       const ssize_t n = ::vmsplice(conn.pipe_w.get(), &v, 1, SPLICE_F_NONBLOCK);
       if (n > 0) {
         conn.fed += static_cast<size_t>(n);
-      } else if (errno != EAGAIN && errno != EINTR && conn.hdr_done + conn.data_done == conn.fed) {
-        // Refused outright (a seccomp filter, say): the bytes fed so far
-        // have left; the rest of this part and every later one are copied.
-        splice_broken_ = true;
-        conn.splicing = false;
-        conn.fed = 0;
-        return Moved::kDone;  // progress_out goes on with sendmsg from hdr_done/data_done
+      } else if (refused(errno)) {
+        return give_up_splicing(conn);
       }
     }
     const size_t sent = conn.hdr_done + conn.data_done;
@@ -89,6 +101,7 @@ TcpTransport::Moved TcpTransport::splice_out(TcpPair& p, OutConn& conn) {
                                SPLICE_F_NONBLOCK | SPLICE_F_MOVE | more);
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) return Moved::kBlocked;
+      if (refused(errno)) return give_up_splicing(conn);
       out_closed(p, conn, errno);
       return Moved::kFailed;
     }

@@ -6,6 +6,14 @@
 // and that exactly the held parts long enough were spliced
 // (TcpTransportInfo::spliced_bytes): a path that silently copied fails.
 #include <fmt/format.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
 
 #include <algorithm>
 #include <atomic>
@@ -218,6 +226,66 @@ INSTANTIATE_TEST_SUITE_P(
       return fmt::format("{}_{}ranks_{}_{}", p.param.algo == Algorithm::kRing ? "ring" : "hd", p.param.ranks,
                          p.param.count, p.param.in_place ? "in_place" : "out_of_place");
     });
+
+// Only this thread (a rank of run_ranks) gets the filter: vmsplice(2)
+// fails with EPERM, as under a container's seccomp profile that refuses it.
+bool refuse_vmsplice_in_this_thread() {
+  sock_filter prog[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_vmsplice, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog fprog{static_cast<unsigned short>(sizeof prog / sizeof prog[0]), prog};
+  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) == 0;
+}
+
+// Where vmsplice is refused, held sends are copied: every byte arrives, the
+// connection stays up, and nothing counts as spliced.
+TEST(TcpSpliceRefused, HeldSendsAreCopiedWhereVmspliceIsNotAllowed) {
+  constexpr size_t kLen = (3u << 20) + 17;
+  run_ranks(
+      2,
+      [&](Communicator& comm) {
+        Transport* t = comm.transport_for(1 - comm.rank());
+        ASSERT_NE(t, nullptr);
+        auto* info = dynamic_cast<tcp::TcpTransportInfo*>(t);
+        ASSERT_NE(info, nullptr);
+        Pair& p = *t->pair(1 - comm.rank());
+        std::vector<char> buf(kLen, '\0');
+        auto mem = t->register_memory(buf.data(), buf.size());
+        ASSERT_TRUE(mem) << mem.status().to_string();
+        if (comm.rank() == 0) {
+          ASSERT_TRUE(refuse_vmsplice_in_this_thread()) << "seccomp filter: " << std::strerror(errno);
+          for (size_t i = 0; i < kLen; ++i) buf[i] = pattern(9, i);
+          for (int m = 0; m < 2; ++m) {
+            auto tk = p.send_held(**mem, 0, kLen);
+            ASSERT_TRUE(tk) << tk.status().to_string();
+            Status s = p.wait_send(*tk, Clock::now() + 30s);
+            ASSERT_TRUE(s) << s.to_string();
+          }
+          EXPECT_EQ(info->spliced_bytes(), 0u);
+        } else {
+          for (int m = 0; m < 2; ++m) {
+            auto tk = p.recv(**mem, 0, kLen);
+            ASSERT_TRUE(tk) << tk.status().to_string();
+            Status s = p.wait_recv(*tk, Clock::now() + 30s);
+            ASSERT_TRUE(s) << s.to_string();
+            size_t wrong = 0;
+            for (size_t i = 0; i < kLen; ++i) wrong += buf[i] != pattern(9, i);
+            EXPECT_EQ(wrong, 0u) << "message " << m;
+            std::fill(buf.begin(), buf.end(), '\0');
+          }
+        }
+        int32_t x = comm.rank() + 1;
+        ASSERT_TRUE(comm.allreduce(&x, &x, 1, DataType::kI32, ReduceOp::kSum));
+        EXPECT_EQ(x, 3);
+      },
+      [](CommConfig& c) {
+        c.transport = "tcp";
+        c.timeout = 30s;
+      });
+}
 
 // A rank that gives up halfway through a spliced message first finishes
 // that frame, copied from where the socket took it to (the pipe's bytes are
