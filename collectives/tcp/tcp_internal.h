@@ -70,7 +70,8 @@ struct OutConn {
   // hdr_done + data_done of them have left it for the socket.
   bool splicing = false;
   size_t fed = 0;
-  Fd pipe_r, pipe_w;  // made at the first spliced part
+  Fd pipe_r, pipe_w;     // made at the first spliced part
+  bool no_pipe = false;  // none of a useful size could be made: copy
   // The reverse direction carries only the peer's stall notices (kStall
   // headers, tcp_transport.h): the part of one read so far.
   Header ctl{};

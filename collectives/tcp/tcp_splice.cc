@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
 
 #include "tcp/tcp_internal.h"
 
@@ -37,15 +38,23 @@ namespace {
 // way, 2026-11-24). 1 MiB is also fs.pipe-max-size's default: what an
 // unprivileged process may ask for (pipe(7)).
 constexpr int kPipeBytes = 1 << 20;
+// A smaller pipe loses to copying: a user's pipes past pipe-user-pages-soft
+// (64 MiB by default, pipe(7); 16 ranks on a host with a pipe to each peer
+// reach it) may not grow, and a new one may get as little as two pages.
+constexpr int kMinPipeBytes = 256 << 10;
 
+// False where no pipe of kMinPipeBytes can be had (out of descriptors, or
+// over the quota): the connection then copies.
 bool make_pipe(OutConn& conn) {
   int fds[2];
   if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return false;
-  conn.pipe_r = Fd(fds[0]);
-  conn.pipe_w = Fd(fds[1]);
-  // Best effort: past the user's pipe quota (pipe-user-pages-soft) the
-  // kernel refuses, and the pipe keeps its default size.
-  ::fcntl(fds[1], F_SETPIPE_SZ, kPipeBytes);
+  Fd r(fds[0]), w(fds[1]);
+  if (::fcntl(fds[1], F_SETPIPE_SZ, kPipeBytes) < kMinPipeBytes &&
+      ::fcntl(fds[1], F_SETPIPE_SZ, kMinPipeBytes) < kMinPipeBytes) {
+    return false;
+  }
+  conn.pipe_r = std::move(r);
+  conn.pipe_w = std::move(w);
   return true;
 }
 
@@ -71,7 +80,11 @@ TcpTransport::Moved TcpTransport::give_up_splicing(OutConn& conn) {
 bool TcpTransport::start_splice(OutConn& conn, const Part& part) {
   const size_t min = cfg_.tcp.splice_min_bytes;
   if (!part.held || min == 0 || part.len < min || splice_broken_) return false;
-  if (!conn.pipe_w && !make_pipe(conn)) return false;  // out of descriptors: copy this one
+  if (conn.no_pipe) return false;
+  if (!conn.pipe_w && !make_pipe(conn)) {
+    conn.no_pipe = true;  // not asked again for every part
+    return false;
+  }
   conn.hdr = Header{kMagic, kData, 0, part.len};
   // The header is written (copied) into the pipe: conn.hdr is rewritten
   // for the next part while the pipe may still reference this one's page.

@@ -9,7 +9,9 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
@@ -19,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -240,10 +243,11 @@ bool refuse_vmsplice_in_this_thread() {
   return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) == 0;
 }
 
-// Where vmsplice is refused, held sends are copied: every byte arrives, the
-// connection stays up, and nothing counts as spliced.
-TEST(TcpSpliceRefused, HeldSendsAreCopiedWhereVmspliceIsNotAllowed) {
-  constexpr size_t kLen = (3u << 20) + 17;
+// Rank 0 runs `impede` on its own thread, sends `messages` held messages of
+// `len` bytes and runs `restore`; the sends must be copied (spliced_bytes
+// stays 0), every byte must arrive, and the connection must stay usable.
+void expect_copied_when(size_t len, int messages, const std::function<bool()>& impede,
+                        const std::function<void()>& restore) {
   run_ranks(
       2,
       [&](Communicator& comm) {
@@ -252,27 +256,29 @@ TEST(TcpSpliceRefused, HeldSendsAreCopiedWhereVmspliceIsNotAllowed) {
         auto* info = dynamic_cast<tcp::TcpTransportInfo*>(t);
         ASSERT_NE(info, nullptr);
         Pair& p = *t->pair(1 - comm.rank());
-        std::vector<char> buf(kLen, '\0');
+        std::vector<char> buf(len, '\0');
         auto mem = t->register_memory(buf.data(), buf.size());
         ASSERT_TRUE(mem) << mem.status().to_string();
+        const Deadline deadline = Clock::now() + 30s;
         if (comm.rank() == 0) {
-          ASSERT_TRUE(refuse_vmsplice_in_this_thread()) << "seccomp filter: " << std::strerror(errno);
-          for (size_t i = 0; i < kLen; ++i) buf[i] = pattern(9, i);
-          for (int m = 0; m < 2; ++m) {
-            auto tk = p.send_held(**mem, 0, kLen);
-            ASSERT_TRUE(tk) << tk.status().to_string();
-            Status s = p.wait_send(*tk, Clock::now() + 30s);
-            ASSERT_TRUE(s) << s.to_string();
+          for (size_t i = 0; i < len; ++i) buf[i] = pattern(9, i);
+          ASSERT_TRUE(impede()) << std::strerror(errno);
+          Status s;
+          for (int m = 0; m < messages && s; ++m) {
+            auto tk = p.send_held(**mem, 0, len);
+            s = tk ? p.wait_send(*tk, deadline) : tk.status();
           }
+          restore();
+          ASSERT_TRUE(s) << s.to_string();
           EXPECT_EQ(info->spliced_bytes(), 0u);
         } else {
-          for (int m = 0; m < 2; ++m) {
-            auto tk = p.recv(**mem, 0, kLen);
+          for (int m = 0; m < messages; ++m) {
+            auto tk = p.recv(**mem, 0, len);
             ASSERT_TRUE(tk) << tk.status().to_string();
-            Status s = p.wait_recv(*tk, Clock::now() + 30s);
+            Status s = p.wait_recv(*tk, deadline);
             ASSERT_TRUE(s) << s.to_string();
             size_t wrong = 0;
-            for (size_t i = 0; i < kLen; ++i) wrong += buf[i] != pattern(9, i);
+            for (size_t i = 0; i < len; ++i) wrong += buf[i] != pattern(9, i);
             EXPECT_EQ(wrong, 0u) << "message " << m;
             std::fill(buf.begin(), buf.end(), '\0');
           }
@@ -285,6 +291,30 @@ TEST(TcpSpliceRefused, HeldSendsAreCopiedWhereVmspliceIsNotAllowed) {
         c.transport = "tcp";
         c.timeout = 30s;
       });
+}
+
+// Where vmsplice is refused, held sends are copied.
+TEST(TcpSpliceRefused, HeldSendsAreCopiedWhereVmspliceIsNotAllowed) {
+  // The filter stays on the rank's thread, which ends with run_ranks.
+  expect_copied_when((3u << 20) + 17, 2, refuse_vmsplice_in_this_thread, [] {});
+}
+
+// Where no pipe can be made (here: no descriptor left; in production also a
+// user over its pipe quota, whose pipes cannot grow), held sends are copied.
+TEST(TcpSpliceNoPipe, HeldSendsAreCopiedWhereNoPipeCanBeMade) {
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  // The lowest free descriptor becomes the limit: pipe2 fails with EMFILE,
+  // the sockets already open keep working.
+  auto impede = [&] {
+    const int lowest = ::dup(0);
+    if (lowest < 0) return false;
+    ::close(lowest);
+    rlimit tight = old;
+    tight.rlim_cur = static_cast<rlim_t>(lowest);
+    return ::setrlimit(RLIMIT_NOFILE, &tight) == 0;
+  };
+  expect_copied_when((2u << 20) + 3, 1, impede, [&] { ::setrlimit(RLIMIT_NOFILE, &old); });
 }
 
 // A rank that gives up halfway through a spliced message first finishes
