@@ -143,6 +143,10 @@ Result<CampaignCommand> decode_campaign(const json& j) {
   p.port_window = static_cast<uint16_t>(window);
   WEFT_ASSIGN_OR_RETURN(uint64_t stop, uint_in(j, "stop_at_spines", 0, 63));
   p.stop_at_spines = static_cast<int>(stop);
+  if (j.contains("ports_per_spine")) {  // absent from controllers before it existed: 1
+    WEFT_ASSIGN_OR_RETURN(uint64_t k, uint_in(j, "ports_per_spine", 1, 4096));
+    p.ports_per_spine = static_cast<int>(k);
+  }
   WEFT_RETURN_IF_ERROR(need(j, "targets", json::value_t::array));
   for (const auto& t : j["targets"]) {
     if (!t.is_number_unsigned() || t.get<uint64_t>() == 0 || t.get<uint64_t>() > 0xffffffffu) {
@@ -175,6 +179,7 @@ json encode_campaign(const CampaignCommand& c) {
           {"sport_count", c.plan.sport_count}, {"probes", c.plan.probes_per_port},
           {"rate", c.plan.rate_pps},     {"timeout_ms", c.plan.timeout_ms},
           {"retries", c.plan.retries},   {"stop_at_spines", c.plan.stop_at_spines},
+          {"ports_per_spine", c.plan.ports_per_spine},
           {"port_window", c.plan.port_window},
           {"targets", c.plan.targets},   {"skip", skip}};
 }

@@ -70,6 +70,8 @@ Status ProbeRunConfig::validate() const {
   p.retries = retries;
   p.port_window = port_window;
   p.stop_at_spines = stop_at_spines;
+  p.ports_per_spine = std::max(1, ports_per_spine);
+  if (ports_per_spine < 0) return invalid_argument(fmt::format("ports per spine must be >= 0 (0 = auto), got {}", ports_per_spine));
   return p.validate();
 }
 
@@ -87,7 +89,7 @@ db::CampaignSpec ProbeRunConfig::spec(const std::vector<HostEntry>& hosts) const
   json h = json::array();
   for (const auto& e : hosts) h.push_back({e.name, e.ip, e.control_port});
   json cfg = {{"hosts", h}, {"rate", rate_pps}, {"timeout_ms", timeout_ms}, {"retries", retries},
-              {"stop_at_spines", stop_at_spines}};
+              {"stop_at_spines", stop_at_spines}, {"ports_per_spine", ports_per_spine}};
   if (pairs) cfg["pairs"] = *pairs;
   s.config_json = cfg.dump();
   return s;

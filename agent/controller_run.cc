@@ -8,6 +8,8 @@
 #include <memory>
 #include <unordered_map>
 
+#include <fmt/ranges.h>
+
 #include "weft/probe/inference.h"
 
 namespace weft::agent {
@@ -115,6 +117,7 @@ asio::awaitable<void> sweep(Conn& c, Run& run, CampaignCommand cmd, ProbeSummary
         std::string name = ip_str(dst);
         for (const auto& h : hosts) if (parse_ip(h.ip) == dst) name = h.name;
         sum.spend.push_back({c.host.name + "->" + name, s[1].get<int>()});
+        if (s[3].is_boolean() && !s[3].get<bool>()) sum.incomplete.push_back(c.host.name + "->" + name);
         ++run.pairs_done;
       }
       c.done = true;
@@ -295,6 +298,9 @@ Result<ProbeSummary> run_probe(db::Database& db, const std::vector<HostEntry>& h
     p.retries = cfg.retries;
     p.port_window = cfg.port_window;
     p.stop_at_spines = cfg.stop_at_spines;
+    p.ports_per_spine = cfg.ports_per_spine > 0
+                            ? cfg.ports_per_spine
+                            : std::max<int>(1, static_cast<int>(targets[static_cast<size_t>(c.index)].size()));
     const int proto = cfg.backend == "tcp-syn" ? 6 : 17;
     for (const auto& k : have) {
       if (std::get<0>(k) != c.host_id || std::get<2>(k) != proto || std::get<4>(k) != cfg.dport) continue;
@@ -365,6 +371,12 @@ std::string format_summary(const ProbeSummary& s) {
     for (const auto& [pair, n] : s.spend) total += n;
     out += fmt::format("targeted: {} probes over {} pairs ({:.1f} per pair)\n", total, s.spend.size(),
                        static_cast<double>(total) / static_cast<double>(s.spend.size()));
+    if (!s.incomplete.empty()) {
+      // A failed link makes a spine unreachable for some pairs: expected then.
+      out += fmt::format("targeted: {} pair(s) ran out of ports before every spine had enough answered ports "
+                         "(a dead link, lost probes, or too few --ports): {}\n",
+                         s.incomplete.size(), fmt::join(s.incomplete, " "));
+    }
   }
   out += fmt::format("anomalies: {}\n", s.anomalies.size());
   for (const auto& a : s.anomalies) out += fmt::format("  {}: {}\n", a.kind, a.detail);

@@ -72,6 +72,9 @@ Status CampaignPlan::validate() const {
   if (rate_pps < 0) return invalid_argument("rate must be >= 0 (0 = unlimited)");
   if (port_window == 0) return invalid_argument("port window must be >= 1");
   if (stop_at_spines < 0 || stop_at_spines > 63) return invalid_argument("stop_at_spines must be in 0..63");
+  if (ports_per_spine < 1 || ports_per_spine > 4096) {
+    return invalid_argument(fmt::format("ports per spine must be in 1..4096 (got {})", ports_per_spine));
+  }
   return Status::ok();
 }
 
@@ -85,10 +88,25 @@ Result<CampaignOutcome> run_campaign(SenderBackend& backend, const CampaignPlan&
     out.spend[t].dst_ip = plan.targets[t];
     target_of[plan.targets[t]] = t;
   }
-  std::vector<std::set<std::pair<int, uint32_t>>> seen_paths(plan.targets.size());
+  // Per target: stable answered ports per path (a spine, or a TTL hop).
+  std::vector<std::map<std::pair<int, uint32_t>, int>> seen_paths(plan.targets.size());
   const bool targeted = plan.stop_at_spines > 0;
-  const uint16_t window = targeted ? static_cast<uint16_t>(std::min<int>(plan.port_window, plan.stop_at_spines))
-                                   : plan.port_window;
+  const uint16_t window =
+      targeted ? static_cast<uint16_t>(std::min<int>(plan.port_window, plan.stop_at_spines * plan.ports_per_spine))
+               : plan.port_window;
+  auto tally = [&](size_t t) {
+    PairSpend& s = out.spend[t];
+    s.spines_found = s.full_spines = 0;
+    for (const auto& [path, ports] : seen_paths[t]) {
+      if (path.first <= 0 && path.second == 0) continue;  // same leaf (or unknown): no spine
+      ++s.spines_found;
+      s.full_spines += ports >= plan.ports_per_spine;
+    }
+    // A same-leaf pair never crosses a spine: K answered ports say all there is.
+    const auto same = seen_paths[t].find({0, 0});
+    const bool same_leaf_done = same != seen_paths[t].end() && same->second >= plan.ports_per_spine;
+    s.complete = s.full_spines >= plan.stop_at_spines || same_leaf_done;
+  };
   uint32_t seq = plan.first_sequence;
   Pacer pacer(plan.rate_pps);
   ProbeStats base = backend.stats();
@@ -171,29 +189,20 @@ Result<CampaignOutcome> run_campaign(SenderBackend& backend, const CampaignPlan&
       out.stats.timed_out += open;
     }
     for (Flow& f : flows) {
-      if (f.have_path) {
-        seen_paths[f.target].insert({f.r.spine, f.r.hop_ip});
-        if (f.r.unstable) seen_paths[f.target].insert({f.r.other_spine, f.r.other_hop_ip});
-      }
+      // An unstable port is no port to plan on (db_path_table.cc skips it).
+      if (f.have_path && !f.r.unstable) ++seen_paths[f.target][{f.r.spine, f.r.hop_ip}];
       on_flow(f.r);
       ++out.flows;
     }
     if (targeted) {
-      for (size_t t = 0; t < plan.targets.size(); ++t) {
-        int spines = 0;
-        for (const auto& [s, hop] : seen_paths[t]) spines += (s > 0 || hop != 0) ? 1 : 0;
-        out.spend[t].spines_found = spines;
-        // A same-leaf pair never crosses a spine: one answered probe says all there is.
-        const bool same_leaf = seen_paths[t].count({0, 0}) > 0;
-        out.spend[t].complete = spines >= plan.stop_at_spines || same_leaf;
-      }
+      for (size_t t = 0; t < plan.targets.size(); ++t) tally(t);
       if (std::all_of(out.spend.begin(), out.spend.end(), [](const PairSpend& s) { return s.complete; })) break;
     }
   }
   for (size_t t = 0; t < plan.targets.size(); ++t) {
-    int spines = 0;
-    for (const auto& [s, hop] : seen_paths[t]) spines += (s > 0 || hop != 0) ? 1 : 0;
-    out.spend[t].spines_found = spines;
+    const bool was_complete = out.spend[t].complete;
+    tally(t);
+    if (!targeted) out.spend[t].complete = was_complete;
   }
   const ProbeStats& now = backend.stats();
   out.stats.sent = now.sent - base.sent;

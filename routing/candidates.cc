@@ -16,7 +16,9 @@ void CandidateStore::clear(size_t flows, size_t ports_per_flow) {
   colour_route_.clear();
   // Sized for a class on first use and kept: later classes write into pages
   // already faulted in (huge ones where the kernel allows, huge_pages.h).
-  const size_t ports = flows * ports_per_flow;
+  // (At most 64 ports a flow: a probe database may offer a thousand to a
+  // few pairs, and the vectors grow where a class needs more.)
+  const size_t ports = flows * std::min<size_t>(ports_per_flow, 64);
   reserve_huge(entries_, flows);
   reserve_huge(ports_, ports);
   reserve_huge(hops_, 5 * ports);  // routes <= ports, 3 switches on 2 tiers, 5 on 3

@@ -110,6 +110,7 @@ Result<Comparison> compare_routings(const topo::Fabric& f, const std::vector<int
   c.rounds = planned.stats.max_rounds;
   c.steps_in_rounds = planned.stats.steps_in_rounds;
   c.single_round_bound = planned.stats.max_single_round_bound;
+  c.steps_above_bound = planned.stats.steps - planned.stats.steps_at_bound;
 
   auto crossbar = make_crossbar_router(f, weft_order);
   WEFT_ASSIGN_OR_RETURN(auto d, run_case("(d) ideal switch", f, weft_order, job_c, *crossbar, opt));

@@ -181,6 +181,8 @@ class Planner {
       for (int id : ids) flows_[static_cast<size_t>(id)].steps.push_back(static_cast<int>(si));
       step_ids_.push_back(std::move(ids));
     }
+    host_flows_.assign(f_.hosts.size(), 0);
+    for (const FlowInfo& fi : flows_) ++host_flows_[static_cast<size_t>(f_.nics[static_cast<size_t>(fi.src_nic)].host)];
     return Status::ok();
   }
 
@@ -188,15 +190,17 @@ class Planner {
     PairQuery q{fi.src_nic, fi.dst_nic, opt_.protocol == "tcp" ? kProtoTcp : kProtoUdp,
                 dports_[static_cast<size_t>(fi.dst)]};
     const int ls = f_.nic_switch(fi.src_nic), ld = f_.nic_switch(fi.dst_nic);
-    if (ls == ld) {  // inside one leaf every port takes the same way: nothing to ask
-      fi.ci = cands_.add_empty();
-      return Status::ok();
-    }
-    WEFT_RETURN_IF_ERROR(table_.ports(q, opt_.sports, opt_.ports_per_pair, answer_));
+    // Inside one leaf every port takes the same way, but the port must still
+    // be one the table holds: a probe database vouches only for the ports it
+    // saw answered (planner.h, 2). As many as the host has flows always
+    // leave one free (4), and ask no more of the table.
+    const int host = f_.nics[static_cast<size_t>(fi.src_nic)].host;
+    const int want = ls == ld ? std::min(opt_.ports_per_pair, host_flows_[static_cast<size_t>(host)]) : opt_.ports_per_pair;
+    WEFT_RETURN_IF_ERROR(table_.ports(q, opt_.sports, want, answer_));
     fi.ci = cands_.add(
         answer_,
         [&](std::span<const int> rt) { return !rt.empty() && rt.front() == ls && rt.back() == ld && route_is_up(rt); },
-        [&](std::span<const int> rt) { return two_tier_ ? colour_of_[static_cast<size_t>(rt[1])] : -1; });
+        [&](std::span<const int> rt) { return two_tier_ && rt.size() == 3 ? colour_of_[static_cast<size_t>(rt[1])] : -1; });
     return Status::ok();
   }
 
@@ -221,6 +225,42 @@ class Planner {
                        f_.nic_qualified_name(fi.dst_nic));
   }
 
+  // Why a flow found no free port, and what to widen by how much: every flow
+  // of a host needs its own source port (planner.h, 4), so a pair needs as
+  // many ports on a route as its host has flows to be sure of one.
+  std::string starved_message(const FlowInfo& fi) const {
+    const int host = f_.nics[static_cast<size_t>(fi.src_nic)].host;
+    const int need = host_flows_[static_cast<size_t>(host)];
+    const auto ports = cands_.ports(fi.ci);
+    std::string per_route;
+    for (size_t r = 0; r < cands_.num_routes(fi.ci); ++r) {
+      const auto rt = cands_.route(fi.ci, r);
+      const auto n = std::count_if(ports.begin(), ports.end(), [&](const PortRoute& p) { return p.route == static_cast<int>(r); });
+      per_route += fmt::format("{}{} {}", per_route.empty() ? "" : ", ",
+                               rt.size() == 3 ? f_.switches[static_cast<size_t>(rt[1])].name : std::string("leaf"), n);
+    }
+    const std::string head = fmt::format(
+        "no free source port for {}: host '{}' sends {} flows, each on a source port of its own, and every port {} "
+        "holds for this pair on a usable route is taken (ports per route: {})",
+        flow_name(fi), f_.hosts[static_cast<size_t>(host)].name, need, table_.describe(), per_route);
+    if (opt_.sports.size() < static_cast<uint32_t>(need)) {
+      return fmt::format("{}; the source port range {}-{} holds {} ports: widen it by at least {} (--sport-range)", head,
+                         opt_.sports.lo, opt_.sports.hi, opt_.sports.size(), need - static_cast<int>(opt_.sports.size()));
+    }
+    if (ports.size() >= static_cast<size_t>(opt_.ports_per_pair)) {
+      return fmt::format("{}; {} ports per pair were asked for: ask for more (--ports-per-pair {})", head,
+                         opt_.ports_per_pair, 2 * opt_.ports_per_pair);
+    }
+    return fmt::format("{}; re-probe this pair until each spine it uses has {} answered ports "
+                       "(weft probe --targeted ... --ports-per-spine {}, or more --ports)", head, need, need);
+  }
+
+  std::string no_route_message(const FlowInfo& fi) const {
+    return fmt::format("no usable route for {}: {} holds no answered port of this pair in {}-{} over links that are up "
+                       "({} ports offered); re-probe the pair (weft probe), or check that its hosts are in the campaign",
+                       flow_name(fi), table_.describe(), opt_.sports.lo, opt_.sports.hi, cands_.ports(fi.ci).size());
+  }
+
   // Chooses fi.route for every flow of the class.
   Status choose_routes(const std::vector<int>& ids, PlanStats& stats) {
     std::vector<int> fabric;
@@ -230,17 +270,8 @@ class Planner {
       for (size_t r = 0; r < cands_.num_routes(fi.ci) && fi.route < 0; ++r) {
         if (cands_.usable(fi.ci, r)) fi.route = static_cast<int>(r);
       }
-      if (fi.route < 0 && f_.nic_switch(fi.src_nic) == f_.nic_switch(fi.dst_nic)) continue;  // any port will do
-      if (fi.route < 0 && fi.struck > 0) {
-        return failed_precondition(fmt::format(
-            "no free source port for {}: its host already uses every candidate port of its routes ({} ports per pair "
-            "in {}-{}); widen the port range or ask for more ports per pair",
-            flow_name(fi), opt_.ports_per_pair, opt_.sports.lo, opt_.sports.hi));
-      }
-      if (fi.route < 0) {
-        return unavailable(fmt::format("no usable route for {}: {} lists none over links that are up among {} ports",
-                                       flow_name(fi), table_.describe(), cands_.ports(fi.ci).size()));
-      }
+      if (fi.route < 0 && fi.struck > 0) return failed_precondition(starved_message(fi));
+      if (fi.route < 0) return unavailable(no_route_message(fi));
       if (f_.nic_switch(fi.src_nic) != f_.nic_switch(fi.dst_nic)) fabric.push_back(id);
     }
     if (fabric.empty()) return Status::ok();
@@ -304,12 +335,6 @@ class Planner {
       fi.sport = p;
       return true;
     };
-    if (fi.route < 0) {  // same leaf: any free port of the range
-      for (uint32_t p = opt_.sports.lo; p <= opt_.sports.hi; ++p) {
-        if (try_port(static_cast<uint16_t>(p))) return true;
-      }
-      return false;
-    }
     for (const PortRoute& pr : cands_.ports(fi.ci)) {
       if (pr.route == fi.route && try_port(pr.sport)) return true;
     }
@@ -334,12 +359,7 @@ class Planner {
       if (!starved) {
         for (int id : ids) {
           FlowInfo& fi = flows_[static_cast<size_t>(id)];
-          if (fi.route >= 0) {
-            set_path(fi, cands_.route(fi.ci, static_cast<size_t>(fi.route)));
-          } else {
-            const int leaf = f_.nic_switch(fi.src_nic);
-            set_path(fi, {&leaf, 1});
-          }
+          set_path(fi, cands_.route(fi.ci, static_cast<size_t>(fi.route)));
         }
         return Status::ok();
       }
@@ -348,11 +368,7 @@ class Planner {
         used.erase(std::find(used.begin(), used.end(), p));
       }
       ++stats.replans;
-      if (attempt >= 16) {
-        return failed_precondition(fmt::format(
-            "no free source port for {}: its host uses every candidate port of its routes; widen the port range or "
-            "ask for more ports per pair", flow_name(*starved)));
-      }
+      if (attempt >= 16) return failed_precondition(starved_message(*starved));
     }
   }
 
@@ -462,6 +478,7 @@ class Planner {
   std::vector<std::vector<int>> classes_;
   std::vector<std::vector<int>> step_ids_;  // per step: its flows, in the step's order
   std::vector<std::vector<uint16_t>> used_;  // per host: source ports in use
+  std::vector<int> host_flows_;              // per host: flows it sends (each needs a port of its own)
   CandidateStore cands_;  // the class being planned
   PairRoutes answer_;     // the path table's answer for one flow
   std::vector<ListEdge> edges_;

@@ -16,6 +16,9 @@ int fail(const Status& st) {
   for (char& c : msg) {
     if (c == '\n') c = ' ';
   }
+  // What went to stdout before the error is flushed first, so that a
+  // transcript of both streams reads in the order things happened.
+  std::fflush(stdout);
   fmt::print(stderr, "weft: error: {}\n", msg);
   return 1;
 }

@@ -51,9 +51,10 @@ struct Trial {
   Result<TrialResult> run(int t, uint32_t seed, bool failed, const topo::Fabric& fabric, const demo::Orders& orders) {
     const std::string plan_path = fmt::format("{}/plan-{}.json", dir, failed ? "fail" : std::to_string(t));
     WEFT_ASSIGN_OR_RETURN(demo::TrialPlan plan, demo::plan_trial(fabric, orders.weft, s.db_path(), cfg, plan_path));
-    int in_rounds = 0, single_round_bound = 0;
+    int in_rounds = 0, single_round_bound = 0, above = 0;
     for (const auto& st : plan.check.steps) {
       in_rounds += st.rounds > 1;
+      above += st.max_load > st.lower_bound;
       single_round_bound = std::max(single_round_bound, st.single_round_bound);
     }
     fmt::print("  route: {} flows planned on the probed ports, max load {} (lower bound {}){} -> {}\n",
@@ -97,6 +98,7 @@ struct Trial {
     r.rounds_b = plan.check.max_rounds;
     r.steps_in_rounds_b = in_rounds;
     r.single_round_bound_b = single_round_bound;
+    r.steps_above_bound_b = above;
     WEFT_ASSIGN_OR_RETURN(r.util_a, demo::measured_utilisation(fabric, a.bytes, a.seconds, cfg.rate_mbit));
     WEFT_ASSIGN_OR_RETURN(r.util_b, demo::measured_utilisation(fabric, b.bytes, b.seconds, cfg.rate_mbit));
     r.fabric = fabric;
@@ -153,7 +155,7 @@ Status run_emulated(const DemoConfig& cfg, const std::string& dir, bool own_dir)
       // weft's order needs (a targeted campaign, as at job launch).
       WEFT_RETURN_IF_ERROR(session->fabric().set_hash_seed(seed));
       WEFT_ASSIGN_OR_RETURN(demo::ProbeRun p, session->probe(demo::host_names(fabric, orders.weft), true));
-      fmt::print("  probe: targeted campaign {} (HD pairs until every spine has a port): {} flows in {:.1f} s\n",
+      fmt::print("  probe: targeted campaign {} (HD pairs until every spine has a port per flow of the host): {} flows in {:.1f} s\n",
                  p.campaign, p.flows, p.seconds);
     }
     WEFT_ASSIGN_OR_RETURN(TrialResult r, trial.run(t, seed, false, fabric, orders));
@@ -225,6 +227,7 @@ int run_demo(const DemoConfig& cfg) {
   }
   if (!st) {
     if (InterruptGuard::interrupted()) {
+      std::fflush(stdout);
       fmt::print(stderr, "weft demo: interrupted by signal {}: every process stopped, every namespace deleted\n",
                  InterruptGuard::signal_number());
       return 128 + InterruptGuard::signal_number();

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "cli_common.h"
+#include "path_source.h"
 #include "weft/agent/control.h"
 #include "weft/agent/controller.h"
 #include "weft/common/file_util.h"
@@ -21,6 +22,7 @@ struct ProbeArgs {
   int dport = 0;
   std::string targeted;
   int spines = 0;
+  bool ports_given = false;
   bool quiet = false;
 };
 
@@ -47,11 +49,15 @@ int run_probe(ProbeArgs& a) {
   if (a.dport < 0 || a.dport > 65535) return fail(invalid_argument("--dport is 1..65535"));
   a.cfg.dport = static_cast<uint16_t>(a.dport ? a.dport : (a.cfg.backend == "tcp-syn" ? 5201 : 4791));
   if (!a.targeted.empty()) {
-    if (a.spines < 1) return fail(invalid_argument("--targeted needs --spines S (stop once a pair has a port on each)"));
+    if (a.spines < 1) return fail(invalid_argument("--targeted needs --spines S (stop once a pair has ports on each)"));
+    if (a.cfg.ports_per_spine < 0) return fail(invalid_argument("--ports-per-spine must be >= 0 (0 = auto)"));
     auto pairs = schedule_pairs(a.targeted, static_cast<int>(hosts->size()));
     if (!pairs) return fail(pairs.status());
     a.cfg.pairs = *pairs;
     a.cfg.stop_at_spines = a.spines;
+    // Targeted, --ports is a cap: a pair stops as soon as its spines have
+    // their ports, so the default leaves room for K ports on many spines.
+    if (!a.ports_given) a.cfg.sport_count = kDbPortsPerPair;
   }
   a.cfg.progress = !a.quiet;
   auto db = db::Database::open(a.db);
@@ -76,7 +82,8 @@ void register_probe(CLI::App& app, Registry& reg) {
       "  weft probe --hosts hosts.txt --secret-file secret --db fabric.db\n"
       "  weft probe ... --backend tcp-syn --dport 5201   # the TCP transport's paths\n"
       "  weft probe ... --method ttl                     # switches that cannot rewrite DSCP\n"
-      "  weft probe ... --targeted allreduce-hd --spines 8   # job launch: only HD pairs\n"
+      "  weft probe ... --targeted allreduce-hd --spines 8   # job launch: only HD pairs, each until\n"
+      "        every spine has as many answered ports as its host has pairs (what weft route needs)\n"
       "Query the result: sqlite3 fabric.db 'SELECT * FROM paths LIMIT 5' (docs/database.md)");
   cmd->add_option("--hosts", a.hosts, "Hosts file: 'name ip [control_port]' per line, '#' comments")->required();
   cmd->add_option("--db", a.db, "SQLite database to write")->capture_default_str();
@@ -85,7 +92,9 @@ void register_probe(CLI::App& app, Registry& reg) {
   cmd->add_option("--backend", a.cfg.backend, "udp|tcp-syn|dpdk")->capture_default_str();
   cmd->add_option("--dport", a.dport, "Data port whose paths to learn (default 4791 udp, 5201 tcp-syn)");
   cmd->add_option("--sport-first", a.cfg.sport_first, "First source port")->capture_default_str();
-  cmd->add_option("--ports", a.cfg.sport_count, "Source ports per pair")->capture_default_str();
+  static CLI::Option* ports = cmd->add_option("--ports", a.cfg.sport_count,
+                                              "Source ports per pair (targeted: at most; default 1024 there)")
+                                  ->capture_default_str();
   cmd->add_option("--probes", a.cfg.probes_per_port, "Probes per 5-tuple (>1 finds unstable hashing)")
       ->capture_default_str();
   cmd->add_option("--rate", a.cfg.rate_pps, "Probes per second per sending host (0 = unlimited)")->capture_default_str();
@@ -95,10 +104,17 @@ void register_probe(CLI::App& app, Registry& reg) {
       ->capture_default_str();
   cmd->add_option("--probe-dscp", a.probe_dscp, "X: the DSCP probes leave with")->capture_default_str();
   cmd->add_option("--targeted", a.targeted, "Only the pairs of a collective (allreduce-hd, allreduce-ring)");
-  cmd->add_option("--spines", a.spines, "Targeted: stop a pair once it has a port on this many spines");
+  cmd->add_option("--spines", a.spines, "Targeted: stop a pair once this many spines have enough ports");
+  cmd->add_option("--ports-per-spine", a.cfg.ports_per_spine,
+                  "Targeted: answered ports a pair needs on each spine (0 = as many as its host has pairs: "
+                  "every flow of a host gets its own source port)")
+      ->capture_default_str();
   cmd->add_option("--batch", a.cfg.batch_rows, "Observations per database transaction")->capture_default_str();
   cmd->add_flag("-q,--quiet", a.quiet, "No progress bar");
-  cmd->callback([&reg] { reg.run = [] { return run_probe(a); }; });
+  cmd->callback([&reg] {
+    a.ports_given = ports->count() > 0;
+    reg.run = [] { return run_probe(a); };
+  });
 }
 
 }  // namespace weft::cli

@@ -41,7 +41,7 @@ struct RouteArgs {
   ModelSpec model;
   std::string protocol = "udp";
   std::string sports = "49152-65535";
-  int ports_per_pair = 64;
+  int ports_per_pair = 0;  // 0: 64 from a model, every probed port (up to 1024) from a database
   int dport = 29500;
   bool no_rounds = false;
   std::string out;
@@ -53,9 +53,13 @@ int run_route(const RouteArgs& a) {
   auto range = parse_port_range(a.sports);
   if (!range) return fail(range.status().with_context("--sport-range"));
   if (a.dport < 1 || a.dport > 65535) return fail(invalid_argument(fmt::format("--dport {} is not a port (1-65535)", a.dport)));
+  if (a.ports_per_pair < 0) return fail(invalid_argument("--ports-per-pair must be >= 1 (0 = auto)"));
+  // A database knows only the ports it probed: offer the planner all of them
+  // (a targeted campaign gathers per spine as many as a host has flows).
+  const int ports_per_pair = a.ports_per_pair > 0 ? a.ports_per_pair : a.paths == "model" ? 64 : kDbPortsPerPair;
   routing::PlannerOptions opt{.protocol = a.protocol,
                               .sports = *range,
-                              .ports_per_pair = a.ports_per_pair,
+                              .ports_per_pair = ports_per_pair,
                               .tcp_dport = static_cast<uint16_t>(a.dport),
                               .rounds = !a.no_rounds};
   auto fabric = topo::load_topology(a.topology);
@@ -70,7 +74,7 @@ int run_route(const RouteArgs& a) {
   if (!sched) return fail(sched.status());
   if (order->size() >= kProgressRanks) {
     fmt::print(stderr, "planning {} for {} ranks on {} ({} paths, {} ports per pair)...\n", a.collective,
-               order->size(), fabric->name, (*table)->describe(), a.ports_per_pair);
+               order->size(), fabric->name, (*table)->describe(), ports_per_pair);
   }
   auto planned = routing::plan_routes(*fabric, *order, *sched, **table, opt);
   if (!planned) return fail(planned.status());
@@ -139,7 +143,9 @@ void register_route(CLI::App& app, Registry& reg) {
   cmd->add_option("--protocol", a.protocol, "udp (RoCEv2) or tcp (one connection per direction)")->capture_default_str();
   cmd->add_option("--sport-range", a.sports, "Source ports to choose from, LO-HI (RoCEv2: flow label = port - 0xC000)")
       ->capture_default_str();
-  cmd->add_option("--ports-per-pair", a.ports_per_pair, "Candidate source ports per host pair")->capture_default_str();
+  cmd->add_option("--ports-per-pair", a.ports_per_pair,
+                  "Candidate source ports per host pair (0 = 64 from the model, every probed port up to 1024 from a "
+                  "database)")->capture_default_str();
   cmd->add_option("--dport", a.dport, "tcp: listen port of each host's first rank (then +1 per rank on the host)")
       ->capture_default_str();
   cmd->add_flag("--no-rounds", a.no_rounds, "Let flows share a link instead of splitting a step into rounds");

@@ -18,6 +18,11 @@
 
 namespace weft::cli {
 
+// Ports per pair a planner asks a probe database for: every port it holds
+// (campaigns probe at most this many per pair, targeted ones included), so
+// that the ports a targeted campaign gathered are all on offer.
+inline constexpr int kDbPortsPerPair = 1024;
+
 struct ModelSpec {
   std::string hash = "crc32";  // routing::make_hash model name
   uint32_t seed = 1;           // switch hash seed

@@ -16,6 +16,8 @@ CampaignCommand sample() {
   c.plan.sport_first = 50000;
   c.plan.sport_count = 13;
   c.plan.skip = {{0x0a000101, 50003}};
+  c.plan.stop_at_spines = 4;
+  c.plan.ports_per_spine = 3;
   return c;
 }
 
@@ -29,6 +31,17 @@ TEST(ControlTest, CampaignRoundTripsThroughTheParser) {
   EXPECT_EQ(back->plan.targets, c.plan.targets);
   EXPECT_EQ(back->plan.skip, c.plan.skip);
   EXPECT_EQ(back->plan.sport_count, 13);
+  EXPECT_EQ(back->plan.stop_at_spines, 4);
+  EXPECT_EQ(back->plan.ports_per_spine, 3);
+}
+
+// A controller from before ports_per_spine sends no such field: one port per spine, as it meant.
+TEST(ControlTest, ACampaignWithoutPortsPerSpineAsksForOne) {
+  json j = encode_campaign(sample());
+  j.erase("ports_per_spine");
+  auto back = decode_campaign(j);
+  ASSERT_TRUE(back) << back.status().to_string();
+  EXPECT_EQ(back->plan.ports_per_spine, 1);
 }
 
 struct Bad {
@@ -68,6 +81,9 @@ TEST(ControlTest, CampaignFieldsAreRangeChecked) {
   j = encode_campaign(sample());
   j["method"] = "magic";
   EXPECT_EQ(decode_campaign(j).status().message(), "unknown probe method 'magic' (dscp, ttl)");
+  j = encode_campaign(sample());
+  j["ports_per_spine"] = 0;
+  EXPECT_EQ(decode_campaign(j).status().message(), "field 'ports_per_spine' = 0 is outside 1..4096");
 }
 
 TEST(ControlTest, StatsSurviveTheirJsonForm) {

@@ -75,7 +75,7 @@ TEST_P(ProbeCampaignTest, EveryObservationMatchesTheFabricAndDscpAgreesWithTtl) 
   std::cout << "[figure] " << sz.s << "x" << sz.l << "x" << sz.h << " x " << kPorts << " ports, udp dscp: campaign "
             << summary_seconds(dscp.out) << " s (weft probe wall " << wall << " s)\n" << dscp.out;
   if (n == 32) {
-    EXPECT_LE(summary_seconds(dscp.out), 10.0) << "issue 4: all pairs of 8x8x4 x 64 ports in <= 10 s";
+    EXPECT_LE(summary_seconds(dscp.out), 10.0) << "all pairs of 8x8x4 x 64 ports in <= 10 s";
   }
 
   auto rows = load_paths((*fleet)->db_path(), 1);

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "demo_runner.h"
 #include "netns_fabric.h"
 #include "weft/common/file_util.h"
 
@@ -25,116 +26,8 @@ namespace weft::test {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
-struct Demo {
-  pid_t pid = -1;
-  std::string out, err;  // files
-};
-
-// Starts `weft demo ARGS` with stdout/stderr to files in `dir`.
-Demo start_demo(const std::string& dir, const std::vector<std::string>& args) {
-  Demo d{-1, dir + "/demo.out", dir + "/demo.err"};
-  std::vector<std::string> argv = {std::string(WEFT_BINARY_DIR) + "/weft", "demo"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  d.pid = ::fork();
-  if (d.pid == 0) {
-    if (!std::freopen(d.out.c_str(), "w", stdout) || !std::freopen(d.err.c_str(), "w", stderr)) ::_exit(127);
-    std::vector<char*> a;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
-    ::execv(a[0], a.data());
-    ::_exit(127);
-  }
-  return d;
-}
-
-// waitpid with a deadline; kills (SIGKILL) and fails the test on timeout.
-int wait_for(pid_t pid, std::chrono::seconds limit) {
-  const auto deadline = Clock::now() + limit;
-  for (;;) {
-    int st = 0;
-    if (::waitpid(pid, &st, WNOHANG) == pid) return st;
-    if (Clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &st, 0);
-      ADD_FAILURE() << "weft demo did not end within " << limit.count() << " s";
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
-
-std::string slurp(const std::string& path) {
-  auto text = read_file(path);
-  return text ? *text : std::string();
-}
-
-// The 1-, 5- and 15-minute load averages (proc(5)): the bandwidth figures
-// assume the CPU the kernel forwards with; a failure under a load far above
-// the core count says the machine was shared, not that the plan was wrong.
-std::string load_average() {
-  const std::string l = slurp("/proc/loadavg");
-  size_t end = 0;
-  for (int field = 0; field < 3 && end != std::string::npos; ++field) end = l.find(' ', end + (field ? 1 : 0));
-  return fmt::format("load average {} on {} cores", l.substr(0, end), std::thread::hardware_concurrency());
-}
-
-// Waits until the file contains `text` (or the process ended, or time ran out).
-bool wait_for_text(const std::string& path, const std::string& text, pid_t pid, std::chrono::seconds limit) {
-  const auto deadline = Clock::now() + limit;
-  while (Clock::now() < deadline) {
-    if (slurp(path).find(text) != std::string::npos) return true;
-    if (::waitpid(pid, nullptr, WNOHANG) == pid) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
-}
-
-std::vector<std::string> namespaces_with(const std::string& prefix) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator("/run/netns")) {
-    if (e.path().filename().string().rfind(prefix, 0) == 0) out.push_back(e.path().filename().string());
-  }
-  return out;
-}
-
-// Processes whose command line mentions `marker` (every process the demo
-// starts names its work directory: agents' secret, workers' --dir, probe's db).
-std::vector<pid_t> processes_with(const std::string& marker) {
-  std::vector<pid_t> out;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmd = slurp(e.path().string() + "/cmdline");
-    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
-    if (cmd.find(marker) != std::string::npos && std::stoi(name) != ::getpid()) {
-      out.push_back(std::stoi(name));
-    }
-  }
-  return out;
-}
-
-// Everything gone: namespaces (the reaper may still be at it: wait a little).
-void expect_clean(const std::string& prefix, const std::string& marker, const std::string& owned_dir = "") {
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
-  while (!namespaces_with(prefix).empty() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  EXPECT_EQ(namespaces_with(prefix), std::vector<std::string>{}) << "namespaces left behind";
-  EXPECT_EQ(processes_with(marker), std::vector<pid_t>{}) << "processes left behind";
-  if (!owned_dir.empty()) {
-    EXPECT_FALSE(fs::exists(owned_dir)) << "the demo's own work dir is gone";
-  }
-}
-
-std::string test_dir() {
-  const std::string d = fmt::format("/tmp/weft-demo-test-{}-{}", ::getpid(),
-                                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-// The acceptance run of issue 7 at a test's size: 5 trials, each a new ECMP
+// The demo's acceptance run at a test's size: 5 trials, each a new ECMP
 // hash seed; (b) within 15% of the ideal, (b)/(a) >= 1.5 on average, every
 // AllReduce verified (the demo fails otherwise); then spine 2 - leaf 3 fails:
 // the re-probe finds it dead, the new plan meets the surviving links' bound

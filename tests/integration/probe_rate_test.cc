@@ -1,7 +1,6 @@
 // Send rate of the DPDK backend against the kernel UDP backend, in one run,
-// from one host's veth of a netns fabric to a reflector on the same leaf
-// (issue 4: "the DPDK backend's send rate against the socket backend's on the
-// same veth, measured in one run"). Only send() is timed; each batch's
+// from one host's veth of a netns fabric to a reflector on the same leaf,
+// both measured in one run on the same veth. Only send() is timed; each batch's
 // answers are awaited before the next, and a rate counts only if the probes
 // arrived (>= 99% answered, under the campaign's key, sequences exact).
 // Skips, saying why, without root or without DPDK.

@@ -203,6 +203,61 @@ TEST_P(TargetedTest, StopsPerPairOnceEverySpineHasAPort) {
 }
 INSTANTIATE_TEST_SUITE_P(Spines, TargetedTest, ::testing::Values(2, 3, 5, 8));
 
+// K ports per spine (a planner needs one per flow of the sending host):
+// every pair stops with at least K answered ports on each spine, in windows
+// of S·K ports, and a same-leaf pair after K answered ports; a lossy backend
+// (every 3rd send dropped) only costs retries.
+class TargetedPortsTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(TargetedPortsTest, StopsPerPairOnceEverySpineHasKAnsweredPorts) {
+  const auto [spines, k, drop_every] = GetParam();
+  ScriptedBackend be(spines, drop_every);
+  CampaignPlan plan;
+  plan.targets = {20, 31, 47, 3};  // 3 is on the sender's leaf
+  plan.sport_first = 50000;
+  plan.sport_count = 2048;
+  plan.stop_at_spines = spines;
+  plan.ports_per_spine = k;
+  plan.port_window = 4096;
+  plan.rate_pps = 0;
+  plan.timeout_ms = 5;
+  std::map<uint32_t, std::map<int, int>> ports_of;  // dst -> spine -> answered ports
+  auto out = run_campaign(be, plan, [&](const FlowResult& f) {
+    if (f.answered > 0) ++ports_of[f.dst_ip][f.spine];
+  });
+  ASSERT_TRUE(out) << out.status().to_string();
+  for (const PairSpend& s : out->spend) {
+    SCOPED_TRACE(s.dst_ip);
+    EXPECT_TRUE(s.complete);
+    if (s.dst_ip == 3) {
+      EXPECT_EQ(ports_of[3][0], spines * k) << "a same-leaf pair: one window of S*K ports, all answered";
+      continue;
+    }
+    EXPECT_EQ(s.spines_found, spines);
+    EXPECT_EQ(s.full_spines, spines);
+    EXPECT_LT(s.probes, 2048) << "stopped early";
+    for (int sp = 1; sp <= spines; ++sp) EXPECT_GE(ports_of[s.dst_ip][sp], k) << "spine " << sp;
+    // It stopped at the first window that completed it: one window less would not have.
+    int windows = 0;
+    for (const auto& [sp, n] : ports_of[s.dst_ip]) windows += n;
+    EXPECT_EQ(windows % (spines * k), 0) << "whole windows of S*K ports";
+  }
+}
+INSTANTIATE_TEST_SUITE_P(SpinesAndPorts, TargetedPortsTest,
+                         ::testing::Values(std::tuple{2, 1, 0}, std::tuple{2, 4, 0}, std::tuple{3, 3, 3},
+                                           std::tuple{4, 5, 0}, std::tuple{5, 2, 3}, std::tuple{8, 7, 0}));
+
+TEST(CampaignTest, PortsPerSpineOutside1To4096IsRejected) {
+  ScriptedBackend be(2, 0);
+  CampaignPlan p;
+  p.targets = {20};
+  p.ports_per_spine = 0;
+  EXPECT_EQ(run_campaign(be, p, [](const FlowResult&) {}).status().message(), "ports per spine must be in 1..4096 (got 0)");
+  p.ports_per_spine = 4097;
+  EXPECT_EQ(run_campaign(be, p, [](const FlowResult&) {}).status().message(),
+            "ports per spine must be in 1..4096 (got 4097)");
+}
+
 TEST(CampaignTest, InvalidPlansAreRejectedWithAReason) {
   ScriptedBackend be(2, 0);
   CampaignPlan p;

@@ -1,6 +1,8 @@
 // demo_plan.h: inferred fabric -> rank -> route -> check -> simulate.
 #include "demo_plan.h"
 
+#include "../path_source.h"
+
 #include <algorithm>
 #include <random>
 
@@ -81,6 +83,7 @@ Result<TrialPlan> plan_trial(const topo::Fabric& f, const ranking::RankOrder& or
   routing::PlannerOptions opt;
   opt.protocol = "tcp";
   opt.tcp_dport = cfg.dport;
+  opt.ports_per_pair = kDbPortsPerPair;
   WEFT_RETURN_IF_ERROR(routing::validate(opt, f, order));
   WEFT_ASSIGN_OR_RETURN(auto table, probe::open_db_path_table(f, db_path));
   const uint64_t count = cfg.bytes / 4;

@@ -164,7 +164,8 @@ std::string results_json(const DemoConfig& cfg, const std::vector<TrialResult>& 
                     {"seconds_a", t.seconds_a}, {"seconds_b", t.seconds_b}, {"ratio", t.busbw_b / t.busbw_a},
                     {"b_over_ideal", t.busbw_b / t.ideal}, {"max_load_b", t.max_load_b},
                     {"lower_bound_b", t.lower_bound_b}, {"rounds_b", t.rounds_b},
-                    {"steps_in_rounds_b", t.steps_in_rounds_b}, {"single_round_bound_b", t.single_round_bound_b}});
+                    {"steps_in_rounds_b", t.steps_in_rounds_b}, {"single_round_bound_b", t.single_round_bound_b},
+                    {"steps_above_bound_b", t.steps_above_bound_b}});
     if (!t.failed_link) ratio.push_back(t.busbw_b / t.busbw_a), vs_ideal.push_back(t.busbw_b / t.ideal);
   }
   const Stats r = stats(ratio), v = stats(vs_ideal);

@@ -27,6 +27,7 @@ struct TrialResult {
   int rounds_b = 1;                            // most rounds of a step in (b)'s plan
   int steps_in_rounds_b = 0;                   // steps of (b)'s plan in more than one round
   int single_round_bound_b = 0;                // the bound (b) would have without rounds
+  int steps_above_bound_b = 0;                 // steps of (b) whose load (per round) exceeds their own bound
   std::vector<double> util_a, util_b;          // per directed link of `fabric`
   topo::Fabric fabric;                         // the probed fabric of this run
 };

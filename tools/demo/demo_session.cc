@@ -129,8 +129,9 @@ Result<ProbeRun> DemoSession::probe(const std::vector<std::string>& hosts, bool 
                                    "--backend", "tcp-syn", "--dport", std::to_string(cfg_.dport), "--rate", "20000",
                                    "--quiet"};
   if (targeted) {
-    // Windows of S ports until each HD pair has a port on every spine.
-    for (const char* a : {"--targeted", "allreduce-hd", "--ports", "256"}) argv.push_back(a);
+    // Windows of ports until each HD pair has, on every spine, as many
+    // answered ports as its host has HD partners (controller.h).
+    for (const char* a : {"--targeted", "allreduce-hd"}) argv.push_back(a);
     argv.push_back("--spines");
     argv.push_back(std::to_string(cfg_.spines));
   } else {

@@ -51,6 +51,7 @@ Status run_simulated(const DemoConfig& cfg) {
     t.rounds_b = weft.rounds;
     t.steps_in_rounds_b = weft.steps_in_rounds;
     t.single_round_bound_b = weft.single_round_bound;
+    t.steps_above_bound_b = weft.steps_above_bound;
     t.util_a = a.utilisation;
     t.util_b = weft.utilisation;
     t.fabric = fab;

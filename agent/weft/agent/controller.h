@@ -45,9 +45,14 @@ struct ProbeRunConfig {
   int retries = 2;
   uint16_t port_window = 16;  // source ports an agent probes (and reports) at a time
   // Targeted campaign: only these directed (src, dst) host-index pairs, each
-  // stopping once it has a port on every one of stop_at_spines spines.
+  // stopping once it has ports_per_spine answered ports on every one of
+  // stop_at_spines spines. ports_per_spine 0 = per sending host, the number
+  // of pairs it sends on: a planner gives each of a host's flows its own
+  // source port, so that many ports per spine always leave one free
+  // (probe/weft/probe/campaign.h).
   std::optional<std::vector<std::pair<int, int>>> pairs;
   int stop_at_spines = 0;
+  int ports_per_spine = 0;
   int connect_timeout_ms = 5000;
   int batch_rows = 4096;       // observations per DB transaction
   bool progress = false;       // draw a progress bar with ETA on stderr
@@ -72,6 +77,7 @@ struct ProbeSummary {
   int spines = 0;
   std::vector<db::Anomaly> anomalies;
   std::vector<std::pair<std::string, int>> spend;  // targeted: "src->dst", probes
+  std::vector<std::string> incomplete;              // targeted: "src->dst" pairs that did not complete
   double seconds = 0;
 };
 

@@ -4,10 +4,16 @@
 // 5-tuple that answered with two different spines is flagged unstable (hash
 // instability or a flapping link).
 //
-// Targeted mode (job launch): stop_at_spines = S probes each pair only until it
-// has seen S distinct spines (every usable spine has a port), a window of S
-// ports at a time; the expected cost is the coupon-collector bound S·H(S) ≈
-// S·ln S probes per pair. Probes spent per pair are reported.
+// Targeted mode (job launch): stop_at_spines = S probes each pair only until
+// it has K = ports_per_spine answered ports on each of S distinct spines
+// (a same-leaf pair: K answered ports), a window of S·K ports at a time. The
+// expected cost is the coupon-collector bound for K copies of S coupons,
+// about S·(ln S + (K−1)·ln ln S + K) probes per pair (Newman & Shepp, "The
+// double dixie cup problem", 1960). Why K: a planner gives every flow that
+// leaves one host a distinct source port (routing/planner.h), so a host
+// with K flows may need K ports of one pair on one spine; K = the number of
+// pairs the host probes guarantees one is always free. Probes spent per pair
+// are reported.
 //
 //   CampaignPlan plan{.targets = {...}, .sport_first = 49152, .sport_count = 64};
 //   auto out = run_campaign(*backend, plan, [&](const FlowResult& f) { ... }, &cancel);
@@ -34,6 +40,7 @@ struct CampaignPlan {
   int retries = 2;           // resends of an unanswered probe
   uint16_t port_window = 16;  // source ports (sockets) per window: results stream out per window
   int stop_at_spines = 0;      // targeted mode: S > 0
+  int ports_per_spine = 1;     // targeted mode: K answered ports on each of the S spines
   std::set<std::pair<uint32_t, uint16_t>> skip;  // (dst, sport) already recorded (resume)
   uint32_t first_sequence = 1;
 
@@ -58,7 +65,8 @@ struct PairSpend {
   uint32_t dst_ip = 0;
   int probes = 0;
   int spines_found = 0;
-  bool complete = false;  // targeted: reached stop_at_spines
+  int full_spines = 0;    // spines with at least ports_per_spine answered ports
+  bool complete = false;  // targeted: K ports on each of stop_at_spines spines
 };
 
 struct CampaignOutcome {

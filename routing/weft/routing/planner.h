@@ -15,8 +15,10 @@
 //      ours has one).
 //   2. Per flow the path table says which of `ports_per_pair` source ports
 //      land on which route; routes over links that are down are dropped.
-//      Flows inside one leaf take any free port (every port goes the same
-//      way) without asking.
+//      Every planned port is one the table offered: a probe database offers
+//      only ports it saw answered, so a port nobody probed is never planned.
+//      Flows inside one leaf (every port goes the same way) ask for as many
+//      ports as their host has flows.
 //   3. 2-tier Clos: the step is a bipartite multigraph (source leaf ->
 //      destination leaf) coloured with the spines, each flow restricted to
 //      the spines its ports reach (list_edge_coloring.h: exact by König when
@@ -27,7 +29,11 @@
 //      host, so a TCP transport binds it without SO_REUSEADDR tricks and
 //      never collides with a listen port (those lie outside the range, or are
 //      refused). A route whose ports are all taken is struck from that flow's
-//      list and the step planned again.
+//      list and the step planned again. A pair whose table offers a route
+//      as many ports as its host has flows always finds one free (a
+//      targeted probe campaign gathers that many: probe/campaign.h); where
+//      none is left, the error names the pair, the ports per route, and what
+//      to widen (the port range, ports per pair) or re-probe, by how much.
 //   5. Rounds (rounds.h, docs/route-plan.md "Rounds"): a class whose flows
 //      still share a directed switch-to-switch link (a failed link left a
 //      leaf fewer uplinks than flows) is split into rounds by first-fit
