@@ -185,9 +185,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadOptions{opts("tcp", 64, {29000, 30000}, 29500),
                    "listen port 29500 lies inside the source port range 29000-30000"},
         BadOptions{opts("udp", 64, {49152, 49153}, 29500),
-                   "no free source port for rank 0 (h1-1:eth0) -> rank 4 (h2-1:eth0): its host already uses every "
-                   "candidate port of its routes (64 ports per pair in 49152-49153); widen the port range or ask for "
-                   "more ports per pair"}));
+                   "no free source port for rank 0 (h1-1:eth0) -> rank 4 (h2-1:eth0): host 'h1-1' sends 3 flows, "
+                   "each on a source port of its own, and every port model crc32 holds for this pair on a usable "
+                   "route is taken (ports per route: s4 1, s1 1); the source port range 49152-49153 holds 2 ports: "
+                   "widen it by at least 1 (--sport-range)"}));
 
 }  // namespace
 }  // namespace weft::routing

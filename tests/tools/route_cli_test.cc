@@ -116,9 +116,10 @@ INSTANTIATE_TEST_SUITE_P(
                  "--sport-range: port range 60000-50000 is empty (low end above high end)"},
         BadRoute{"bad_port_range", "--sport-range 49152", "--sport-range: bad port range '49152' (LO-HI, e.g. 49152-65535)"},
         BadRoute{"impossible_port_range", "--sport-range 49152-49153",
-                 "no free source port for rank 1 (h1-2:eth0) -> rank 8 (h3-1:eth0): its host already uses every "
-                 "candidate port of its routes (64 ports per pair in 49152-49153); widen the port range or ask for "
-                 "more ports per pair"},
+                 "no free source port for rank 1 (h1-2:eth0) -> rank 8 (h3-1:eth0): host 'h1-2' sends 4 flows, "
+                 "each on a source port of its own, and every port model crc32 holds for this pair on a usable route "
+                 "is taken (ports per route: s4 1, s1 1); the source port range 49152-49153 holds 2 ports: widen it "
+                 "by at least 2 (--sport-range)"},
         BadRoute{"listen_port_in_range", "--protocol tcp --dport 50000",
                  "listen port 50000 lies inside the source port range 49152-65535"},
         BadRoute{"unknown_hash", "--hash fnv", "unknown hash model 'fnv' (crc32, linux-l4, linux-l3)"},
