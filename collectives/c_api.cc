@@ -4,6 +4,9 @@
 
 #include <string>
 
+#include <fmt/format.h>
+
+#include "bootstrap/listen_address.h"
 #include "weft/collectives/communicator.h"
 
 struct weft_comm {
@@ -45,9 +48,13 @@ weft::Status create(const weft_comm_config_t& c, weft_comm_t** out) {
   if (!out) return weft::invalid_argument("weft_comm_create: out is NULL");
   if (!c.store) return weft::invalid_argument("weft_comm_create: config.store is NULL (tcp://host:port or file:/dir)");
   const auto timeout = std::chrono::milliseconds(c.timeout_ms > 0 ? c.timeout_ms : 60000);
+  CommConfig cfg;
+  cfg.tcp.listen_address = c.listen_address ? c.listen_address : "";
+  cfg.tcp.socket_ifname = c.socket_ifname ? c.socket_ifname : "";
+  // Before the store is opened (bootstrap/listen_address.h says why).
+  WEFT_RETURN_IF_ERROR(internal::check_listen_overrides(cfg.tcp).with_context(fmt::format("rank {}", c.rank)));
   auto h = std::make_unique<weft_comm>();
   WEFT_ASSIGN_OR_RETURN(h->store, open_store(c.store, c.rank, Clock::now() + timeout));
-  CommConfig cfg;
   cfg.rank = c.rank;
   cfg.size = c.size;
   cfg.transport = c.transport ? c.transport : "auto";
@@ -67,7 +74,7 @@ weft::Status create(const weft_comm_config_t& c, weft_comm_t** out) {
 extern "C" {
 
 void weft_comm_config_init(weft_comm_config_t* c) {
-  if (c) *c = weft_comm_config_t{0, 1, nullptr, nullptr, nullptr, nullptr, 0};
+  if (c) *c = weft_comm_config_t{0, 1, nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr};
 }
 
 weft_status_t weft_comm_create(const weft_comm_config_t* config, weft_comm_t** out) {

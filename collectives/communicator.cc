@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "bootstrap/listen_address.h"
 #include "communicator_impl.h"
 #include "cpu_placement.h"
 #include "idle_wait.h"
@@ -79,6 +80,15 @@ Status Communicator::Impl::setup(Store& store) {
       WEFT_RETURN_IF_ERROR(routing::apply_plan_rounds(*cfg.plan, hd));
     }
   }
+  // The TCP listen address (listen_address.h): an override is checked
+  // (whatever the transport, as launch_info_from_env does) before this rank
+  // writes to the store, so that a wrong one fails here at once.
+  WEFT_ASSIGN_OR_RETURN(const std::vector<internal::NetInterface> interfaces, internal::local_interfaces());
+  const std::string route_address = store.local_address();
+  WEFT_ASSIGN_OR_RETURN(const internal::ListenOverrides listen, internal::listen_overrides(cfg.tcp));
+  if (listen.any()) {
+    WEFT_ASSIGN_OR_RETURN(cfg.tcp.listen_address, internal::override_address(listen, interfaces, route_address));
+  }
   if (cfg.host.empty()) cfg.host = this_host();
   // Host names: who shares memory with whom (shm, hybrid).
   WEFT_RETURN_IF_ERROR(store.set(fmt::format("{}/host/{}", cfg.store_prefix, me), cfg.host));
@@ -91,6 +101,9 @@ Status Communicator::Impl::setup(Store& store) {
     if (hosts[static_cast<size_t>(r)] == cfg.host) local.push_back(r);
   }
   host_count = static_cast<int>(distinct.size());
+  if (cfg.tcp.listen_address.empty()) {
+    cfg.tcp.listen_address = internal::default_listen_address(host_count, route_address, interfaces);
+  }
   std::map<std::string, int> index;
   for (const auto& h : hosts) {
     auto it = index.emplace(h, static_cast<int>(index.size())).first;

@@ -308,7 +308,8 @@ void register_bench(CLI::App& app, Registry& reg) {
   cmd->add_flag("--once", args->once,
                 "one call per size, timed and then verified (for fabrics where a call takes seconds)");
   cmd->add_option("--listen-address", args->listen_address,
-                  "tcp: this rank's address peers connect to (default 127.0.0.1; a host's fabric IP)");
+                  "tcp: this rank's address peers connect to (default: WEFT_LISTEN_ADDR, WEFT_SOCKET_IFNAME,\n"
+                  "127.0.0.1 on one host, else the address towards the store; docs/collectives.md)");
   cmd->add_option("--socket-buffer", args->socket_buffer,
                   "tcp: SO_SNDBUF/SO_RCVBUF per connection (0 = the transport's 4 MiB); it also bounds how far\n"
                   "a rank that finished a step early can send into the next (its peer may still be receiving)")

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "bootstrap/listen_address.h"
 #include "tcp/socket.h"
 #include "weft/collectives/store.h"
 
@@ -55,6 +56,9 @@ Result<LaunchInfo> launch_info_from_env() {
   if (!found) {
     return not_found("no launcher environment: set RANK and WORLD_SIZE (torchrun), or run under mpirun or srun");
   }
+  // A listen-address override that names nothing on this host fails here,
+  // before the rank opens the store (listen_address.h says why).
+  WEFT_RETURN_IF_ERROR(internal::check_listen_overrides(TcpOptions{}).with_context("environment"));
   if (const char* st = env("WEFT_STORE")) {
     info.store = st;
   } else if (env("MASTER_ADDR") && env("MASTER_PORT")) {

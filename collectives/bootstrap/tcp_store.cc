@@ -1,6 +1,8 @@
 // The TCP rendezvous store (store.h). The server is a poll(2) loop on a
 // background thread; the set of keys is small (a few per rank), so a map and
 // a list of waiting gets are enough.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -127,6 +129,17 @@ Result<std::unique_ptr<TcpStore>> TcpStore::open(const std::string& host, uint16
   if (!fd) return fd.status().with_context("TCP store (MASTER_ADDR:MASTER_PORT)");
   s->fd_ = fd->release();
   return s;
+}
+
+std::string TcpStore::local_address() const {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  char buf[INET_ADDRSTRLEN] = {};
+  if (fd_ < 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0 || a.sin_family != AF_INET ||
+      !::inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf)) {
+    return "";
+  }
+  return buf;
 }
 
 TcpStore::~TcpStore() {

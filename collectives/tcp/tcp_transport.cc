@@ -333,7 +333,11 @@ Status TcpTransport::connect(Store& store, Deadline deadline) {
 
 Result<std::unique_ptr<Transport>> make_tcp_transport(const TransportConfig& config, Store& store,
                                                       Deadline deadline) {
-  auto t = std::make_unique<TcpTransport>(config);
+  // The communicator chooses an address for "" (TcpOptions); a transport
+  // made on its own knows nothing of hosts, and stays on loopback.
+  TransportConfig c = config;
+  if (c.tcp.listen_address.empty()) c.tcp.listen_address = "127.0.0.1";
+  auto t = std::make_unique<TcpTransport>(c);
   WEFT_RETURN_IF_ERROR(t->connect(store, deadline));
   return std::unique_ptr<Transport>(std::move(t));
 }

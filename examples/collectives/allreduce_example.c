@@ -21,10 +21,12 @@ int main(void) {
     fprintf(stderr, "allreduce: %s: %s\n", weft_status_name(s), weft_last_error());
     return 1;
   }
+  /* Small integers add up exactly in double: every element must be the sum. */
   const double want = size * (size + 1) / 2.0;
-  printf("rank %d of %d: sum %g (expected %g)\n", rank, size, v[n - 1], want);
-  const int ok = v[0] == want && v[n - 1] == want;
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) wrong += v[i] != want;
+  printf("rank %d of %d: sum %g (expected %g), %zu of %zu elements wrong\n", rank, size, v[n - 1], want, wrong, n);
   free(v);
   weft_comm_destroy(comm);
-  return ok ? 0 : 1;
+  return wrong == 0 ? 0 : 1;
 }

@@ -53,8 +53,17 @@ typedef struct {
   const char* host;       /* NULL = gethostname() */
   const char* plan_path;  /* route plan file (weft route), or NULL */
   int timeout_ms;         /* every call's deadline; 0 = 60000 */
+  /* Where TCP peers connect to this rank (TcpOptions::listen_address in
+   * transport.h has the rules). NULL: WEFT_LISTEN_ADDR or WEFT_SOCKET_IFNAME
+   * from the environment, else loopback on one host and, across hosts, the
+   * address on the route to the store's host. At most one of the two. */
+  const char* listen_address; /* an IPv4 address of this host */
+  const char* socket_ifname;  /* interfaces, as NCCL_SOCKET_IFNAME: "eth1", "^docker,lo" */
 } weft_comm_config_t;
 
+/* Every field to its default (as commented above). Fields are only ever
+ * appended: code that calls this, then sets the fields it knows, builds and
+ * behaves as before against a newer weft. */
 void weft_comm_config_init(weft_comm_config_t* config);
 weft_status_t weft_comm_create(const weft_comm_config_t* config, weft_comm_t** out);
 /* Rank, size and store from torchrun, Open MPI or Slurm variables (plus

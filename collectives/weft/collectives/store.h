@@ -27,6 +27,10 @@ class Store {
   // Waits until the key exists; kDeadlineExceeded names the key.
   virtual Result<std::string> get(const std::string& key,
                                   std::chrono::steady_clock::time_point deadline) = 0;
+  // This process's IPv4 address on its way to the rendezvous, "" when the
+  // store cannot tell (files): the network the job was started on, where
+  // the TCP transport listens by default (TcpOptions::listen_address).
+  virtual std::string local_address() const { return ""; }
 };
 
 // In-process store: ranks that are threads of one process (tests, loopback).
@@ -35,6 +39,8 @@ class MemoryStore final : public Store {
   Status set(const std::string& key, const std::string& value) override;
   Result<std::string> get(const std::string& key,
                           std::chrono::steady_clock::time_point deadline) override;
+  // The ranks are threads of this process: loopback reaches them all.
+  std::string local_address() const override { return "127.0.0.1"; }
 
  private:
   std::mutex mu_;
@@ -73,6 +79,7 @@ class TcpStore final : public Store {
   Status set(const std::string& key, const std::string& value) override;
   Result<std::string> get(const std::string& key,
                           std::chrono::steady_clock::time_point deadline) override;
+  std::string local_address() const override;  // getsockname(2) of the client connection
 
   class Server;
 
@@ -89,7 +96,9 @@ class TcpStore final : public Store {
 //   Open MPI:  OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK
 //   Slurm:     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
 // The store: WEFT_STORE ("tcp://host:port" or "file:/shared/dir"), else
-// MASTER_ADDR + MASTER_PORT (a TCP store served by rank 0).
+// MASTER_ADDR + MASTER_PORT (a TCP store served by rank 0). WEFT_LISTEN_ADDR
+// and WEFT_SOCKET_IFNAME (TcpOptions::listen_address) are checked here too:
+// one that names nothing on this host fails before any store is opened.
 struct LaunchInfo {
   int rank = 0;
   int size = 1;

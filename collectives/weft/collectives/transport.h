@@ -122,7 +122,26 @@ struct PeerRoute {
 };
 
 struct TcpOptions {
-  std::string listen_address = "127.0.0.1";  // address peers connect to (IPv4)
+  // The IPv4 address peers connect to; this rank's own connections leave
+  // from it too (Gloo's and NCCL's choice, collectives/bootstrap/
+  // listen_address.h). "" = the communicator chooses, first match wins:
+  //   1. socket_ifname (below), if set;
+  //   2. the environment: WEFT_LISTEN_ADDR (an address), or
+  //      WEFT_SOCKET_IFNAME (interfaces, NCCL_SOCKET_IFNAME's syntax:
+  //      "eth1", prefixes "eth,ib", exact "=eth1", all but "^docker,lo");
+  //   3. 127.0.0.1 when every rank is on this host (CommConfig::host);
+  //   4. this host's address on the route to the rendezvous (the TCP
+  //      store's connection: MASTER_ADDR, WEFT_STORE; Store::local_address);
+  //   5. (a store of files knows no route) the first interface that is up
+  //      and neither loopback nor docker*, as NCCL; else 127.0.0.1.
+  // Of several interfaces that match a list, the one of 4, else the first
+  // that is not loopback. An address set here or in WEFT_LISTEN_ADDR that
+  // is not this host's, or a list that matches no interface that is up,
+  // fails create() with one message naming it and where it was set, before
+  // the rank writes anything to the store. A transport
+  // made without a communicator (make_transport) listens on 127.0.0.1 for "".
+  std::string listen_address;
+  std::string socket_ifname;                 // interfaces to take listen_address from (as in 2.)
   uint16_t listen_port = 0;                  // 0 = ephemeral (no plan); a plan sets the dport
   int connections_per_peer = 1;              // >1 stripes large messages (no route plan then)
   int socket_buffer_bytes = 4 << 20;         // SO_SNDBUF / SO_RCVBUF
