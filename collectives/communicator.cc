@@ -123,12 +123,21 @@ Status Communicator::Impl::setup(Store& store) {
   links.exchangers.assign(static_cast<size_t>(n), nullptr);
   last_send.assign(static_cast<size_t>(n), 0);
   for (int r = 0; r < n; ++r) identity_group.push_back(r);
+  if (peers_of.size() == 1) link_kind = peers_of.begin()->first;
+  choose_auto();
+  // The peers of what kAuto may run are connected now, the rest on demand
+  // (connections.cc).
+  const std::vector<bool> at_setup = setup_peers();
   for (auto& [name, peers] : peers_of) {
     TransportConfig tc;
     tc.name = name;
     tc.rank = me;
     tc.size = n;
     tc.peers = peers;
+    tc.connect_at_setup.emplace();
+    for (int p : peers) {
+      if (at_setup[static_cast<size_t>(p)]) tc.connect_at_setup->push_back(p);
+    }
     tc.store_prefix = cfg.store_prefix;
     tc.ranks_on_host = static_cast<int>(local.size());
     tc.tcp = cfg.tcp;
@@ -146,24 +155,39 @@ Status Communicator::Impl::setup(Store& store) {
     }
     WEFT_ASSIGN_OR_RETURN(auto t, make_transport(tc, store, deadline));
     const int idx = static_cast<int>(transports.size());
-    for (int p : peers) {
-      links.transport_of[static_cast<size_t>(p)] = idx;
-      links.pairs[static_cast<size_t>(p)] = t->pair(p);
-      if (!links.pairs[static_cast<size_t>(p)]) return internal_error(fmt::format("{} transport has no pair for rank {}", name, p));
-      links.exchangers[static_cast<size_t>(p)] = dynamic_cast<internal::ExchangePair*>(links.pairs[static_cast<size_t>(p)]);
-    }
     links.transports.push_back(t.get());
     transports.push_back(std::move(t));
+    for (int p : peers) {
+      links.transport_of[static_cast<size_t>(p)] = idx;
+      link(p);
+      if (at_setup[static_cast<size_t>(p)] && !links.pairs[static_cast<size_t>(p)]) {
+        return internal_error(fmt::format("{} transport has no pair for rank {}", name, p));
+      }
+    }
   }
   // The multi-transport wait (context.cc) polls hard as long as a TCP wait would.
   links.hard_spin = internal::hard_spin_for(static_cast<int>(local.size()), n, std::chrono::microseconds(cfg.tcp.spin_us));
-  if (transports.size() == 1) link_kind = std::string(transports.front()->name());
+  // More ranks here than CPUs, all over TCP: consecutive ranks share a CPU
+  // (cpu_placement.h); the move does nothing where they fit.
+  if (cfg.tcp.group_on_cpus && transports.size() == 1 && link_kind == "tcp" && local.size() > 1) {
+    const auto at = std::find(local.begin(), local.end(), me) - local.begin();
+    internal::move_to_block_cpu(static_cast<int>(at), static_cast<int>(local.size()));
+  }
+  if (cfg.scratch_reserve_bytes > 0) WEFT_RETURN_IF_ERROR(ensure_scratch(cfg.scratch_reserve_bytes));
+  return Status::ok();
+}
+
+// What kAuto runs here, resolved once (communicator_impl.h): the rule of
+// this transport and size, hybrid, one-shot, and a route plan's algorithm.
+void Communicator::Impl::choose_auto() {
   equal_multi_host = host_count > 1 && local.size() > 1 && !internal::equal_hosts(host_of).empty();
   auto_hybrid = cfg.selection.hybrid_when_multi_host && equal_multi_host;
   auto_rule = internal::match_rule(cfg.selection, link_kind, cfg.size);
-  // One-shot talks to every peer: no remap avoids a failed link, and a
-  // route plan describes other pairs (below).
-  auto_oneshot = static_cast<int>(local.size()) > internal::usable_cpus() && cfg.failed_links.empty() && !cfg.plan;
+  // One-shot talks to every peer: no remap avoids a failed link, a route
+  // plan describes other pairs (below), and on many ranks it would connect
+  // every pair (communicator.h "Connections").
+  auto_oneshot = static_cast<int>(local.size()) > internal::usable_cpus() && cfg.failed_links.empty() && !cfg.plan &&
+                 cfg.size <= cfg.selection.oneshot_max_ranks;
   if (cfg.plan) {
     // A route plan is made for one algorithm's flows (routing/schedule.h):
     // only those pairs' connections carry planned ports, and only HD
@@ -178,14 +202,6 @@ Status Communicator::Impl::setup(Store& store) {
     auto_rule = &plan_rule;
     auto_hybrid = false;
   }
-  // More ranks here than CPUs, all over TCP: consecutive ranks share a CPU
-  // (cpu_placement.h); the move does nothing where they fit.
-  if (cfg.tcp.group_on_cpus && transports.size() == 1 && link_kind == "tcp" && local.size() > 1) {
-    const auto at = std::find(local.begin(), local.end(), me) - local.begin();
-    internal::move_to_block_cpu(static_cast<int>(at), static_cast<int>(local.size()));
-  }
-  if (cfg.scratch_reserve_bytes > 0) WEFT_RETURN_IF_ERROR(ensure_scratch(cfg.scratch_reserve_bytes));
-  return Status::ok();
 }
 
 Status Communicator::Impl::fail(Status s) {
@@ -199,14 +215,19 @@ Status Communicator::Impl::fail(Status s) {
   return s;
 }
 
-Result<internal::Plan*> Communicator::Impl::plan(int coll, Algorithm a, const internal::Shape& s, MakePlanFn make) {
+Result<internal::Plan*> Communicator::Impl::plan(int coll, Algorithm a, const internal::Shape& s, MakePlanFn make,
+                                                 Deadline deadline, std::chrono::milliseconds timeout) {
   const PlanKey key{coll * 16 + static_cast<int>(a), s.rank, s.count, s.esize, s.segment, s.root};
   if (last_plan != nullptr && key == last_plan_key) return last_plan;
   auto it = plans.find(key);
   if (it == plans.end()) {
     internal::Shape full = s;  // host_of only matters when planning
     for (int g : *s.group) full.host_of.push_back(host_of[static_cast<size_t>(g)]);
-    it = plans.emplace(key, make(full)).first;
+    std::unique_ptr<internal::Plan> made = make(full);
+    // Every rank makes the same plans in the same calls, so the two ends of
+    // a missing pair connect it in the same call.
+    WEFT_RETURN_IF_ERROR(connect_plan_peers(*made, *s.group, deadline, timeout));
+    it = plans.emplace(key, std::move(made)).first;
   }
   last_plan_key = key;
   last_plan = it->second.get();
@@ -299,8 +320,8 @@ Status Communicator::Impl::execute(int coll, Algorithm a, MakePlanFn make, const
       shape.piece = auto_rule->hd_piece_bytes;
     }
   }
-  WEFT_ASSIGN_OR_RETURN(internal::Plan * p, plan(coll, a, shape, make));
-  Status s = run(*p, group, shape.rank, data, bytes, t, op, deadline, timeout);
+  Result<internal::Plan*> p = plan(coll, a, shape, make, deadline, timeout);
+  Status s = p ? run(**p, group, shape.rank, data, bytes, t, op, deadline, timeout) : p.status();
   if (!s) {
     return fail(s.with_context(fmt::format("rank {}: {} ({}, {} x {}{}{})", cfg.rank, kCollName[coll],
                                            algorithm_name(a), shape.count, dtype_name(t),

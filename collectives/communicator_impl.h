@@ -61,9 +61,21 @@ class Communicator::Impl {
   std::atomic<bool> has_failed{false};
 
   Status setup(Store& store);
+  void choose_auto();
   Status fail(Status s);
   using MakePlanFn = std::unique_ptr<internal::Plan> (*)(const internal::Shape&);
-  Result<internal::Plan*> plan(int coll, Algorithm a, const internal::Shape& s, MakePlanFn make);
+  // The cached plan, or a new one whose peers are then connected
+  // (connect_plan_peers) within `deadline`.
+  Result<internal::Plan*> plan(int coll, Algorithm a, const internal::Shape& s, MakePlanFn make, Deadline deadline,
+                               std::chrono::milliseconds timeout);
+  // connections.cc (communicator.h "Connections"): the peers connected at
+  // setup, by rank; the pairs of a plan that are not connected yet,
+  // connected by both ends in the call that first runs it; a pair's links
+  // entries from its transport.
+  std::vector<bool> setup_peers();
+  Status connect_plan_peers(const internal::Plan& p, const std::vector<int>& group, Deadline deadline,
+                            std::chrono::milliseconds timeout);
+  void link(int peer);
   Status execute(int coll, Algorithm a, MakePlanFn make, const std::vector<int>& group, size_t count, int root,
                  void* data, size_t bytes, DataType t, ReduceOp op, const CollectiveOptions& o);
   Status usable();

@@ -47,6 +47,9 @@ Status Selection::validate() const {
   if (rules.empty() || rules.back().transport != "*" || rules.back().max_ranks != INT_MAX) {
     return invalid_argument("selection: the last rule must cover every transport and size (\"*\", INT_MAX ranks)");
   }
+  if (oneshot_max_ranks < 0) {
+    return invalid_argument(fmt::format("selection: oneshot_max_ranks must be >= 0 (got {})", oneshot_max_ranks));
+  }
   for (const SelectionRule& r : rules) {
     if (r.max_ranks < 1) return invalid_argument(fmt::format("selection: rule for '{}' has max_ranks {} < 1", r.transport, r.max_ranks));
     if (r.hd_piece_bytes > 0 && r.hd_piece_bytes < kMinHdPieceBytes) {

@@ -67,8 +67,16 @@ Status resolve_stall(const Links& links, int me, int waits_on, const Status& why
     // peer that died, another rank's verdict (its abort notice) or abort().
     for (Transport* t : links.transports) WEFT_RETURN_IF_ERROR(t->poll().status());
     for (size_t r = 0; r < n; ++r) {
-      const int t = links.transport_of[r];
-      if (t >= 0) heard[r] = links.transports[static_cast<size_t>(t)]->stall_notice(static_cast<int>(r));
+      if (r == static_cast<size_t>(me) || heard[r] != Transport::kNoStallNotice) continue;
+      for (Transport* t : links.transports) {
+        heard[r] = t->stall_notice(static_cast<int>(r));
+        if (heard[r] != Transport::kNoStallNotice) break;
+      }
+      // Not every rank is connected to every other (communicator.h
+      // "Connections"): a notice new to this rank goes on to all of its
+      // peers, so that it reaches every rank of the communicator.
+      if (heard[r] == Transport::kNoStallNotice) continue;
+      for (Transport* t : links.transports) t->relay_stall_notice(static_cast<int>(r), heard[r]);
     }
     v = stall_verdict(heard, me);
     const auto now = Clock::now();

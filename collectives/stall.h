@@ -11,7 +11,11 @@
 //      post_stall_notice) and stops running the algorithm; it keeps polling
 //      the transports, so what it already posted still moves;
 //   2. a rank whose wait sees a notice does the same at once, before its own
-//      deadline (the call is lost anyway: the first rank will fail it);
+//      deadline (the call is lost anyway: the first rank will fail it).
+//      Each notice a collecting rank hears is passed on to its own peers
+//      (Transport::relay_stall_notice): ranks are connected only to the
+//      peers of their algorithms (communicator.h "Connections"), and this
+//      way every notice reaches every rank of the call;
 //   3. each collects the notices and follows "waits on" from itself to the
 //      first rank that said nothing: that rank stalled. It decides when the
 //      window ends, or earlier (after kSettle) once every rank but that one

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -45,6 +46,20 @@ std::vector<int> TransportConfig::peer_ranks() const {
   return all;
 }
 
+std::vector<int> TransportConfig::setup_peer_ranks() const { return connect_at_setup ? *connect_at_setup : peer_ranks(); }
+
+Status Transport::connect_peers(const std::vector<int>& peers, Deadline deadline) {
+  (void)deadline;
+  for (int p : peers) {
+    if (pair(p) == nullptr) {
+      return failed_precondition(fmt::format("{} transport: rank {} was not connected at setup, and this transport "
+                                             "connects no pair after setup",
+                                             name(), p));
+    }
+  }
+  return Status::ok();
+}
+
 Status TransportConfig::validate() const {
   if (size < 1) return invalid_argument(fmt::format("transport: size must be >= 1 (got {})", size));
   if (rank < 0 || rank >= size) {
@@ -56,6 +71,14 @@ Status TransportConfig::validate() const {
   for (int p : peers) {
     if (p < 0 || p >= size || p == rank) {
       return invalid_argument(fmt::format("transport: peer {} is not another rank of [0, {})", p, size));
+    }
+  }
+  if (connect_at_setup) {
+    const std::vector<int> served = peer_ranks();
+    for (int p : *connect_at_setup) {
+      if (std::find(served.begin(), served.end(), p) == served.end()) {
+        return invalid_argument(fmt::format("transport: rank {} is to be connected at setup but is not a peer", p));
+      }
     }
   }
   if (!routes.empty() && routes.size() != static_cast<size_t>(size)) {

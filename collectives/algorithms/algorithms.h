@@ -17,7 +17,18 @@ class Plan {
   virtual ~Plan() = default;
   virtual size_t scratch_bytes() const = 0;
   virtual Status run(Context& ctx) const = 0;
+  // The group indices this rank sends to or receives from when it runs the
+  // plan: the pairs the communicator connects before the plan first runs
+  // (communicator.h, "Connections"). Ascending, without this rank. Every
+  // algorithm's peers are symmetric: j lists i exactly when i lists j.
+  virtual std::vector<int> peers() const = 0;
 };
+
+// `ranks` ascending without duplicates and without `me` (peers.cc).
+std::vector<int> peer_set(std::vector<int> ranks, int me);
+// A ring's neighbours of `rank` among `size`: rank - 1 and rank + 1 mod
+// size (none below 2 ranks).
+std::vector<int> ring_peers(int rank, int size);
 
 struct Shape {
   int size = 1;          // group size

@@ -15,7 +15,7 @@ namespace {
 
 class Hierarchical final : public Plan {
  public:
-  explicit Hierarchical(const Shape& s) : block_(s.count * s.esize), hosts_(equal_hosts(s.host_of)) {
+  explicit Hierarchical(const Shape& s) : block_(s.count * s.esize), hosts_(equal_hosts(s.host_of)), me_(s.rank) {
     for (size_t h = 0; h < hosts_.size(); ++h) {
       for (size_t i = 0; i < hosts_[h].size(); ++i) {
         if (hosts_[h][i] == s.rank) h_ = static_cast<int>(h), l_ = static_cast<int>(i);
@@ -23,6 +23,13 @@ class Hierarchical final : public Plan {
     }
   }
   size_t scratch_bytes() const override { return 0; }
+  // The inter-host ring's neighbours and every rank of this host.
+  std::vector<int> peers() const override {
+    const int n = static_cast<int>(hosts_.size());
+    std::vector<int> out = hosts_[static_cast<size_t>(h_)];
+    for (int h : ring_peers(h_, n)) out.push_back(hosts_[static_cast<size_t>(h)][static_cast<size_t>(l_)]);
+    return peer_set(std::move(out), me_);
+  }
 
   Status run(Context& ctx) const override {
     const int n = static_cast<int>(hosts_.size()), m = static_cast<int>(hosts_.front().size());
@@ -59,6 +66,7 @@ class Hierarchical final : public Plan {
  private:
   size_t block_;
   std::vector<std::vector<int>> hosts_;
+  int me_;
   int h_ = 0, l_ = 0;
 };
 

@@ -10,8 +10,10 @@ namespace {
 class AllgatherRing final : public Plan {
  public:
   explicit AllgatherRing(const Shape& s)
-      : chunks_(block_chunks(s.size, 0, s.count, s.esize, s.segment ? s.segment : kDefaultSegment)) {}
+      : chunks_(block_chunks(s.size, 0, s.count, s.esize, s.segment ? s.segment : kDefaultSegment)),
+        peers_(ring_peers(s.rank, s.size)) {}
   size_t scratch_bytes() const override { return 0; }
+  std::vector<int> peers() const override { return peers_; }
   Status run(Context& ctx) const override {
     ctx.step("ring-ag", 1);
     return ring_allgather(ctx, chunks_, 0);
@@ -19,6 +21,7 @@ class AllgatherRing final : public Plan {
 
  private:
   Chunks chunks_;
+  std::vector<int> peers_;
 };
 
 }  // namespace

@@ -13,7 +13,7 @@ namespace {
 
 class Butterfly final : public Plan {
  public:
-  explicit Butterfly(const Shape& s) : bytes_(s.count * s.esize), count_(s.count) {
+  explicit Butterfly(const Shape& s) : bytes_(s.count * s.esize), count_(s.count), me_(s.rank) {
     const routing::HdLayout L = routing::hd_layout(s.size);
     const int r = s.rank;
     if (r < 2 * L.rem) {
@@ -25,6 +25,11 @@ class Butterfly final : public Plan {
     for (int k = 0; k < L.log2_pof2(); ++k) partners_.push_back(L.rank_of(v ^ (1 << k)));
   }
   size_t scratch_bytes() const override { return bytes_; }
+  std::vector<int> peers() const override {
+    std::vector<int> out = partners_;
+    if (fold_peer_ >= 0) out.push_back(fold_peer_);
+    return peer_set(std::move(out), me_);
+  }
 
   Status run(Context& ctx) const override {
     if (fold_peer_ >= 0) {
@@ -59,6 +64,7 @@ class Butterfly final : public Plan {
 
  private:
   size_t bytes_, count_;
+  int me_;
   int fold_peer_ = -1;
   bool folded_out_ = false;
   std::vector<int> partners_;

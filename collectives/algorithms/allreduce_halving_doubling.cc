@@ -25,7 +25,7 @@
 
 namespace weft::coll::internal {
 
-HalvingDoubling::HalvingDoubling(const Shape& s) : esize_(s.esize), count_(s.count) {
+HalvingDoubling::HalvingDoubling(const Shape& s) : esize_(s.esize), count_(s.count), me_(s.rank) {
   const routing::HdLayout L = routing::hd_layout(s.size);
   const int r = s.rank;
   const size_t all = s.count;
@@ -120,6 +120,17 @@ Status HalvingDoubling::run(Context& ctx) const {
     }
   }
   return Status::ok();
+}
+
+std::vector<int> HalvingDoubling::peers() const {
+  std::vector<int> out;
+  for (const HdStep& st : steps_) out.push_back(st.peer);
+  for (const HdStepGates& g : gated_) {
+    for (const auto& [from, n] : g.waits) out.push_back(from);
+    out.insert(out.end(), g.early.begin(), g.early.end());
+    out.insert(out.end(), g.late.begin(), g.late.end());
+  }
+  return peer_set(std::move(out), me_);
 }
 
 namespace {

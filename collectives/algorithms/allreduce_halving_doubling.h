@@ -34,6 +34,8 @@ class HalvingDoubling final : public Plan {
   // half the vector, but keeping offsets avoids any index translation).
   size_t scratch_bytes() const override { return count_ * esize_; }
   Status run(Context& ctx) const override;
+  // The partners of the steps, and the ranks tokens come from or go to.
+  std::vector<int> peers() const override;
 
  private:
   void finish(const Shape& s);
@@ -42,6 +44,7 @@ class HalvingDoubling final : public Plan {
 
   size_t esize_;
   size_t count_;
+  int me_ = 0;
   int size_ = 0;
   std::vector<HdStep> steps_;
   std::vector<HdStepGates> gated_;  // parallel to steps_; empty = no gate concerns this rank

@@ -44,6 +44,8 @@ class Hybrid final : public Plan {
       }
     }
     local_ = hosts[my_host];
+    me_ = s.rank;
+    l_ = static_cast<int>(l);
     for (const auto& h : hosts) inter_.push_back(h[l]);
     const size_t seg = s.segment ? s.segment : kDefaultSegment;
     chunks_ = ring_chunks(static_cast<int>(m), 0, s.count, s.esize, seg);
@@ -52,6 +54,15 @@ class Hybrid final : public Plan {
     inter_plan_ = plan_allreduce_hd(leg);
   }
   size_t scratch_bytes() const override { return bytes_; }
+  // The intra-host ring's neighbours and the inter-host HD's partners.
+  std::vector<int> peers() const override {
+    std::vector<int> out;
+    for (int i : ring_peers(l_, static_cast<int>(local_.size()))) out.push_back(local_[static_cast<size_t>(i)]);
+    if (inter_.size() > 1) {
+      for (int i : inter_plan_->peers()) out.push_back(inter_[static_cast<size_t>(i)]);
+    }
+    return peer_set(std::move(out), me_);
+  }
   Status run(Context& ctx) const override {
     Context local = ctx.subgroup(local_);
     local.step("hybrid-rs", 1);
@@ -66,6 +77,7 @@ class Hybrid final : public Plan {
 
  private:
   size_t bytes_;
+  int me_ = 0, l_ = 0;
   std::vector<int> local_, inter_;
   Chunks chunks_;
   std::unique_ptr<Plan> inter_plan_;

@@ -27,6 +27,11 @@ class OneShot final : public Plan {
         recv_(static_cast<size_t>(s.size)) {}
   // Peer p's vector lands in slot p (p < me) or p - 1 (p > me).
   size_t scratch_bytes() const override { return bytes_ * static_cast<size_t>(size_ - 1); }
+  std::vector<int> peers() const override {  // every other rank
+    std::vector<int> out;
+    for (int p = 0; p < size_; ++p) out.push_back(p);
+    return peer_set(std::move(out), me_);
+  }
 
   Status run(Context& ctx) const override {
     ctx.step("oneshot", 1);

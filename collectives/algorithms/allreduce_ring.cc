@@ -14,8 +14,10 @@ class Ring final : public Plan {
  public:
   explicit Ring(const Shape& s)
       : bytes_(s.count * s.esize),
-        chunks_(ring_chunks(s.size, 0, s.count, s.esize, s.segment ? s.segment : kDefaultSegment)) {}
+        chunks_(ring_chunks(s.size, 0, s.count, s.esize, s.segment ? s.segment : kDefaultSegment)),
+        peers_(ring_peers(s.rank, s.size)) {}
   size_t scratch_bytes() const override { return bytes_; }
+  std::vector<int> peers() const override { return peers_; }
   Status run(Context& ctx) const override {
     ctx.step("ring-rs", 1);
     WEFT_RETURN_IF_ERROR(ring_reduce_scatter(ctx, chunks_, 1, /*answered=*/true));
@@ -26,6 +28,7 @@ class Ring final : public Plan {
  private:
   size_t bytes_;
   Chunks chunks_;
+  std::vector<int> peers_;
 };
 
 }  // namespace

@@ -14,7 +14,7 @@ constexpr size_t kBroadcastSegment = 256 << 10;
 class Binomial final : public Plan {
  public:
   explicit Binomial(const Shape& s)
-      : segs_(split(0, s.count, s.esize, s.segment ? s.segment : kBroadcastSegment)), es_(s.esize) {
+      : segs_(split(0, s.count, s.esize, s.segment ? s.segment : kBroadcastSegment)), es_(s.esize), me_(s.rank) {
     const int p = s.size, vr = (s.rank - s.root + p) % p;
     int mask = 1;
     while (mask < p) {
@@ -29,6 +29,11 @@ class Binomial final : public Plan {
     }
   }
   size_t scratch_bytes() const override { return 0; }
+  std::vector<int> peers() const override {  // the parent and the children
+    std::vector<int> out = children_;
+    if (parent_ >= 0) out.push_back(parent_);
+    return peer_set(std::move(out), me_);
+  }
 
   Status run(Context& ctx) const override {
     ctx.step("bcast", 1);
@@ -49,6 +54,7 @@ class Binomial final : public Plan {
  private:
   std::vector<Segment> segs_;
   size_t es_;
+  int me_;
   int parent_ = -1;
   std::vector<int> children_;
 };

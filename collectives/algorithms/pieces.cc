@@ -9,7 +9,7 @@ namespace {
 
 class Pieces final : public Plan {
  public:
-  Pieces(const Shape& s, size_t piece_bytes, MakePlanFn make) {
+  Pieces(const Shape& s, size_t piece_bytes, MakePlanFn make) : me_(s.rank) {
     for (const Segment& p : split(0, s.count, s.esize, piece_bytes)) {
       Shape part = s;
       part.count = p.n;
@@ -19,6 +19,14 @@ class Pieces final : public Plan {
     }
   }
   size_t scratch_bytes() const override { return scratch_; }
+  std::vector<int> peers() const override {
+    std::vector<int> out;
+    for (const auto& p : parts_) {
+      const std::vector<int> mine = p->peers();
+      out.insert(out.end(), mine.begin(), mine.end());
+    }
+    return peer_set(std::move(out), me_);
+  }
   Status run(Context& ctx) const override {
     for (const auto& p : parts_) {
       if (Status s = p->run(ctx); !s) return s;
@@ -29,6 +37,7 @@ class Pieces final : public Plan {
  private:
   std::vector<std::unique_ptr<Plan>> parts_;
   size_t scratch_ = 0;
+  int me_;
 };
 
 }  // namespace

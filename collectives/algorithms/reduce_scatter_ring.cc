@@ -12,8 +12,10 @@ class ReduceScatterRing final : public Plan {
  public:
   explicit ReduceScatterRing(const Shape& s)
       : bytes_(s.count * s.esize * static_cast<size_t>(s.size)),
-        chunks_(block_chunks(s.size, 0, s.count, s.esize, s.segment ? s.segment : kDefaultSegment)) {}
+        chunks_(block_chunks(s.size, 0, s.count, s.esize, s.segment ? s.segment : kDefaultSegment)),
+        peers_(ring_peers(s.rank, s.size)) {}
   size_t scratch_bytes() const override { return bytes_; }
+  std::vector<int> peers() const override { return peers_; }
   Status run(Context& ctx) const override {
     ctx.step("ring-rs", 1);
     return ring_reduce_scatter(ctx, chunks_, 0);
@@ -22,6 +24,7 @@ class ReduceScatterRing final : public Plan {
  private:
   size_t bytes_;
   Chunks chunks_;
+  std::vector<int> peers_;
 };
 
 }  // namespace

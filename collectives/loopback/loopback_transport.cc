@@ -147,9 +147,15 @@ class LoopbackPair final : public Pair {
 
 class LoopbackTransport final : public Transport {
  public:
-  LoopbackTransport(std::shared_ptr<Hub> hub, const TransportConfig& cfg) : hub_(std::move(hub)), rank_(cfg.rank) {
+  // Every served pair exists from the start (a pair of queues in the hub);
+  // the ones not connected at setup are hidden until connect_peers, as a
+  // transport with real connections would have them, so that the
+  // communicator's connections on demand run in the thread-based tests too.
+  LoopbackTransport(std::shared_ptr<Hub> hub, const TransportConfig& cfg)
+      : hub_(std::move(hub)), rank_(cfg.rank), connected_(static_cast<size_t>(cfg.size), false) {
     pairs_.resize(static_cast<size_t>(cfg.size));
     for (int p : cfg.peer_ranks()) pairs_[static_cast<size_t>(p)] = std::make_unique<LoopbackPair>(hub_, rank_, p);
+    for (int p : cfg.setup_peer_ranks()) connected_[static_cast<size_t>(p)] = true;
   }
   ~LoopbackTransport() override {
     // A peer still waiting on this rank learns it left instead of hanging.
@@ -168,8 +174,18 @@ class LoopbackTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return hub_->size; }
   Pair* pair(int peer) override {
-    if (peer < 0 || peer >= hub_->size) return nullptr;
+    if (peer < 0 || peer >= hub_->size || !connected_[static_cast<size_t>(peer)]) return nullptr;
     return pairs_[static_cast<size_t>(peer)].get();
+  }
+  Status connect_peers(const std::vector<int>& peers, Deadline deadline) override {
+    (void)deadline;
+    for (int p : peers) {
+      if (p < 0 || p >= hub_->size || !pairs_[static_cast<size_t>(p)]) {
+        return invalid_argument(fmt::format("loopback transport: rank {} is not a peer of this transport", p));
+      }
+      connected_[static_cast<size_t>(p)] = true;
+    }
+    return Status::ok();
   }
   Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) override {
     return std::unique_ptr<Memory>(std::make_unique<HostMemory>(data, size));
@@ -191,6 +207,7 @@ class LoopbackTransport final : public Transport {
   std::shared_ptr<Hub> hub_;
   int rank_;
   std::vector<std::unique_ptr<LoopbackPair>> pairs_;
+  std::vector<bool> connected_;  // by rank: pair() shows it
 };
 
 }  // namespace

@@ -69,6 +69,10 @@ class ShmPair final : public Pair, public internal::ExchangePair {
   }
 
   std::unique_ptr<Segment> seg;  // the peer's segment (its ring from us lives there)
+  // The rings are set up and the peer is watched (ShmTransport::activate):
+  // Transport::pair shows it. Every peer's segment is mapped at setup;
+  // only active pairs cost memory (their rings) and liveness checks.
+  bool active = false;
   int pidfd = -1;
   int pid = 0;
   std::deque<Op> sends_q, recvs_q;
@@ -103,12 +107,15 @@ class ShmTransport final : public Transport {
         oversubscribed_((c.ranks_on_host > 0 ? c.ranks_on_host : c.size) > internal::usable_cpus()) {}
   ~ShmTransport() override;
   Status connect(Store& store, Deadline deadline);
+  Status connect_peers(const std::vector<int>& peers, Deadline deadline) override;
 
   std::string_view name() const override { return "shm"; }
   int rank() const override { return cfg_.rank; }
   int size() const override { return cfg_.size; }
   Pair* pair(int peer) override {
-    return peer >= 0 && peer < cfg_.size ? pairs_[static_cast<size_t>(peer)].get() : nullptr;
+    if (peer < 0 || peer >= cfg_.size) return nullptr;
+    ShmPair* p = pairs_[static_cast<size_t>(peer)].get();
+    return p != nullptr && p->active ? p : nullptr;
   }
   Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) override {
     return std::unique_ptr<Memory>(std::make_unique<HostMemory>(data, size));
@@ -123,6 +130,7 @@ class ShmTransport final : public Transport {
   void abort(const Status& reason) override;
   bool has_stall_notices() const override { return true; }
   void post_stall_notice(int waits_on) override;
+  void relay_stall_notice(int origin, int waits_on) override;
   int stall_notice(int peer) override {
     const int32_t v = own_.ctl(peer)->stall.load(std::memory_order_acquire);
     return v == 0 ? kNoStallNotice : v - 2;
@@ -140,6 +148,8 @@ class ShmTransport final : public Transport {
     return check_failed();
   }
   Status check_failed();
+  void activate(ShmPair& p);
+  void tell_stall(Segment& seg, int origin, int32_t v);
   void check_liveness(Clock::time_point now);
   void publish_cpu();
   void yield_cpu();
@@ -166,7 +176,8 @@ class ShmTransport final : public Transport {
   std::string name_;
   Segment own_;
   std::vector<std::unique_ptr<ShmPair>> pairs_;
-  std::vector<ShmPair*> active_;
+  std::vector<ShmPair*> mapped_;  // every peer: aborts and stall notices reach them all directly
+  std::vector<ShmPair*> active_;  // the connected ones (ShmPair::active): moved, watched
   Status failed_;
   Clock::time_point next_liveness_check_{};
   unsigned polls_ = 0;
@@ -189,10 +200,10 @@ void ShmTransport::spread_over_cpus() {
   if (cpu_ < 0 || cpu_ >= CPU_SETSIZE) return;
   cpu_set_t all;
   if (::sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2) return;
-  const int share = (static_cast<int>(active_.size()) + CPU_COUNT(&all)) / CPU_COUNT(&all);  // ceil(ranks / cpus)
+  const int share = (static_cast<int>(mapped_.size()) + CPU_COUNT(&all)) / CPU_COUNT(&all);  // ceil(ranks / cpus)
   std::array<uint16_t, CPU_SETSIZE> on{};
   ++on[static_cast<size_t>(cpu_)];
-  for (const ShmPair* p : active_) {
+  for (const ShmPair* p : mapped_) {
     const int c = p->seg->hdr()->cpu.load(std::memory_order_relaxed);
     if (c == cpu_ && p->peer() > cfg_.rank) return;  // a higher rank here moves
     if (c >= 0 && c < CPU_SETSIZE) ++on[static_cast<size_t>(c)];
@@ -483,7 +494,7 @@ void ShmTransport::abort(const Status& reason) {
     h->aborted.fetch_or(kAbortFlag, std::memory_order_release);
     ring_bell(h, BellFence::kFull);
   };
-  for (ShmPair* p : active_) tell(p->seg->hdr());
+  for (ShmPair* p : mapped_) tell(p->seg->hdr());
   tell(own_.hdr());
 }
 
@@ -491,11 +502,27 @@ void ShmTransport::abort(const Status& reason) {
 // then the flag that makes the peer's waits look, then the doorbell.
 void ShmTransport::post_stall_notice(int waits_on) {
   const int32_t v = waits_on >= 0 ? waits_on + 2 : 1;
-  for (ShmPair* p : active_) {
-    p->seg->ctl(cfg_.rank)->stall.store(v, std::memory_order_release);
-    p->seg->hdr()->aborted.fetch_or(kStallFlag, std::memory_order_release);
-    ring_bell(p->seg->hdr(), BellFence::kFull);
+  for (ShmPair* p : mapped_) tell_stall(*p->seg, cfg_.rank, v);
+}
+
+// A notice of another rank, heard through another transport (a rank on
+// another host): into its line of every peer's segment. The lines of one
+// origin only ever hold its one notice, so a relay and the origin's own
+// write store the same value.
+void ShmTransport::relay_stall_notice(int origin, int waits_on) {
+  if (origin < 0 || origin >= cfg_.size || origin == cfg_.rank) return;
+  const int32_t v = waits_on >= 0 ? waits_on + 2 : 1;
+  int32_t none = 0;
+  own_.ctl(origin)->stall.compare_exchange_strong(none, v, std::memory_order_release);
+  for (ShmPair* p : mapped_) {
+    if (p->peer() != origin && p->seg->ctl(origin)->stall.load(std::memory_order_acquire) == 0) tell_stall(*p->seg, origin, v);
   }
+}
+
+void ShmTransport::tell_stall(Segment& seg, int origin, int32_t v) {
+  seg.ctl(origin)->stall.store(v, std::memory_order_release);
+  seg.hdr()->aborted.fetch_or(kStallFlag, std::memory_order_release);
+  ring_bell(seg.hdr(), BellFence::kFull);
 }
 
 Result<Ticket> ShmPair::send(const Memory& mem, size_t offset, size_t len) {
@@ -574,6 +601,9 @@ ShmTransport::~ShmTransport() {
 }
 
 
+// Every peer's segment is mapped (address space, no memory: a page is
+// allocated when first touched), so that a pair can be connected after the
+// names are gone; the rings of the pairs connected now are faulted in.
 Status ShmTransport::connect(Store& store, Deadline deadline) {
   const int me = cfg_.rank;
   const std::vector<int> peers = cfg_.peer_ranks();
@@ -595,7 +625,6 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
   h->sleep_fence = sleep_fence_ ? 1 : 0;
   h->ring_bytes = ring_bytes_;
   h->cpu.store(-1);
-  for (int p : peers) own_.populate(own_.ring_offset(p), ring_bytes_);
   const std::string key = cfg_.store_prefix + "/shm/";
   WEFT_RETURN_IF_ERROR(store.set(key + std::to_string(me), name_));
 
@@ -612,23 +641,46 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
     if (ph->magic != kMagic || ph->rank != p || ph->size != cfg_.size || ph->ring_bytes != ring_bytes_) {
       return failed_precondition(fmt::format("shared segment {} of rank {} does not match this rank's shm options", name, p));
     }
-    // This rank's part of the peer's segment: its ring there and the controls.
-    pair->seg->populate(0, Segment::control_bytes(cfg_.size));
-    pair->seg->populate(pair->seg->ring_offset(me), ring_bytes_);
-    pair->out = RingWriter(pair->seg->ring(me), ring_bytes_, pair->seg->ctl(me));
-    pair->in = RingReader(own_.ring(p), ring_bytes_, own_.ctl(p));
     pair->pid = ph->pid;
     if (sleep_fence_ && ph->sleep_fence == 1) pair->bell = BellFence::kCompiler;
-    pair->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pair->pid, 0));
-    active_.push_back(pair.get());
+    mapped_.push_back(pair.get());
     pairs_[static_cast<size_t>(p)] = std::move(pair);
   }
+  for (int p : cfg_.setup_peer_ranks()) activate(*pairs_[static_cast<size_t>(p)]);
   // Once every peer has mapped this segment its name can go: the mapping
   // lives on, and no crash can leak it.
   WEFT_RETURN_IF_ERROR(store.set(key + "mapped/" + std::to_string(me), "1"));
   for (int p : peers) WEFT_RETURN_IF_ERROR(store.get(key + "mapped/" + std::to_string(p), deadline).status());
   ::shm_unlink(name_.c_str());
   name_.clear();
+  return Status::ok();
+}
+
+// Both rings of the pair (the peer's in this segment, this rank's in the
+// peer's) start empty in zeroed memory, so each end sets up its side alone,
+// whenever it first needs the pair: no handshake.
+void ShmTransport::activate(ShmPair& p) {
+  const int me = cfg_.rank;
+  own_.populate(own_.ring_offset(p.peer()), ring_bytes_);
+  p.seg->populate(0, Segment::control_bytes(cfg_.size));
+  p.seg->populate(p.seg->ring_offset(me), ring_bytes_);
+  p.out = RingWriter(p.seg->ring(me), ring_bytes_, p.seg->ctl(me));
+  p.in = RingReader(own_.ring(p.peer()), ring_bytes_, own_.ctl(p.peer()));
+  p.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, p.pid, 0));
+  p.active = true;
+  active_.push_back(&p);
+}
+
+Status ShmTransport::connect_peers(const std::vector<int>& peers, Deadline deadline) {
+  (void)deadline;
+  std::lock_guard<std::mutex> l(mu_);
+  WEFT_RETURN_IF_ERROR(check());
+  for (int p : peers) {
+    if (p < 0 || p >= cfg_.size || !pairs_[static_cast<size_t>(p)]) {
+      return invalid_argument(fmt::format("shm transport: rank {} is not a peer of this transport", p));
+    }
+    if (!pairs_[static_cast<size_t>(p)]->active) activate(*pairs_[static_cast<size_t>(p)]);
+  }
   return Status::ok();
 }
 

@@ -4,7 +4,12 @@
 // single-consumer byte ring per sender, a doorbell (a futex word), and its
 // abort and liveness words; every rank maps the segments of its peers. The
 // names are unlinked as soon as every peer has mapped them, so a crash
-// leaves nothing behind in /dev/shm.
+// leaves nothing behind in /dev/shm. A mapping is address space only: the
+// rings of a pair are faulted in (and the peer watched for death) when the
+// pair is connected — at setup for TransportConfig::connect_at_setup, else
+// by connect_peers — so a rank's memory grows with the peers it talks to
+// (ring bytes each way per pair), not with the ranks of the host. Abort and
+// stall notices go to every peer's segment directly.
 //
 // Messages: frames on 64-byte lines that carry their own sequence number
 // (shm_ring.h: a message of up to 40 bytes is one cache line), then

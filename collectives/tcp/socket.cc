@@ -129,7 +129,7 @@ Result<Fd> listen_on(const std::string& address, uint16_t port, Endpoint* bound)
 }
 
 Result<Fd> connect_to(const Endpoint& to, const std::string& local_address, uint16_t sport,
-                      int buffer_bytes, Deadline deadline) {
+                      int buffer_bytes, Deadline deadline, bool retry_refused) {
   WEFT_ASSIGN_OR_RETURN(sockaddr_in dst, sockaddr_of(to.host, to.port));
   auto pause = std::chrono::milliseconds(1);
   for (;;) {
@@ -147,7 +147,8 @@ Result<Fd> connect_to(const Endpoint& to, const std::string& local_address, uint
     }
     if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&dst), sizeof dst) == 0) return fd;
     const int err = errno;
-    if ((err != ECONNREFUSED && err != ETIMEDOUT && err != EADDRNOTAVAIL) || Clock::now() > deadline) {
+    if ((err != ECONNREFUSED && err != ETIMEDOUT && err != EADDRNOTAVAIL) || (err == ECONNREFUSED && !retry_refused) ||
+        Clock::now() > deadline) {
       return io_error(fmt::format("connect to {}{}", to.to_string(),
                                   sport ? fmt::format(" from port {}", sport) : ""),
                       err);

@@ -42,9 +42,11 @@ Result<Fd> listen_on(const std::string& address, uint16_t port, Endpoint* bound)
 // planned route: ECMP hashes the 5-tuple, so the source port picks the
 // spine). Buffers are sized before connect so the window scale covers them
 // (tcp(7): "set before connect/listen"). Retries refused connections until
-// the deadline. Returns a blocking socket with TCP_NODELAY set.
+// the deadline, unless !retry_refused (a peer whose listener is known to
+// have been up: refused means it is gone). Returns a blocking socket with
+// TCP_NODELAY set.
 Result<Fd> connect_to(const Endpoint& to, const std::string& local_address, uint16_t sport,
-                      int buffer_bytes, Deadline deadline);
+                      int buffer_bytes, Deadline deadline, bool retry_refused = true);
 
 // Accepts one connection within the deadline.
 Result<Fd> accept_one(int listen_fd, Deadline deadline);

@@ -113,6 +113,10 @@ class TcpPair final : public Pair {
 
   std::vector<OutConn> out;
   std::vector<InConn> in;
+  // Every connection of the pair is up and watched: Transport::pair shows
+  // it. Before that, a pair may hold connections the peer opened early
+  // (tcp_connect.cc).
+  bool ready = false;
   internal::Completion sends, recvs;
   PeerCpu cpu;              // known for a peer on this host
   bool shares_cpu = false;  // it ran on this rank's CPU at the last look (TcpTransport::yield_to)
@@ -136,18 +140,23 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   int rank() const override { return cfg_.rank; }
   int size() const override { return cfg_.size; }
   Pair* pair(int peer) override {
-    return peer >= 0 && peer < cfg_.size ? pairs_[static_cast<size_t>(peer)].get() : nullptr;
+    if (peer < 0 || peer >= cfg_.size) return nullptr;
+    TcpPair* p = pairs_[static_cast<size_t>(peer)].get();
+    return p != nullptr && p->ready ? p : nullptr;
   }
+  Status connect_peers(const std::vector<int>& peers, Deadline deadline) override;
   Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) override;
   Result<bool> poll() override;
   void abort(const Status& reason) override;
   bool has_stall_notices() const override { return true; }
   void post_stall_notice(int waits_on) override;
+  void relay_stall_notice(int origin, int waits_on) override;
   int stall_notice(int peer) override;
   bool stall_noticed() const override { return stall_noticed_.load(std::memory_order_relaxed); }
   std::vector<ConnectionPorts> connection_ports(int peer) const override;
   uint16_t listen_port() const override { return listen_port_; }
   uint64_t spliced_bytes() const override { return spliced_bytes_.load(std::memory_order_relaxed); }
+  int socket_count() const override;
 
   // Called by pairs, with io_mu_ held.
   std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(io_mu_); }
@@ -162,6 +171,15 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
 
  private:
   enum class Staged { kNeedBytes, kBlocked, kFailed };
+  // tcp_connect.cc: connecting pairs, at setup and on demand.
+  Status establish(const std::vector<int>& peers, Deadline deadline, bool at_setup);
+  TcpPair& slot(int peer);
+  Status accept_ready();
+  Status read_hellos();
+  Status attach(const Hello& h, Fd fd);
+  Status make_ready(TcpPair& p);
+  Status wait_for_connections(const std::vector<int>& missing, Deadline deadline);
+  void send_notice_locked(int origin, int waits_on);
   Status choose_congestion_control(int fd) const;
   void watch_out(TcpPair& p, size_t c, uint32_t events);
   void watch_in(TcpPair& p, size_t c, uint32_t events);
@@ -192,6 +210,16 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   bool fits_cpus_;                  // the host's ranks fit its CPUs (idle_wait.h: hard_spin_for)
   unsigned shared_yields_ = 0;      // yields in a row to a peer on this rank's CPU
   std::vector<std::unique_ptr<TcpPair>> pairs_;
+  std::vector<bool> served_;      // by rank: a peer of this transport
+  std::vector<Endpoint> addrs_;   // by rank: where a served peer listens (read at setup)
+  // Accepted connections whose Hello has not fully arrived: they are read
+  // as they come, so that one slow peer delays no other.
+  struct Pending {
+    Fd fd;
+    Hello hello{};
+    size_t have = 0;
+  };
+  std::vector<Pending> pending_;
   Fd listen_fd_, epoll_fd_, wake_fd_;
   uint16_t listen_port_ = 0;
   std::mutex io_mu_;
@@ -201,7 +229,7 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   Status abort_reason_;
   std::atomic<bool> abort_requested_{false};
   bool peers_notified_ = false;
-  std::vector<int> stall_from_;  // by peer: whom it said it waits on (kNoStallNotice)
+  std::vector<int> stall_from_;  // by rank: whom it said it waits on, itself or relayed (kNoStallNotice)
   std::atomic<bool> stall_noticed_{false};
   bool splice_broken_ = false;  // vmsplice/splice refused once (seccomp, old kernel): copy from then on
   std::atomic<uint64_t> spliced_bytes_{0};

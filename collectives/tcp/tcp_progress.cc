@@ -136,10 +136,13 @@ void TcpTransport::read_notices(TcpPair& p, OutConn& conn) {
     conn.ctl_have += static_cast<size_t>(n);
     if (conn.ctl_have < sizeof(Header)) continue;
     conn.ctl_have = 0;
-    if (conn.ctl.magic != kMagic || conn.ctl.type != kStall || conn.ctl.len != 0) {
+    if (conn.ctl.magic != kMagic || conn.ctl.type != kStall || conn.ctl.len > static_cast<uint64_t>(cfg_.size)) {
       return fail(data_loss(fmt::format("garbage on the reverse direction of the connection to rank {}", p.peer())));
     }
-    stall_from_[static_cast<size_t>(p.peer())] = static_cast<int>(conn.ctl.arg) - 1;
+    // The peer's own notice, or one it relays (len = its origin + 1).
+    const int origin = conn.ctl.len == 0 ? p.peer() : static_cast<int>(conn.ctl.len) - 1;
+    if (origin == cfg_.rank) continue;
+    stall_from_[static_cast<size_t>(origin)] = static_cast<int>(conn.ctl.arg) - 1;
     stall_noticed_.store(true, std::memory_order_relaxed);
   }
 }
@@ -384,7 +387,7 @@ void TcpTransport::notify_peers_locked() {
   for (auto& p : pairs_) {
     if (!p) continue;
     for (OutConn& conn : p->out) {
-      if (conn.closed) continue;
+      if (!conn.fd || conn.closed) continue;
       if (conn.hdr_done || conn.data_done || conn.fed) {
         const Part& part = conn.q.front();
         // A spliced frame goes on copied from where the socket took it to;

@@ -1,5 +1,6 @@
-// The TCP transport (tcp_transport.h): setup, pairs, waits, abort and
-// teardown; tcp_progress.cc moves the bytes.
+// The TCP transport (tcp_transport.h): pairs, waits, abort, stall notices
+// and teardown; tcp_connect.cc connects the pairs, tcp_progress.cc moves the
+// bytes.
 #include "tcp/tcp_transport.h"
 
 #include <sched.h>
@@ -41,14 +42,26 @@ void TcpTransport::abort(const Status& reason) {
   }
 }
 
-// Stall notices ride the reverse direction of the connection the peer
-// opened (our in[0]): empty until now, so the 16 bytes go out whole.
 void TcpTransport::post_stall_notice(int waits_on) {
   auto l = lock();
+  send_notice_locked(cfg_.rank, waits_on);
+}
+
+void TcpTransport::relay_stall_notice(int origin, int waits_on) {
+  if (origin < 0 || origin >= cfg_.size || origin == cfg_.rank) return;
+  auto l = lock();
+  if (stall_from_[static_cast<size_t>(origin)] == kNoStallNotice) stall_from_[static_cast<size_t>(origin)] = waits_on;
+  send_notice_locked(origin, waits_on);
+}
+
+// Stall notices ride the reverse direction of the connection the peer
+// opened (our in[0]), which carries nothing else: a few 16-byte headers,
+// so each goes out whole. Not to the notice's origin, which knows it.
+void TcpTransport::send_notice_locked(int origin, int waits_on) {
   const uint16_t arg = waits_on >= 0 && waits_on < 0xffff ? static_cast<uint16_t>(waits_on + 1) : 0;
-  const Header h{kMagic, kStall, arg, 0};
+  const Header h{kMagic, kStall, arg, origin == cfg_.rank ? 0 : static_cast<uint64_t>(origin) + 1};
   for (auto& p : pairs_) {
-    if (!p || p->in.empty() || p->in[0].closed) continue;
+    if (!p || !p->ready || p->peer() == origin || p->in[0].closed) continue;
     (void)::send(p->in[0].fd.get(), &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL);
   }
 }
@@ -208,7 +221,7 @@ Result<bool> TcpPair::test_recv(Ticket t) {
 std::vector<ConnectionPorts> TcpTransport::connection_ports(int peer) const {
   std::vector<ConnectionPorts> out;
   const auto& p = pairs_[static_cast<size_t>(peer)];
-  if (!p) return out;
+  if (!p || !p->ready) return out;
   for (const OutConn& c : p->out) {
     out.push_back({true, local_port(c.fd.get()), remote_port(c.fd.get()), congestion_control(c.fd.get())});
   }
@@ -218,6 +231,16 @@ std::vector<ConnectionPorts> TcpTransport::connection_ports(int peer) const {
   return out;
 }
 
+int TcpTransport::socket_count() const {
+  int n = listen_fd_ ? 1 : 0;
+  for (const auto& p : pairs_) {
+    if (!p) continue;
+    for (const OutConn& c : p->out) n += c.fd ? 1 : 0;
+    for (const InConn& c : p->in) n += c.fd ? 1 : 0;
+  }
+  return n + static_cast<int>(pending_.size());
+}
+
 TcpTransport::~TcpTransport() {
   // Say goodbye on every idle outgoing connection, so the peers can tell a
   // finished rank from a dead one.
@@ -225,7 +248,7 @@ TcpTransport::~TcpTransport() {
   for (auto& p : pairs_) {
     if (!p) continue;
     for (OutConn& conn : p->out) {
-      if (conn.closed || conn.hdr_done || conn.data_done) continue;
+      if (!conn.fd || conn.closed || conn.hdr_done || conn.data_done) continue;
       Header h{kMagic, kBye, 0, 0};
       (void)::send(conn.fd.get(), &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL);
     }
@@ -235,11 +258,11 @@ TcpTransport::~TcpTransport() {
     // outgoing connections too).
     char buf[4096];
     for (InConn& conn : p->in) {
-      while (!conn.closed && ::recv(conn.fd.get(), buf, sizeof buf, MSG_DONTWAIT) > 0) {
+      while (conn.fd && !conn.closed && ::recv(conn.fd.get(), buf, sizeof buf, MSG_DONTWAIT) > 0) {
       }
     }
     for (OutConn& conn : p->out) {
-      while (!conn.closed && ::recv(conn.fd.get(), buf, sizeof buf, MSG_DONTWAIT) > 0) {
+      while (conn.fd && !conn.closed && ::recv(conn.fd.get(), buf, sizeof buf, MSG_DONTWAIT) > 0) {
       }
     }
   }
@@ -263,83 +286,6 @@ Status TcpTransport::choose_congestion_control(int fd) const {
     return Status::ok();
   }
   return cc.empty() ? Status::ok() : set_congestion_control(fd, cc);
-}
-
-Status TcpTransport::connect(Store& store, Deadline deadline) {
-  const int me = cfg_.rank, k = cfg_.tcp.connections_per_peer;
-  const std::vector<int> peers = cfg_.peer_ranks();
-  Endpoint bound;
-  WEFT_ASSIGN_OR_RETURN(listen_fd_, listen_on(cfg_.tcp.listen_address, cfg_.tcp.listen_port, &bound));
-  listen_port_ = bound.port;
-  epoll_fd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
-  wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!epoll_fd_ || !wake_fd_) return io_error("epoll_create1/eventfd", errno);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = kWakeTag;
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev);
-  const std::string key = cfg_.store_prefix + "/tcp/";
-  WEFT_RETURN_IF_ERROR(store.set(key + std::to_string(me), bound.to_string()));
-
-  pairs_.resize(static_cast<size_t>(cfg_.size));
-  stall_from_.assign(static_cast<size_t>(cfg_.size), kNoStallNotice);
-  for (int p : peers) {
-    auto pair = std::make_unique<TcpPair>(this, p);
-    pair->out.resize(static_cast<size_t>(k));
-    pair->in.resize(static_cast<size_t>(k));
-    pairs_[static_cast<size_t>(p)] = std::move(pair);
-  }
-  // Connect first (the peers' kernels complete the handshakes into their
-  // listen backlog), then accept: no ordering between ranks is needed.
-  for (int p : peers) {
-    WEFT_ASSIGN_OR_RETURN(std::string addr, store.get(key + std::to_string(p), deadline));
-    WEFT_ASSIGN_OR_RETURN(Endpoint ep, Endpoint::parse(addr));
-    const uint16_t sport = cfg_.routes.empty() ? 0 : cfg_.routes[static_cast<size_t>(p)].sport;
-    for (int c = 0; c < k; ++c) {
-      auto fd = connect_to(ep, cfg_.tcp.listen_address, sport, cfg_.tcp.socket_buffer_bytes, deadline);
-      if (!fd) return fd.status().with_context(fmt::format("connecting to rank {}", p));
-      WEFT_RETURN_IF_ERROR(choose_congestion_control(fd->get()).with_context(fmt::format("connection to rank {}", p)));
-      Hello h{kMagic, me, c, static_cast<int32_t>(::gettid())};
-      WEFT_RETURN_IF_ERROR(write_all(fd->get(), &h, sizeof h, deadline));
-      pairs_[static_cast<size_t>(p)]->out[static_cast<size_t>(c)].fd = std::move(*fd);
-    }
-  }
-  for (size_t i = 0; i < peers.size() * static_cast<size_t>(k); ++i) {
-    auto fd = accept_one(listen_fd_.get(), deadline);
-    if (!fd) return fd.status().with_context(fmt::format("accepting connections ({} of {} arrived)", i, peers.size() * static_cast<size_t>(k)));
-    set_buffers_and_nodelay(fd->get(), cfg_.tcp.socket_buffer_bytes);
-    Hello h{};
-    WEFT_RETURN_IF_ERROR(read_all(fd->get(), &h, sizeof h, deadline).with_context("reading a peer's hello"));
-    if (h.magic != kMagic || h.rank < 0 || h.rank >= cfg_.size || !pairs_[static_cast<size_t>(h.rank)] ||
-        h.conn < 0 || h.conn >= k || pairs_[static_cast<size_t>(h.rank)]->in[static_cast<size_t>(h.conn)].fd) {
-      return data_loss(fmt::format("unexpected hello (rank {}, connection {}) on port {}", h.rank, h.conn, listen_port_));
-    }
-    TcpPair& pair = *pairs_[static_cast<size_t>(h.rank)];
-    if (h.conn == 0 && peer_on_this_host(fd->get())) pair.cpu = PeerCpu(h.tid);
-    pair.in[static_cast<size_t>(h.conn)].fd = std::move(*fd);
-  }
-  for (int p : peers) {
-    TcpPair& pair = *pairs_[static_cast<size_t>(p)];
-    for (size_t c = 0; c < static_cast<size_t>(k); ++c) {
-      WEFT_RETURN_IF_ERROR(set_nonblocking(pair.out[c].fd.get()));
-      WEFT_RETURN_IF_ERROR(set_nonblocking(pair.in[c].fd.get()));
-      pair.in[c].stage = std::make_unique<char[]>(kStageBytes);
-      watch_out(pair, c, EPOLLRDHUP);
-      watch_in(pair, c, EPOLLIN | EPOLLRDHUP);
-    }
-  }
-  return Status::ok();
-}
-
-Result<std::unique_ptr<Transport>> make_tcp_transport(const TransportConfig& config, Store& store,
-                                                      Deadline deadline) {
-  // The communicator chooses an address for "" (TcpOptions); a transport
-  // made on its own knows nothing of hosts, and stays on loopback.
-  TransportConfig c = config;
-  if (c.tcp.listen_address.empty()) c.tcp.listen_address = "127.0.0.1";
-  auto t = std::make_unique<TcpTransport>(c);
-  WEFT_RETURN_IF_ERROR(t->connect(store, deadline));
-  return std::unique_ptr<Transport>(std::move(t));
 }
 
 }  // namespace weft::coll::tcp

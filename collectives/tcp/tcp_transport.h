@@ -8,6 +8,10 @@
 // and the reverse direction of that connection carries ACKs alone
 // (routing/weft/routing/plan.h).
 //
+// Connections are made at setup for TransportConfig::connect_at_setup and
+// later on demand (Transport::connect_peers, tcp_connect.cc); connections
+// are accepted as they arrive, whichever peer they come from.
+//
 // Wire: every message is a 16-byte Header then the payload. Large messages
 // (>= 256 KiB) are striped over the connections of a pair, part j on
 // connection j; the receiver computes the same split from the length.
@@ -15,10 +19,12 @@
 //   kAbort  payload = a one-line reason; the receiver fails every call
 //           naming the sender (a peer that gave up tells everyone at once)
 //   kBye    clean shutdown; EOF without it means the peer died
-//   kStall  no payload; `arg` = whom the sender waits on + 1: a stall
-//           notice (transport.h). It travels on the reverse direction of
-//           the connection the receiver opened, which carries nothing else,
-//           so it never waits behind data the receiver has not asked for.
+//   kStall  no payload; `arg` = whom the notice's origin waits on + 1,
+//           `len` = the origin + 1 (0: the sender itself; a relayed notice
+//           names its origin): a stall notice (transport.h). It travels on
+//           the reverse direction of the connection the receiver opened,
+//           which carries nothing else, so it never waits behind data the
+//           receiver has not asked for.
 #pragma once
 
 #include <memory>
@@ -47,6 +53,10 @@ class TcpTransportInfo {
   // Payload bytes sent from the callers' pages so far (TcpOptions::
   // splice_min_bytes): 0 where held sends were all copied.
   virtual uint64_t spliced_bytes() const = 0;
+  // Sockets this transport holds open: the listening one, every
+  // connection, accepted ones whose hello is still due. Read it while no
+  // other thread is inside the transport.
+  virtual int socket_count() const = 0;
 };
 
 Result<std::unique_ptr<Transport>> make_tcp_transport(const TransportConfig& config, Store& store,

@@ -12,16 +12,19 @@
 namespace weft::coll::testing {
 
 // "ring", "hd", "butterfly", "oneshot", "hybrid", "auto" (AllReduce with
-// that algorithm), "broadcast" (root 0), "allgather", "reduce_scatter" (ring).
+// that algorithm), "broadcast" (root 0), "broadcast_roots" (the root moves
+// on by one rank per call: the first calls connect pairs on demand,
+// communicator.h "Connections"), "allgather", "reduce_scatter" (ring).
 inline const std::vector<std::string>& fault_call_kinds() {
-  static const std::vector<std::string> kinds = {"ring",      "hd",        "butterfly", "oneshot",
-                                                 "hybrid",    "broadcast", "allgather", "reduce_scatter"};
+  static const std::vector<std::string> kinds = {"ring",      "hd",        "butterfly",       "oneshot",   "hybrid",
+                                                 "broadcast", "broadcast_roots", "allgather", "reduce_scatter"};
   return kinds;
 }
 
 // Buffers of one rank for fault_call: `count` floats per rank.
 struct FaultBuffers {
   std::vector<float> data, out;
+  int calls = 0;  // broadcast_roots: the root of the next call
   FaultBuffers(int ranks, size_t count) : data(count * static_cast<size_t>(ranks), 1.0f), out(count, 0.0f) {}
 };
 
@@ -32,6 +35,7 @@ inline Status fault_call(Communicator& comm, const std::string& kind, FaultBuffe
   o.timeout = timeout;
   const size_t count = b.out.size();
   if (kind == "broadcast") return comm.broadcast(b.data.data(), count, DataType::kF32, 0, o);
+  if (kind == "broadcast_roots") return comm.broadcast(b.data.data(), count, DataType::kF32, b.calls++ % comm.size(), o);
   if (kind == "allgather") {
     float* mine = b.data.data() + count * static_cast<size_t>(comm.rank());
     return comm.allgather(mine, b.data.data(), count, DataType::kF32, o);

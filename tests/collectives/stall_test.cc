@@ -160,7 +160,10 @@ std::vector<StopCase> stop_cases() {
   for (const char* t : {"loopback", "tcp", "shm"}) {
     for (const std::string& k : fault_call_kinds()) {
       if (std::string(t) == "shm" && k != "hd" && k != "broadcast" && k != "reduce_scatter") continue;
-      out.push_back({t, k, k == "hybrid" ? 4 : 5, k == "broadcast" ? 1 : 2});
+      // broadcast_roots: on 5 ranks the pair 0-3 is connected on demand
+      // (communicator.h "Connections") by the call from root 3, with the
+      // stopped rank 0.
+      out.push_back({t, k, k == "hybrid" ? 4 : 5, k == "broadcast" ? 1 : k == "broadcast_roots" ? 0 : 2});
     }
   }
   return out;

@@ -15,6 +15,24 @@
 // Plans: a collective call picks (or is told) an algorithm, plans it for the
 // (count, type) once — peers, block ranges, scratch size — and caches the
 // plan; run() then only moves and reduces data.
+//
+// Connections: a rank is connected only to the peers its algorithms use,
+// not to every rank (TCP holds two sockets per peer, so every rank to
+// every rank reaches the default limit of 1024 descriptors near 500 ranks;
+// shm a ring per peer). create() connects the peers of every algorithm
+// kAuto may run on this communicator: AllReduce's butterfly (also
+// barrier's), halving-doubling (with its fold, and the route plan's gates)
+// and ring, each on its rank map; ReduceScatter's and AllGather's ring;
+// one-shot where kAuto may pick it (Selection::oneshot_max_ranks); hybrid
+// and the hierarchical AllGather on equal hosts. On P ranks of one host,
+// without failed links (each algorithm's own rank map) or one-shot, that
+// is at most log2(P) + 2 peers (TCP: 2 log2(P) + 5 sockets with the
+// listening one; 17 at 128 ranks). Any other pair — a Broadcast's tree, an
+// algorithm asked for with CollectiveOptions::algorithm — is connected by
+// both its ends in the first call that needs it, before the algorithm runs,
+// and stays: one-shot asked for on P ranks connects all P - 1 peers. A
+// transport that cannot connect after setup (verbs) connects every peer at
+// create().
 #pragma once
 
 #include <chrono>
@@ -61,7 +79,8 @@ std::optional<Algorithm> parse_algorithm(std::string_view s);
 // Where this host's ranks outnumber the CPUs a rank may use, sizes below
 // oneshot_below_bytes run one-shot instead (one round of messages: every
 // dependent round of butterfly can cost a context switch per CPU there);
-// not under a route plan or failed links (one-shot talks to every peer).
+// not under a route plan or failed links (one-shot talks to every peer),
+// and only on communicators of at most Selection::oneshot_max_ranks.
 struct SelectionRule {
   std::string transport;  // the transport serving every peer ("tcp", "shm", ...); "*" = any
   int max_ranks;          // the rule covers communicators of at most this many ranks
@@ -84,6 +103,12 @@ std::vector<SelectionRule> default_selection_rules();
 struct Selection {
   std::vector<SelectionRule> rules = default_selection_rules();  // first match wins
   bool hybrid_when_multi_host = true;  // >1 host, equal ranks per host: hybrid
+  // kAuto runs one-shot (a rule's oneshot_below_bytes) only on communicators
+  // of at most this many ranks: it connects every pair (2 (P - 1) TCP
+  // sockets, a shared-memory ring to every peer), and it was measured up
+  // to 8 ranks (docs/collectives.md "One-shot"). >= 0; one-shot asked for
+  // runs at any size.
+  int oneshot_max_ranks = 8;
   // The last rule must cover every transport and size ("*", INT_MAX), so
   // that every communicator has one.
   Status validate() const;
@@ -149,7 +174,8 @@ struct CommConfig {
 
 class Communicator {
  public:
-  // Connects to every peer through `store` (collective: every rank calls it).
+  // Connects to the peers of its algorithms through `store` ("Connections"
+  // above; collective: every rank calls it).
   static Result<std::unique_ptr<Communicator>> create(const CommConfig& config, Store& store);
   ~Communicator();
   Communicator(const Communicator&) = delete;
@@ -162,6 +188,7 @@ class Communicator {
   const std::vector<int>& local_ranks() const;
   int host_count() const;
   // Transport serving `peer` (nullptr for this rank), e.g. to inspect ports.
+  // Its pair(peer) is nullptr while the pair is not connected ("Connections").
   Transport* transport_for(int peer) const;
 
   // recv = op over ranks of send, count elements. send == recv is in place.

@@ -53,6 +53,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -221,7 +222,12 @@ struct TransportConfig {
   std::string name = "tcp";
   int rank = 0;
   int size = 1;
-  std::vector<int> peers;         // ranks to connect to; empty = every other rank
+  std::vector<int> peers;         // ranks this transport serves; empty = every other rank
+  // The peers connected at setup (a subset of peer_ranks(); nullopt: all of
+  // them). The others are connected when a call first needs them
+  // (Transport::connect_peers). A backend that cannot connect after setup
+  // (verbs) connects every peer at setup.
+  std::optional<std::vector<int>> connect_at_setup;
   std::vector<PeerRoute> routes;  // indexed by peer rank; empty = no plan
   std::string store_prefix = "weft";  // keys of this transport: <prefix>/<name>/...
   TcpOptions tcp;
@@ -240,6 +246,8 @@ struct TransportConfig {
   Status validate() const;
   // `peers`, or every other rank when it is empty.
   std::vector<int> peer_ranks() const;
+  // connect_at_setup, or peer_ranks() when it is not given.
+  std::vector<int> setup_peer_ranks() const;
 };
 
 class Transport {
@@ -250,8 +258,19 @@ class Transport {
   virtual int size() const = 0;
 
   // The pair to `peer`, or nullptr if the peer is not connected by this
-  // transport (another transport serves it, or it is this rank).
+  // transport (another transport serves it, it is this rank, or it is not
+  // connected yet: connect_peers).
   virtual Pair* pair(int peer) = 0;
+
+  // Connects the pairs to `peers` (ranks this transport serves) that are
+  // not connected yet, and returns once each is usable or the deadline
+  // passes (kDeadlineExceeded naming the ranks still missing). Collective
+  // between the two ends of each pair: both call it for each other, in the
+  // same collective call (the communicator connects the peers of a plan
+  // before it first runs, and every plan's peers are symmetric). Data of
+  // the pairs already connected keeps moving meanwhile. Default: every
+  // peer was connected at setup; a peer that was not is an error.
+  virtual Status connect_peers(const std::vector<int>& peers, Deadline deadline);
 
   virtual Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) = 0;
 
@@ -272,8 +291,9 @@ class Transport {
   //   post_stall_notice(r)  tells every peer of this transport "this rank
   //                         stopped in a stalled call, waiting on rank r"
   //                         (-1: on no one known); non-blocking, best effort.
-  //   stall_notice(peer)    what `peer` told (kNoStallNotice: nothing yet);
-  //                         poll() takes in news.
+  //   stall_notice(r)       what rank r posted, heard from r itself or
+  //                         relayed (kNoStallNotice: nothing yet); any
+  //                         rank of the communicator; poll() takes in news.
   //   stall_noticed()       a notice from some peer has arrived. From then
   //                         on every blocking wait of this transport returns
   //                         kDeadlineExceeded at once: the call is lost, and
@@ -287,12 +307,23 @@ class Transport {
     return kNoStallNotice;
   }
   virtual bool stall_noticed() const { return false; }
+  // Passes on a notice this rank heard from `origin` (through a peer of
+  // this or another transport) to every peer of this transport, so that a
+  // notice reaches the ranks that are not connected to its origin
+  // (communicator.h: connections on demand). Non-blocking, best effort;
+  // after it, stall_notice(origin) here reports it. A peer that already
+  // knows the notice ignores it.
+  virtual void relay_stall_notice(int origin, int waits_on) {
+    (void)origin;
+    (void)waits_on;
+  }
   static constexpr int kNoStallNotice = -2;
 };
 
 // Creates and connects a transport: publishes this rank's address in the
-// store, reads the peers' addresses, connects, and returns when every pair is
-// up (or the deadline passes, naming the peers still missing).
+// store, reads the peers' addresses, connects, and returns when every pair
+// of connect_at_setup is up (or the deadline passes, naming the peers still
+// missing).
 using TransportFactory =
     std::function<Result<std::unique_ptr<Transport>>(const TransportConfig&, Store&, Deadline)>;
 
