@@ -37,6 +37,11 @@ struct Hello {
 };
 static_assert(sizeof(Hello) == 16, "handshake is 16 bytes without padding");
 
+// A peer's kAbort reason is shown up to this many bytes, then cut with a
+// marker (abort_reason_shown): this rank sends at most 400, a longer one is
+// a bug or hostile and must not grow without limit.
+constexpr size_t kMaxAbortReason = 1024;
+std::string abort_reason_shown(std::string_view got, uint64_t sent);
 constexpr size_t kStripeMin = 256 << 10;  // messages this long are striped over the connections
 constexpr uint64_t kWakeTag = ~uint64_t{0};
 // Incoming bytes are read into a per-connection staging buffer, many small
@@ -148,6 +153,7 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   std::vector<ConnectionPorts> connection_ports(int peer) const override;
   uint16_t listen_port() const override { return listen_port_; }
   uint64_t spliced_bytes() const override { return spliced_bytes_.load(std::memory_order_relaxed); }
+  uint64_t dropped_connections() const override { return dropped_connections_; }
 
   // Called by pairs, with io_mu_ held.
   std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(io_mu_); }
@@ -194,6 +200,7 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   std::vector<std::unique_ptr<TcpPair>> pairs_;
   Fd listen_fd_, epoll_fd_, wake_fd_;
   uint16_t listen_port_ = 0;
+  uint64_t dropped_connections_ = 0;  // during connect(): not a peer (accept_hellos)
   std::mutex io_mu_;
   Status failed_;
   std::atomic<bool> has_failed_{false};

@@ -304,20 +304,25 @@ Status TcpTransport::connect(Store& store, Deadline deadline) {
       pairs_[static_cast<size_t>(p)]->out[static_cast<size_t>(c)].fd = std::move(*fd);
     }
   }
-  for (size_t i = 0; i < peers.size() * static_cast<size_t>(k); ++i) {
-    auto fd = accept_one(listen_fd_.get(), deadline);
-    if (!fd) return fd.status().with_context(fmt::format("accepting connections ({} of {} arrived)", i, peers.size() * static_cast<size_t>(k)));
-    set_buffers_and_nodelay(fd->get(), cfg_.tcp.socket_buffer_bytes);
-    Hello h{};
-    WEFT_RETURN_IF_ERROR(read_all(fd->get(), &h, sizeof h, deadline).with_context("reading a peer's hello"));
-    if (h.magic != kMagic || h.rank < 0 || h.rank >= cfg_.size || !pairs_[static_cast<size_t>(h.rank)] ||
-        h.conn < 0 || h.conn >= k || pairs_[static_cast<size_t>(h.rank)]->in[static_cast<size_t>(h.conn)].fd) {
-      return data_loss(fmt::format("unexpected hello (rank {}, connection {}) on port {}", h.rank, h.conn, listen_port_));
+  // A connection that is not a peer's (a stray client on the port, a
+  // stale process of an earlier job) is dropped and counted, never fatal.
+  const auto take = [&](Fd& fd, const char* bytes) -> std::string {
+    Hello h;
+    std::memcpy(&h, bytes, sizeof h);
+    if (h.magic != kMagic) return fmt::format("a connection that is not a weft tcp peer (magic {:#x})", h.magic);
+    if (h.rank < 0 || h.rank >= cfg_.size || !pairs_[static_cast<size_t>(h.rank)] || h.conn < 0 || h.conn >= k ||
+        pairs_[static_cast<size_t>(h.rank)]->in[static_cast<size_t>(h.conn)].fd) {
+      return fmt::format("unexpected hello (rank {}, connection {})", h.rank, h.conn);
     }
+    set_buffers_and_nodelay(fd.get(), cfg_.tcp.socket_buffer_bytes);
     TcpPair& pair = *pairs_[static_cast<size_t>(h.rank)];
-    if (h.conn == 0 && peer_on_this_host(fd->get())) pair.cpu = PeerCpu(h.tid);
-    pair.in[static_cast<size_t>(h.conn)].fd = std::move(*fd);
-  }
+    if (h.conn == 0 && peer_on_this_host(fd.get())) pair.cpu = PeerCpu(h.tid);
+    pair.in[static_cast<size_t>(h.conn)].fd = std::move(fd);
+    return "";
+  };
+  WEFT_RETURN_IF_ERROR(accept_hellos(listen_fd_.get(), peers.size() * static_cast<size_t>(k), sizeof(Hello), deadline,
+                                     take, &dropped_connections_)
+                           .with_context(fmt::format("accepting the peers' connections on port {}", listen_port_)));
   for (int p : peers) {
     TcpPair& pair = *pairs_[static_cast<size_t>(p)];
     for (size_t c = 0; c < static_cast<size_t>(k); ++c) {

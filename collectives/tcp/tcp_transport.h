@@ -47,6 +47,9 @@ class TcpTransportInfo {
   // Payload bytes sent from the callers' pages so far (TcpOptions::
   // splice_min_bytes): 0 where held sends were all copied.
   virtual uint64_t spliced_bytes() const = 0;
+  // Connections to the listening port that were not a peer's (a bad or no
+  // hello) and were dropped during setup.
+  virtual uint64_t dropped_connections() const = 0;
 };
 
 Result<std::unique_ptr<Transport>> make_tcp_transport(const TransportConfig& config, Store& store,
