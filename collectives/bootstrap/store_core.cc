@@ -44,12 +44,11 @@ TcpStoreCounters StoreCore::counters() const {
                           over_capacity_.load(), oversize_.load(), full_.load()};
 }
 
-// Client hello: magic, version, flags, nonce. Anything but our magic is a
-// stray connection (a port scanner, a load balancer's probe, another
-// protocol): dropped without a word.
+// Client hello: magic (checked by feed: anything else is a stray
+// connection, a port scanner, a load balancer's probe, another protocol,
+// dropped without a word), version, flags, nonce.
 bool StoreCore::hello(uint64_t id, Conn& c, std::vector<Out>& out) {
   const char* p = c.in.data();
-  if (get32(p) != kMagic) return drop(garbage_);
   if (get32(p + 4) != kVersion) {
     out.push_back({id, error_reply(fmt::format("store protocol version {}; this store speaks {}", get32(p + 4), kVersion))});
     return drop(garbage_);
@@ -160,6 +159,8 @@ bool StoreCore::feed(uint64_t id, std::string_view bytes, std::vector<Out>& out)
   for (;;) {
     switch (c.phase) {
       case Phase::kHello:
+        // A stranger is known by its first four bytes; no need to wait for 44.
+        if (c.in.size() >= 4 && get32(c.in.data()) != kMagic) return drop(garbage_);
         if (c.in.size() < kHelloBytes) return true;
         if (!hello(id, c, out)) return false;
         break;
