@@ -4,8 +4,6 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -14,49 +12,13 @@
 #include <fmt/format.h>
 
 #include "harness.h"
+#include "strangers.h"
 #include "tcp/tcp_internal.h"
 
 namespace weft::coll::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A MemoryStore whose `gated` key cannot be read until open() (the other
-// keys can): the test decides when the peers may connect to a rank.
-class GatedStore final : public Store {
- public:
-  explicit GatedStore(std::string gated) : gated_(std::move(gated)) {}
-  Status set(const std::string& key, const std::string& value) override { return inner.set(key, value); }
-  Result<std::string> get(const std::string& key, Deadline deadline) override {
-    if (key == gated_) {
-      std::unique_lock<std::mutex> l(mu_);
-      if (!cv_.wait_until(l, deadline, [&] { return open_; })) return deadline_exceeded("gate stayed shut");
-    }
-    return inner.get(key, deadline);
-  }
-  void open() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-  MemoryStore inner;
-
- private:
-  std::string gated_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
-tcp::Fd stranger(const tcp::Endpoint& at, const std::string& says) {
-  auto fd = tcp::connect_to(at, "0.0.0.0", 0, 1 << 16, Clock::now() + 5s);
-  EXPECT_TRUE(fd) << fd.status().to_string();
-  if (!fd) return tcp::Fd();
-  EXPECT_TRUE(tcp::write_all(fd->get(), says.data(), says.size(), Clock::now() + 5s));
-  return std::move(*fd);
-}
 
 std::string hello_bytes(const tcp::Hello& h) { return std::string(reinterpret_cast<const char*>(&h), sizeof h); }
 
@@ -87,13 +49,11 @@ TEST(TcpStrangers, ConnectionsThatAreNoPeersAreDroppedAndCountedAndTheJobSucceed
   }
   auto addr = store.inner.get("weft/tcp/1", Clock::now() + 30s);
   ASSERT_TRUE(addr) << addr.status().to_string();
-  auto at = tcp::Endpoint::parse(*addr);
-  ASSERT_TRUE(at);
   std::vector<tcp::Fd> strangers;
-  strangers.push_back(stranger(*at, std::string(16, '\xcd')));                         // not the protocol
-  strangers.push_back(stranger(*at, hello_bytes(tcp::Hello{tcp::kMagic, 7, 0, 0})));  // no such rank
-  strangers.push_back(stranger(*at, hello_bytes(tcp::Hello{tcp::kMagic, 1, 0, 0})));  // rank 1 itself
-  strangers.push_back(stranger(*at, ""));                                              // says nothing
+  strangers.push_back(stranger(*addr, std::string(16, '\xcd')));                         // not the protocol
+  strangers.push_back(stranger(*addr, hello_bytes(tcp::Hello{tcp::kMagic, 7, 0, 0})));  // no such rank
+  strangers.push_back(stranger(*addr, hello_bytes(tcp::Hello{tcp::kMagic, 1, 0, 0})));  // rank 1 itself
+  strangers.push_back(stranger(*addr, ""));                                              // says nothing
   store.open();
   for (auto& t : ranks) t.join();
   EXPECT_EQ(dropped, (std::vector<uint64_t>{0, 4, 0}));
@@ -123,7 +83,7 @@ TEST_P(PeerAbortReason, IsShownUpToTheBoundThenCutWithAMarker) {
   ASSERT_TRUE(store.set("weft/tcp/1", mine.to_string()));
   auto addr0 = store.get("weft/tcp/0", Clock::now() + 20s);
   ASSERT_TRUE(addr0);
-  tcp::Fd out = stranger(*tcp::Endpoint::parse(*addr0), hello_bytes(tcp::Hello{tcp::kMagic, 1, 0, 0}));
+  tcp::Fd out = stranger(*addr0, hello_bytes(tcp::Hello{tcp::kMagic, 1, 0, 0}));
   pollfd pf{listener->get(), POLLIN, 0};
   ASSERT_EQ(::poll(&pf, 1, 20000), 1);
   tcp::Fd in(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));  // rank 0's connection to "rank 1"

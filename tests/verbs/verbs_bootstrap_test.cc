@@ -5,12 +5,11 @@
 // no RDMA device needed.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../collectives/strangers.h"
 #include "verbs/bootstrap.h"
 
 namespace weft::verbs {
@@ -18,6 +17,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using coll::Clock;
+using coll::testing::GatedStore;
+using coll::testing::stranger;
 
 std::string hello(uint32_t magic, uint32_t rank, uint32_t size) {
   std::string h(16, '\0');
@@ -29,43 +30,6 @@ std::string hello(uint32_t magic, uint32_t rank, uint32_t size) {
   return h;
 }
 constexpr uint32_t kHelloMagic = 0x57465648;  // "WFVH", bootstrap.cc
-
-coll::tcp::Fd stranger(const std::string& addr, const std::string& says) {
-  auto at = coll::tcp::Endpoint::parse(addr);
-  EXPECT_TRUE(at);
-  auto fd = coll::tcp::connect_to(*at, "0.0.0.0", 0, 1 << 16, Clock::now() + 5s);
-  EXPECT_TRUE(fd) << fd.status().to_string();
-  if (!fd) return {};
-  EXPECT_TRUE(coll::tcp::write_all(fd->get(), says.data(), says.size(), Clock::now() + 5s));
-  return std::move(*fd);
-}
-
-// Rank `gated`'s address stays unreadable until open(): its peers connect
-// only after the strangers are queued.
-class GatedStore final : public coll::Store {
- public:
-  explicit GatedStore(std::string gated) : gated_(std::move(gated)) {}
-  Status set(const std::string& k, const std::string& v) override { return inner.set(k, v); }
-  Result<std::string> get(const std::string& k, coll::Deadline d) override {
-    if (k == gated_) {
-      std::unique_lock<std::mutex> l(mu_);
-      if (!cv_.wait_until(l, d, [&] { return open_; })) return deadline_exceeded("gate stayed shut");
-    }
-    return inner.get(k, d);
-  }
-  void open() {
-    std::lock_guard<std::mutex> l(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  coll::MemoryStore inner;
-
- private:
-  std::string gated_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
 
 TEST(VerbsBootstrap, StrangersOnABootstrapPortAreDroppedAndCountedAndTheMeshForms) {
   constexpr int kRanks = 3;
