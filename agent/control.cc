@@ -3,7 +3,6 @@
 #include "weft/agent/control.h"
 
 #include <openssl/crypto.h>
-#include <sys/stat.h>
 
 #include <fmt/format.h>
 
@@ -274,12 +273,7 @@ uint32_t frame_length(const uint8_t h[4]) {
 }
 
 Result<probe::MacKey> load_secret(const std::string& path) {
-  struct stat st{};
-  if (::stat(path.c_str(), &st) != 0) return io_error("secret file " + path, errno);
-  if (st.st_mode & 077) return failed_precondition(fmt::format("secret file {} is readable by others (chmod 600 it)", path));
-  WEFT_ASSIGN_OR_RETURN(std::string s, read_file(path));
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-  if (s.size() < 16) return invalid_argument(fmt::format("secret in {} is shorter than 16 bytes", path));
+  WEFT_ASSIGN_OR_RETURN(std::string s, read_secret_file(path, 16));
   return probe::MacKey::from_string(s);
 }
 

@@ -22,6 +22,16 @@ Result<std::string> read_file(const std::string& path) {
   return ss.str();
 }
 
+Result<std::string> read_secret_file(const std::string& path, size_t min_bytes) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return io_error("secret file " + path, errno);
+  if (st.st_mode & 077) return failed_precondition(fmt::format("secret file {} is readable by others (chmod 600 it)", path));
+  WEFT_ASSIGN_OR_RETURN(std::string s, read_file(path));
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  if (s.size() < min_bytes) return invalid_argument(fmt::format("secret in {} is shorter than {} bytes", path, min_bytes));
+  return s;
+}
+
 namespace {
 // Closes the fd and removes the temporary unless release() was called.
 class TempFile {

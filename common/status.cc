@@ -50,6 +50,7 @@ Status deadline_exceeded(std::string msg) {
 Status aborted(std::string msg) { return {StatusCode::kAborted, std::move(msg)}; }
 Status out_of_range(std::string msg) { return {StatusCode::kOutOfRange, std::move(msg)}; }
 Status unimplemented(std::string msg) { return {StatusCode::kUnimplemented, std::move(msg)}; }
+Status permission_denied(std::string msg) { return {StatusCode::kPermissionDenied, std::move(msg)}; }
 Status io_error(std::string_view what, int err) {
   return {StatusCode::kIo, fmt::format("{}: {}", what, std::strerror(err))};
 }

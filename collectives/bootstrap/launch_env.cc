@@ -7,6 +7,7 @@
 #include "bootstrap/listen_address.h"
 #include "tcp/socket.h"
 #include "weft/collectives/store.h"
+#include "weft/common/file_util.h"
 
 namespace weft::coll {
 namespace {
@@ -69,6 +70,23 @@ Result<LaunchInfo> launch_info_from_env() {
   return info;
 }
 
+Result<TcpStoreOptions> tcp_store_options_from_env() {
+  TcpStoreOptions o;
+  if (const char* b = env("WEFT_STORE_BIND")) o.bind_address = b;
+  const char* secret = env("WEFT_STORE_SECRET");
+  const char* file = env("WEFT_STORE_SECRET_FILE");
+  if (secret && file) return invalid_argument("environment: set WEFT_STORE_SECRET or WEFT_STORE_SECRET_FILE, not both");
+  if (secret) {
+    o.secret = secret;
+    if (o.secret.size() < 16) return invalid_argument("environment: WEFT_STORE_SECRET is shorter than 16 bytes");
+  } else if (file) {
+    auto r = read_secret_file(file, 16);
+    if (!r) return r.status().with_context("WEFT_STORE_SECRET_FILE");
+    o.secret = std::move(*r);
+  }
+  return o;
+}
+
 Result<std::unique_ptr<Store>> open_store(const std::string& spec, int rank,
                                           std::chrono::steady_clock::time_point deadline) {
   std::string_view s = spec;
@@ -78,7 +96,8 @@ Result<std::unique_ptr<Store>> open_store(const std::string& spec, int rank,
   }
   if (s.rfind("tcp://", 0) == 0) {
     WEFT_ASSIGN_OR_RETURN(tcp::Endpoint ep, tcp::Endpoint::parse(std::string(s.substr(6))));
-    WEFT_ASSIGN_OR_RETURN(auto ts, TcpStore::open(ep.host, ep.port, rank == 0, deadline));
+    WEFT_ASSIGN_OR_RETURN(TcpStoreOptions options, tcp_store_options_from_env());
+    WEFT_ASSIGN_OR_RETURN(auto ts, TcpStore::open(ep.host, ep.port, rank == 0, deadline, options));
     return std::unique_ptr<Store>(std::move(ts));
   }
   return invalid_argument(fmt::format("store '{}' is neither tcp://host:port nor file:/dir", spec));

@@ -1,133 +1,67 @@
-// The TCP rendezvous store (store.h). The server is a poll(2) loop on a
-// background thread; the set of keys is small (a few per rank), so a map and
-// a list of waiting gets are enough.
+// The TCP rendezvous store's client (store.h): blocking calls with
+// deadlines on one connection, after the handshake that proves the secret
+// both ways. The server is tcp_store_server.cc.
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cstring>
-#include <map>
-#include <thread>
-
 #include <fmt/format.h>
 
+#include "bootstrap/store_wire.h"
+#include "bootstrap/tcp_store_server.h"
 #include "tcp/socket.h"
 #include "weft/collectives/store.h"
 
 namespace weft::coll {
 
+using namespace store_wire;
+
 namespace {
 
-enum : uint32_t { kSet = 1, kGet = 2 };
-constexpr uint32_t kMaxField = 64 << 20;
+// Reads one reply: status and payload. A length past what the server may
+// send (a value, or an error message) means this is not a weft store.
+Result<std::pair<uint32_t, std::string>> read_reply(int fd, size_t max_ok, Deadline deadline) {
+  char h[kReplyHeader];
+  WEFT_RETURN_IF_ERROR(tcp::read_all(fd, h, sizeof h, deadline));
+  const uint32_t status = get32(h), len = get32(h + 4);
+  if ((status != kOk && status != kError) || len > (status == kOk ? max_ok : kMaxMessage)) {
+    return data_loss(fmt::format("a reply of status {} and {} bytes is not the weft store protocol", status, len));
+  }
+  std::string payload(len, '\0');
+  WEFT_RETURN_IF_ERROR(tcp::read_all(fd, payload.data(), payload.size(), deadline));
+  return std::make_pair(status, std::move(payload));
+}
 
-struct Client {
-  tcp::Fd fd;
-  std::string in;  // bytes of a partial request
-};
+Status check_sizes(const TcpStoreLimits& limits, size_t key_bytes, size_t value_bytes, std::string_view what,
+                   const std::string& key) {
+  const std::string why = size_error(limits, key_bytes, value_bytes);
+  if (why.empty()) return Status::ok();
+  return invalid_argument(fmt::format("TCP store {} '{}': {}", what, key.substr(0, 64), why));
+}
 
 }  // namespace
 
-class TcpStore::Server {
- public:
-  Status start(uint16_t port) {
-    WEFT_ASSIGN_OR_RETURN(listen_, tcp::listen_on("0.0.0.0", port, nullptr));
-    if (::pipe(stop_) != 0) return io_error("pipe", errno);
-    thread_ = std::thread([this] { loop(); });
-    return Status::ok();
-  }
-  ~Server() {
-    if (thread_.joinable()) {
-      char c = 1;
-      (void)!::write(stop_[1], &c, 1);
-      thread_.join();
-    }
-    if (stop_[0] >= 0) ::close(stop_[0]);
-    if (stop_[1] >= 0) ::close(stop_[1]);
-  }
-
- private:
-  static void reply(int fd, const std::string& v) {
-    uint32_t h[2] = {0, static_cast<uint32_t>(v.size())};
-    std::string out(reinterpret_cast<char*>(h), sizeof h);
-    out += v;
-    (void)tcp::write_all(fd, out.data(), out.size(), Clock::now() + std::chrono::seconds(10));
-  }
-  // Handles every complete request in c.in; false if the client sent garbage.
-  bool handle(Client& c) {
-    for (;;) {
-      if (c.in.size() < 12) return true;
-      uint32_t h[3];
-      std::memcpy(h, c.in.data(), sizeof h);
-      if (h[1] > kMaxField || h[2] > kMaxField || (h[0] != kSet && h[0] != kGet)) return false;
-      if (c.in.size() < 12 + size_t{h[1]} + h[2]) return true;
-      std::string key = c.in.substr(12, h[1]), value = c.in.substr(12 + h[1], h[2]);
-      c.in.erase(0, 12 + size_t{h[1]} + h[2]);
-      if (h[0] == kSet) {
-        kv_[key] = value;
-        for (auto it = waiting_.begin(); it != waiting_.end();) {
-          if (it->first == key) {
-            reply(it->second, value);
-            it = waiting_.erase(it);
-          } else {
-            ++it;
-          }
-        }
-        reply(c.fd.get(), "");
-      } else if (auto it = kv_.find(key); it != kv_.end()) {
-        reply(c.fd.get(), it->second);
-      } else {
-        waiting_.emplace_back(key, c.fd.get());
-      }
-    }
-  }
-  void loop() {
-    for (;;) {
-      std::vector<pollfd> pf = {{stop_[0], POLLIN, 0}, {listen_.get(), POLLIN, 0}};
-      for (auto& c : clients_) pf.push_back({c.fd.get(), POLLIN, 0});
-      if (::poll(pf.data(), pf.size(), -1) < 0 && errno != EINTR) return;
-      if (pf[0].revents) return;
-      if (pf[1].revents & POLLIN) {
-        int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd >= 0) clients_.push_back(Client{tcp::Fd(fd), {}});
-      }
-      for (size_t i = 2; i < pf.size(); ++i) {
-        if (!pf[i].revents) continue;
-        Client& c = clients_[i - 2];
-        char buf[65536];
-        ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
-        if (n > 0) c.in.append(buf, static_cast<size_t>(n));
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || !handle(c)) {
-          const int dead = c.fd.get();
-          std::erase_if(waiting_, [dead](const auto& w) { return w.second == dead; });
-          c.fd = tcp::Fd();
-        }
-      }
-      std::erase_if(clients_, [](const Client& c) { return !c.fd; });
-    }
-  }
-
-  tcp::Fd listen_;
-  int stop_[2] = {-1, -1};
-  std::thread thread_;
-  std::vector<Client> clients_;
-  std::map<std::string, std::string> kv_;
-  std::vector<std::pair<std::string, int>> waiting_;
-};
-
 Result<std::unique_ptr<TcpStore>> TcpStore::open(const std::string& host, uint16_t port, bool serve,
-                                                 std::chrono::steady_clock::time_point deadline) {
-  std::unique_ptr<TcpStore> s(new TcpStore());
-  if (serve) {
-    s->server_ = std::make_unique<Server>();
-    WEFT_RETURN_IF_ERROR(s->server_->start(port).with_context(fmt::format("serving the TCP store on port {}", port)));
+                                                 std::chrono::steady_clock::time_point deadline,
+                                                 const TcpStoreOptions& options) {
+  if (!options.secret.empty() && options.secret.size() < 16) {
+    return invalid_argument(fmt::format("TCP store: a secret of {} bytes is too short (16 at least)", options.secret.size()));
   }
-  auto fd = tcp::connect_to(tcp::Endpoint{host, port}, "0.0.0.0", 0, 1 << 16, deadline);
-  if (!fd) return fd.status().with_context("TCP store (MASTER_ADDR:MASTER_PORT)");
+  std::unique_ptr<TcpStore> s(new TcpStore());
+  s->options_ = options;
+  s->port_ = port;
+  if (serve) {
+    const std::string bind = options.bind_address.empty() ? host : options.bind_address;
+    s->server_ = std::make_unique<Server>(options);
+    WEFT_RETURN_IF_ERROR(s->server_->start(bind, port).with_context("serving the TCP store"));
+    s->port_ = s->server_->port();
+  }
+  const std::string where = fmt::format("{}:{}", host, s->port_);
+  auto fd = tcp::connect_to(tcp::Endpoint{host, s->port_}, "0.0.0.0", 0, 1 << 16, deadline);
+  if (!fd) return fd.status().with_context(fmt::format("TCP store at {} (MASTER_ADDR:MASTER_PORT)", where));
   s->fd_ = fd->release();
+  WEFT_RETURN_IF_ERROR(s->handshake(where, deadline).with_context(fmt::format("TCP store at {}", where)));
   return s;
 }
 
@@ -142,40 +76,79 @@ std::string TcpStore::local_address() const {
   return buf;
 }
 
+// store.h, "Protocol": hello, challenge, the client's proof, the server's.
+Status TcpStore::handshake(const std::string& where, Deadline deadline) {
+  const std::string& secret = options_.secret;
+  const Nonce mine = random_nonce();
+  std::string hello;
+  put32(hello, kMagic);
+  put32(hello, kVersion);
+  put32(hello, secret.empty() ? 0 : kFlagSecret);
+  hello += bytes(mine);
+  WEFT_RETURN_IF_ERROR(tcp::write_all(fd_, hello.data(), hello.size(), deadline));
+  WEFT_ASSIGN_OR_RETURN(auto challenge, read_reply(fd_, kChallengeBytes, deadline));
+  if (challenge.first == kError) return permission_denied(fmt::format("refused: {}", challenge.second));
+  if (challenge.second.size() != kChallengeBytes) return data_loss("a handshake that is not the weft store protocol");
+  Nonce theirs{};
+  std::memcpy(theirs.data(), challenge.second.data() + 4, kNonceBytes);
+  const Proof proof = client_proof(secret, theirs, mine);
+  WEFT_RETURN_IF_ERROR(tcp::write_all(fd_, proof.data(), proof.size(), deadline));
+  WEFT_ASSIGN_OR_RETURN(auto welcome, read_reply(fd_, kProofBytes, deadline));
+  if (welcome.first == kError) return permission_denied(fmt::format("refused: {}", welcome.second));
+  if (welcome.second.size() != kProofBytes) return data_loss("a handshake that is not the weft store protocol");
+  if (!secret.empty() && !proofs_equal(server_proof(secret, mine, theirs), welcome.second.data())) {
+    return permission_denied(fmt::format("the process serving {} does not know the secret (another program on "
+                                         "that port?)", where));
+  }
+  return Status::ok();
+}
+
 TcpStore::~TcpStore() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+TcpStoreCounters TcpStore::counters() const { return server_ ? server_->counters() : TcpStoreCounters{}; }
+
+// One request and its reply. A failure part-way leaves the connection out
+// of step (a late reply would answer the next request): it is closed.
+Result<std::string> TcpStore::exchange(const std::string& request, const std::string& what, Deadline deadline) {
+  if (fd_ < 0) return unavailable(fmt::format("TCP store {}: the connection was closed after an earlier failure", what));
+  Status s = tcp::write_all(fd_, request.data(), request.size(), deadline);
+  Result<std::pair<uint32_t, std::string>> r = s ? read_reply(fd_, options_.limits.max_value_bytes, deadline)
+                                                 : Result<std::pair<uint32_t, std::string>>(s);
+  if (!r) {
+    ::close(fd_);
+    fd_ = -1;
+    return r.status().with_context(fmt::format("TCP store {}", what));
+  }
+  if (r->first == kError) return failed_precondition(fmt::format("TCP store {}: {}", what, r->second));
+  return std::move(r->second);
+}
+
 Status TcpStore::set(const std::string& key, const std::string& value) {
+  WEFT_RETURN_IF_ERROR(check_sizes(options_.limits, key.size(), value.size(), "set", key));
   std::lock_guard<std::mutex> l(mu_);
-  uint32_t h[3] = {kSet, static_cast<uint32_t>(key.size()), static_cast<uint32_t>(value.size())};
-  std::string req(reinterpret_cast<char*>(h), sizeof h);
+  std::string req;
+  put32(req, kSet);
+  put32(req, static_cast<uint32_t>(key.size()));
+  put32(req, static_cast<uint32_t>(value.size()));
   req += key;
   req += value;
-  const auto d = Clock::now() + std::chrono::seconds(60);
-  WEFT_RETURN_IF_ERROR(tcp::write_all(fd_, req.data(), req.size(), d).with_context("TCP store set"));
-  uint32_t r[2];
-  return tcp::read_all(fd_, r, sizeof r, d).with_context("TCP store set");
+  return exchange(req, fmt::format("set '{}'", key), Clock::now() + std::chrono::seconds(60)).status();
 }
 
 Result<std::string> TcpStore::get(const std::string& key, std::chrono::steady_clock::time_point deadline) {
+  WEFT_RETURN_IF_ERROR(check_sizes(options_.limits, key.size(), 0, "get", key));
   std::lock_guard<std::mutex> l(mu_);
-  uint32_t h[3] = {kGet, static_cast<uint32_t>(key.size()), 0};
-  std::string req(reinterpret_cast<char*>(h), sizeof h);
+  std::string req;
+  put32(req, kGet);
+  put32(req, static_cast<uint32_t>(key.size()));
+  put32(req, 0);
   req += key;
-  WEFT_RETURN_IF_ERROR(tcp::write_all(fd_, req.data(), req.size(), deadline).with_context("TCP store get"));
-  uint32_t r[2];
-  Status s = tcp::read_all(fd_, r, sizeof r, deadline);
-  if (!s) {
-    // A late answer would desynchronise the connection: drop it.
-    ::close(fd_);
-    fd_ = -1;
-    return s.code() == StatusCode::kDeadlineExceeded
-               ? deadline_exceeded(fmt::format("TCP store: key '{}' was not set in time", key))
-               : s.with_context("TCP store get");
+  auto v = exchange(req, fmt::format("get '{}'", key), deadline);
+  if (!v && v.status().code() == StatusCode::kDeadlineExceeded) {
+    return deadline_exceeded(fmt::format("TCP store: key '{}' was not set in time", key));
   }
-  std::string v(r[1], '\0');
-  WEFT_RETURN_IF_ERROR(tcp::read_all(fd_, v.data(), v.size(), deadline).with_context("TCP store get"));
   return v;
 }
 

@@ -114,6 +114,12 @@ Status set_nonblocking(int fd) {
   return Status::ok();
 }
 
+Status set_blocking(int fd) {
+  int fl = ::fcntl(fd, F_GETFL);
+  if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) return io_error("fcntl(~O_NONBLOCK)", errno);
+  return Status::ok();
+}
+
 Result<Fd> listen_on(const std::string& address, uint16_t port, Endpoint* bound) {
   WEFT_ASSIGN_OR_RETURN(sockaddr_in a, sockaddr_of(address, port));
   Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -128,12 +134,35 @@ Result<Fd> listen_on(const std::string& address, uint16_t port, Endpoint* bound)
   return fd;
 }
 
+namespace {
+
+// One non-blocking connect(2), waited for with poll(2) until the deadline
+// (connect(2), EINPROGRESS; the result is SO_ERROR). A blocking connect
+// would wait for the kernel's SYN retries instead (about two minutes,
+// tcp_syn_retries in tcp(7)) where the address drops SYNs. Returns the
+// errno of the attempt, ETIMEDOUT when the deadline passed first.
+int connect_once(int fd, const sockaddr_in& dst, Deadline deadline) {
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&dst), sizeof dst) == 0) return 0;
+  if (errno != EINPROGRESS) return errno;
+  for (;;) {
+    if (Clock::now() >= deadline) return ETIMEDOUT;
+    if (wait_fd(fd, POLLOUT, deadline) > 0) break;
+  }
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
+  return err;
+}
+
+}  // namespace
+
 Result<Fd> connect_to(const Endpoint& to, const std::string& local_address, uint16_t sport,
                       int buffer_bytes, Deadline deadline, bool retry_refused) {
   WEFT_ASSIGN_OR_RETURN(sockaddr_in dst, sockaddr_of(to.host, to.port));
+  const auto what = [&] { return fmt::format("connect to {}{}", to.to_string(), sport ? fmt::format(" from port {}", sport) : ""); };
   auto pause = std::chrono::milliseconds(1);
   for (;;) {
-    Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd) return io_error("socket", errno);
     set_buffers_and_nodelay(fd.get(), buffer_bytes);
     if (sport != 0) {
@@ -145,26 +174,19 @@ Result<Fd> connect_to(const Endpoint& to, const std::string& local_address, uint
         return io_error(fmt::format("bind planned source port {}", sport), errno);
       }
     }
-    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&dst), sizeof dst) == 0) return fd;
-    const int err = errno;
-    if ((err != ECONNREFUSED && err != ETIMEDOUT && err != EADDRNOTAVAIL) || (err == ECONNREFUSED && !retry_refused) ||
-        Clock::now() > deadline) {
-      return io_error(fmt::format("connect to {}{}", to.to_string(),
-                                  sport ? fmt::format(" from port {}", sport) : ""),
-                      err);
+    const int err = connect_once(fd.get(), dst, deadline);
+    if (err == 0) {
+      WEFT_RETURN_IF_ERROR(set_blocking(fd.get()));
+      return fd;
     }
-    std::this_thread::sleep_for(pause);
+    if (Clock::now() >= deadline) {
+      return deadline_exceeded(fmt::format("{}: no connection before the deadline ({})", what(), std::strerror(err)));
+    }
+    if ((err != ECONNREFUSED && err != ETIMEDOUT && err != EADDRNOTAVAIL) || (err == ECONNREFUSED && !retry_refused)) {
+      return io_error(what(), err);
+    }
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
     pause = std::min(pause * 2, std::chrono::milliseconds(100));
-  }
-}
-
-Result<Fd> accept_one(int listen_fd, Deadline deadline) {
-  for (;;) {
-    if (Clock::now() > deadline) return deadline_exceeded("no connection arrived in time");
-    if (wait_fd(listen_fd, POLLIN, deadline) <= 0) continue;
-    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd >= 0) return Fd(fd);
-    if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) return io_error("accept", errno);
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "weft/collectives/transport.h"
@@ -48,8 +49,18 @@ Result<Fd> listen_on(const std::string& address, uint16_t port, Endpoint* bound)
 Result<Fd> connect_to(const Endpoint& to, const std::string& local_address, uint16_t sport,
                       int buffer_bytes, Deadline deadline, bool retry_refused = true);
 
-// Accepts one connection within the deadline.
-Result<Fd> accept_one(int listen_fd, Deadline deadline);
+// Decides on a connection's hello (its first hello_bytes bytes): returns ""
+// when it keeps the connection (moving `fd` out), else why it does not.
+using HelloFilter = std::function<std::string(Fd& fd, const char* hello)>;
+// Accepts connections on listen_fd until `want` of them were kept by
+// `take`. The connections are read side by side (poll), so a stray one
+// that sends nothing holds up no one. A connection whose hello `take`
+// refuses, that hangs up before its hello is whole, or that is still
+// pending once `want` were kept, is closed and counted in *dropped; it
+// never fails the call. kDeadlineExceeded says how many were kept and why
+// the last connection was dropped. Kept sockets are blocking.
+Status accept_hellos(int listen_fd, size_t want, size_t hello_bytes, Deadline deadline, const HelloFilter& take,
+                     uint64_t* dropped);
 
 void set_buffers_and_nodelay(int fd, int buffer_bytes);
 // True when the connected socket's peer is this host: a loopback address at
@@ -59,6 +70,7 @@ bool peer_on_this_host(int fd);
 Status set_congestion_control(int fd, const std::string& name);
 std::string congestion_control(int fd);  // "" when it cannot be read
 Status set_nonblocking(int fd);
+Status set_blocking(int fd);
 Status write_all(int fd, const void* p, size_t n, Deadline deadline);
 Status read_all(int fd, void* p, size_t n, Deadline deadline);
 uint16_t local_port(int fd);

@@ -11,6 +11,14 @@
 // up no other. A connection may come from a rank this one does not wait for
 // yet (a rank already in a later call, whose plan needs this pair): it is
 // kept with the pair, which becomes usable once this rank connects back.
+//
+// A connection that is not a peer's — a port scanner, a health check, a
+// stale process of an earlier job — is closed and counted, never fatal: a
+// hello that names no peer of this transport (or a connection it already
+// has), a connection that closes before its hello, one whose hello has not
+// arrived kHelloTimeout after it was accepted (a peer writes it right after
+// connect), and any beyond kMaxPendingHellos waiting at once (a flood must
+// not take the descriptors the peers need).
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -26,6 +34,10 @@
 #include "tcp/tcp_internal.h"
 
 namespace weft::coll::tcp {
+namespace {
+constexpr auto kHelloTimeout = std::chrono::seconds(10);
+constexpr size_t kMaxPendingHellos = 256;
+}  // namespace
 
 Status TcpTransport::connect(Store& store, Deadline deadline) {
   Endpoint bound;
@@ -179,8 +191,13 @@ Status TcpTransport::accept_ready() {
                                   socket_count()),
                       errno);
     }
+    if (pending_.size() >= kMaxPendingHellos) {
+      Fd closed(fd);
+      ++dropped_connections_;
+      continue;
+    }
     set_buffers_and_nodelay(fd, cfg_.tcp.socket_buffer_bytes);
-    pending_.push_back(Pending{Fd(fd)});
+    pending_.push_back(Pending{Fd(fd), Clock::now()});
   }
 }
 
@@ -188,14 +205,16 @@ Status TcpTransport::read_hellos() {
   for (size_t i = 0; i < pending_.size();) {
     Pending& q = pending_[i];
     const ssize_t n = ::recv(q.fd.get(), reinterpret_cast<char*>(&q.hello) + q.have, sizeof(Hello) - q.have, MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    const bool waiting = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+    if (waiting && Clock::now() - q.since < kHelloTimeout) {
       ++i;
       continue;
     }
     if (n <= 0) {
-      // Gone before it said who it is: not a rank's connection to count
-      // on (a rank that dies is seen when this one connects to it).
+      // Gone (or silent) before it said who it is: not a rank's connection
+      // to count on (a rank that dies is seen when this one connects to it).
       pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+      ++dropped_connections_;
       continue;
     }
     q.have += static_cast<size_t>(n);
@@ -203,21 +222,22 @@ Status TcpTransport::read_hellos() {
     const Hello h = q.hello;
     Fd fd = std::move(q.fd);
     pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-    WEFT_RETURN_IF_ERROR(attach(h, std::move(fd)));
+    if (!attach(h, std::move(fd)).empty()) ++dropped_connections_;  // closed with `fd`
   }
   return Status::ok();
 }
 
-Status TcpTransport::attach(const Hello& h, Fd fd) {
+std::string TcpTransport::attach(const Hello& h, Fd fd) {
   const int k = cfg_.tcp.connections_per_peer;
-  if (h.magic != kMagic || h.rank < 0 || h.rank >= cfg_.size || !served_[static_cast<size_t>(h.rank)] || h.conn < 0 ||
-      h.conn >= k || (pairs_[static_cast<size_t>(h.rank)] && pairs_[static_cast<size_t>(h.rank)]->in[static_cast<size_t>(h.conn)].fd)) {
-    return data_loss(fmt::format("unexpected hello (rank {}, connection {}) on port {}", h.rank, h.conn, listen_port_));
+  if (h.magic != kMagic) return fmt::format("a connection that is not a weft tcp peer (magic {:#x})", h.magic);
+  if (h.rank < 0 || h.rank >= cfg_.size || !served_[static_cast<size_t>(h.rank)] || h.conn < 0 || h.conn >= k ||
+      (pairs_[static_cast<size_t>(h.rank)] && pairs_[static_cast<size_t>(h.rank)]->in[static_cast<size_t>(h.conn)].fd)) {
+    return fmt::format("unexpected hello (rank {}, connection {})", h.rank, h.conn);
   }
   TcpPair& pair = slot(h.rank);
   if (h.conn == 0 && peer_on_this_host(fd.get())) pair.cpu = PeerCpu(h.tid);
   pair.in[static_cast<size_t>(h.conn)].fd = std::move(fd);
-  return Status::ok();
+  return "";
 }
 
 Status TcpTransport::make_ready(TcpPair& pair) {

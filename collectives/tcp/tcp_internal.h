@@ -37,6 +37,11 @@ struct Hello {
 };
 static_assert(sizeof(Hello) == 16, "handshake is 16 bytes without padding");
 
+// A peer's kAbort reason is shown up to this many bytes, then cut with a
+// marker (abort_reason_shown): this rank sends at most 400, a longer one is
+// a bug or hostile and must not grow without limit.
+constexpr size_t kMaxAbortReason = 1024;
+std::string abort_reason_shown(std::string_view got, uint64_t sent);
 constexpr size_t kStripeMin = 256 << 10;  // messages this long are striped over the connections
 constexpr uint64_t kWakeTag = ~uint64_t{0};
 // Incoming bytes are read into a per-connection staging buffer, many small
@@ -157,6 +162,7 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   uint16_t listen_port() const override { return listen_port_; }
   uint64_t spliced_bytes() const override { return spliced_bytes_.load(std::memory_order_relaxed); }
   int socket_count() const override;
+  uint64_t dropped_connections() const override { return dropped_connections_; }
 
   // Called by pairs, with io_mu_ held.
   std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(io_mu_); }
@@ -176,7 +182,8 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   TcpPair& slot(int peer);
   Status accept_ready();
   Status read_hellos();
-  Status attach(const Hello& h, Fd fd);
+  // Takes a peer's connection into its pair; otherwise says why it is none.
+  std::string attach(const Hello& h, Fd fd);
   Status make_ready(TcpPair& p);
   Status wait_for_connections(const std::vector<int>& missing, Deadline deadline);
   void send_notice_locked(int origin, int waits_on);
@@ -216,12 +223,16 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   // as they come, so that one slow peer delays no other.
   struct Pending {
     Fd fd;
+    Clock::time_point since;
     Hello hello{};
     size_t have = 0;
   };
   std::vector<Pending> pending_;
   Fd listen_fd_, epoll_fd_, wake_fd_;
   uint16_t listen_port_ = 0;
+  // Connections to the listening port that were no peer's (a bad hello,
+  // none in kHelloTimeout, closed first, too many waiting): closed, counted.
+  uint64_t dropped_connections_ = 0;
   std::mutex io_mu_;
   Status failed_;
   std::atomic<bool> has_failed_{false};

@@ -49,6 +49,11 @@ void TcpTransport::watch_in(TcpPair& p, size_t c, uint32_t events) {
   watch(epoll_fd_.get(), p.in[c], tag(p.peer(), true, c), events);
 }
 
+std::string abort_reason_shown(std::string_view got, uint64_t sent) {
+  if (sent <= kMaxAbortReason && got.size() <= kMaxAbortReason) return std::string(got);
+  return fmt::format("{} [... cut: the reason has {} bytes]", got.substr(0, kMaxAbortReason), sent);
+}
+
 void TcpTransport::fail(Status s) {
   if (has_failed_) return;
   failed_ = std::move(s);
@@ -73,7 +78,9 @@ std::string TcpTransport::salvage_abort(TcpPair& p) {
     std::string reason;
     if (conn.in_frame) {
       const size_t rest = conn.hdr.len - conn.data_done;
-      if (conn.hdr.type == kAbort) return conn.abort_msg + buf.substr(0, rest);
+      if (conn.hdr.type == kAbort) {
+        return abort_reason_shown(conn.abort_msg + buf.substr(0, std::min(rest, kMaxAbortReason)), conn.hdr.len);
+      }
       pos = rest;
     }
     while (pos + sizeof(Header) <= buf.size()) {
@@ -81,7 +88,7 @@ std::string TcpTransport::salvage_abort(TcpPair& p) {
       std::memcpy(&h, buf.data() + pos, sizeof h);
       pos += sizeof h;
       if (h.magic != kMagic) break;
-      if (h.type == kAbort) return buf.substr(pos, std::min<size_t>(h.len, buf.size() - pos));
+      if (h.type == kAbort) return abort_reason_shown(buf.substr(pos, std::min<uint64_t>(h.len, buf.size() - pos)), h.len);
       if (h.type == kData) pos += h.len;
     }
   }
@@ -218,12 +225,14 @@ TcpTransport::Staged TcpTransport::consume_staged(TcpPair& p, InConn& conn) {
     }
     const size_t take = std::min<size_t>(avail, conn.hdr.len - conn.data_done);
     if (conn.hdr.type == kAbort) {
-      conn.abort_msg.append(conn.stage.get() + conn.lo, take);
+      // Kept up to the bound; at the bound the reason is final, whatever
+      // of it is still to come.
+      conn.abort_msg.append(conn.stage.get() + conn.lo, std::min(take, kMaxAbortReason + 1 - conn.abort_msg.size()));
       conn.lo += take;
       conn.data_done += take;
-      if (conn.data_done < conn.hdr.len) break;
+      if (conn.data_done < conn.hdr.len && conn.abort_msg.size() <= kMaxAbortReason) break;
       if (conn.abort_msg.empty()) conn.abort_msg = "no reason given";
-      fail(aborted(fmt::format("rank {} gave up: {}", p.peer(), conn.abort_msg)));
+      fail(aborted(fmt::format("rank {} gave up: {}", p.peer(), abort_reason_shown(conn.abort_msg, conn.hdr.len))));
       return Staged::kFailed;
     }
     if (conn.q.empty()) return Staged::kBlocked;

@@ -57,6 +57,9 @@ class TcpTransportInfo {
   // connection, accepted ones whose hello is still due. Read it while no
   // other thread is inside the transport.
   virtual int socket_count() const = 0;
+  // Connections to the listening port that were not a peer's (a bad or no
+  // hello) and were dropped during setup.
+  virtual uint64_t dropped_connections() const = 0;
 };
 
 Result<std::unique_ptr<Transport>> make_tcp_transport(const TransportConfig& config, Store& store,

@@ -35,7 +35,7 @@ std::string endpoint_key(const coll::TransportConfig& config, int from, int to) 
 
 Result<std::vector<coll::tcp::Fd>> connect_mesh(const coll::TransportConfig& config, const std::vector<int>& peers,
                                                 const std::string& address, coll::Store& store,
-                                                coll::Deadline deadline) {
+                                                coll::Deadline deadline, std::uint64_t* dropped) {
   coll::tcp::Endpoint bound;
   WEFT_ASSIGN_OR_RETURN(coll::tcp::Fd listener, coll::tcp::listen_on(address, 0, &bound));
   WEFT_RETURN_IF_ERROR(store.set(key_of(config, config.rank), bound.to_string()));
@@ -59,29 +59,31 @@ Result<std::vector<coll::tcp::Fd>> connect_mesh(const coll::TransportConfig& con
                              .with_context(fmt::format("greeting rank {}", p)));
     fds[i] = std::move(*fd);
   }
-  for (std::size_t k = 0; k < lower; ++k) {
-    auto fd = coll::tcp::accept_one(listener.get(), deadline);
-    if (!fd) {
-      std::string missing;
-      for (std::size_t i = 0; i < peers.size(); ++i) {
-        if (peers[i] < config.rank && !fds[i]) missing += (missing.empty() ? "" : ", ") + std::to_string(peers[i]);
-      }
-      return fd.status().with_context(fmt::format("waiting for rank(s) {} to connect", missing));
-    }
-    std::uint8_t hello[kHelloBytes];
-    WEFT_RETURN_IF_ERROR(coll::tcp::read_all(fd->get(), hello, sizeof hello, deadline)
-                             .with_context("reading a bootstrap greeting"));
+  // A connection that is not a peer's (a stray client, a process of
+  // another job) is dropped and counted, never fatal; if a peer never
+  // arrives, the error says why the last connection was dropped (a peer
+  // started with another world size is one).
+  const auto take = [&](coll::tcp::Fd& fd, const char* bytes) -> std::string {
+    const auto* hello = reinterpret_cast<const std::uint8_t*>(bytes);
     const auto from = static_cast<int>(get32(hello + 4));
     const auto size = static_cast<int>(get32(hello + 8));
-    if (get32(hello) != kHelloMagic) return data_loss("a bootstrap connection that is not a weft verbs peer");
-    if (size != config.size) {
-      return invalid_argument(fmt::format("rank {} was started with {} ranks, this rank with {}", from, size, config.size));
-    }
+    if (get32(hello) != kHelloMagic) return "a connection that is not a weft verbs peer";
+    if (size != config.size) return fmt::format("rank {} was started with {} ranks, this rank with {}", from, size, config.size);
     auto it = std::find(peers.begin(), peers.end(), from);
     if (from >= config.rank || it == peers.end() || fds[static_cast<std::size_t>(it - peers.begin())]) {
-      return data_loss(fmt::format("unexpected bootstrap connection from rank {}", from));
+      return fmt::format("unexpected bootstrap connection from rank {}", from);
     }
-    fds[static_cast<std::size_t>(it - peers.begin())] = std::move(*fd);
+    fds[static_cast<std::size_t>(it - peers.begin())] = std::move(fd);
+    return "";
+  };
+  std::uint64_t ignored = 0;
+  Status s = coll::tcp::accept_hellos(listener.get(), lower, kHelloBytes, deadline, take, dropped ? dropped : &ignored);
+  if (!s) {
+    std::string missing;
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+      if (peers[i] < config.rank && !fds[i]) missing += (missing.empty() ? "" : ", ") + std::to_string(peers[i]);
+    }
+    return s.with_context(fmt::format("waiting for rank(s) {} to connect", missing));
   }
   return fds;
 }

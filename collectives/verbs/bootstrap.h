@@ -26,10 +26,11 @@ namespace weft::verbs::internal {
 std::string endpoint_key(const coll::TransportConfig& config, int from, int to);
 
 // Sockets to `peers`, in the order of `peers`, connected and identified.
-// `address` is where this rank listens (IPv4).
+// `address` is where this rank listens (IPv4). Connections that are not a
+// peer's are dropped (tcp::accept_hellos) and counted in *dropped if given.
 Result<std::vector<coll::tcp::Fd>> connect_mesh(const coll::TransportConfig& config, const std::vector<int>& peers,
                                                 const std::string& address, coll::Store& store,
-                                                coll::Deadline deadline);
+                                                coll::Deadline deadline, std::uint64_t* dropped = nullptr);
 
 // One byte each way on every socket: returns when every peer has reached
 // the same point (its QPs are ready to receive).

@@ -1,4 +1,5 @@
-// Deadlines, abort from another thread, and the rendezvous stores.
+// Deadlines, abort from another thread, and the launchers' environment
+// (the TCP store: store_test.cc).
 #include <cstdlib>
 #include <thread>
 
@@ -77,25 +78,6 @@ TEST(Config, InvalidValuesAreRejectedWithAMessage) {
   c.transport = "carrier-pigeon";
   c.size = 1;
   EXPECT_NE(Communicator::create(c, store).status().message().find("unknown transport 'carrier-pigeon'"), std::string::npos);
-}
-
-TEST(TcpStoreTest, GetWaitsForALaterSetFromAnotherClient) {
-  const auto d = Clock::now() + 10s;
-  const auto port = static_cast<uint16_t>(21000 + (::getpid() % 20000));
-  auto server = TcpStore::open("127.0.0.1", port, true, d);
-  ASSERT_TRUE(server) << server.status().to_string();
-  auto other = TcpStore::open("127.0.0.1", port, false, d);  // another rank's client
-  ASSERT_TRUE(other) << other.status().to_string();
-  std::thread late([&] {
-    std::this_thread::sleep_for(100ms);
-    EXPECT_TRUE((*other)->set("k", std::string("v\0w", 3)));
-  });
-  auto v = (*server)->get("k", d);
-  late.join();
-  ASSERT_TRUE(v) << v.status().to_string();
-  EXPECT_EQ(*v, std::string("v\0w", 3));
-  auto missing = (*other)->get("never", Clock::now() + 100ms);
-  EXPECT_EQ(missing.status().code(), StatusCode::kDeadlineExceeded);
 }
 
 TEST(LaunchEnv, TorchrunVariablesGiveRankSizeAndStore) {

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -64,31 +66,106 @@ class FileStore final : public Store {
   std::string dir_;
 };
 
-// torchrun-style TCP store: one process serves it at host:port (rank 0, from
-// a background thread); every rank, the server's included, is a client.
-// Protocol (all integers little-endian u32): request = op, key length,
-// value length, key, value (op 1 = set, 2 = get); a get is answered when the
-// key exists: status, value length, value.
+// torchrun-style TCP store: one process serves it (rank 0, an event loop on
+// a background thread serving every client at once); every rank, the
+// server's included, is a client.
+//
+// Listening address: the host the store is opened at (MASTER_ADDR on rank
+// 0), so the port is reachable only where MASTER_ADDR is; WEFT_STORE_BIND
+// (TcpStoreOptions::bind_address) overrides it, e.g. 0.0.0.0 where
+// MASTER_ADDR is a name or address that rank 0's host does not own.
+//
+// Secret: with WEFT_STORE_SECRET (the secret itself) or
+// WEFT_STORE_SECRET_FILE (a file only its owner may read; a trailing newline
+// is dropped), at least 16 bytes, server and clients prove to each other that
+// they know it (HMAC-SHA256 challenge-response, RFC 2104); a client without
+// it, with another one, or with one where the server has none is refused
+// with a message and counted (TcpStoreCounters::refused). Without a secret,
+// anyone who can reach the port can read and rewrite the keys.
+//
+// Limits (TcpStoreLimits, checked by client and server): keys of at most
+// 1 KiB, values of at most 1 MiB, 512 MiB held in all (each key is charged
+// 64 bytes more, for its bookkeeping). An oversize request is answered with
+// an error naming the size and the limit and is skipped; the connection and
+// the store go on serving. A connection that sends anything else than the
+// protocol below is dropped and counted (garbage), as is one that has not
+// finished its handshake within 10 s (timed_out); neither affects any other
+// client.
+//
+// Protocol (integers are little-endian u32 unless said otherwise):
+//   client hello   magic "WST1" (0x31545357), version (1), flags (bit 0:
+//                  the client has a secret), 32-byte nonce Nc      = 44 bytes
+//   server         reply (below) whose payload is flags (bit 0: the server
+//                  has a secret) and a 32-byte nonce Ns; or an error reply,
+//                  and the connection closes
+//   client proof   HMAC(secret, "weft-store client" Ns Nc) (zeros without
+//                  a secret)                                        = 32 bytes
+//   server         a reply whose payload is HMAC(secret, "weft-store server"
+//                  Nc Ns) (zeros without a secret), which the client checks;
+//                  or an error reply, and the connection closes
+//   request        op (1 = set, 2 = get), key length, value length (0 for
+//                  get), key, value; one at a time per connection
+//   reply          status (0 = ok, 1 = error), length, payload (the value of
+//                  a get, nothing for a set, the message of an error); a get
+//                  is answered when its key has been set
+// Later sets of a key replace its value, as in the other stores.
+struct TcpStoreLimits {
+  size_t max_key_bytes = 1 << 10;
+  size_t max_value_bytes = 1 << 20;
+  size_t max_total_bytes = size_t{512} << 20;
+  size_t max_clients = 1 << 16;  // further connections are closed at once (over_capacity)
+  std::chrono::milliseconds handshake_timeout{10000};
+};
+
+struct TcpStoreOptions {
+  std::string bind_address;  // "" = the host the store is opened at
+  std::string secret;        // "" = no authentication
+  TcpStoreLimits limits;
+};
+
+// What the server turned away, for tests and diagnostics (zeros on a client).
+struct TcpStoreCounters {
+  uint64_t accepted = 0;       // connections
+  uint64_t garbage = 0;        // dropped: not the protocol
+  uint64_t refused = 0;        // dropped: secret missing or wrong
+  uint64_t timed_out = 0;      // dropped: handshake not finished in time
+  uint64_t over_capacity = 0;  // closed at once: max_clients reached
+  uint64_t oversize = 0;       // requests answered with an error: key or value over the limit
+  uint64_t full = 0;           // sets answered with an error: max_total_bytes reached
+};
+
 class TcpStore final : public Store {
  public:
-  // serve: this process listens on port (rank 0). Clients retry connecting
-  // until the deadline.
+  // serve: this process listens on port (rank 0); port 0 picks a free one
+  // (port() says which). Clients retry connecting until the deadline.
   static Result<std::unique_ptr<TcpStore>> open(const std::string& host, uint16_t port, bool serve,
-                                                std::chrono::steady_clock::time_point deadline);
+                                                std::chrono::steady_clock::time_point deadline,
+                                                const TcpStoreOptions& options = {});
   ~TcpStore() override;
   Status set(const std::string& key, const std::string& value) override;
   Result<std::string> get(const std::string& key,
                           std::chrono::steady_clock::time_point deadline) override;
   std::string local_address() const override;  // getsockname(2) of the client connection
+  uint16_t port() const { return port_; }
+  TcpStoreCounters counters() const;
 
   class Server;
 
  private:
   TcpStore() = default;
+  Status handshake(const std::string& where, std::chrono::steady_clock::time_point deadline);
+  Result<std::string> exchange(const std::string& request, const std::string& what,
+                               std::chrono::steady_clock::time_point deadline);
   std::unique_ptr<Server> server_;
+  TcpStoreOptions options_;
+  uint16_t port_ = 0;
   int fd_ = -1;
   std::mutex mu_;  // one request at a time on the client connection
 };
+
+// The TCP store's options from the environment: WEFT_STORE_BIND,
+// WEFT_STORE_SECRET or WEFT_STORE_SECRET_FILE (not both).
+Result<TcpStoreOptions> tcp_store_options_from_env();
 
 // Rank, size and rendezvous as a launcher hands them over, read from the
 // environment in this order (first match wins):
@@ -108,7 +185,8 @@ struct LaunchInfo {
 };
 Result<LaunchInfo> launch_info_from_env();
 
-// Opens the store a LaunchInfo::store names; rank 0 serves a TCP store.
+// Opens the store a LaunchInfo::store names; rank 0 serves a TCP store,
+// with tcp_store_options_from_env().
 Result<std::unique_ptr<Store>> open_store(const std::string& spec, int rank,
                                           std::chrono::steady_clock::time_point deadline);
 

@@ -15,5 +15,9 @@ namespace weft {
 
 Result<std::string> read_file(const std::string& path);
 Status write_file_atomic(const std::string& path, std::string_view data);
+// A shared secret from a file that only its owner may read (refused when
+// the group or others have any permission on it), trailing newlines
+// dropped, at least min_bytes long.
+Result<std::string> read_secret_file(const std::string& path, size_t min_bytes);
 
 }  // namespace weft

@@ -71,6 +71,7 @@ Status deadline_exceeded(std::string msg);
 Status aborted(std::string msg);
 Status out_of_range(std::string msg);
 Status unimplemented(std::string msg);
+Status permission_denied(std::string msg);
 // An errno-carrying failure: "what: strerror(err)".
 Status io_error(std::string_view what, int err);
 

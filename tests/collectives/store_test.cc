@@ -1,0 +1,299 @@
+// The TCP rendezvous store (store.h): waiting gets, size limits (the client
+// refuses, the server answers and skips), the store filling up, the shared
+// secret both ways, the options from the environment and the address the
+// server listens on.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "harness.h"
+#include "store_raw_client.h"
+
+namespace weft::coll::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+Result<std::unique_ptr<TcpStore>> serve(const TcpStoreOptions& o = {}) {
+  return TcpStore::open("127.0.0.1", 0, true, Clock::now() + 10s, o);
+}
+Result<std::unique_ptr<TcpStore>> client(uint16_t port, const TcpStoreOptions& o = {}) {
+  return TcpStore::open("127.0.0.1", port, false, Clock::now() + 10s, o);
+}
+
+TEST(TcpStore, GetWaitsForALaterSetFromAnotherClient) {
+  auto server = serve();
+  ASSERT_TRUE(server) << server.status().to_string();
+  auto other = client((*server)->port());  // another rank's client
+  ASSERT_TRUE(other) << other.status().to_string();
+  std::thread late([&] {
+    std::this_thread::sleep_for(100ms);
+    EXPECT_TRUE((*other)->set("k", std::string("v\0w", 3)));
+  });
+  auto v = (*server)->get("k", Clock::now() + 10s);
+  late.join();
+  ASSERT_TRUE(v) << v.status().to_string();
+  EXPECT_EQ(*v, std::string("v\0w", 3));
+  auto missing = (*other)->get("never", Clock::now() + 100ms);
+  EXPECT_EQ(missing.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(missing.status().message(), "TCP store: key 'never' was not set in time");
+}
+
+struct Sizes {
+  size_t key, value;
+  std::string message;  // "" = accepted
+};
+std::ostream& operator<<(std::ostream& o, const Sizes& s) { return o << "key " << s.key << ", value " << s.value; }
+
+class StoreSizes : public ::testing::TestWithParam<Sizes> {};
+
+TEST_P(StoreSizes, OversizeIsRefusedWithAMessageAndTheClientGoesOn) {
+  const Sizes& c = GetParam();
+  auto server = serve();
+  ASSERT_TRUE(server) << server.status().to_string();
+  auto cl = client((*server)->port());
+  ASSERT_TRUE(cl) << cl.status().to_string();
+  const std::string key(c.key, 'k'), value(c.value, 'v');
+  Status s = (*cl)->set(key, value);
+  if (c.message.empty()) {
+    ASSERT_TRUE(s) << s.to_string();
+    auto got = (*cl)->get(key, Clock::now() + 5s);
+    ASSERT_TRUE(got) << got.status().to_string();
+    EXPECT_EQ(*got, value);
+  } else {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(), "TCP store set '" + key.substr(0, 64) + "': " + c.message);
+  }
+  ASSERT_TRUE((*cl)->set("after", "1"));
+  auto after = (*cl)->get("after", Clock::now() + 5s);
+  ASSERT_TRUE(after) << after.status().to_string();
+  EXPECT_EQ(*after, "1");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Limits, StoreSizes,
+    ::testing::Values(
+        Sizes{1024, 1 << 20, ""}, Sizes{1, 0, ""}, Sizes{0, 7, ""},
+        Sizes{1025, 3, "key of 1025 bytes is over the store's limit of 1024 bytes (TcpStoreLimits::max_key_bytes)"},
+        Sizes{13, (1 << 20) + 1,
+              "value of 1048577 bytes is over the store's limit of 1048576 bytes (TcpStoreLimits::max_value_bytes)"}));
+
+struct RawOversize {
+  uint32_t klen, vlen;
+  bool send_body;  // false: the client claims the sizes and sends nothing more
+  std::string message;
+};
+std::ostream& operator<<(std::ostream& o, const RawOversize& r) { return o << r.klen << "/" << r.vlen; }
+
+class StoreRawOversize : public ::testing::TestWithParam<RawOversize> {};
+
+// A client that does not check the limits itself (another implementation,
+// or a hostile one) gets the message; the server skips the request's bytes
+// without holding them, and serves this connection and others on.
+TEST_P(StoreRawOversize, IsAnsweredSkippedAndTheStoreKeepsServing) {
+  const RawOversize& c = GetParam();
+  auto server = serve();
+  ASSERT_TRUE(server) << server.status().to_string();
+  ASSERT_TRUE((*server)->set("there", "yes"));
+  RawStoreClient raw((*server)->port());
+  ASSERT_TRUE(raw.handshake());
+  raw.send(store_request(store_wire::kSet, c.klen, c.vlen,
+                         c.send_body ? std::string(size_t{c.klen} + c.vlen, 'x') : std::string()));
+  auto r = raw.reply();
+  EXPECT_EQ(r.first, store_wire::kError);
+  EXPECT_EQ(r.second, c.message);
+  if (c.send_body) {  // still in step: the next request is read as one
+    raw.send(store_request(store_wire::kGet, 5, 0, "there"));
+    r = raw.reply();
+    EXPECT_EQ(r.first, store_wire::kOk);
+    EXPECT_EQ(r.second, "yes");
+  }
+  auto other = client((*server)->port());
+  ASSERT_TRUE(other) << other.status().to_string();
+  auto v = (*other)->get("there", Clock::now() + 5s);
+  ASSERT_TRUE(v) << v.status().to_string();
+  EXPECT_EQ(*v, "yes");
+  EXPECT_EQ((*server)->counters().oversize, 1u);
+  EXPECT_EQ((*server)->counters().garbage, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Limits, StoreRawOversize,
+    ::testing::Values(
+        RawOversize{1025, 0, true, "key of 1025 bytes is over the store's limit of 1024 bytes (TcpStoreLimits::max_key_bytes)"},
+        RawOversize{3, (1 << 20) + 1, true,
+                    "value of 1048577 bytes is over the store's limit of 1048576 bytes (TcpStoreLimits::max_value_bytes)"},
+        RawOversize{0xffffffffu, 0xffffffffu, false,
+                    "key of 4294967295 bytes is over the store's limit of 1024 bytes (TcpStoreLimits::max_key_bytes)"},
+        RawOversize{7, 0x40000000u, false,
+                    "value of 1073741824 bytes is over the store's limit of 1048576 bytes (TcpStoreLimits::max_value_bytes)"}));
+
+TEST(TcpStore, AFullStoreRefusesSetsWithAMessageAndKeepsServing) {
+  TcpStoreOptions o;
+  o.limits.max_total_bytes = 3 * (64 + 2 + 10);  // three keys "kN" with 10-byte values
+  auto server = serve(o);
+  ASSERT_TRUE(server) << server.status().to_string();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*server)->set("k" + std::to_string(i), std::string(10, 'v')));
+  Status s = (*server)->set("k3", std::string(10, 'v'));
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "TCP store set 'k3': the store is full: 228 bytes held, a set of 76 more would pass the "
+                         "limit of 228 (TcpStoreLimits::max_total_bytes)");
+  // Replacing a value with one of the same size fits.
+  EXPECT_TRUE((*server)->set("k1", std::string(10, 'w')));
+  auto v = (*server)->get("k1", Clock::now() + 5s);
+  ASSERT_TRUE(v) << v.status().to_string();
+  EXPECT_EQ(*v, std::string(10, 'w'));
+  EXPECT_EQ((*server)->counters().full, 1u);
+}
+
+struct SecretCase {
+  std::string server, client;
+  std::string message;  // the client's, after "TCP store at 127.0.0.1:<port>: "
+};
+std::ostream& operator<<(std::ostream& o, const SecretCase& c) {
+  return o << "server '" << c.server << "', client '" << c.client << "'";
+}
+
+class StoreSecret : public ::testing::TestWithParam<SecretCase> {};
+
+TEST_P(StoreSecret, AClientWithoutTheRightSecretIsRefusedAndCounted) {
+  const SecretCase& c = GetParam();
+  TcpStoreOptions so, co;
+  so.secret = c.server;
+  co.secret = c.client;
+  auto server = serve(so);
+  ASSERT_TRUE(server) << server.status().to_string();
+  ASSERT_TRUE((*server)->set("addr", "10.0.0.1:1234"));
+  auto cl = client((*server)->port(), co);
+  ASSERT_FALSE(cl);
+  EXPECT_EQ(cl.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(cl.status().message(), fmt::format("TCP store at 127.0.0.1:{}: {}", (*server)->port(), c.message));
+  EXPECT_EQ((*server)->counters().refused, 1u);
+  // One with the server's secret is let in and reads what was set.
+  auto good = client((*server)->port(), so);
+  ASSERT_TRUE(good) << good.status().to_string();
+  auto v = (*good)->get("addr", Clock::now() + 5s);
+  ASSERT_TRUE(v) << v.status().to_string();
+  EXPECT_EQ(*v, "10.0.0.1:1234");
+  EXPECT_EQ((*server)->counters().refused, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Secrets, StoreSecret,
+    ::testing::Values(
+        SecretCase{"correct horse battery", "correct horse battery staple",
+                   "refused: wrong store secret (WEFT_STORE_SECRET or WEFT_STORE_SECRET_FILE differs from rank 0's)"},
+        SecretCase{"correct horse battery", "",
+                   "refused: this store requires a shared secret (WEFT_STORE_SECRET or WEFT_STORE_SECRET_FILE) and "
+                   "this process has none"},
+        SecretCase{"", "correct horse battery",
+                   "refused: this process has a store secret but the store was started without one (give rank 0 "
+                   "the same WEFT_STORE_SECRET or WEFT_STORE_SECRET_FILE)"}));
+
+TEST(TcpStore, ASecretShorterThan16BytesIsRejected) {
+  TcpStoreOptions o;
+  o.secret = "fifteen bytes!!";
+  auto s = serve(o);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.status().message(), "TCP store: a secret of 15 bytes is too short (16 at least)");
+}
+
+// Environment variables of this test, removed again whatever happens.
+struct Env {
+  explicit Env(std::initializer_list<std::pair<const char*, std::string>> vars) {
+    for (const auto& [k, v] : vars) {
+      ::setenv(k, v.c_str(), 1);
+      names.push_back(k);
+    }
+  }
+  ~Env() {
+    for (const char* k : names) ::unsetenv(k);
+  }
+  std::vector<const char*> names;
+};
+
+std::string secret_file(const std::string& text, mode_t mode) {
+  char path[] = "/tmp/weft-store-secret-XXXXXX";
+  const int fd = ::mkstemp(path);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::fchmod(fd, mode);
+  ::close(fd);
+  return path;
+}
+
+TEST(TcpStoreEnv, SecretAndBindAddressComeFromTheEnvironment) {
+  {
+    Env e{{"WEFT_STORE_SECRET", "sixteen bytes ok"}, {"WEFT_STORE_BIND", "0.0.0.0"}};
+    auto o = tcp_store_options_from_env();
+    ASSERT_TRUE(o) << o.status().to_string();
+    EXPECT_EQ(o->secret, "sixteen bytes ok");
+    EXPECT_EQ(o->bind_address, "0.0.0.0");
+  }
+  const std::string good = secret_file("from a file, 16+ bytes\n", 0600);
+  const std::string loose = secret_file("from a file, 16+ bytes\n", 0640);
+  {
+    Env e{{"WEFT_STORE_SECRET_FILE", good}};
+    auto o = tcp_store_options_from_env();
+    ASSERT_TRUE(o) << o.status().to_string();
+    EXPECT_EQ(o->secret, "from a file, 16+ bytes");
+    EXPECT_EQ(o->bind_address, "");
+  }
+  {
+    Env e{{"WEFT_STORE_SECRET_FILE", loose}};
+    EXPECT_EQ(tcp_store_options_from_env().status().message(),
+              "WEFT_STORE_SECRET_FILE: secret file " + loose + " is readable by others (chmod 600 it)");
+  }
+  {
+    Env e{{"WEFT_STORE_SECRET", "short"}};
+    EXPECT_EQ(tcp_store_options_from_env().status().message(), "environment: WEFT_STORE_SECRET is shorter than 16 bytes");
+  }
+  {
+    Env e{{"WEFT_STORE_SECRET", "sixteen bytes ok"}, {"WEFT_STORE_SECRET_FILE", good}};
+    EXPECT_EQ(tcp_store_options_from_env().status().message(),
+              "environment: set WEFT_STORE_SECRET or WEFT_STORE_SECRET_FILE, not both");
+  }
+  ::unlink(good.c_str());
+  ::unlink(loose.c_str());
+}
+
+// Whether a TCP connection to address:port is accepted (connect_to retries
+// a refused one until its deadline).
+bool accepts(const std::string& address, uint16_t port) {
+  return tcp::connect_to(tcp::Endpoint{address, port}, "0.0.0.0", 0, 1 << 16, Clock::now() + 300ms).is_ok();
+}
+
+TEST(TcpStoreBind, TheServerListensOnTheAddressItIsOpenedAtUnlessOverridden) {
+  // Every 127/8 address is this host's (loopback), so two of them stand for
+  // two interfaces.
+  auto at2 = TcpStore::open("127.0.0.2", 0, true, Clock::now() + 10s);
+  ASSERT_TRUE(at2) << at2.status().to_string();
+  EXPECT_TRUE(accepts("127.0.0.2", (*at2)->port()));
+  EXPECT_FALSE(accepts("127.0.0.1", (*at2)->port()));
+  TcpStoreOptions any;
+  any.bind_address = "0.0.0.0";
+  auto everywhere = TcpStore::open("127.0.0.2", 0, true, Clock::now() + 10s, any);
+  ASSERT_TRUE(everywhere) << everywhere.status().to_string();
+  EXPECT_TRUE(accepts("127.0.0.2", (*everywhere)->port()));
+  EXPECT_TRUE(accepts("127.0.0.1", (*everywhere)->port()));
+}
+
+TEST(TcpStoreBind, AnAddressThatIsNotThisHostsSaysWhatToSet) {
+  // 192.0.2.1 (TEST-NET-1, RFC 5737) is no address of this host: bind(2)
+  // fails before anything is sent.
+  auto s = TcpStore::open("192.0.2.1", 0, true, Clock::now() + 1s);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.status().message(),
+            "serving the TCP store: bind 192.0.2.1:0: Cannot assign requested address (the store listens on "
+            "MASTER_ADDR, which must be an address of rank 0's host; WEFT_STORE_BIND=0.0.0.0 listens on every address)");
+}
+
+}  // namespace
+}  // namespace weft::coll::testing
