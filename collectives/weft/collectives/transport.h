@@ -7,9 +7,10 @@
 //               registers memory, and makes progress (poll / wait).
 //   Memory      a registered region (ibv_reg_mr for verbs; a no-op wrapper for
 //               TCP, shm, loopback). Registration happens up front, before the
-//               data moves: the communicator registers its scratch once and
-//               the caller's buffer once per call, so a transport whose
-//               registration is costly keeps a cache keyed by address range.
+//               data moves. Where it pins pages (registration_pins), a Memory
+//               stands for the pages, not the address: the communicator keeps
+//               one only of memory it owns or that the application registered
+//               (Communicator::register_buffer), never by address alone.
 //   Pair        this rank's link to one peer. Two ordered queues:
 //                 send(mem, offset, len) -> ticket
 //                 recv(mem, offset, len) -> ticket
@@ -66,8 +67,8 @@ using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 using Ticket = uint64_t;  // 1, 2, 3, ... per pair and direction; 0 = nothing posted
 
-// A registered region of local memory. Valid until destroyed; a transport may
-// keep the registration cached after that (verbs), never the data.
+// A registered region of local memory. Valid until destroyed; a message
+// still in flight from or into it may keep the registration a little longer.
 class Memory {
  public:
   virtual ~Memory() = default;
@@ -235,6 +236,10 @@ class Transport {
   virtual Pair* pair(int peer) = 0;
 
   virtual Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) = 0;
+  // True when register_memory pins the pages under the range (verbs): the
+  // Memory then goes stale if the range is unmapped and mapped again while
+  // it lives. False: a Memory is only the address, and keeping one is free.
+  virtual bool registration_pins() const { return false; }
 
   // Makes whatever progress is possible now without blocking; returns true
   // if anything moved. Used when an algorithm waits on several transports.
