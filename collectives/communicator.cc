@@ -33,7 +33,8 @@ Status CommConfig::validate() const {
   if (transport != "auto") {
     const auto known = transport_names();
     if (std::find(known.begin(), known.end(), transport) == known.end()) {
-      return not_found(fmt::format("communicator: unknown transport '{}' (auto, {})", transport, fmt::join(known, ", ")));
+      return invalid_argument(
+          fmt::format("communicator: unknown transport '{}' (auto, {})", transport, fmt::join(known, ", ")));
     }
   }
   WEFT_RETURN_IF_ERROR(selection.validate());
