@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "exact_sum.h"
 #include "harness.h"
 #include "pinning_loopback.h"
 
@@ -75,13 +76,8 @@ TEST_P(BufferPlacement, ExactSumsAndOnlyThePathsRegistrations) {
           ASSERT_TRUE(s) << s.to_string();
           ASSERT_TRUE(comm.barrier());
           const uint64_t made = pinning_loopback_registrations() - before;
-          size_t wrong = 0, first = k.count;
-          for (size_t i = 0; i < k.count; ++i) {
-            int64_t want = 0;
-            for (int r = 0; r < k.ranks; ++r) want += value(call, r, i);
-            if (v[i] != want && wrong++ == 0) first = i;
-          }
-          EXPECT_EQ(wrong, 0u) << "call " << call << ": first wrong element " << first;
+          const SumCheck c = check_sum(v, k.count, k.ranks, [&](int r, size_t i) { return value(call, r, i); });
+          EXPECT_EQ(c.wrong, 0u) << "call " << call << ": first wrong element " << c.first;
           EXPECT_EQ(mem[0], -7);
           EXPECT_EQ(mem[k.count + kOffset], -7);
           // Registrations of the barriers' one-byte tokens: none, they are staged.

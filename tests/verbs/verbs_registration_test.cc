@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <string>
 
+#include "../collectives/exact_sum.h"
 #include "../collectives/harness.h"
 #include "verbs_env.h"
 #include "weft/verbs/verbs_transport.h"
@@ -106,13 +107,9 @@ TEST_P(BufferMappedAgain, GivesExactSumsEveryRoundAndRegistersOnlyWhatThePathSay
           const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
           ASSERT_TRUE(s) << s.to_string();
           const std::uint64_t made = info->memory_registrations() - before;
-          std::size_t wrong = 0, first = k.count;
-          for (std::size_t i = 0; i < k.count; ++i) {
-            std::uint32_t want = 0;
-            for (int r = 0; r < kRanks; ++r) want += static_cast<std::uint32_t>(value(round, r, i));
-            if (v[i] != static_cast<std::int32_t>(want) && wrong++ == 0) first = i;
-          }
-          EXPECT_EQ(wrong, 0u) << "round " << round << ": first wrong element " << first << " of " << k.count;
+          const coll::testing::SumCheck c =
+              coll::testing::check_sum(v, k.count, kRanks, [&](int r, std::size_t i) { return value(round, r, i); });
+          EXPECT_EQ(c.wrong, 0u) << "round " << round << ": first wrong element " << c.first << " of " << k.count;
           switch (k.path) {
             case Path::kRegistered: EXPECT_EQ(made, 0u) << "a registered buffer is used in place"; break;
             case Path::kPerCall: EXPECT_EQ(made, 1u) << "a large unregistered buffer is registered for the call"; break;

@@ -167,6 +167,14 @@ struct ShmOptions {
   // pinning of the sender's pages costs more than a copy that stays in the
   // cache, until the two copies no longer fit in it).
   size_t single_copy_min_bytes = 1 << 20;
+  // Single copy needs ptrace access to the sender. Each rank probes it per
+  // peer at setup; a peer it may not read sends it everything through the
+  // ring, and the rank logs one line. Where Yama's ptrace_scope is 1 (the
+  // default on Ubuntu: only ancestors may), each rank first names its parent
+  // as its ptracer (prctl PR_SET_PTRACER), which lets the ranks its launcher
+  // started read it; this replaces a ptracer the application named itself.
+  // false: name none.
+  bool ptracer_parent = true;
   int spin_us = 5000;  // a wait polls (yielding between polls) this long, then sleeps on the futex
   // A sleeping wait looks again after this long even if no one woke it: how
   // late a peer that died without a word is noticed. 1..600000.
