@@ -149,7 +149,9 @@ struct CommConfig {
   // this many bytes is copied into the communicator's own registered memory
   // and back; a larger one is registered for the call and deregistered
   // after it. Both are correct whatever the application does with the
-  // buffer between calls; only a registered buffer is zero-copy.
+  // buffer between calls; only a registered buffer is zero-copy. Two copies
+  // of 256 KiB cost a few µs on a CPU, a registration tens of µs
+  // (bench/results/2026-11-26-verbs-registration.md): re-measure on real NICs.
   size_t stage_max_bytes = 256 << 10;
   Status validate() const;
 };
