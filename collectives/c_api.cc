@@ -1,7 +1,12 @@
 // The C API (c_api.h) over the C++ communicator: every entry point catches
-// everything, so no exception crosses into C.
+// everything, so no exception crosses into C, and checks its arguments
+// before it hands them on (the C++ calls check theirs again: a C caller
+// can pass any number as an enum).
 #include "weft/collectives/c_api.h"
 
+#include <atomic>
+#include <cstdint>
+#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -12,6 +17,10 @@
 struct weft_comm {
   std::unique_ptr<weft::coll::Store> store;
   std::unique_ptr<weft::coll::Communicator> comm;
+  // Registrations by handle: a handle is an id, never an address, so a stale
+  // or foreign handle is found missing instead of being dereferenced.
+  // Destroyed before the communicator (declared after it).
+  std::map<uintptr_t, weft::coll::BufferRegistration> regs;
 };
 
 static_assert(WEFT_IO == static_cast<int>(weft::StatusCode::kIo) &&
@@ -21,12 +30,18 @@ static_assert(WEFT_U8 == static_cast<int>(weft::coll::DataType::kU8) &&
                   WEFT_BF16 == static_cast<int>(weft::coll::DataType::kBF16),
               "weft_dtype_t mirrors weft::coll::DataType");
 static_assert(WEFT_MAX == static_cast<int>(weft::coll::ReduceOp::kMax), "weft_op_t mirrors weft::coll::ReduceOp");
+static_assert(sizeof(weft_dtype_t) == sizeof(int) && sizeof(weft_op_t) == sizeof(int) &&
+                  sizeof(weft_status_t) == sizeof(int),
+              "the C enums are int-sized in C and C++ alike");
 
 namespace {
 
+using weft::Status;
+using weft::invalid_argument;
+
 thread_local std::string g_last_error;
 
-weft_status_t report(const weft::Status& s) {
+weft_status_t report(const Status& s) {
   if (s.is_ok()) return WEFT_OK;
   g_last_error = s.message();
   return static_cast<weft_status_t>(s.code());
@@ -43,109 +58,189 @@ weft_status_t guarded(F&& f) {
   }
 }
 
-weft::Status create(const weft_comm_config_t& c, weft_comm_t** out) {
+Status need_comm(const char* fn, const weft_comm_t* c) {
+  return c != nullptr ? Status::ok() : invalid_argument(fmt::format("{}: comm is NULL", fn));
+}
+
+Status check_type(const char* fn, weft_dtype_t t) {
+  if (t >= WEFT_F32 && t <= WEFT_U8) return Status::ok();
+  return invalid_argument(fmt::format("{}: type {} is not a weft_dtype_t (WEFT_F32 .. WEFT_U8: 0-6)", fn, static_cast<int>(t)));
+}
+
+Status check_op(const char* fn, weft_op_t op) {
+  if (op >= WEFT_SUM && op <= WEFT_MAX) return Status::ok();
+  return invalid_argument(fmt::format("{}: op {} is not a weft_op_t (WEFT_SUM .. WEFT_MAX: 0-3)", fn, static_cast<int>(op)));
+}
+
+// Checks the whole config before anything is opened: a bad rank must not
+// make rank 0's store listen, nor a bad transport leave a store directory.
+Status create(const weft_comm_config_t* config, weft_comm_t** out) {
   using namespace weft::coll;
-  if (!out) return weft::invalid_argument("weft_comm_create: out is NULL");
-  if (!c.store) return weft::invalid_argument("weft_comm_create: config.store is NULL (tcp://host:port or file:/dir)");
-  const auto timeout = std::chrono::milliseconds(c.timeout_ms > 0 ? c.timeout_ms : 60000);
+  if (!config) return invalid_argument("weft_comm_create: config is NULL");
+  if (!out) return invalid_argument("weft_comm_create: out is NULL");
+  const weft_comm_config_t& c = *config;
+  if (!c.store) return invalid_argument("weft_comm_create: config.store is NULL (tcp://host:port or file:/dir)");
+  if (c.timeout_ms < 0) {
+    return invalid_argument(fmt::format("weft_comm_create: config.timeout_ms {} is negative (0 = 60000)", c.timeout_ms));
+  }
   CommConfig cfg;
   cfg.tcp.listen_address = c.listen_address ? c.listen_address : "";
   cfg.tcp.socket_ifname = c.socket_ifname ? c.socket_ifname : "";
-  // Before the store is opened (bootstrap/listen_address.h says why).
-  WEFT_RETURN_IF_ERROR(internal::check_listen_overrides(cfg.tcp).with_context(fmt::format("rank {}", c.rank)));
-  auto h = std::make_unique<weft_comm>();
-  WEFT_ASSIGN_OR_RETURN(h->store, open_store(c.store, c.rank, Clock::now() + timeout));
   cfg.rank = c.rank;
   cfg.size = c.size;
   cfg.transport = c.transport ? c.transport : "auto";
   cfg.host = c.host ? c.host : "";
-  cfg.timeout = timeout;
+  cfg.timeout = std::chrono::milliseconds(c.timeout_ms > 0 ? c.timeout_ms : 60000);
   if (c.plan_path) {
-    WEFT_ASSIGN_OR_RETURN(auto plan, weft::routing::load_plan(c.plan_path));
-    cfg.plan = std::move(plan);
+    auto plan = weft::routing::load_plan(c.plan_path);
+    if (!plan) return plan.status().with_context("weft_comm_create: config.plan_path");
+    cfg.plan = std::move(*plan);
   }
+  if (Status s = cfg.validate(); !s) return s.with_context("weft_comm_create: config");
+  // Before the store is opened (bootstrap/listen_address.h says why).
+  WEFT_RETURN_IF_ERROR(internal::check_listen_overrides(cfg.tcp).with_context(fmt::format("rank {}", c.rank)));
+  auto h = std::make_unique<weft_comm>();
+  WEFT_ASSIGN_OR_RETURN(h->store, open_store(c.store, c.rank, Clock::now() + cfg.timeout));
   WEFT_ASSIGN_OR_RETURN(h->comm, Communicator::create(cfg, *h->store));
   *out = h.release();
-  return weft::Status::ok();
+  return Status::ok();
 }
+
+std::atomic<uintptr_t> g_last_reg{0};  // handles are unique in the process, across communicators
 
 }  // namespace
 
 extern "C" {
 
-void weft_comm_config_init(weft_comm_config_t* c) {
-  if (c) *c = weft_comm_config_t{0, 1, nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr};
+weft_status_t weft_comm_config_init(weft_comm_config_t* c) {
+  if (!c) return report(invalid_argument("weft_comm_config_init: config is NULL"));
+  *c = weft_comm_config_t{0, 1, nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr};
+  return WEFT_OK;
 }
 
 weft_status_t weft_comm_create(const weft_comm_config_t* config, weft_comm_t** out) {
-  return guarded([&] { return config ? create(*config, out) : weft::invalid_argument("weft_comm_create: config is NULL"); });
+  return guarded([&] { return create(config, out); });
 }
 
 weft_status_t weft_comm_create_from_env(weft_comm_t** out) {
-  return guarded([&]() -> weft::Status {
+  return guarded([&]() -> Status {
+    if (!out) return invalid_argument("weft_comm_create_from_env: out is NULL");
     WEFT_ASSIGN_OR_RETURN(auto info, weft::coll::launch_info_from_env());
     weft_comm_config_t c;
     weft_comm_config_init(&c);
     c.rank = info.rank;
     c.size = info.size;
     c.store = info.store.c_str();
-    return create(c, out);
+    return create(&c, out);
   });
 }
 
-void weft_comm_destroy(weft_comm_t* comm) {
-  try {
-    delete comm;
-  } catch (...) {
-  }
+weft_status_t weft_comm_destroy(weft_comm_t* c) {
+  return guarded([&] {
+    WEFT_RETURN_IF_ERROR(need_comm("weft_comm_destroy", c));
+    delete c;
+    return Status::ok();
+  });
 }
 
-int weft_comm_rank(const weft_comm_t* comm) { return comm ? comm->comm->rank() : -1; }
-int weft_comm_size(const weft_comm_t* comm) { return comm ? comm->comm->size() : -1; }
+int weft_comm_rank(const weft_comm_t* c) {
+  if (c) return c->comm->rank();
+  report(need_comm("weft_comm_rank", c));
+  return -1;
+}
 
-#define WEFT_NEED_COMM(c) \
-  if (!(c)) return report(weft::invalid_argument("communicator is NULL"))
+int weft_comm_size(const weft_comm_t* c) {
+  if (c) return c->comm->size();
+  report(need_comm("weft_comm_size", c));
+  return -1;
+}
+
+weft_status_t weft_comm_register(weft_comm_t* c, void* buf, size_t bytes, weft_reg_t** handle) {
+  return guarded([&]() -> Status {
+    WEFT_RETURN_IF_ERROR(need_comm("weft_comm_register", c));
+    if (!handle) return invalid_argument("weft_comm_register: handle is NULL");
+    if (!buf) return invalid_argument("weft_comm_register: buf is NULL");
+    if (bytes == 0) return invalid_argument("weft_comm_register: bytes is 0");
+    auto r = c->comm->register_buffer(buf, bytes);
+    if (!r) return r.status().with_context("weft_comm_register");
+    const uintptr_t id = ++g_last_reg;
+    c->regs.emplace(id, std::move(*r));
+    *handle = reinterpret_cast<weft_reg_t*>(id);
+    return Status::ok();
+  });
+}
+
+weft_status_t weft_comm_deregister(weft_comm_t* c, weft_reg_t* handle) {
+  return guarded([&]() -> Status {
+    WEFT_RETURN_IF_ERROR(need_comm("weft_comm_deregister", c));
+    if (!handle) return invalid_argument("weft_comm_deregister: handle is NULL");
+    auto it = c->regs.find(reinterpret_cast<uintptr_t>(handle));
+    if (it == c->regs.end()) {
+      return invalid_argument("weft_comm_deregister: handle is not a registration of this communicator "
+                              "(already deregistered, or another communicator's)");
+    }
+    Status s = c->comm->deregister(it->second);
+    c->regs.erase(it);
+    return s;
+  });
+}
 
 weft_status_t weft_allreduce(weft_comm_t* c, const void* send, void* recv, size_t count, weft_dtype_t t, weft_op_t op) {
-  WEFT_NEED_COMM(c);
-  return guarded([&] {
-    return c->comm->allreduce(send, recv, count, static_cast<weft::coll::DataType>(t), static_cast<weft::coll::ReduceOp>(op));
+  return guarded([&]() -> Status {
+    WEFT_RETURN_IF_ERROR(need_comm("weft_allreduce", c));
+    WEFT_RETURN_IF_ERROR(check_type("weft_allreduce", t));
+    WEFT_RETURN_IF_ERROR(check_op("weft_allreduce", op));
+    return c->comm->allreduce(send, recv, count, static_cast<weft::coll::DataType>(t),
+                              static_cast<weft::coll::ReduceOp>(op));
   });
 }
 
-weft_status_t weft_reduce_scatter(weft_comm_t* c, const void* send, void* recv, size_t n, weft_dtype_t t, weft_op_t op) {
-  WEFT_NEED_COMM(c);
-  return guarded([&] {
-    return c->comm->reduce_scatter(send, recv, n, static_cast<weft::coll::DataType>(t), static_cast<weft::coll::ReduceOp>(op));
+weft_status_t weft_reduce_scatter(weft_comm_t* c, const void* send, void* recv, size_t recv_count, weft_dtype_t t,
+                                  weft_op_t op) {
+  return guarded([&]() -> Status {
+    WEFT_RETURN_IF_ERROR(need_comm("weft_reduce_scatter", c));
+    WEFT_RETURN_IF_ERROR(check_type("weft_reduce_scatter", t));
+    WEFT_RETURN_IF_ERROR(check_op("weft_reduce_scatter", op));
+    return c->comm->reduce_scatter(send, recv, recv_count, static_cast<weft::coll::DataType>(t),
+                                   static_cast<weft::coll::ReduceOp>(op));
   });
 }
 
-weft_status_t weft_allgather(weft_comm_t* c, const void* send, void* recv, size_t n, weft_dtype_t t) {
-  WEFT_NEED_COMM(c);
-  return guarded([&] { return c->comm->allgather(send, recv, n, static_cast<weft::coll::DataType>(t)); });
+weft_status_t weft_allgather(weft_comm_t* c, const void* send, void* recv, size_t send_count, weft_dtype_t t) {
+  return guarded([&]() -> Status {
+    WEFT_RETURN_IF_ERROR(need_comm("weft_allgather", c));
+    WEFT_RETURN_IF_ERROR(check_type("weft_allgather", t));
+    return c->comm->allgather(send, recv, send_count, static_cast<weft::coll::DataType>(t));
+  });
 }
 
-weft_status_t weft_broadcast(weft_comm_t* c, void* buf, size_t n, weft_dtype_t t, int root) {
-  WEFT_NEED_COMM(c);
-  return guarded([&] { return c->comm->broadcast(buf, n, static_cast<weft::coll::DataType>(t), root); });
+weft_status_t weft_broadcast(weft_comm_t* c, void* buf, size_t count, weft_dtype_t t, int root) {
+  return guarded([&]() -> Status {
+    WEFT_RETURN_IF_ERROR(need_comm("weft_broadcast", c));
+    WEFT_RETURN_IF_ERROR(check_type("weft_broadcast", t));
+    return c->comm->broadcast(buf, count, static_cast<weft::coll::DataType>(t), root);
+  });
 }
 
 weft_status_t weft_barrier(weft_comm_t* c) {
-  WEFT_NEED_COMM(c);
-  return guarded([&] { return c->comm->barrier(); });
+  return guarded([&]() -> Status {
+    WEFT_RETURN_IF_ERROR(need_comm("weft_barrier", c));
+    return c->comm->barrier();
+  });
 }
 
-void weft_comm_abort(weft_comm_t* c, const char* reason) {
-  if (!c) return;
-  try {
+weft_status_t weft_comm_abort(weft_comm_t* c, const char* reason) {
+  return guarded([&]() -> Status {
+    WEFT_RETURN_IF_ERROR(need_comm("weft_comm_abort", c));
     c->comm->abort(reason ? reason : "aborted through the C API");
-  } catch (...) {
-  }
+    return Status::ok();
+  });
 }
 
 const char* weft_last_error(void) { return g_last_error.c_str(); }
 
-// status_code_name returns views of string literals: NUL-terminated.
+// status_code_name returns views of string literals, NUL-terminated, and
+// "unknown" for a value outside the enum (StatusCode is based on int).
 const char* weft_status_name(weft_status_t s) { return weft::status_code_name(static_cast<weft::StatusCode>(s)).data(); }
 
 }  // extern "C"

@@ -34,7 +34,8 @@ Status CommConfig::validate() const {
   if (transport != "auto") {
     const auto known = transport_names();
     if (std::find(known.begin(), known.end(), transport) == known.end()) {
-      return not_found(fmt::format("communicator: unknown transport '{}' (auto, {})", transport, fmt::join(known, ", ")));
+      return invalid_argument(
+          fmt::format("communicator: unknown transport '{}' (auto, {})", transport, fmt::join(known, ", ")));
     }
   }
   WEFT_RETURN_IF_ERROR(selection.validate());
@@ -156,6 +157,7 @@ Status Communicator::Impl::setup(Store& store) {
     WEFT_ASSIGN_OR_RETURN(auto t, make_transport(tc, store, deadline));
     const int idx = static_cast<int>(transports.size());
     links.transports.push_back(t.get());
+    pins = pins || t->registration_pins();
     transports.push_back(std::move(t));
     for (int p : peers) {
       links.transport_of[static_cast<size_t>(p)] = idx;
@@ -262,30 +264,16 @@ Status Communicator::Impl::run(internal::Plan& p, const std::vector<int>& group_
                                std::chrono::milliseconds timeout) {
   // Not WEFT_RETURN_IF_ERROR, which copies the OK Status (a string) on
   // every call: a small AllReduce's whole call is a few hundred ns.
-  if (Status s = ensure_scratch(p.scratch_bytes()); !s) return s;
-  // The caller's buffer is registered when it differs from the last call's
-  // (training loops reuse their buffers). Like the transports' own caches
-  // keyed by address range (transport.h), this trusts that memory at a
-  // reused address is the same memory.
-  auto& data_by = buffers.mem[internal::kData].by_transport;
-  auto& scratch_by = buffers.mem[internal::kScratch].by_transport;
-  if (data_mem.empty() || data_mem.front()->data() != data || data_mem.front()->size() != bytes) {
-    data_mem.clear();
-    data_by.clear();
-    for (auto& tr : transports) {
-      WEFT_ASSIGN_OR_RETURN(auto m, tr->register_memory(data, bytes));
-      data_by.push_back(m.get());
-      data_mem.push_back(std::move(m));
-    }
+  if (Status s = place_buffers(p.scratch_bytes(), data, bytes); !s) {
+    finish_buffers(s, bytes);
+    return s;
   }
-  scratch_by.clear();
-  for (auto& m : scratch_mem) scratch_by.push_back(m.get());
-  buffers.ptr[internal::kData] = static_cast<char*>(data);
-  buffers.ptr[internal::kScratch] = scratch.data();
   std::fill(last_send.begin(), last_send.end(), Ticket{0});
   internal::Context ctx(group_ranks, me, &links, &buffers, &last_send, deadline, t, op, &cfg.trace, cfg.rank,
                         internal::stall_window(timeout));
-  return p.run(ctx);
+  Status s = p.run(ctx);
+  finish_buffers(s, bytes);
+  return s;
 }
 
 namespace {

@@ -13,6 +13,7 @@
 
 #include "algorithms/algorithms.h"
 #include "context.h"
+#include "registry.h"
 #include "weft/collectives/communicator.h"
 #include "weft/common/huge_buffer.h"
 
@@ -49,12 +50,22 @@ class Communicator::Impl {
   std::map<PlanKey, std::unique_ptr<internal::Plan>> plans;
   PlanKey last_plan_key{};
   internal::Plan* last_plan = nullptr;  // plans' entry of last_plan_key
-  std::vector<char> work;         // reduce_scatter's in-place copy of the input
+  // Memory and its registrations. Members are destroyed in reverse order:
+  // every registration (data_mem, registry, scratch_mem) before the memory
+  // it covers and before the transports that made it.
+  bool pins = false;  // a transport pins registered pages (Transport::registration_pins)
   HugeBuffer scratch;
   std::vector<std::unique_ptr<Memory>> scratch_mem;  // by transport
+  HugeBuffer work;            // reduce_scatter's in-place copy of the input
+  uint64_t work_id = 0;       // its entry in `registry` (where pins)
+  std::shared_ptr<internal::Registry> registry = std::make_shared<internal::Registry>();
   // Per call, kept between calls so that a call allocates nothing of its own.
   internal::Buffers buffers;
-  std::vector<std::unique_ptr<Memory>> data_mem;  // by transport: the last call's buffer
+  // By transport: the call's buffer. Where nothing pins, the last call's,
+  // reused while the address and size stay; else this call's registration,
+  // if any (place_buffers).
+  std::vector<std::unique_ptr<Memory>> data_mem;
+  char* staged_to = nullptr;  // the caller's buffer, when the call runs on a copy in scratch
   std::vector<Ticket> last_send;                  // by rank
   std::mutex abort_mu;
   Status failed;  // first failure; the communicator is unusable after it
@@ -83,6 +94,11 @@ class Communicator::Impl {
   Algorithm select_auto_allreduce(size_t bytes) const;
   Result<const std::vector<int>*> rank_map(Algorithm a);
   Status ensure_scratch(size_t bytes);
+  Status ensure_work(size_t bytes);
+  // Where a staged buffer goes in scratch: behind the plan's part, aligned.
+  static size_t stage_offset(size_t scratch_bytes) { return (scratch_bytes + 63) & ~size_t{63}; }
+  Status place_buffers(size_t scratch_bytes, void* data, size_t bytes);
+  void finish_buffers(const Status& s, size_t bytes);
   Status run(internal::Plan& p, const std::vector<int>& group_ranks, int me, void* data, size_t bytes,
              DataType t, ReduceOp op, Deadline deadline, std::chrono::milliseconds timeout);
 };

@@ -42,13 +42,13 @@ Result<Ticket> Context::post_send(int peer, Buf b, size_t offset, size_t len, bo
   const int phys = physical(peer);
   if (trace_ && *trace_) (*trace_)(phys_rank_, TraceEvent{TraceEvent::kSend, {}, 0, phys, len});
   Pair& to = pair(peer);
-  auto t = held ? to.send_held(mem(peer, b), offset, len) : to.send(mem(peer, b), offset, len);
+  auto t = held ? to.send_held(mem(peer, b), at(b, offset), len) : to.send(mem(peer, b), at(b, offset), len);
   if (t) (*last_send_)[static_cast<size_t>(phys)] = *t;
   return t;
 }
 
 Result<Ticket> Context::recv(int peer, Buf b, size_t offset, size_t len) {
-  return pair(peer).recv(mem(peer, b), offset, len);
+  return pair(peer).recv(mem(peer, b), at(b, offset), len);
 }
 
 Status Context::timed_out(int peer) const {
@@ -135,7 +135,8 @@ Status Context::sendrecv(int peer, Buf sb, size_t soff, size_t slen, Buf rb, siz
     return wait_send(peer, s);
   }
   if (trace_ && *trace_) (*trace_)(phys_rank_, TraceEvent{TraceEvent::kSend, {}, 0, phys, slen});
-  return exchanged(peer, phys, x->exchange(mem(peer, sb), soff, slen, mem(peer, rb), roff, rlen, deadline_));
+  return exchanged(peer, phys,
+                   x->exchange(mem(peer, sb), at(sb, soff), slen, mem(peer, rb), at(rb, roff), rlen, deadline_));
 }
 
 Status Context::exchanged(int peer, int phys, const Result<Ticket>& sent) {
@@ -168,7 +169,9 @@ Status Context::sendrecv_reduce(int peer, Buf sb, size_t soff, size_t slen, Buf 
   }
   if (trace_ && *trace_) (*trace_)(phys_rank_, TraceEvent{TraceEvent::kSend, {}, 0, phys, slen});
   const ExchangePair::Reduction red{into, dtype_, op_};
-  return exchanged(peer, phys, x->exchange_reduce(mem(peer, sb), soff, slen, mem(peer, rb), roff, rlen, red, deadline_));
+  return exchanged(peer, phys,
+                   x->exchange_reduce(mem(peer, sb), at(sb, soff), slen, mem(peer, rb), at(rb, roff), rlen, red,
+                                      deadline_));
 }
 
 Status exchange(Context& ctx, int to, Buf sb, size_t soff, size_t slen, int from, Buf rb,

@@ -37,6 +37,10 @@ struct Links {
 enum Buf { kData = 0, kScratch = 1 };
 struct Registered {
   std::vector<Memory*> by_transport;  // index = transport index
+  // Where the call's buffer starts in each Memory: the offset of a buffer
+  // inside a larger registration (Communicator::register_buffer), or of a
+  // buffer staged in scratch. Added to every offset handed to a pair.
+  size_t base = 0;
 };
 struct Buffers {
   Registered mem[2];
@@ -111,6 +115,7 @@ class Context {
   bool stall_noticed() const;
   Pair& pair(int peer) const { return *links_->pairs[static_cast<size_t>(physical(peer))]; }
   Memory& mem(int peer, Buf b) const;
+  size_t at(Buf b, size_t offset) const { return buffers_->mem[b].base + offset; }
 
   const int* ranks_;
   int size_, me_;

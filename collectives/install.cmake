@@ -27,7 +27,7 @@ install(FILES ${PROJECT_BINARY_DIR}/weftConfig.cmake ${PROJECT_BINARY_DIR}/weftC
 set(WEFT_PC_VERBS_REQUIRES "")
 set(WEFT_PC_VERBS_LIBS "")
 if(WEFT_HAVE_VERBS)  # the verbs transport (collectives/verbs/CMakeLists.txt installs weft_verbs)
-  set(WEFT_PC_VERBS_REQUIRES " spdlog libibverbs")
+  set(WEFT_PC_VERBS_REQUIRES " libibverbs")
   set(WEFT_PC_VERBS_LIBS " -lweft_verbs")
   if(WEFT_HAVE_MLX5DV)
     string(APPEND WEFT_PC_VERBS_REQUIRES " libmlx5")

@@ -21,7 +21,7 @@
 
 namespace weft::coll::shm {
 
-constexpr uint64_t kMagic = 0x334d485354464557;  // "WEFTSHM3": frames with their own seq, stall notices
+constexpr uint64_t kMagic = 0x344d485354464557;  // "WEFTSHM4": + single-copy probe (probe_addr, RingCtl::single_copy)
 
 // The head of a rank's segment. Shared between processes: only lock-free
 // atomics and plain data, fixed layout.
@@ -30,6 +30,10 @@ struct alignas(64) SegmentHeader {
   int32_t rank, size, pid;
   int32_t sleep_fence;  // 1: this rank calls membarrier() before it sleeps (ring_bell)
   uint64_t ring_bytes;
+  // Where `magic` lies in this rank's own address space: a peer reads it
+  // with process_vm_readv to learn whether it may copy from this rank's
+  // memory (shm_single_copy.h).
+  uint64_t probe_addr;
   alignas(64) std::atomic<uint32_t> bell;      // futex word: bumped by whoever has news for this rank
   std::atomic<uint32_t> sleepers;              // > 0 while this rank may sleep on bell
   // Flags set by other ranks: kAbortFlag once one told this rank to give up
@@ -49,12 +53,18 @@ struct alignas(64) SegmentHeader {
   std::atomic<int32_t> off_cpu;
 };
 constexpr uint32_t kAbortFlag = 1, kStallFlag = 2;
+constexpr int32_t kSingleCopyAllowed = 1, kSingleCopyRefused = 2;
 
 // The control words of the ring from one sender, each on its own line: the
 // first two written only by the receiver, `stall` only by the sender. There
 // is no head word: a frame carries its own sequence number (shm_ring.h).
 struct RingCtl {
   alignas(64) std::atomic<uint64_t> tail;
+  // The receiver's verdict at setup, before its "mapped" key is in the
+  // store: kSingleCopyAllowed if it can read the sender's memory
+  // (process_vm_readv), else kSingleCopyRefused; the sender then sends
+  // every message through the ring.
+  std::atomic<int32_t> single_copy;
   alignas(64) std::atomic<uint64_t> acks;  // single-copy messages read so far
   // The sender's stall notice (transport.h): whom it waits on + 2; 0 = none
   // (the segment starts zeroed), 1 = no one known.

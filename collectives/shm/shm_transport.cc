@@ -25,6 +25,7 @@
 #include "idle_wait.h"
 #include "shm/shm_ring.h"
 #include "shm/shm_segment.h"
+#include "shm/shm_single_copy.h"
 
 namespace weft::coll::shm {
 namespace {
@@ -89,6 +90,10 @@ class ShmPair final : public Pair, public internal::ExchangePair {
   // check_liveness turns it into the real cause.
   int cma_errno = 0;
   Clock::time_point cma_failed{};
+  // Decided at setup (shm_single_copy.h): this rank reads the peer's large
+  // messages from its memory; the peer reads this rank's.
+  bool recv_single = false;
+  bool send_single = false;
 
  private:
   Result<Ticket> exchange_with(const Memory& smem, size_t soff, size_t slen, Memory& rmem, size_t roff,
@@ -98,7 +103,7 @@ class ShmPair final : public Pair, public internal::ExchangePair {
   int peer_;
 };
 
-class ShmTransport final : public Transport {
+class ShmTransport final : public Transport, public ShmTransportInfo {
  public:
   explicit ShmTransport(const TransportConfig& c)
       : cfg_(c),
@@ -138,6 +143,11 @@ class ShmTransport final : public Transport {
   bool stall_noticed() const override {
     return (own_.hdr()->aborted.load(std::memory_order_relaxed) & kStallFlag) != 0;
   }
+  bool reads_single_copy(int peer) const override {
+    const ShmPair* p = peer >= 0 && peer < cfg_.size ? pairs_[static_cast<size_t>(peer)].get() : nullptr;
+    return p != nullptr && p->recv_single;
+  }
+  uint64_t single_copy_bytes() const override { return single_copy_bytes_.load(std::memory_order_relaxed); }
 
   std::mutex mu_;
   // OK, or why this transport gave up. Cheap enough for every poll: one
@@ -160,9 +170,10 @@ class ShmTransport final : public Transport {
   bool read_single(ShmPair& p, Op& op, uint64_t addr);
   template <typename Pred>
   Status wait(ShmPair& p, Pred done, Deadline d, const char* what, Ticket t);
-  // A message of `len` bytes goes as one line naming the sender's buffer.
-  bool single_copy(size_t len) const {
-    return cfg_.shm.single_copy_min_bytes > 0 && len >= cfg_.shm.single_copy_min_bytes;
+  // A message of `len` bytes goes as one line naming the sender's buffer,
+  // where the receiver may read the sender's memory (`allowed`).
+  bool single_copy(size_t len, bool allowed) const {
+    return allowed && cfg_.shm.single_copy_min_bytes > 0 && len >= cfg_.shm.single_copy_min_bytes;
   }
 
  private:
@@ -182,6 +193,7 @@ class ShmTransport final : public Transport {
   Clock::time_point next_liveness_check_{};
   unsigned polls_ = 0;
   unsigned shared_yields_ = 0;
+  std::atomic<uint64_t> single_copy_bytes_{0};  // read by tests from another thread
 };
 
 // Where the host's ranks outnumber its CPUs, how they are spread decides the
@@ -291,7 +303,7 @@ bool ShmTransport::progress_send(ShmPair& p) {
   const uint64_t head0 = p.out.head();
   while (!p.sends_q.empty()) {
     Op& op = p.sends_q.front();
-    if (single_copy(op.len)) {
+    if (single_copy(op.len, p.send_single)) {
       if (!p.out.put_single(op.len, op.ptr)) break;
       op.ack = ++p.single_sent;
       p.acks_q.push_back(op);
@@ -314,7 +326,7 @@ bool ShmTransport::progress_recv(ShmPair& p) {
   bool acked = false;
   while (!p.recvs_q.empty() && failed_.is_ok()) {
     Op& op = p.recvs_q.front();
-    const Frame* f = p.in.next(single_copy(op.len) ? 0 : op.len - op.done);
+    const Frame* f = p.in.next(single_copy(op.len, p.recv_single) ? 0 : op.len - op.done);
     if (!f) break;
     const uint64_t len = f->len & ~kSingleCopy;
     if (len != op.len) {
@@ -384,6 +396,7 @@ bool ShmTransport::read_single(ShmPair& p, Op& op, uint64_t addr) {
     }
     return false;
   }
+  single_copy_bytes_.fetch_add(op.len, std::memory_order_relaxed);
   return true;
 }
 
@@ -624,9 +637,14 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
   sleep_fence_ = register_sleep_fence();
   h->sleep_fence = sleep_fence_ ? 1 : 0;
   h->ring_bytes = ring_bytes_;
+  h->probe_addr = reinterpret_cast<uint64_t>(&h->magic);
   h->cpu.store(-1);
+  // Before the peers can find this segment, so before any of them probes.
+  const bool single = cfg_.shm.single_copy_min_bytes > 0;
+  if (single && cfg_.shm.ptracer_parent) grant_ptrace_to_parent();
   const std::string key = cfg_.store_prefix + "/shm/";
   WEFT_RETURN_IF_ERROR(store.set(key + std::to_string(me), name_));
+  std::vector<std::pair<int, int>> refused;  // peers this rank may not read: (rank, errno)
 
   pairs_.resize(static_cast<size_t>(cfg_.size));
   for (int p : peers) {
@@ -643,6 +661,15 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
     }
     pair->pid = ph->pid;
     if (sleep_fence_ && ph->sleep_fence == 1) pair->bell = BellFence::kCompiler;
+    // Decided once, here: each large message then takes its path without a
+    // failed system call first.
+    if (single) {
+      const int err = probe_single_copy(pair->pid, ph->probe_addr, kMagic);
+      pair->recv_single = err == 0;
+      if (err != 0) refused.emplace_back(p, err);
+    }
+    own_.ctl(p)->single_copy.store(pair->recv_single ? kSingleCopyAllowed : kSingleCopyRefused,
+                                   std::memory_order_release);
     mapped_.push_back(pair.get());
     pairs_[static_cast<size_t>(p)] = std::move(pair);
   }
@@ -651,6 +678,12 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
   // lives on, and no crash can leak it.
   WEFT_RETURN_IF_ERROR(store.set(key + "mapped/" + std::to_string(me), "1"));
   for (int p : peers) WEFT_RETURN_IF_ERROR(store.get(key + "mapped/" + std::to_string(p), deadline).status());
+  // Every peer's verdict on this rank was stored before its "mapped" key
+  // (for every pair: one connected later reads it here too).
+  for (ShmPair* pr : mapped_) {
+    pr->send_single = pr->seg->ctl(me)->single_copy.load(std::memory_order_acquire) == kSingleCopyAllowed;
+  }
+  if (!refused.empty()) log_single_copy_refused(me, refused, cfg_.shm.single_copy_min_bytes);
   ::shm_unlink(name_.c_str());
   name_.clear();
   return Status::ok();

@@ -24,13 +24,29 @@
 // a producer rings the consumer's doorbell after publishing. A peer's death
 // is seen through a pidfd (pidfd_open(2): readable once the process exits,
 // even before it is reaped) and reported naming the rank.
+// Single copy needs ptrace access to the sender, which many hosts refuse:
+// each rank probes it per peer at setup (shm_single_copy.h), and a peer it
+// may not read sends it everything through the ring; the rank logs one line
+// saying so.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "weft/collectives/transport.h"
 
 namespace weft::coll::shm {
+
+// The shm transport's extra surface (dynamic_cast a Transport* to it).
+class ShmTransportInfo {
+ public:
+  virtual ~ShmTransportInfo() = default;
+  // This rank copies `peer`'s large messages straight from its memory
+  // (probed at setup); false: they come through the ring.
+  virtual bool reads_single_copy(int peer) const = 0;
+  // Bytes this rank received single-copy so far.
+  virtual uint64_t single_copy_bytes() const = 0;
+};
 
 Result<std::unique_ptr<Transport>> make_shm_transport(const TransportConfig& config, Store& store,
                                                       Deadline deadline);

@@ -43,7 +43,8 @@ Status Connection::init() {
   ctrl_mem_.assign((std::size_t{rq} + sq_depth_) * kCtrlSlot, 0);
   credit_in_ = ctrl_mem_.data();
   credit_out_ = ctrl_mem_.data() + std::size_t{rq} * kCtrlSlot;
-  WEFT_ASSIGN_OR_RETURN(ctrl_mr_, ctx_->cache().get(ctrl_mem_.data(), ctrl_mem_.size(), IBV_ACCESS_LOCAL_WRITE));
+  WEFT_ASSIGN_OR_RETURN(ctrl_mr_,
+                        register_region(*ctx_->registrar_, ctrl_mem_.data(), ctrl_mem_.size(), IBV_ACCESS_LOCAL_WRITE));
   RcQpConfig qc = config_.qp;
   qc.max_send_wr = sq_depth_;
   qc.max_recv_wr = rq;
@@ -64,7 +65,6 @@ Connection::~Connection() {
   if (!s.is_ok()) spdlog::error("weft verbs: closing the connection to {}: {}", config_.peer_name, s.message());
   if (qpn != 0) ctx_->forget(*this, qpn);
   ctrl_mr_.reset();
-  if (!ctrl_mem_.empty()) ctx_->cache().invalidate(ctrl_mem_.data(), ctrl_mem_.size());
 }
 
 EndpointInfo Connection::local_info() const {
@@ -96,7 +96,7 @@ void Connection::fail(Status s, bool is_flush) {
 }
 
 namespace {
-Status check_region(const MrCache::EntryRef& mr, const void* data, std::size_t len, int access, const char* what,
+Status check_region(const RegionRef& mr, const void* data, std::size_t len, int access, const char* what,
                     const std::string& peer) {
   if (len == 0) return Status::ok();
   if (!mr) return invalid_argument(fmt::format("{} of {} bytes with {}: memory is not registered", what, len, peer));
@@ -110,7 +110,7 @@ Status check_region(const MrCache::EntryRef& mr, const void* data, std::size_t l
 }
 }  // namespace
 
-Result<Ticket> Connection::isend(const void* data, std::size_t len, MrCache::EntryRef mr) {
+Result<Ticket> Connection::isend(const void* data, std::size_t len, RegionRef mr) {
   if (!connected_) return failed_precondition(fmt::format("send to {} before connect", peer_name()));
   if (!error_.is_ok()) return error_;
   WEFT_RETURN_IF_ERROR(check_region(mr, data, len, IBV_ACCESS_LOCAL_WRITE, "send", peer_name()));
@@ -125,7 +125,7 @@ Result<Ticket> Connection::isend(const void* data, std::size_t len, MrCache::Ent
   return t;
 }
 
-Result<Ticket> Connection::irecv(void* data, std::size_t len, MrCache::EntryRef mr) {
+Result<Ticket> Connection::irecv(void* data, std::size_t len, RegionRef mr) {
   if (!connected_) return failed_precondition(fmt::format("receive from {} before connect", peer_name()));
   if (!error_.is_ok()) return error_;
   WEFT_RETURN_IF_ERROR(check_region(mr, data, len, IBV_ACCESS_REMOTE_WRITE, "receive", peer_name()));

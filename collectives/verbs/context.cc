@@ -21,7 +21,6 @@ Result<std::unique_ptr<Context>> Context::open(const ContextConfig& config) {
   c->device_ = std::make_unique<Device>(std::move(dev));
   WEFT_ASSIGN_OR_RETURN(c->cq_, CompletionQueue::create(c->device_->context(), config.cq));
   c->registrar_ = std::make_unique<PdRegistrar>(c->device_->pd());
-  c->cache_ = std::make_unique<MrCache>(*c->registrar_, config.cache);
   c->wcs_.resize(64);
   // The async event fd is polled with the others, never read blindly.
   const int afd = c->device_->context()->async_fd;
@@ -63,11 +62,11 @@ void Context::forget(Connection& conn, std::uint32_t qpn) {
   if (Result<int> n = poll(); !n) spdlog::error("weft verbs: draining the CQ: {}", n.status().message());
 }
 
-Result<MrCache::EntryRef> Context::register_buffer(const void* data, std::size_t len) {
-  return cache_->get(data, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+Result<RegionRef> Context::register_buffer(const void* data, std::size_t len, int access) {
+  WEFT_ASSIGN_OR_RETURN(RegionRef r, register_region(*registrar_, data, len, access));
+  ++registrations_;
+  return r;
 }
-
-void Context::unregister_buffer(const void* data, std::size_t len) { cache_->invalidate(data, len); }
 
 void Context::dispatch(std::span<ibv_wc> wcs) {
   for (const ibv_wc& wc : wcs) {

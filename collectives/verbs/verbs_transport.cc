@@ -26,19 +26,16 @@ using coll::Deadline;
 
 class VerbsMemory final : public coll::Memory {
  public:
-  VerbsMemory(void* data, std::size_t size, MrCache::EntryRef entry, std::shared_ptr<Context> ctx)
-      : Memory(data, size), entry_(std::move(entry)), ctx_(std::move(ctx)) {}
-  // Deregistered with the last user (an in-flight message holds its own
-  // reference); dropped from the cache now, as the address may be reused.
-  ~VerbsMemory() override {
-    entry_.reset();
-    if (size() > 0) ctx_->unregister_buffer(data(), size());
-  }
-  const MrCache::EntryRef& entry() const { return entry_; }
+  VerbsMemory(void* data, std::size_t size, RegionRef region, std::shared_ptr<Context> ctx)
+      : Memory(data, size), ctx_(std::move(ctx)), region_(std::move(region)) {}
+  const RegionRef& region() const { return region_; }
 
  private:
-  MrCache::EntryRef entry_;
-  std::shared_ptr<Context> ctx_;  // the cache and the registrar must outlive the entry
+  // Destroyed in reverse: the region (deregistered now, or with the last
+  // in-flight message that holds it) before the context whose registrar
+  // it needs.
+  std::shared_ptr<Context> ctx_;
+  RegionRef region_;
 };
 
 class VerbsTransport;
@@ -88,12 +85,14 @@ class VerbsTransport final : public coll::Transport, public VerbsTransportInfo {
     return peer >= 0 && peer < cfg_.size ? pairs_[static_cast<std::size_t>(peer)].get() : nullptr;
   }
   Result<std::unique_ptr<coll::Memory>> register_memory(void* data, std::size_t size) override;
+  bool registration_pins() const override { return true; }
   Result<bool> poll() override;
   void abort(const Status& reason) override;
 
   std::string device_name() const override { return ctx_->device().name(); }
   std::vector<QpRoute> qp_routes() const override;
   Status inject_qp_error(int peer) override;
+  std::uint64_t memory_registrations() const override { return ctx_->registrations(); }
 
   // Used by the pairs.
   Status usable() const;
@@ -129,7 +128,7 @@ Result<coll::Ticket> VerbsPair::send(const coll::Memory& mem, std::size_t offset
     return out_of_range(fmt::format("send to rank {}: [{}, {}) lies outside the {}-byte buffer", peer_, offset,
                                     offset + len, mem.size()));
   }
-  return conn_->isend(static_cast<const char*>(mem.data()) + offset, len, m->entry());
+  return conn_->isend(static_cast<const char*>(mem.data()) + offset, len, m->region());
 }
 
 Result<coll::Ticket> VerbsPair::recv(coll::Memory& mem, std::size_t offset, std::size_t len) {
@@ -140,7 +139,7 @@ Result<coll::Ticket> VerbsPair::recv(coll::Memory& mem, std::size_t offset, std:
     return out_of_range(fmt::format("recv from rank {}: [{}, {}) lies outside the {}-byte buffer", peer_, offset,
                                     offset + len, mem.size()));
   }
-  return conn_->irecv(static_cast<char*>(mem.data()) + offset, len, m->entry());
+  return conn_->irecv(static_cast<char*>(mem.data()) + offset, len, m->region());
 }
 
 Status VerbsPair::wait_send(coll::Ticket t, Deadline d) { return t_->wait(*this, true, t, d); }
@@ -324,7 +323,7 @@ VerbsTransport::~VerbsTransport() {
 }
 
 Result<std::unique_ptr<coll::Memory>> VerbsTransport::register_memory(void* data, std::size_t size) {
-  MrCache::EntryRef entry;
+  RegionRef entry;
   if (size > 0) {
     auto e = ctx_->register_buffer(data, size);
     if (!e) return e.status().with_context(fmt::format("rank {}: registering {} bytes", cfg_.rank, size));

@@ -6,9 +6,6 @@
 // and that exactly the held parts long enough were spliced
 // (TcpTransportInfo::spliced_bytes): a path that silently copied fails.
 #include <fmt/format.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -27,7 +24,9 @@
 #include <thread>
 #include <vector>
 
+#include "exact_sum.h"
 #include "harness.h"
+#include "seccomp_refuse.h"
 #include "tcp/tcp_transport.h"
 
 namespace weft::coll::testing {
@@ -196,13 +195,8 @@ TEST_P(HeldAllreduces, ConsecutiveCallsThatRewriteTheirBuffersAtOnceSumExactly) 
           int64_t* dst = k.in_place ? in.data() : out.data();
           Status s = comm.allreduce(in.data(), dst, k.count, DataType::kI64, ReduceOp::kSum, o);
           ASSERT_TRUE(s) << s.to_string();
-          size_t wrong = 0, first = k.count;
-          for (size_t i = 0; i < k.count; ++i) {
-            int64_t want = 0;
-            for (int r = 0; r < k.ranks; ++r) want += value(call, r, i);
-            if (dst[i] != want && wrong++ == 0) first = i;
-          }
-          ASSERT_EQ(wrong, 0u) << "call " << call << ": first wrong element " << first;
+          const SumCheck c = check_sum(dst, k.count, k.ranks, [&](int r, size_t i) { return value(call, r, i); });
+          ASSERT_EQ(c.wrong, 0u) << "call " << call << ": first wrong element " << c.first;
           // At once: the peers may not have read this call's last messages.
           std::fill(in.begin(), in.end(), -1);
           std::fill(out.begin(), out.end(), -1);
@@ -229,19 +223,6 @@ INSTANTIATE_TEST_SUITE_P(
       return fmt::format("{}_{}ranks_{}_{}", p.param.algo == Algorithm::kRing ? "ring" : "hd", p.param.ranks,
                          p.param.count, p.param.in_place ? "in_place" : "out_of_place");
     });
-
-// Only this thread (a rank of run_ranks) gets the filter: vmsplice(2)
-// fails with EPERM, as under a container's seccomp profile that refuses it.
-bool refuse_vmsplice_in_this_thread() {
-  sock_filter prog[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_vmsplice, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  sock_fprog fprog{static_cast<unsigned short>(sizeof prog / sizeof prog[0]), prog};
-  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) == 0;
-}
 
 // Rank 0 runs `impede` on its own thread, sends `messages` held messages of
 // `len` bytes and runs `restore`; the sends must be copied (spliced_bytes
@@ -296,7 +277,8 @@ void expect_copied_when(size_t len, int messages, const std::function<bool()>& i
 // Where vmsplice is refused, held sends are copied.
 TEST(TcpSpliceRefused, HeldSendsAreCopiedWhereVmspliceIsNotAllowed) {
   // The filter stays on the rank's thread, which ends with run_ranks.
-  expect_copied_when((3u << 20) + 17, 2, refuse_vmsplice_in_this_thread, [] {});
+  // vmsplice(2) fails with EPERM on rank 0's thread only.
+  expect_copied_when((3u << 20) + 17, 2, [] { return refuse_syscall_in_this_thread(__NR_vmsplice, EPERM); }, [] {});
 }
 
 // Where no pipe can be made (here: no descriptor left; in production also a

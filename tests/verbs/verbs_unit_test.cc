@@ -1,5 +1,5 @@
 // Verbs building blocks that need no RDMA device: source-port mapping, GID
-// choice, the endpoint record, status names, the registration cache and
+// choice, the endpoint record, status names, memory regions and
 // cleanup that goes on past a failure.
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include "weft/verbs/device.h"
 #include "weft/verbs/error.h"
 #include "weft/verbs/handle.h"
-#include "weft/verbs/mr_cache.h"
+#include "weft/verbs/memory_region.h"
 #include "weft/verbs/rc_qp.h"
 #include "weft/verbs/source_port.h"
 
@@ -179,44 +179,42 @@ class CountingRegistrar : public MemoryRegistrar {
   std::map<int*, bool> live;
 };
 
-TEST(RegistrationCache, SecondUseOfARangeHitsAndNeighboursOnTheSamePagesToo) {
+TEST(MemoryRegion, CoversWholePagesAndIsDeregisteredWithItsLastReference) {
   CountingRegistrar r;
-  MrCache cache(r, {});
   alignas(4096) static std::uint8_t buf[3 * 4096];
-  auto a = cache.get(buf + 5, 13, IBV_ACCESS_LOCAL_WRITE);
-  ASSERT_TRUE(a.is_ok());
-  EXPECT_EQ(r.last_len, 4096u) << "registration rounds to whole pages";
-  auto b = cache.get(buf + 100, 3000, IBV_ACCESS_LOCAL_WRITE);
-  ASSERT_TRUE(b.is_ok());
-  EXPECT_EQ((*a)->lkey, (*b)->lkey);
-  EXPECT_EQ(r.registers, 1);
-  EXPECT_EQ(cache.stats().hits, 1u);
-  auto wider = cache.get(buf + 5, 4096 + 7, IBV_ACCESS_LOCAL_WRITE);
-  ASSERT_TRUE(wider.is_ok());
-  EXPECT_EQ(r.registers, 2) << "a range the entry does not cover registers again";
-  auto remote = cache.get(buf + 5, 13, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  ASSERT_TRUE(remote.is_ok());
-  EXPECT_EQ(r.registers, 3) << "stronger access registers again";
+  auto a = register_region(r, buf + 5, 4096, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_TRUE(a.is_ok()) << a.status().message();
+  EXPECT_EQ(r.last_len, 2u * 4096) << "[buf+5, buf+4101) lies on two pages";
+  EXPECT_EQ((*a)->begin, reinterpret_cast<std::uintptr_t>(buf));
+  EXPECT_EQ((*a)->end, reinterpret_cast<std::uintptr_t>(buf) + 2 * 4096);
+  RegionRef in_flight = *a;  // a message still using it
+  a = Result<RegionRef>(invalid_argument("released"));
+  EXPECT_EQ(r.deregisters, 0) << "a region still in use stays registered";
+  in_flight.reset();
+  EXPECT_EQ(r.deregisters, 1) << "and goes when its last user lets go";
+  EXPECT_TRUE(r.live.empty());
 }
 
-TEST(RegistrationCache, EvictsLeastRecentlyUsedButKeepsInFlightEntriesAlive) {
+TEST(MemoryRegion, TheSameRangeAgainIsRegisteredAgainNeverServedFromACache) {
   CountingRegistrar r;
-  MrCache cache(r, MrCacheConfig{3});
-  alignas(4096) static std::uint8_t buf[7 * 4096];
-  std::vector<MrCache::EntryRef> held;
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(cache.get(buf + i * 4096, 10, IBV_ACCESS_LOCAL_WRITE).is_ok());
-  auto busy = cache.get(buf, 10, IBV_ACCESS_LOCAL_WRITE);  // page 0 is now the most recent
-  ASSERT_TRUE(busy.is_ok());
-  ASSERT_TRUE(cache.get(buf + 3 * 4096, 10, IBV_ACCESS_LOCAL_WRITE).is_ok());
-  EXPECT_EQ(cache.size(), 3u);
-  EXPECT_EQ(cache.stats().evictions, 1u);
-  EXPECT_EQ(r.deregisters, 1) << "page 1 was least recently used";
-  EXPECT_EQ(cache.invalidate(buf, 10), 1u);
-  EXPECT_EQ(r.deregisters, 1) << "an invalidated entry still in use stays registered";
-  busy = Result<MrCache::EntryRef>(invalid_argument("released"));
-  EXPECT_EQ(r.deregisters, 2) << "and goes when its last user lets go";
-  EXPECT_EQ(cache.find(buf + 3 * 4096, 10, IBV_ACCESS_LOCAL_WRITE)->lkey, 4u);
-  EXPECT_EQ(cache.find(buf + 5 * 4096, 10, IBV_ACCESS_LOCAL_WRITE), nullptr) << "find never registers";
+  alignas(4096) static std::uint8_t buf[4096];
+  auto a = register_region(r, buf, 100, IBV_ACCESS_LOCAL_WRITE);
+  auto b = register_region(r, buf, 100, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  EXPECT_EQ(r.registers, 2) << "a region is only as good as its owner's promise: no sharing by address";
+  EXPECT_NE((*a)->lkey, (*b)->lkey);
+}
+
+TEST(MemoryRegion, EmptyAndWrappingRangesAreRejectedWithoutRegistering) {
+  CountingRegistrar r;
+  std::uint8_t x = 0;
+  auto empty = register_region(r, &x, 0, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_FALSE(empty.is_ok());
+  EXPECT_NE(empty.status().message().find("empty"), std::string::npos) << empty.status().message();
+  auto wraps = register_region(r, reinterpret_cast<void*>(UINTPTR_MAX - 100), 4096, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_FALSE(wraps.is_ok());
+  EXPECT_NE(wraps.status().message().find("wraps"), std::string::npos) << wraps.status().message();
+  EXPECT_EQ(r.registers, 0);
 }
 
 // Cleanup: a failing destroy is reported and the others still run.

@@ -61,7 +61,7 @@ TEST(Discovery, GidOverrideAndMissingDeviceAreReportedByName) {
 }
 
 // Registers a buffer with a context, for the tests' sends and receives.
-MrCache::EntryRef reg(Context& ctx, std::vector<std::uint8_t>& buf) {
+RegionRef reg(Context& ctx, std::vector<std::uint8_t>& buf) {
   if (buf.empty()) return nullptr;
   auto e = ctx.register_buffer(buf.data(), buf.size());
   EXPECT_TRUE(e.is_ok()) << e.status().message();
@@ -131,7 +131,7 @@ TEST(Messages, ManyMoreThanTheCreditLimitArriveInOrder) {
     out.push_back(pattern(m == 5 ? 0 : 1000 + 517 * m, 10 + m));
     in.emplace_back(out.back().size());
   }
-  std::vector<MrCache::EntryRef> mr_out, mr_in;
+  std::vector<RegionRef> mr_out, mr_in;
   for (auto& o : out) mr_out.push_back(reg(*p->a, o));
   for (auto& i : in) mr_in.push_back(reg(*p->b, i));
   Status sb;

@@ -169,7 +169,47 @@ struct CommConfig {
   // demand; a call that needs more grows it.
   size_t scratch_reserve_bytes = 0;
   std::function<void(int rank, const TraceEvent&)> trace;  // tests and debugging
+  // Where a transport pins registered pages (verbs), a call whose buffer is
+  // not inside a registration (Communicator::register_buffer) of at most
+  // this many bytes is copied into the communicator's own registered memory
+  // and back; a larger one is registered for the call and deregistered
+  // after it. Both are correct whatever the application does with the
+  // buffer between calls; only a registered buffer is zero-copy. Two copies
+  // of 256 KiB cost a few µs on a CPU, a registration tens of µs
+  // (bench/results/2026-11-26-verbs-registration.md): re-measure on real NICs.
+  size_t stage_max_bytes = 256 << 10;
   Status validate() const;
+};
+
+namespace internal {
+struct Registry;
+}  // namespace internal
+
+// A buffer registered with a communicator (Communicator::register_buffer).
+// Move-only; deregisters when destroyed, or earlier by
+// Communicator::deregister. Used by the thread that uses its communicator;
+// harmless after the communicator is gone (it then holds nothing).
+class BufferRegistration {
+ public:
+  BufferRegistration() = default;
+  BufferRegistration(BufferRegistration&& o) noexcept;
+  BufferRegistration& operator=(BufferRegistration&& o) noexcept;
+  BufferRegistration(const BufferRegistration&) = delete;
+  BufferRegistration& operator=(const BufferRegistration&) = delete;
+  ~BufferRegistration();
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  // False once deregistered, moved from, or its communicator is destroyed.
+  bool registered() const;
+
+ private:
+  friend class Communicator;
+  void release();
+  std::weak_ptr<internal::Registry> registry_;
+  void* data_ = nullptr;
+  size_t size_ = 0;
+  uint64_t id_ = 0;
 };
 
 class Communicator {
@@ -203,6 +243,20 @@ class Communicator {
                    const CollectiveOptions& o = {});
   Status broadcast(void* buf, size_t count, DataType t, int root, const CollectiveOptions& o = {});
   Status barrier(const CollectiveOptions& o = {});
+
+  // Registers [data, data + bytes) with every transport of this communicator
+  // (verbs: ibv_reg_mr, pinning its pages; tcp, shm, loopback: nothing to
+  // pin), as ncclCommRegister does: from then on a call whose buffer lies
+  // inside it moves data straight from and into it, registering nothing.
+  // The buffer a call works in is recv (allreduce, allgather) or buf
+  // (broadcast); reduce_scatter works in a copy of its own. Until it is
+  // deregistered the range must stay mapped to the same memory: free() or
+  // munmap() it only after. Ranges of two registrations may not overlap.
+  // Local: each rank registers its own buffers, any time between calls.
+  Result<BufferRegistration> register_buffer(void* data, size_t bytes);
+  // Deregisters now (an empty, moved-from or foreign registration is an
+  // error); the registration's destructor does the same.
+  Status deregister(BufferRegistration& registration);
 
   // Thread-safe: the current and every later call fails with kAborted.
   void abort(std::string_view reason = "aborted by the application");

@@ -7,9 +7,10 @@
 //               registers memory, and makes progress (poll / wait).
 //   Memory      a registered region (ibv_reg_mr for verbs; a no-op wrapper for
 //               TCP, shm, loopback). Registration happens up front, before the
-//               data moves: the communicator registers its scratch once and
-//               the caller's buffer once per call, so a transport whose
-//               registration is costly keeps a cache keyed by address range.
+//               data moves. Where it pins pages (registration_pins), a Memory
+//               stands for the pages, not the address: the communicator keeps
+//               one only of memory it owns or that the application registered
+//               (Communicator::register_buffer), never by address alone.
 //   Pair        this rank's link to one peer. Two ordered queues:
 //                 send(mem, offset, len) -> ticket
 //                 recv(mem, offset, len) -> ticket
@@ -67,8 +68,8 @@ using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 using Ticket = uint64_t;  // 1, 2, 3, ... per pair and direction; 0 = nothing posted
 
-// A registered region of local memory. Valid until destroyed; a transport may
-// keep the registration cached after that (verbs), never the data.
+// A registered region of local memory. Valid until destroyed; a message
+// still in flight from or into it may keep the registration a little longer.
 class Memory {
  public:
   virtual ~Memory() = default;
@@ -186,6 +187,14 @@ struct ShmOptions {
   // pinning of the sender's pages costs more than a copy that stays in the
   // cache, until the two copies no longer fit in it).
   size_t single_copy_min_bytes = 1 << 20;
+  // Single copy needs ptrace access to the sender. Each rank probes it per
+  // peer at setup; a peer it may not read sends it everything through the
+  // ring, and the rank logs one line. Where Yama's ptrace_scope is 1 (the
+  // default on Ubuntu: only ancestors may), each rank first names its parent
+  // as its ptracer (prctl PR_SET_PTRACER), which lets the ranks its launcher
+  // started read it; this replaces a ptracer the application named itself.
+  // false: name none.
+  bool ptracer_parent = true;
   int spin_us = 5000;  // a wait polls (yielding between polls) this long, then sleeps on the futex
   // A sleeping wait looks again after this long even if no one woke it: how
   // late a peer that died without a word is noticed. 1..600000.
@@ -273,6 +282,10 @@ class Transport {
   virtual Status connect_peers(const std::vector<int>& peers, Deadline deadline);
 
   virtual Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) = 0;
+  // True when register_memory pins the pages under the range (verbs): the
+  // Memory then goes stale if the range is unmapped and mapped again while
+  // it lives. False: a Memory is only the address, and keeping one is free.
+  virtual bool registration_pins() const { return false; }
 
   // Makes whatever progress is possible now without blocking; returns true
   // if anything moved. Used when an algorithm waits on several transports.

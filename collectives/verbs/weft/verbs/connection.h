@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "weft/common/status.h"
-#include "weft/verbs/mr_cache.h"
+#include "weft/verbs/memory_region.h"
 #include "weft/verbs/rc_qp.h"
 
 namespace weft::verbs {
@@ -73,10 +73,10 @@ class Connection {
   // Posts a message of len bytes at data. `mr` must cover it with
   // IBV_ACCESS_LOCAL_WRITE (may be null when len == 0) and is held until the
   // message completes; the bytes must stay untouched until then.
-  Result<Ticket> isend(const void* data, std::size_t len, MrCache::EntryRef mr);
+  Result<Ticket> isend(const void* data, std::size_t len, RegionRef mr);
   // Posts room for the next message; `mr` must cover it with
   // IBV_ACCESS_REMOTE_WRITE (may be null when len == 0).
-  Result<Ticket> irecv(void* data, std::size_t len, MrCache::EntryRef mr);
+  Result<Ticket> irecv(void* data, std::size_t len, RegionRef mr);
 
   // Tickets posted and completed, per direction; t is complete when done >= t.
   Ticket sends_posted() const { return sends_posted_; }
@@ -135,7 +135,7 @@ class Connection {
   struct SendReq {
     const std::uint8_t* data = nullptr;
     std::size_t len = 0;
-    MrCache::EntryRef mr;
+    RegionRef mr;
     bool has_credit = false;
     Credit credit;
     std::size_t posted = 0;  // bytes handed to the QP
@@ -145,7 +145,7 @@ class Connection {
   struct RecvReq {
     std::uint8_t* data = nullptr;
     std::size_t len = 0;
-    MrCache::EntryRef mr;
+    RegionRef mr;
   };
   enum class WrKind : std::uint8_t { kWrite = 1, kCredit = 2, kRecv = 3 };
   struct Posted {
@@ -162,7 +162,7 @@ class Connection {
   std::vector<std::uint8_t> ctrl_mem_;
   std::uint8_t* credit_in_ = nullptr;   // recv_depth slots
   std::uint8_t* credit_out_ = nullptr;  // sq_depth slots
-  MrCache::EntryRef ctrl_mr_;
+  RegionRef ctrl_mr_;
   RcQp qp_;
   EndpointInfo remote_{};
   bool connected_ = false;

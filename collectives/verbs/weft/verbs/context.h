@@ -1,5 +1,5 @@
 // Context: one rank's verbs state — the device, one completion queue shared by
-// all its connections, and the registration cache — and the progress engine.
+// all its connections, and the memory registrar — and the progress engine.
 //
 // Every wait progresses every connection of the context: collectives send to
 // one peer while waiting on another, and a send stalled for credits must
@@ -27,14 +27,13 @@
 #include "weft/verbs/completion_queue.h"
 #include "weft/verbs/connection.h"
 #include "weft/verbs/device.h"
-#include "weft/verbs/mr_cache.h"
+#include "weft/verbs/memory_region.h"
 
 namespace weft::verbs {
 
 struct ContextConfig {
   DeviceConfig device;
   CqConfig cq;
-  MrCacheConfig cache;
   std::chrono::milliseconds timeout{30000};  // every blocking wait
 };
 
@@ -48,11 +47,14 @@ class Context {
   // The CQ grows (ibv_resize_cq) when the connections' queues would not fit.
   Result<std::unique_ptr<Connection>> create_connection(const ConnectionConfig& config);
 
-  // Registers memory for sending from and receiving into (local and remote
-  // write access), through the cache: the entry stays cached until
-  // unregister_buffer; the returned reference keeps the registration alive.
-  Result<MrCache::EntryRef> register_buffer(const void* data, std::size_t len);
-  void unregister_buffer(const void* data, std::size_t len);
+  // Registers memory for sending from and receiving into (by default local
+  // and remote write access): a new region every call, deregistered when the
+  // last reference goes (memory_region.h says why nothing is cached).
+  static constexpr int kSendRecvAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  Result<RegionRef> register_buffer(const void* data, std::size_t len, int access = kSendRecvAccess);
+  // How many regions register_buffer made so far (tests: a call on a
+  // registered buffer makes none).
+  std::uint64_t registrations() const { return registrations_; }
 
   // One round of progress for every connection: dispatches completions, or
   // sleeps until a completion, a readable `watch` fd (its index is in the
@@ -74,7 +76,6 @@ class Context {
   Status wait_all(Connection& conn);
 
   const Device& device() const { return *device_; }
-  MrCache& cache() { return *cache_; }
   const CompletionQueue& cq() const { return *cq_; }
   std::chrono::milliseconds timeout() const { return config_.timeout; }
 
@@ -87,15 +88,15 @@ class Context {
   void forget(Connection& conn, std::uint32_t qpn);  // after its QP is destroyed
 
   ContextConfig config_;
-  // Destroyed in reverse: connections first (they hold QPs and cache entries),
-  // then the cache, the CQ, and the device (PD, context) last.
+  // Destroyed in reverse: connections first (they hold QPs and regions), then
+  // the registrar, the CQ, and the device (PD, context) last.
   std::unique_ptr<Device> device_;
   std::unique_ptr<CompletionQueue> cq_;
   std::unique_ptr<PdRegistrar> registrar_;
-  std::unique_ptr<MrCache> cache_;
   std::map<std::uint32_t, Connection*> by_qpn_;
   std::vector<ibv_wc> wcs_;
   std::vector<int> watch_;  // progress(): the caller's fds, then the async event fd
+  std::uint64_t registrations_ = 0;
   int cq_wrs_ = 0;  // send + receive WRs of every connection: what the CQ must hold
 };
 

@@ -18,12 +18,14 @@
 // list, port, GID index, queue depth, spin polls, ACK timeout), set through
 // CommConfig::verbs.
 //
-// Memory: register_memory() registers through the context's cache and
-// deregisters when the Memory is destroyed. Registrations are not kept past
-// that: a cache keyed by virtual address cannot see free() + mmap() put new
-// pages under an old address, and a stale registration would make RDMA
-// write into pages the process no longer uses. The communicator registers
-// its scratch once, the caller's buffer once per call.
+// Memory: register_memory() registers a new region every time (ibv_reg_mr,
+// memory_region.h) and the region goes with the Memory (or with the last
+// message in flight from or into it). Nothing is cached by address: a cache
+// keyed by virtual address cannot see free() + mmap() put new pages under an
+// old address, and a stale registration makes RDMA move pages the process
+// no longer uses. The communicator keeps registrations only of memory it
+// owns and of buffers the application registered (register_buffer);
+// anything else it copies through its own or registers per call.
 #pragma once
 
 #include <chrono>
@@ -57,6 +59,9 @@ class VerbsTransportInfo {
   // Fault injection: the QP to `peer` enters the error state as on a NIC
   // fatal error; outstanding and later work fails with IBV_WC_WR_FLUSH_ERR.
   virtual Status inject_qp_error(int peer) = 0;
+  // Memory regions registered for register_memory so far (ibv_reg_mr calls
+  // of the caller's and the communicator's buffers; not the QPs' own).
+  virtual std::uint64_t memory_registrations() const = 0;
 };
 
 // The factory registered as "verbs" (collectives/transport.cc).
