@@ -17,6 +17,9 @@ class PinningLoopback final : public Transport {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   Pair* pair(int peer) override { return inner_->pair(peer); }
+  Status connect_peers(const std::vector<int>& peers, Deadline deadline) override {
+    return inner_->connect_peers(peers, deadline);
+  }
   Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) override {
     ++g_registrations;
     return inner_->register_memory(data, size);
@@ -24,6 +27,11 @@ class PinningLoopback final : public Transport {
   bool registration_pins() const override { return true; }
   Result<bool> poll() override { return inner_->poll(); }
   void abort(const Status& reason) override { inner_->abort(reason); }
+  bool has_stall_notices() const override { return inner_->has_stall_notices(); }
+  void post_stall_notice(int waits_on) override { inner_->post_stall_notice(waits_on); }
+  int stall_notice(int peer) override { return inner_->stall_notice(peer); }
+  bool stall_noticed() const override { return inner_->stall_noticed(); }
+  void relay_stall_notice(int origin, int waits_on) override { inner_->relay_stall_notice(origin, waits_on); }
 
  private:
   std::unique_ptr<Transport> inner_;
