@@ -2,6 +2,7 @@
 // deadlines on one connection, after the handshake that proves the secret
 // both ways. The server is tcp_store_server.cc.
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -40,14 +41,34 @@ Status check_sizes(const TcpStoreLimits& limits, size_t key_bytes, size_t value_
   return invalid_argument(fmt::format("TCP store {} '{}': {}", what, key.substr(0, 64), why));
 }
 
+// An IPv4 literal as it is; a name resolved to its first IPv4 address.
+Result<std::string> ipv4_of(const std::string& host) {
+  in_addr a{};
+  if (::inet_pton(AF_INET, host.c_str(), &a) == 1) return host;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || !res) {
+    return invalid_argument(fmt::format("TCP store host '{}' is neither an IPv4 address nor a name that resolves to "
+                                        "one ({})", host, rc != 0 ? ::gai_strerror(rc) : "no address"));
+  }
+  char buf[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf);
+  ::freeaddrinfo(res);
+  return std::string(buf);
+}
+
 }  // namespace
 
-Result<std::unique_ptr<TcpStore>> TcpStore::open(const std::string& host, uint16_t port, bool serve,
+Result<std::unique_ptr<TcpStore>> TcpStore::open(const std::string& name, uint16_t port, bool serve,
                                                  std::chrono::steady_clock::time_point deadline,
                                                  const TcpStoreOptions& options) {
   if (!options.secret.empty() && options.secret.size() < 16) {
     return invalid_argument(fmt::format("TCP store: a secret of {} bytes is too short (16 at least)", options.secret.size()));
   }
+  WEFT_ASSIGN_OR_RETURN(const std::string host, ipv4_of(name));
   std::unique_ptr<TcpStore> s(new TcpStore());
   s->options_ = options;
   s->port_ = port;
@@ -57,7 +78,8 @@ Result<std::unique_ptr<TcpStore>> TcpStore::open(const std::string& host, uint16
     WEFT_RETURN_IF_ERROR(s->server_->start(bind, port).with_context("serving the TCP store"));
     s->port_ = s->server_->port();
   }
-  const std::string where = fmt::format("{}:{}", host, s->port_);
+  const std::string where = name == host ? fmt::format("{}:{}", host, s->port_)
+                                         : fmt::format("{}:{} ({})", name, s->port_, host);
   auto fd = tcp::connect_to(tcp::Endpoint{host, s->port_}, "0.0.0.0", 0, 1 << 16, deadline);
   if (!fd) return fd.status().with_context(fmt::format("TCP store at {} (MASTER_ADDR:MASTER_PORT)", where));
   s->fd_ = fd->release();

@@ -295,5 +295,27 @@ TEST(TcpStoreBind, AnAddressThatIsNotThisHostsSaysWhatToSet) {
             "MASTER_ADDR, which must be an address of rank 0's host; WEFT_STORE_BIND=0.0.0.0 listens on every address)");
 }
 
+// torchrun users often give MASTER_ADDR as a host name: every rank
+// resolves it (getaddrinfo(3)) and rank 0 listens on what it resolves to.
+TEST(TcpStoreBind, AHostNameIsResolvedToItsIpv4Address) {
+  auto named = TcpStore::open("localhost", 0, true, Clock::now() + 10s);
+  ASSERT_TRUE(named) << named.status().to_string();
+  EXPECT_TRUE(accepts("127.0.0.1", (*named)->port()));
+  auto other = TcpStore::open("localhost", (*named)->port(), false, Clock::now() + 10s);
+  ASSERT_TRUE(other) << other.status().to_string();
+  ASSERT_TRUE((*other)->set("k", "v"));
+  auto v = (*named)->get("k", Clock::now() + 10s);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(*v, "v");
+  // .invalid never resolves (RFC 2606).
+  auto bad = TcpStore::open("no-such-host.invalid", 29999, false, Clock::now() + 1s);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("TCP store host 'no-such-host.invalid' is neither an IPv4 address nor a name "
+                                        "that resolves to one"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 }  // namespace
 }  // namespace weft::coll::testing

@@ -73,7 +73,11 @@ class FileStore final : public Store {
 // Listening address: the host the store is opened at (MASTER_ADDR on rank
 // 0), so the port is reachable only where MASTER_ADDR is; WEFT_STORE_BIND
 // (TcpStoreOptions::bind_address) overrides it, e.g. 0.0.0.0 where
-// MASTER_ADDR is a name or address that rank 0's host does not own.
+// MASTER_ADDR is a name or address that rank 0's host does not own. A host
+// name (torchrun users often pass one) is resolved to its first IPv4
+// address (getaddrinfo(3)) by every rank alike; where rank 0's own host maps
+// its name to a loopback address (Debian's 127.0.1.1 in /etc/hosts), give
+// MASTER_ADDR as the address on the network instead.
 //
 // Secret: with WEFT_STORE_SECRET (the secret itself) or
 // WEFT_STORE_SECRET_FILE (a file only its owner may read; a trailing newline
