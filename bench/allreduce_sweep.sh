@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where each AllReduce algorithm wins on this machine: the measurement behind
 # weft's algorithm selection (collectives/selection.cc, docs/collectives.md
-# "Selection").
+# "Selection", bench/results/2026-11-24-allreduce-selection.md).
 #
 #   bench/allreduce_sweep.sh [--transports "tcp shm"] [--ranks "2 3 4 8"] [--max-bytes 67108864]
 #                            [--reps 2] [--batches 5] [--weft build/weft]
@@ -16,9 +16,13 @@
 #      smallest size from which HD (resp. ring) is at least as fast as every
 #      algorithm meant for smaller sizes at that size and every larger one —
 #      the thresholds of a SelectionRule.
-# Both go into docs/collectives.md between the selection-table markers; the
-# test SelectionFollowsTheMeasuredTable checks that the built-in rules pick,
-# at every measured point, an algorithm within 10% of the fastest.
+# The table goes into bench/results/ between the selection-table markers
+# (tests/collectives/selection_test.cc reads
+# bench/results/2026-11-24-allreduce-selection.md); the test
+# Selection.BuiltInRulesAreTheBestFitOfTheMeasuredTable checks that the
+# built-in rules are its best fit: per transport and rank count, no other
+# thresholds among the measured sizes bring the geometric mean of
+# picked/fastest more than 1% closer to 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 transports="tcp shm"

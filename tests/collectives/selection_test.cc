@@ -1,6 +1,7 @@
 // kAuto's AllReduce choice: rule matching, validation, and — the point —
 // that the built-in rules are the best fit of the table bench/allreduce_sweep.sh measured,
-// as recorded in docs/collectives.md between the selection-table markers.
+// as recorded in bench/results/2026-11-24-allreduce-selection.md between the
+// selection-table markers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,9 +28,10 @@ struct Measured {
 };
 
 // The data rows of the markdown table between "<!-- NAME" and "<!-- /NAME"
-// in docs/collectives.md: (line number, cells).
+// in the measurements file: (line number, cells).
+constexpr const char* kTables = "bench/results/2026-11-24-allreduce-selection.md";
 std::vector<std::pair<int, std::vector<std::string>>> table_rows(const std::string& name) {
-  std::ifstream in(std::string(WEFT_SOURCE_DIR) + "/docs/collectives.md");
+  std::ifstream in(std::string(WEFT_SOURCE_DIR) + "/" + kTables);
   std::vector<std::pair<int, std::vector<std::string>>> rows;
   std::string l;
   bool inside = false;
@@ -100,7 +102,7 @@ double misfit(const std::vector<const Measured*>& group, size_t hd_min, size_t r
 // drifting apart.
 TEST(Selection, BuiltInRulesAreTheBestFitOfTheMeasuredTable) {
   const auto rows = read_table();
-  ASSERT_GE(rows.size(), 20u) << "docs/collectives.md has no selection table (run bench/allreduce_sweep.sh)";
+  ASSERT_GE(rows.size(), 20u) << kTables << " has no selection table (run bench/allreduce_sweep.sh)";
   std::map<std::pair<std::string, int>, std::vector<const Measured*>> groups;
   for (const Measured& m : rows) groups[{m.transport, m.ranks}].push_back(&m);
   const Selection sel;
@@ -133,17 +135,17 @@ TEST(Selection, BuiltInRulesAreTheBestFitOfTheMeasuredTable) {
 }
 
 // The one-shot thresholds (SelectionRule::oneshot_below_bytes) against
-// their own table in docs/collectives.md ("oneshot-table" markers: one-shot
+// their own table in the same file ("oneshot-table" markers: one-shot
 // and butterfly times where the host's ranks outnumber its CPUs): for every
 // (transport, ranks) measured, no other cut among the measured sizes comes
 // within 1% closer to the faster of the two (same measure as above).
 TEST(Selection, OneShotThresholdsAreTheBestFitOfTheirMeasuredTable) {
   std::map<std::pair<std::string, int>, std::vector<std::array<double, 3>>> groups;  // size, oneshot, butterfly
   for (const auto& [line, cells] : table_rows("oneshot-table")) {
-    ASSERT_GE(cells.size(), 5u) << "docs/collectives.md:" << line;
+    ASSERT_GE(cells.size(), 5u) << kTables << ":" << line;
     groups[{cells[0], std::stoi(cells[1])}].push_back({std::stod(cells[2]), std::stod(cells[3]), std::stod(cells[4])});
   }
-  ASSERT_GE(groups.size(), 3u) << "docs/collectives.md has no one-shot table";
+  ASSERT_GE(groups.size(), 3u) << kTables << " has no one-shot table";
   const Selection sel;
   for (const auto& [key, rows] : groups) {
     auto misfit = [&](auto oneshot_at) {
