@@ -29,10 +29,11 @@ class Communicator::Impl {
   internal::Links links;          // pairs and transports by rank
   std::map<Algorithm, std::vector<int>> rank_maps;  // allreduce: logical -> physical
   // The per-call hot path of a small collective costs about as much as the
-  // shared-memory transfer itself (notes: 2 ranks, 4-256 B), so what does
-  // not change between calls is resolved once: kAuto's rule for this
-  // transport and rank count (setup), the rank maps by algorithm, and the
-  // last plan used (training loops repeat the same call).
+  // shared-memory transfer itself (bench/results/2026-11-24-shm.md: 2 ranks,
+  // 4-256 B), so what does not change between calls is resolved once:
+  // kAuto's rule for this transport and rank count (setup), the rank maps
+  // by algorithm, and the last plan used (training loops repeat the same
+  // call).
   bool auto_hybrid = false;                     // kAuto's AllReduce is hybrid at every size
   bool auto_oneshot = false;                    // kAuto may pick one-shot (the rule's oneshot_below_bytes)
   const SelectionRule* auto_rule = nullptr;     // in cfg.selection.rules (cfg is not changed after setup)

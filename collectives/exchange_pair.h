@@ -32,7 +32,7 @@ class ExchangePair {
   // (shm: a single-copy message). Why: a message that comes through the
   // shared-memory ring is reduced straight from the ring's lines, one pass
   // over memory less than copying it to scratch and reducing from there
-  // (docs/collectives.md, "Reducing from the ring"). The send's range must
+  // (bench/results/2026-11-24-shm.md). The send's range must
   // not overlap red.into: it may still be read after the reduce began.
   virtual Result<Ticket> exchange_reduce(const Memory& smem, size_t soff, size_t slen, Memory& rmem, size_t roff,
                                          size_t rlen, const Reduction& red, Deadline deadline) = 0;

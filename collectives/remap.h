@@ -1,7 +1,7 @@
-// Logical -> physical rank remapping around failed direct links (seed 000:
-// HCCL's 8-rank butterfly with the rank0-rank1 link cut runs on the map
-// physical = (logical + 1) mod 8, under which logical ranks 1 and 2 — which
-// never talk in a butterfly — sit on the cut link).
+// Logical -> physical rank remapping around failed direct links (e.g. an
+// 8-rank butterfly on a full mesh whose rank0-rank1 link is cut runs on the
+// map physical = (logical + 1) mod 8, under which logical ranks 7 and 0 —
+// which never talk in a butterfly — sit on the cut link).
 //
 // Generalised: given the logical pairs an algorithm talks over and the
 // physical pairs that must not talk directly, find a permutation that puts

@@ -1,9 +1,9 @@
 // kAuto's AllReduce choice (communicator.h: Selection). The default rules
 // are the best fit of the table bench/allreduce_sweep.sh measured on this
 // machine — 2 cores, loopback TCP and shared memory — recorded in
-// docs/collectives.md "Selection": per transport and rank count, the
-// thresholds (taken from the measured sizes) whose picks come closest to
-// the fastest algorithm, geometric mean over the sizes.
+// bench/results/2026-11-24-allreduce-selection.md: per transport and rank
+// count, the thresholds (taken from the measured sizes) whose picks come
+// closest to the fastest algorithm, geometric mean over the sizes.
 // tests/collectives/selection_test.cc re-derives that fit from the table and
 // fails when these rules drift from it. Rank counts between the measured
 // ones take the next larger one's rule. The tcp 2- and 4-rank rows were
@@ -26,10 +26,10 @@ std::vector<SelectionRule> default_selection_rules() {
   constexpr size_t kNever = SIZE_MAX;
   return {
       // transport, max ranks, HD from (below: butterfly), ring from, and
-      // where ranks outnumber CPUs one-shot below (docs/collectives.md
-      // "One-shot": measured at 3, 4 and 8 ranks on 2 CPUs, butterfly as
+      // where ranks outnumber CPUs one-shot below (the same file's one-shot
+      // table: measured at 3, 4 and 8 ranks on 2 CPUs, butterfly as
       // fast or faster at 3 and 4; 2 ranks: one exchange either way), HD's
-      // piece (docs/collectives.md "HD in pieces": measured at 2 and 4
+      // piece (bench/results/2026-11-24-hd-pieces.md: measured at 2 and 4
       // ranks over loopback TCP)
       {"tcp", 2, 1 << 20, kNever, 0, 1 << 20},
       {"tcp", 3, 256 << 10, kNever},

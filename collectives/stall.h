@@ -57,7 +57,7 @@ std::string describe(const StallVerdict& v);
 
 // How long to collect notices: half the call's timeout, within [20 ms,
 // 500 ms], so that the whole call ends within its timeout + 1 s (the
-// acceptance bound) with room for the verdict to travel.
+// bound process_test.cc checks) with room for the verdict to travel.
 std::chrono::milliseconds stall_window(std::chrono::milliseconds timeout);
 // A settled verdict is still held this long from the start of the window
 // (or the window, if shorter): a rank descheduled on an oversubscribed host

@@ -303,7 +303,7 @@ void register_bench(CLI::App& app, Registry& reg) {
   cmd->add_option("--segment", args->segment, "pipelining segment of ring algorithms (0 = default)")->capture_default_str();
   cmd->add_option("--hd-piece", args->hd_piece,
                   "allreduce HD: run in consecutive pieces of at most SIZE (0 = the whole vector; default:\n"
-                  "the selection rule's, docs/collectives.md \"HD in pieces\"); sets every rule's hd_piece_bytes");
+                  "the selection rule's, docs/collectives.md \"Selection\"); sets every rule's hd_piece_bytes");
   cmd->add_option("--connections", args->conns, "TCP connections per peer and direction")->capture_default_str();
   cmd->add_flag("--once", args->once,
                 "one call per size, timed and then verified (for fabrics where a call takes seconds)");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # weft vs Gloo vs Open MPI, AllReduce f32 sum on this host, in one run, with
-# the verdict of issue 5's performance criteria.
+# a verdict on the performance criteria below.
 #
 #   bench/peers/compare.sh [--ranks "2 4"] [--min-bytes 4] [--max-bytes 268435456] [--reps 3] [--batches 5]
 #                          [--weft build/weft] [--out DIR]

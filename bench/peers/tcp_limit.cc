@@ -4,9 +4,10 @@
 // 2-rank AllReduce's busbw on this host (each rank sends and receives the
 // vector once). Same socket options as weft: TCP_NODELAY, 4 MiB buffers,
 // and Reno, the congestion control weft's "auto" picks for a peer on this
-// host (docs/collectives.md): under this host's default, BBR, the stream ran
-// at 3.4-5.0 GB/s and weft at 2 ranks exceeded that "limit" by up to 1.47x;
-// with Reno the same minute gave 4.6-6.0 GB/s (2026-11-24, stop 15 note).
+// host (bench/results/2026-11-24-tcp-loopback.md): under this host's
+// default, BBR, the stream ran at 3.4-5.0 GB/s and weft at 2 ranks exceeded
+// that "limit" by up to 1.47x; with Reno the same minute gave 4.6-6.0 GB/s
+// (2026-11-24).
 // The host is shared, so the rate is that of the best 50 ms window of each
 // receiver (as the drivers report their best batch, timing.h): a limit
 // measured while a neighbour held the CPU would flatter whoever is compared

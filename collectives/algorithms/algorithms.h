@@ -53,7 +53,7 @@ struct Shape {
 std::unique_ptr<Plan> plan_allreduce_hd(const Shape& s);
 // allreduce_ring.cc: routing::build_schedule(kAllreduceRing), segmented.
 std::unique_ptr<Plan> plan_allreduce_ring(const Shape& s);
-// allreduce_butterfly.cc: recursive doubling on whole vectors (seed 000).
+// allreduce_butterfly.cc: recursive doubling on whole vectors.
 std::unique_ptr<Plan> plan_allreduce_butterfly(const Shape& s);
 // allreduce_oneshot.cc: every rank sends its vector to every peer and
 // reduces all of them in rank order (one round).
@@ -64,7 +64,7 @@ std::unique_ptr<Plan> plan_allreduce_hybrid(const Shape& s);
 // reduce_scatter_ring.cc, allgather_ring.cc: count = elements per rank.
 std::unique_ptr<Plan> plan_reduce_scatter_ring(const Shape& s);
 std::unique_ptr<Plan> plan_allgather_ring(const Shape& s);
-// allgather_hierarchical.cc: seed 004's pipelined hierarchical AllGather.
+// allgather_hierarchical.cc: pipelined hierarchical AllGather (HCCL's).
 std::unique_ptr<Plan> plan_allgather_hierarchical(const Shape& s);
 // broadcast_binomial.cc
 std::unique_ptr<Plan> plan_broadcast_binomial(const Shape& s);

@@ -1,5 +1,5 @@
-// Pipelined hierarchical AllGather (seed 004, HCCL's fine-grained
-// hierarchical pipeline): n hosts of m ranks. Between hosts, a ring among
+// Pipelined hierarchical AllGather (HCCL's fine-grained hierarchical
+// pipeline): n hosts of m ranks. Between hosts, a ring among
 // the ranks of equal local index; inside a host, a full mesh. At step i the
 // block that arrived over the ring at step i-1 (or the rank's own block at
 // step 0) is forwarded both to the next host and to every local peer, so

@@ -1,7 +1,7 @@
 // Butterfly (recursive doubling) AllReduce for small vectors: log2(p) steps,
 // each an exchange of the whole vector with newrank v ^ 2^k and a local
-// reduce (Thakur, Rabenseifner & Gropp 2005, section 3; seed 000, where one
-// stream and few steps beat a root-based scheme for small messages).
+// reduce (Thakur, Rabenseifner & Gropp 2005, section 3): for small messages
+// few steps on one stream beat a root-based scheme.
 // Non-power-of-two ranks fold first as in HD (MPICH). Both partners compute
 // x_v op x_w, which is bitwise the same for commutative ops, so every rank
 // ends with identical bits.

@@ -1,5 +1,6 @@
-// Hybrid AllReduce (ACCL, seed 003; DESIGN.md "Collectives"): with n hosts
-// of m ranks each,
+// Hybrid AllReduce (ACCL: Dong et al., "ACCL: Architecting Highly Scalable
+// Distributed Training Systems with Highly Efficient Collective
+// Communication Library", IEEE Micro 2021): with n hosts of m ranks each,
 //   1. reduce-scatter inside each host (ring over shm): local rank l ends
 //      with chunk l of the vector reduced over its host;
 //   2. halving-doubling between the ranks of equal local index on the n

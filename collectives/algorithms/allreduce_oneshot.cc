@@ -7,7 +7,7 @@
 // (P-1) x bytes each rank moves. Why it matters here: where a host's ranks
 // outnumber its CPUs, every dependent round can cost a context switch per
 // CPU; with butterfly the time of a 4-rank call then depends on which ranks
-// happen to share a CPU (docs/collectives.md "Selection").
+// happen to share a CPU (bench/results/2026-11-24-allreduce-selection.md).
 //
 // Every rank reduces in rank order, ((x0 op x1) op x2) ... op x(P-1), with the
 // accumulator always on the left (min/max keep the left operand on a NaN or

@@ -1,6 +1,6 @@
 // Ring AllReduce: reduce-scatter then allgather around r -> r+1 (Patarasuk &
 // Yuan, "Bandwidth optimal all-reduce algorithms for clusters of
-// workstations", JPDC 2009; NCCL's ring, seed 001), chunked as routing's
+// workstations", JPDC 2009; NCCL's ring), chunked as routing's
 // ring_chunk so the bytes are exactly build_schedule(kAllreduceRing)'s:
 // repetition i sends chunk (r - i), rank r ends owning chunk (r + 1), which
 // is ring_phases' shift 1. Segmented and pipelined (ring_phases.h).

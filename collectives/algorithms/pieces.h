@@ -2,8 +2,8 @@
 // per piece, each a whole collective on its elements, run one after the
 // other. Why: over loopback TCP every byte is copied by a CPU twice, and a
 // piece's socket buffers, scratch and data stay in the cache between its
-// steps where a whole large vector's do not (docs/collectives.md "HD in
-// pieces" has the figures). The bytes moved are the same; each piece pays
+// steps where a whole large vector's do not
+// (bench/results/2026-11-24-hd-pieces.md has the figures). The bytes moved are the same; each piece pays
 // its own steps' latencies (SelectionRule::hd_piece_bytes).
 #pragma once
 

@@ -10,7 +10,7 @@
 // The ring AllReduce uses s = 1 (routing's schedule), ReduceScatter and
 // AllGather s = 0 (rank r owns block r). A segment is forwarded as soon as
 // it has arrived (and been reduced), so every link of the ring carries data
-// at once (NCCL's pipelined ring, seed 001).
+// at once (NCCL's pipelined ring).
 #pragma once
 
 #include <vector>

@@ -102,10 +102,10 @@ bool RingWriter::put_single(size_t len, const void* addr) {
 // 0.60 at 256 B (five); copying nothing, or the sender writing nothing, made
 // 64 and 256 B cost what 16 B does, and reading one byte of the last line
 // cost the whole copy's extra. With this prefetch 0.43 and 0.48 us (same
-// minutes, 20000 calls per size; docs/collectives.md has the rest). A
-// prefetch before each look re-fetches
-// every line the sender has written since the last look (a line it wrote
-// was taken from this CPU, so the prefetch is a miss that fetches the new
+// minutes, 20000 calls per size; bench/results/2026-11-24-shm.md has the
+// rest). A prefetch before each look re-fetches every line the sender has
+// written since the last look (a line it wrote was taken from this CPU, so
+// the prefetch is a miss that fetches the new
 // bytes), in parallel with the seq word; a prefetch once, before the frame
 // was written, fetches the old lap's bytes and gains nothing. Frames up to
 // kPrefetchMax only: larger ones are streamed, and the hardware prefetcher

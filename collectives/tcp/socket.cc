@@ -75,9 +75,10 @@ void set_buffers_and_nodelay(int fd, int buffer_bytes) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
   ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
   int one = 1;
-  // Nagle holds back a small tail segment until the previous one is ACKed,
-  // and the receiver delays that ACK by up to 40 ms: the Gloo stall of
-  // DESIGN.md. Every message here is written whole, so Nagle buys nothing.
+  // Nagle's algorithm (RFC 896) holds back a small tail segment until the
+  // previous one is ACKed, and the receiver delays that ACK by up to 40 ms
+  // (delayed ACKs, RFC 1122 4.2.3.2; tcp(7) TCP_NODELAY, TCP_QUICKACK).
+  // Every message here is written whole, so Nagle buys nothing.
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 

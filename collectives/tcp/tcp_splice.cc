@@ -5,8 +5,8 @@
 // caller's pages (skb fragments that reference them, tcp_sendmsg with
 // MSG_SPLICE_PAGES since Linux 6.5, sendpage before) instead of copying the
 // bytes into its own buffers: over loopback each byte is then copied once,
-// by the receiver, instead of twice (docs/collectives.md, "Sending from the
-// caller's pages", has the figures).
+// by the receiver, instead of twice (bench/results/2026-11-24-tcp-loopback.md
+// has the figures).
 //
 // vmsplice(2) without SPLICE_F_GIFT takes references to the pages, not their
 // contents: a write to them before the receiver read the bytes would be

@@ -278,7 +278,7 @@ TcpTransport::~TcpTransport() {
 // ms-long RTT samples (the receiver off the CPU), paced each flow at the
 // 13-19 Gbit/s it had seen and held cwnd at 20-130 packets (ss -ti during
 // a 4-rank 16 MiB AllReduce): 32 ms per call, 17 ms with Reno or CUBIC
-// (docs/collectives.md "TCP congestion control").
+// (bench/results/2026-11-24-tcp-loopback.md).
 Status TcpTransport::choose_congestion_control(int fd) const {
   const std::string& cc = cfg_.tcp.congestion_control;
   if (cc == "auto") {

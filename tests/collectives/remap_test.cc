@@ -16,8 +16,9 @@ bool uses(const std::vector<int>& map, Algorithm a, int n, std::pair<int, int> l
 }
 
 TEST(Remap, SeedCaseEightRankButterflyWithCutLinkZeroOneShiftsByOne) {
-  // Seed 000: physical = (logical + 1) mod 8 puts the cut link between
-  // logical 7 and 0, which never talk in a butterfly.
+  // An 8-rank mesh with link 0-1 cut (remap.h): physical = (logical + 1)
+  // mod 8 puts the cut link between logical 7 and 0, which never talk in a
+  // butterfly.
   auto map = internal::remap_avoiding(Algorithm::kButterfly, 8, {{0, 1}});
   ASSERT_TRUE(map) << map.status().to_string();
   EXPECT_EQ(*map, (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 0}));

@@ -1,7 +1,7 @@
-// The communicator: what training code links (see DESIGN.md "Collectives").
+// The communicator: what training code links (docs/collectives.md).
 //
 //   weft::coll::CommConfig cfg;
-//   cfg.rank = rank; cfg.size = size;          // or bootstrap_from_env()
+//   cfg.rank = rank; cfg.size = size;          // or launch_info_from_env() (store.h)
 //   cfg.transport = "auto";                    // shm to same-host peers, tcp to the rest
 //   cfg.plan = *weft::routing::load_plan("plan.json");   // optional: planned routes
 //   WEFT_ASSIGN_OR_RETURN(auto comm, weft::coll::Communicator::create(cfg, store));
@@ -26,9 +26,10 @@
 // one-shot where kAuto may pick it (Selection::oneshot_max_ranks); hybrid
 // and the hierarchical AllGather on equal hosts. On P ranks of one host,
 // without failed links (each algorithm's own rank map) or one-shot, that
-// is at most log2(P) + 2 peers (TCP: 2 log2(P) + 5 sockets with the
-// listening one; 17 at 128 ranks). Any other pair — a Broadcast's tree, an
-// algorithm asked for with CollectiveOptions::algorithm — is connected by
+// is at most log2(P) + 2 peers (TCP: at most 2 log2(P) + 5 sockets with
+// the listening one; 17 at 128 ranks, where HD's first partner is a ring
+// neighbour). Any other pair — a Broadcast's tree, an algorithm asked for
+// with CollectiveOptions::algorithm — is connected by
 // both its ends in the first call that needs it, before the algorithm runs,
 // and stays: one-shot asked for on P ranks connects all P - 1 peers. A
 // transport that cannot connect after setup (verbs) connects every peer at
@@ -59,7 +60,7 @@ enum class Algorithm : uint8_t {
   kRing,             // allreduce, reduce-scatter, allgather: chunked, pipelined
   kButterfly,        // allreduce: recursive doubling, whole vector per step
   kHybrid,           // allreduce: shm reduce-scatter, inter-host HD, shm allgather
-  kHierarchical,     // allgather: inter-host ring overlapped with intra-host mesh (seed 004)
+  kHierarchical,     // allgather: inter-host ring overlapped with intra-host mesh (HCCL's pipeline)
   kBinomial,         // broadcast: binomial tree, segmented
   kOneShot,          // allreduce: every rank sends its vector to all, reduces all (one round)
 };
@@ -71,8 +72,9 @@ std::optional<Algorithm> parse_algorithm(std::string_view s);
 // matching the communicator's transport and size picks by message size:
 // butterfly below hd_min_bytes, ring from ring_min_bytes, HD between. The
 // default rules are the crossovers measured on this machine by
-// bench/allreduce_sweep.sh (docs/collectives.md "Selection", where the
-// table is; the test SelectionFollowsTheMeasuredTable holds them to it).
+// bench/allreduce_sweep.sh (bench/results/2026-11-24-allreduce-selection.md
+// has the table; the test Selection.BuiltInRulesAreTheBestFitOfTheMeasuredTable
+// holds them to it).
 // Re-measure on a real fabric and pass your own rules. Under a route plan
 // the communicator's kAuto keeps to the plan's algorithm from hd_min_bytes
 // on (butterfly below, never hybrid): only its flows are planned.
@@ -92,7 +94,7 @@ struct SelectionRule {
   // the whole vector at once; at least kMinHdPieceBytes otherwise). Also
   // when HD is asked for (CollectiveOptions::algorithm): it is how HD runs
   // here, not another algorithm. Not with a route plan's rounds, which
-  // describe whole steps. docs/collectives.md "HD in pieces".
+  // describe whole steps. bench/results/2026-11-24-hd-pieces.md.
   size_t hd_piece_bytes = 0;
 };
 // Below a page a piece is nothing but its steps' latencies, and each piece
@@ -106,8 +108,8 @@ struct Selection {
   // kAuto runs one-shot (a rule's oneshot_below_bytes) only on communicators
   // of at most this many ranks: it connects every pair (2 (P - 1) TCP
   // sockets, a shared-memory ring to every peer), and it was measured up
-  // to 8 ranks (docs/collectives.md "One-shot"). >= 0; one-shot asked for
-  // runs at any size.
+  // to 8 ranks (bench/results/2026-11-24-allreduce-selection.md). >= 0;
+  // one-shot asked for runs at any size.
   int oneshot_max_ranks = 8;
   // The last rule must cover every transport and size ("*", INT_MAX), so
   // that every communicator has one.
@@ -156,7 +158,7 @@ struct CommConfig {
   // go to transports that understand them (verbs: udp).
   std::optional<routing::RoutePlan> plan;
   // Physical rank pairs whose direct link is down: allreduce remaps logical
-  // ranks so that no algorithm step uses them (seed 000, generalised).
+  // ranks so that no algorithm step uses them (remap.h).
   std::vector<std::pair<int, int>> failed_links;
   TcpOptions tcp;
   ShmOptions shm;

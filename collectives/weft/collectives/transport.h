@@ -152,7 +152,7 @@ struct TcpOptions {
   // (loopback or this host's own address; no network to be congested, and
   // BBR, a common host default, paced loopback flows at the few GB/s it
   // measured while the receiver was off the CPU and halved large AllReduces
-  // here: docs/collectives.md), the host's default
+  // here: bench/results/2026-11-24-tcp-loopback.md), the host's default
   // (net.ipv4.tcp_congestion_control) elsewhere. "": the host's default
   // everywhere. A name (reno, cubic, dctcp, ...): that on every connection;
   // it must be in tcp_available_congestion_control and, without
@@ -171,7 +171,7 @@ struct TcpOptions {
   // A held send (Pair::send_held) at least this long goes out from the
   // caller's pages: vmsplice(2) into a pipe of the connection, splice(2) to
   // the socket, no copy by the sender (the receiver still copies). Measured
-  // on loopback (docs/collectives.md, "Sending from the caller's pages").
+  // on loopback (bench/results/2026-11-24-tcp-loopback.md).
   // 0: every send is copied by sendmsg(2).
   size_t splice_min_bytes = 256 << 10;
 };

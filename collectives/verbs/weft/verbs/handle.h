@@ -4,7 +4,7 @@
 // path, in reverse order of creation (C++ member order), and never stops at
 // the first failure: a failing ibv_destroy_* is reported and the remaining
 // handles are still destroyed. rdma-core's examples use goto ladders that leak
-// everything below the first failing step (STYLE.md, "rdma-core").
+// everything below the first failing step.
 //
 //   CqHandle cq(ibv_create_cq(ctx, 64, nullptr, nullptr, 0));
 //   if (!cq) return verbs_errno_status("ibv_create_cq");
