@@ -1,5 +1,5 @@
 // HDRM: Halving-Doubling with Rank Mapping on an M x N BiGraph (EFLOPS, HPCA
-// 2020, §IV; seed 003).
+// 2020, §IV).
 //
 // N switches form two parts of N/2 (upper, lower), every upper switch linked
 // to every lower one; each switch has M subnodes. One subnode per switch makes

@@ -1,4 +1,4 @@
-// Contiguous leaf-set ranking (ACCL, seed 003 "Topology-Aware Ranking").
+// Contiguous leaf-set ranking (ACCL, Dong et al., IEEE Micro 2021, "Topology-Aware Ranking").
 //
 // Subnodes on one leaf get consecutive ranks. In a halving-doubling step of
 // distance d >= set size M, set i then talks only to set i XOR d/M: one flow

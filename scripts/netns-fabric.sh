@@ -34,7 +34,7 @@
 # Environment (all optional):
 #   WEFT_FABRIC_PREFIX=wf-   namespace prefix; use a unique one (e.g. with $$)
 #   WEFT_FABRIC_STATE=/tmp/weft-fabric/$PREFIX  remembers S L H and failed links
-#   PROBE_DSCP=8             spine N rewrites DSCP X -> X+N (DESIGN.md default X=8;
+#   PROBE_DSCP=8             spine N rewrites DSCP X -> X+N (weft probe's default X=8;
 #                            X+S must be <= 63, DSCP is 6 bits)
 #   HASH_SEED=12345          net.ipv4.fib_multipath_hash_seed (kernel >= 6.11):
 #                            fixed so that runs and ground truth are reproducible

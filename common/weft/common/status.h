@@ -1,6 +1,6 @@
 // Status and Result<T>: how errors cross every weft module boundary.
 //
-// Exceptions never cross a module API (DESIGN.md "Conventions"); a failing
+// Exceptions never cross a module API; a failing
 // call returns a Status with a code and a one-line message, and callers add
 // context as it propagates:
 //

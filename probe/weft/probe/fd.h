@@ -1,4 +1,4 @@
-// A file descriptor that closes itself (RAII for every handle, DESIGN.md).
+// A file descriptor that closes itself (RAII for every handle).
 #pragma once
 
 #include <sys/socket.h>

@@ -1,4 +1,4 @@
-// The probe packet (DESIGN.md "Wire protocol of a probe", after ACCL's ACPP).
+// The probe packet (docs/probe.md; after the probe packet of ACCL, Dong et al., IEEE Micro 2021).
 //
 // A request leaves the sender with DSCP X; spine N rewrites it to X+N; the
 // reflector reads the DSCP it received, and answers with DSCP Y carrying N and

@@ -2,7 +2,7 @@
 //
 // An allocation is the list of NICs a job was given, in the launcher's order.
 // A ranker permutes it; rank r runs on NIC order.nics[r]. Algorithms (one file
-// each, see DESIGN.md "Ranking"):
+// each, see docs/ranking.md):
 //   naive  input order — the baseline every claim is measured against
 //   clos   contiguous leaf sets (ACCL): a leaf's subnodes get consecutive ranks
 //   hdrm   Halving-Doubling with Rank Mapping for BiGraph (EFLOPS)

@@ -1,4 +1,4 @@
-// Hybrid allreduce (ACCL's hybrid ring + HD, DESIGN.md "Collectives"): the
+// Hybrid allreduce (ACCL's hybrid ring + HD: Dong et al., IEEE Micro 2021): the
 // fabric part of it.
 //
 //   1. reduce-scatter inside each host over shared memory / NVLink: each of a

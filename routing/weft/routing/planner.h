@@ -7,7 +7,7 @@
 //   PlannedRoutes pr = plan_routes(fabric, order, sched, *table, opt).value();
 //   save_plan(pr.plan, "plan.json");
 //
-// How (DESIGN.md "Routing"):
+// How (docs/route-plan.md):
 //   1. Steps with the same flows (HD's reduce-scatter and allgather at one
 //      distance, ring's two phases) are planned once: a flow's port, hence
 //      its path, is fixed for the whole collective. A directed pair that

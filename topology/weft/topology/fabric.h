@@ -1,7 +1,7 @@
 // The fabric model: hosts, NICs (subnodes), switches in tiers, and links.
 //
 // A NIC is the unit a collective ranks: ACCL and EFLOPS call a GPU–NIC pair a
-// "subnode" (seed 003), and a host may carry several. Every NIC attaches to
+// "subnode" (ACCL's term), and a host may carry several. Every NIC attaches to
 // exactly one switch (its leaf, or its BiGraph switch). Switches sit in tiers:
 // 0 = leaf/ToR (and both BiGraph parts), 1 = spine or aggregation, 2 = core.
 //
