@@ -1,0 +1,242 @@
+// ProcessGroupWeft: AllGather, ReduceScatter and the rooted gather and
+// scatter built on them. Blocks are moved as bytes where nothing is reduced,
+// so any element type works; lists of tensors that already lie end to end
+// (consecutive) are used in place, others go through one flat copy.
+#include <utility>
+
+#include <c10/util/Exception.h>
+
+#include "process_group.h"
+
+namespace weft::pt {
+namespace {
+
+// Each of `ts` has the element type and number of elements of `like`.
+void check_like(const std::vector<at::Tensor>& ts, const at::Tensor& like, size_t want, std::string_view op,
+                std::string_view what) {
+  TORCH_CHECK(ts.size() == want, "weft: ", op, " needs ", want, " ", what, " (one per rank), got ", ts.size());
+  for (const at::Tensor& t : ts) {
+    check_tensor(t, op);
+    TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.numel() == like.numel(), "weft: ", op, ": every one of the ",
+                what, " must have the input's type and size (", like.numel(), " elements of ", like.scalar_type(),
+                "), got ", t.numel(), " of ", t.scalar_type());
+  }
+}
+
+// The list as one flat tensor: itself when consecutive, else an empty one of
+// the combined size that scatter_back() fills the list from.
+at::Tensor flat_for(const std::vector<at::Tensor>& ts, const at::Tensor& like, int blocks) {
+  if (consecutive(ts)) {
+    return at::from_blob(ts[0].data_ptr(), {blocks * like.numel()}, like.options());
+  }
+  return at::empty({blocks * like.numel()}, like.options());
+}
+
+void scatter_back(const at::Tensor& flat, const std::vector<at::Tensor>& ts) {
+  if (!ts.empty() && ts[0].numel() > 0 && flat.data_ptr() == ts[0].data_ptr()) return;  // it was the list itself
+  int64_t at = 0;
+  for (const at::Tensor& t : ts) {
+    t.copy_(flat.narrow(0, at, t.numel()).view_as(t));
+    at += t.numel();
+  }
+}
+
+Status allgather_bytes(coll::Communicator& c, const at::Tensor& input, const at::Tensor& flat,
+                       const coll::CollectiveOptions& o) {
+  Staged in(input);
+  return c.allgather(in.data(), flat.data_ptr(), in.bytes(), coll::DataType::kU8, o);
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK(inputs.size() == 1 && outputs.size() == 1,
+              "weft: allgather takes one input tensor and one list of outputs per process");
+  const at::Tensor in = inputs[0];
+  check_tensor(in, "allgather");
+  const std::vector<at::Tensor> outs = outputs[0];
+  const int n = getSize();
+  check_like(outs, in, static_cast<size_t>(n), "allgather", "output tensors");
+  const coll::CollectiveOptions o = call_options(opts.timeout);
+  return enqueue(c10d::OpType::ALLGATHER, "weft:all_gather", inputs, outs,
+                 [in, outs, n, o](coll::Communicator& c) -> Status {
+                   const at::Tensor flat = flat_for(outs, in, n);
+                   WEFT_RETURN_IF_ERROR(allgather_bytes(c, in, flat, o));
+                   scatter_back(flat, outs);
+                   return Status::ok();
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                 const c10d::AllgatherOptions& opts) {
+  check_tensor(input, "_allgather_base");
+  check_tensor(output, "_allgather_base");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type() && output.numel() == getSize() * input.numel(),
+              "weft: _allgather_base: the output must hold ", getSize(), " x the input (", getSize() * input.numel(),
+              " elements of ", input.scalar_type(), "), got ", output.numel(), " of ", output.scalar_type());
+  const coll::CollectiveOptions o = call_options(opts.timeout);
+  const at::Tensor in = input, out = output;
+  return enqueue(c10d::OpType::_ALLGATHER_BASE, "weft:_all_gather_base", {input}, {output},
+                 [in, out, o](coll::Communicator& c) -> Status {
+                   Staged s(out);
+                   WEFT_RETURN_IF_ERROR(allgather_bytes(c, in, s.buffer(), o));
+                   s.write_back();
+                   return Status::ok();
+                 });
+}
+
+// outputs[r][i] receives rank r's inputs[i]: one AllGather of the inputs
+// laid end to end.
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                                     std::vector<at::Tensor>& inputs,
+                                                                     const c10d::AllgatherOptions& opts) {
+  check_tensors(inputs, "allgather_coalesced", false);
+  const int n = getSize();
+  TORCH_CHECK(outputs.size() == static_cast<size_t>(n), "weft: allgather_coalesced needs ", n,
+              " lists of outputs (one per rank), got ", outputs.size());
+  std::vector<at::Tensor> all_outs;
+  for (const std::vector<at::Tensor>& list : outputs) {
+    TORCH_CHECK(list.size() == inputs.size(), "weft: allgather_coalesced: every output list must have ", inputs.size(),
+                " tensors (one per input), got ", list.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      check_like({list[i]}, inputs[i], 1, "allgather_coalesced", "output tensor");
+      all_outs.push_back(list[i]);
+    }
+  }
+  const coll::CollectiveOptions o = call_options(opts.timeout);
+  return enqueue(c10d::OpType::ALLGATHER_COALESCED, "weft:all_gather_coalesced", inputs, all_outs,
+                 [inputs, all_outs, n, o](coll::Communicator& c) -> Status {
+                   std::vector<at::Tensor> flat_in;
+                   for (const at::Tensor& t : inputs) flat_in.push_back(t.reshape({-1}));
+                   const at::Tensor in = at::cat(flat_in);
+                   const at::Tensor flat = flat_for(all_outs, in, n);
+                   WEFT_RETURN_IF_ERROR(allgather_bytes(c, in, flat, o));
+                   scatter_back(flat, all_outs);
+                   return Status::ok();
+                 });
+}
+
+// An AllGather whose blocks only the root keeps.
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                        std::vector<at::Tensor>& inputs,
+                                                        const c10d::GatherOptions& opts) {
+  TORCH_CHECK(inputs.size() == 1, "weft: gather takes one input tensor per process, got ", inputs.size());
+  const at::Tensor in = inputs[0];
+  check_tensor(in, "gather");
+  const int n = getSize();
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < n, "weft: gather: root rank ", opts.rootRank,
+              " is outside the group [0, ", n, ")");
+  const bool root = opts.rootRank == getRank();
+  std::vector<at::Tensor> outs;
+  if (root) {
+    TORCH_CHECK(outputs.size() == 1, "weft: gather: the root takes one list of outputs, got ", outputs.size());
+    outs = outputs[0];
+    check_like(outs, in, static_cast<size_t>(n), "gather", "output tensors");
+  } else {
+    TORCH_CHECK(outputs.empty(), "weft: gather: only the root (rank ", opts.rootRank, ") takes outputs");
+  }
+  const coll::CollectiveOptions o = call_options(opts.timeout);
+  return enqueue(c10d::OpType::GATHER, "weft:gather", inputs, outs,
+                 [in, outs, n, o, root](coll::Communicator& c) -> Status {
+                   const at::Tensor flat = root ? flat_for(outs, in, n) : at::empty({n * in.numel()}, in.options());
+                   WEFT_RETURN_IF_ERROR(allgather_bytes(c, in, flat, o));
+                   if (root) scatter_back(flat, outs);
+                   return Status::ok();
+                 });
+}
+
+// A Broadcast of the root's inputs laid end to end, of which every rank
+// keeps its block.
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::scatter(std::vector<at::Tensor>& outputs,
+                                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                                         const c10d::ScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == 1, "weft: scatter takes one output tensor per process, got ", outputs.size());
+  const at::Tensor out = outputs[0];
+  check_tensor(out, "scatter");
+  const int n = getSize();
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < n, "weft: scatter: root rank ", opts.rootRank,
+              " is outside the group [0, ", n, ")");
+  const bool root = opts.rootRank == getRank();
+  std::vector<at::Tensor> ins;
+  if (root) {
+    TORCH_CHECK(inputs.size() == 1, "weft: scatter: the root takes one list of inputs, got ", inputs.size());
+    ins = inputs[0];
+    check_like(ins, out, static_cast<size_t>(n), "scatter", "input tensors");
+  } else {
+    TORCH_CHECK(inputs.empty(), "weft: scatter: only the root (rank ", opts.rootRank, ") takes inputs");
+  }
+  const coll::CollectiveOptions o = call_options(opts.timeout);
+  const int root_rank = static_cast<int>(opts.rootRank), me = getRank();
+  return enqueue(c10d::OpType::SCATTER, "weft:scatter", ins, outputs,
+                 [ins, out, n, o, root, root_rank, me](coll::Communicator& c) -> Status {
+                   at::Tensor flat;
+                   if (root) {
+                     std::vector<at::Tensor> parts;
+                     for (const at::Tensor& t : ins) parts.push_back(t.reshape({-1}));
+                     flat = at::cat(parts);
+                   } else {
+                     flat = at::empty({n * out.numel()}, out.options());
+                   }
+                   const size_t bytes = static_cast<size_t>(flat.numel()) * flat.element_size();
+                   WEFT_RETURN_IF_ERROR(c.broadcast(flat.data_ptr(), bytes, coll::DataType::kU8, root_rank, o));
+                   out.copy_(flat.narrow(0, me * out.numel(), out.numel()).view_as(out));
+                   return Status::ok();
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                                const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1,
+              "weft: reduce_scatter takes one output tensor and one list of inputs per process");
+  const at::Tensor out = outputs[0];
+  check_tensor(out, "reduce_scatter");
+  const std::vector<at::Tensor> ins = inputs[0];
+  const int n = getSize();
+  check_like(ins, out, static_cast<size_t>(n), "reduce_scatter", "input tensors");
+  const coll::DataType dt = reduce_type(out, "reduce_scatter");
+  const Reduction red = reduction(opts.reduceOp, out, "reduce_scatter");
+  const coll::CollectiveOptions o = call_options(opts.timeout);
+  return enqueue(c10d::OpType::REDUCE_SCATTER, "weft:reduce_scatter", ins, outputs,
+                 [ins, out, n, dt, red, o](coll::Communicator& c) -> Status {
+                   at::Tensor flat;
+                   if (consecutive(ins)) {
+                     flat = flat_for(ins, out, n);
+                   } else {
+                     std::vector<at::Tensor> parts;
+                     for (const at::Tensor& t : ins) parts.push_back(t.reshape({-1}));
+                     flat = at::cat(parts);
+                   }
+                   Staged s(out);
+                   WEFT_RETURN_IF_ERROR(c.reduce_scatter(flat.data_ptr(), s.data(), s.count(), dt, red.op, o));
+                   if (red.average) s.buffer().div_(n);
+                   s.write_back();
+                   return Status::ok();
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                      const c10d::ReduceScatterOptions& opts) {
+  check_tensor(input, "_reduce_scatter_base");
+  check_tensor(output, "_reduce_scatter_base");
+  const int n = getSize();
+  TORCH_CHECK(input.scalar_type() == output.scalar_type() && input.numel() == n * output.numel(),
+              "weft: _reduce_scatter_base: the input must hold ", n, " x the output (", n * output.numel(),
+              " elements of ", output.scalar_type(), "), got ", input.numel(), " of ", input.scalar_type());
+  const coll::DataType dt = reduce_type(output, "_reduce_scatter_base");
+  const Reduction red = reduction(opts.reduceOp, output, "_reduce_scatter_base");
+  const coll::CollectiveOptions o = call_options(opts.timeout);
+  const at::Tensor in = input, out = output;
+  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "weft:_reduce_scatter_base", {input}, {output},
+                 [in, out, n, dt, red, o](coll::Communicator& c) -> Status {
+                   Staged si(in), so(out);
+                   WEFT_RETURN_IF_ERROR(c.reduce_scatter(si.data(), so.data(), so.count(), dt, red.op, o));
+                   if (red.average) so.buffer().div_(n);
+                   so.write_back();
+                   return Status::ok();
+                 });
+}
+
+}  // namespace weft::pt

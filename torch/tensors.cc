@@ -1,0 +1,104 @@
+#include "tensors.h"
+
+#include <string>
+
+#include <c10/util/Exception.h>
+
+namespace weft::pt {
+namespace {
+
+// The name a Python user writes (torch.float32), not ATen's ("Float").
+std::string python_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "torch.float32";
+    case at::kDouble: return "torch.float64";
+    case at::kHalf: return "torch.float16";
+    case at::kBFloat16: return "torch.bfloat16";
+    case at::kInt: return "torch.int32";
+    case at::kLong: return "torch.int64";
+    case at::kShort: return "torch.int16";
+    case at::kChar: return "torch.int8";
+    case at::kByte: return "torch.uint8";
+    case at::kBool: return "torch.bool";
+    case at::kComplexFloat: return "torch.complex64";
+    case at::kComplexDouble: return "torch.complex128";
+    default: return std::string("torch.") + c10::toString(t);
+  }
+}
+
+bool is_floating(coll::DataType t) {
+  return t == coll::DataType::kF32 || t == coll::DataType::kF64 || t == coll::DataType::kF16 ||
+         t == coll::DataType::kBF16;
+}
+
+}  // namespace
+
+void check_tensor(const at::Tensor& t, std::string_view op) {
+  TORCH_CHECK(t.defined(), "weft: ", op, " was given an undefined tensor");
+  TORCH_CHECK(t.device().is_cpu(), "weft: ", op, " was given a tensor on ", t.device().str(),
+              ": the weft backend moves CPU tensors only (use the nccl backend for CUDA tensors, or .cpu() them)");
+  TORCH_CHECK(t.layout() == at::kStrided, "weft: ", op, " was given a ", t.layout(),
+              " tensor: the weft backend moves dense (strided) tensors only");
+}
+
+void check_tensors(const std::vector<at::Tensor>& ts, std::string_view op, bool same_size) {
+  TORCH_CHECK(!ts.empty(), "weft: ", op, " was given no tensors");
+  for (const at::Tensor& t : ts) {
+    check_tensor(t, op);
+    TORCH_CHECK(t.scalar_type() == ts[0].scalar_type(), "weft: ", op, " was given tensors of different types (",
+                python_name(ts[0].scalar_type()), " and ", python_name(t.scalar_type()), ")");
+    TORCH_CHECK(!same_size || t.numel() == ts[0].numel(), "weft: ", op,
+                " was given tensors of different sizes (", ts[0].numel(), " and ", t.numel(), " elements)");
+  }
+}
+
+coll::DataType reduce_type(const at::Tensor& t, std::string_view op) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return coll::DataType::kF32;
+    case at::kDouble: return coll::DataType::kF64;
+    case at::kHalf: return coll::DataType::kF16;
+    case at::kBFloat16: return coll::DataType::kBF16;
+    case at::kInt: return coll::DataType::kI32;
+    case at::kLong: return coll::DataType::kI64;
+    case at::kByte: return coll::DataType::kU8;
+    default: break;
+  }
+  TORCH_CHECK(false, "weft: ", op, " cannot reduce ", python_name(t.scalar_type()),
+              " tensors (the weft backend reduces float32, float64, float16, bfloat16, int32, int64, uint8)");
+}
+
+Reduction reduction(const c10d::ReduceOp& op, const at::Tensor& t, std::string_view what) {
+  const coll::DataType dt = reduce_type(t, what);
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return {coll::ReduceOp::kSum, false};
+    case c10d::ReduceOp::PRODUCT: return {coll::ReduceOp::kProd, false};
+    case c10d::ReduceOp::MIN: return {coll::ReduceOp::kMin, false};
+    case c10d::ReduceOp::MAX: return {coll::ReduceOp::kMax, false};
+    case c10d::ReduceOp::AVG:
+      TORCH_CHECK(is_floating(dt), "weft: ", what, " with ReduceOp.AVG needs a floating-point tensor, not ",
+                  python_name(t.scalar_type()), " (divide the SUM yourself)");
+      return {coll::ReduceOp::kSum, true};
+    default: break;
+  }
+  TORCH_CHECK(false, "weft: ", what, " does not support ReduceOp ", static_cast<int>(op.op_),
+              " (BAND, BOR, BXOR, PREMUL_SUM); the weft backend reduces with SUM, PRODUCT, MIN, MAX and AVG");
+}
+
+Staged::Staged(const at::Tensor& t) : user_(t), buf_(t.is_contiguous() ? t : t.contiguous()) {}
+
+void Staged::write_back() {
+  if (!buf_.is_same(user_)) user_.copy_(buf_);
+}
+
+bool consecutive(const std::vector<at::Tensor>& ts) {
+  const char* next = nullptr;
+  for (const at::Tensor& t : ts) {
+    if (!t.is_contiguous()) return false;
+    const char* p = static_cast<const char*>(t.data_ptr());
+    if (next && p != next) return false;
+    next = p + t.numel() * t.element_size();
+  }
+  return true;
+}
+
+}  // namespace weft::pt

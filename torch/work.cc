@@ -1,0 +1,26 @@
+#include "work.h"
+
+#include <utility>
+
+namespace weft::pt {
+
+WeftWork::WeftWork(int rank, c10d::OpType type, const char* profiling_title, const std::vector<at::Tensor>& inputs,
+                   std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type, profiling_title, inputs),
+      outputs_(std::move(outputs)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+
+// The future first, then the Work, as ProcessGroupGloo's finishWorkGloo:
+// a DDP bucket's callbacks (run inside markCompleted) are done by the time
+// Work::wait() returns.
+void WeftWork::complete() {
+  future_->markCompleted(c10::IValue(outputs_));
+  finish();
+}
+
+void WeftWork::fail(std::exception_ptr error) {
+  future_->setError(error);
+  finish(error);
+}
+
+}  // namespace weft::pt

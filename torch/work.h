@@ -1,0 +1,43 @@
+// The handle a weft collective returns (c10d::Work): wait() and the future
+// behave as ProcessGroupGloo's.
+//
+//   auto w = c10::make_intrusive<WeftWork>(rank, c10d::OpType::ALLREDUCE, "weft:all_reduce", inputs, outputs);
+//   ... on the group's worker thread: w->complete() or w->fail(error)
+//   w->wait();                       // any thread: rethrows the error
+//   w->getFuture()->then(...);       // DDP's communication hooks
+//
+// Work::wait() (the base class) blocks until complete() or fail() and
+// rethrows the error; with a timeout it throws when the work has not
+// finished by then. The future completes with the output tensors (a list of
+// tensors, as Gloo's), or with the error; its callbacks run on the worker
+// thread, as Gloo's run on its threads.
+#pragma once
+
+#include <exception>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+namespace weft::pt {
+
+class WeftWork final : public c10d::Work {
+ public:
+  // `inputs` only feed the profiler (record_function), as in Gloo; `outputs`
+  // are what result() and the future hold.
+  WeftWork(int rank, c10d::OpType type, const char* profiling_title, const std::vector<at::Tensor>& inputs,
+           std::vector<at::Tensor> outputs);
+
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  // Called once, by the worker thread, when the collective has finished.
+  void complete();
+  void fail(std::exception_ptr error);
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+}  // namespace weft::pt

@@ -1,0 +1,69 @@
+// The thread of a weft process group: it creates the group's communicator
+// and then runs the group's collectives one after the other, in the order
+// they were called, as ProcessGroupGloo's worker threads do. A communicator
+// is used by one thread at a time (weft/collectives/communicator.h), and the
+// caller (the training loop, DDP's autograd hooks) goes on while the data
+// moves.
+//
+//   auto w = Worker::start(cfg, store, "rank 1 of 4");   // throws if setup fails
+//   w->enqueue(work, [=](coll::Communicator& c) { return c.barrier(); });
+//
+// A job that returns an error or throws fails its work (and future) with a
+// std::runtime_error whose message names the operation, this rank and the
+// library's message (which names the rank that was lost). A communicator
+// that failed stays failed: later jobs fail at once with the first error.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "weft/collectives/communicator.h"
+#include "work.h"
+
+namespace weft::pt {
+
+class Worker {
+ public:
+  using Job = std::function<Status(coll::Communicator&)>;
+
+  // Starts the thread, which creates the communicator through `store`
+  // (collective: every rank of the group calls it) and returns once it
+  // exists. `context` ("rank 1 of 4 in group 0") prefixes every error.
+  // Throws c10::Error when the communicator cannot be created.
+  static std::unique_ptr<Worker> start(const coll::CommConfig& cfg, coll::Store& store, std::string context);
+  // Runs the queued jobs, then stops the thread (each job is bounded by the
+  // communicator's timeout).
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  void enqueue(c10::intrusive_ptr<WeftWork> work, Job job);
+
+  // The transport that serves each rank ("shm", "tcp"; "" for this rank),
+  // as set up by create().
+  const std::vector<std::string>& peer_transports() const { return peer_transports_; }
+
+ private:
+  explicit Worker(std::string context) : context_(std::move(context)) {}
+  void run(const coll::CommConfig& cfg, coll::Store& store, std::promise<Status>& created);
+  void run_job(WeftWork& work, const Job& job);
+
+  const std::string context_;
+  std::unique_ptr<coll::Communicator> comm_;
+  std::vector<std::string> peer_transports_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<c10::intrusive_ptr<WeftWork>, Job>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace weft::pt
