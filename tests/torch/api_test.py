@@ -1,0 +1,224 @@
+"""What torch.distributed code sees of the weft backend besides the results
+(those are collectives_test.py's): asynchronous work and futures as Gloo's,
+non-contiguous tensors, refusals with a message, the collectives built from
+others (reduce, gather, scatter, AVG, coalesced, objects), new_group."""
+
+import os
+import sys
+import time
+import unittest
+import warnings
+from datetime import timedelta
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+harness.skip_unless_torch()
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+
+def raises(fn, *words):
+    """The RuntimeError's message when fn raises one containing every word."""
+    try:
+        fn()
+    except RuntimeError as e:
+        missing = [w for w in words if w not in str(e)]
+        assert not missing, f"message lacks {missing}: {e}"
+        return str(e)
+    raise AssertionError(f"no RuntimeError (expected one with {words})")
+
+
+def async_work(rank, size):
+    harness.init("weft", rank, size)
+    t = torch.full((1000,), float(rank + 1))
+    work = dist.all_reduce(t, async_op=True)
+    fut = work.get_future()
+    doubled = fut.then(lambda f: f.value()[0] * 2)
+    assert work.wait() is True
+    assert work.is_completed()
+    total = float(size * (size + 1) // 2)
+    assert torch.equal(t, torch.full((1000,), total)), t[:3]
+    assert fut.done() and torch.equal(fut.wait()[0], t)
+    assert torch.equal(doubled.wait(), t * 2)
+    assert torch.equal(work.result()[0], t)
+    # Queued calls run in the order they were made; waiting on the last
+    # finds every earlier one done.
+    ts = [torch.full((7,), float(i * (rank + 1))) for i in range(20)]
+    works = [dist.all_reduce(x, async_op=True) for x in ts]
+    works[-1].wait()
+    assert all(w.is_completed() for w in works)
+    assert all(torch.equal(x, torch.full((7,), float(i) * total)) for i, x in enumerate(ts))
+    dist.barrier(async_op=True).wait()
+    # wait(timeout) gives up on a call that cannot finish yet (rank 1 comes
+    # 1.5 s late) and leaves it running, as Gloo's work does.
+    t = torch.ones(3)
+    if rank == 1:
+        time.sleep(1.5)
+    work = dist.all_reduce(t, async_op=True)
+    if rank == 0:
+        started = time.monotonic()
+        raises(lambda: work.wait(timedelta(milliseconds=200)), "timed out")
+        assert time.monotonic() - started < 1.0
+    work.wait()
+    assert torch.equal(t, torch.full((3,), float(size)))
+    return True
+
+
+def non_contiguous(rank, size):
+    harness.init("weft", rank, size)
+    total = size * (size + 1) // 2
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6) * (rank + 1)
+    view = base[:, ::2]  # every other column
+    assert not view.is_contiguous()
+    dist.all_reduce(view)
+    want = torch.arange(24, dtype=torch.float32).reshape(4, 6) * (rank + 1)
+    want[:, ::2] *= total / (rank + 1)
+    assert torch.equal(base, want), base
+
+    x = (torch.arange(12, dtype=torch.float64).reshape(3, 4) * (rank + 1)).t()
+    outs = [torch.empty(3, 4, dtype=torch.float64).t() for _ in range(size)]
+    dist.all_gather(outs, x)
+    for r, o in enumerate(outs):
+        assert torch.equal(o, (torch.arange(12, dtype=torch.float64).reshape(3, 4) * (r + 1)).t()), (r, o)
+
+    flat = torch.zeros(2 * size * 5, dtype=torch.int32)
+    dist.all_gather_into_tensor(flat[::2], torch.full((5,), rank, dtype=torch.int32))
+    assert torch.equal(flat[::2], torch.arange(size, dtype=torch.int32).repeat_interleave(5)), flat
+    assert torch.equal(flat[1::2], torch.zeros(size * 5, dtype=torch.int32))
+
+    inp = torch.zeros(2 * size * 3, dtype=torch.int64)
+    inp[::2] = torch.arange(size * 3) * (rank + 1)
+    out = torch.zeros(6, dtype=torch.int64)
+    dist.reduce_scatter_tensor(out[::2], inp[::2])
+    assert torch.equal(out[::2], torch.arange(rank * 3, rank * 3 + 3) * total), out
+
+    b = (torch.arange(20, dtype=torch.float16).reshape(4, 5) + rank).t()
+    dist.broadcast(b, src=size - 1)
+    assert torch.equal(b, (torch.arange(20, dtype=torch.float16).reshape(4, 5) + size - 1).t())
+    return True
+
+
+def refusals(rank, size):
+    harness.init("weft", rank, size)
+    # Debian's torch has no CUDA. A meta tensor takes a CUDA tensor's path to
+    # the backend (c10d's ops are registered for both devices; inference
+    # mode lets it past autograd's dispatch) and meets the same check.
+    with torch.inference_mode():
+        raises(lambda: dist.all_reduce(torch.ones(4, device="meta")), "on meta", "CPU tensors only")
+    raises(lambda: dist.all_reduce(torch.eye(3).to_sparse()), "dense (strided) tensors only")
+    raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)), "cannot reduce torch.int16")
+    raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool)), "cannot reduce torch.bool")
+    raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=dist.ReduceOp.BAND), "does not support ReduceOp")
+    raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int64), op=dist.ReduceOp.AVG), "floating-point")
+    raises(lambda: dist.all_to_all_single(torch.empty(2 * size), torch.ones(2 * size)), "not supported", "gloo")
+    raises(lambda: dist.send(torch.ones(2), dst=1 - rank), "not supported", "gloo")
+    raises(lambda: dist.recv(torch.ones(2), src=1 - rank), "not supported", "gloo")
+    raises(lambda: dist.reduce_scatter_tensor(torch.empty(3), torch.ones(3 * size + 1)), "must hold")
+    # A refused call moved nothing: the group still works.
+    t = torch.ones(5)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((5,), float(size)))
+    return True
+
+
+def built_from_others(rank, size):
+    harness.init("weft", rank, size)
+    warnings.filterwarnings("ignore", message=".*coalesced will be deprecated")
+    total = size * (size + 1) // 2
+    t = torch.full((9,), float(rank + 1), dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    assert torch.equal(t, torch.full((9,), total / size, dtype=torch.float64)), t
+
+    t = torch.full((4,), rank + 1, dtype=torch.int64)
+    dist.reduce(t, dst=1)
+    assert torch.equal(t, torch.full((4,), total if rank == 1 else rank + 1, dtype=torch.int64)), t
+
+    x = torch.full((3,), rank * 10, dtype=torch.int32)
+    got = [torch.empty(3, dtype=torch.int32) for _ in range(size)] if rank == size - 1 else None
+    dist.gather(x, got, dst=size - 1)
+    if got is not None:
+        assert all(torch.equal(g, torch.full((3,), r * 10, dtype=torch.int32)) for r, g in enumerate(got)), got
+
+    out = torch.empty(2, dtype=torch.float32)
+    parts = [torch.full((2,), float(r) + 0.5) for r in range(size)] if rank == 0 else None
+    dist.scatter(out, parts, src=0)
+    assert torch.equal(out, torch.full((2,), rank + 0.5)), out
+
+    a, b = torch.full((3,), float(rank + 1)), torch.full((2, 2), float(2 * (rank + 1)))
+    dist.all_reduce_coalesced([a, b])
+    assert torch.equal(a, torch.full((3,), float(total))) and torch.equal(b, torch.full((2, 2), 2.0 * total))
+    flat = torch.full((10,), float(rank + 1))
+    dist.all_reduce_coalesced(list(flat.split([4, 6])))  # consecutive views: in place
+    assert torch.equal(flat, torch.full((10,), float(total))), flat
+
+    ins = [torch.full((2,), float(rank)), torch.full((3,), float(-rank))]
+    outs = [[torch.empty(2), torch.empty(3)] for _ in range(size)]
+    dist.all_gather_coalesced(outs, ins)
+    for r in range(size):
+        assert torch.equal(outs[r][0], torch.full((2,), float(r))) and torch.equal(outs[r][1], torch.full((3,), -float(r)))
+
+    objs = [None] * size
+    dist.all_gather_object(objs, {"rank": rank, "name": "x" * rank})
+    assert objs == [{"rank": r, "name": "x" * r} for r in range(size)], objs
+    lst = [rank, "from", rank] if rank == 1 else [None, None, None]
+    dist.broadcast_object_list(lst, src=1)
+    assert lst == [1, "from", 1], lst
+
+    for dt in (torch.bool, torch.int8, torch.complex64, torch.int16):  # moved as bytes
+        b = (torch.arange(6) % 2 == 0) if dt == torch.bool else torch.arange(6).to(dt)
+        b = b if rank == 0 else torch.zeros_like(b)
+        dist.broadcast(b, src=0)
+        assert torch.equal(b, (torch.arange(6) % 2 == 0) if dt == torch.bool else torch.arange(6).to(dt)), (dt, b)
+    dist.barrier()
+    return True
+
+
+def new_groups(rank, size):
+    harness.init("weft", rank, size)
+    g = dist.new_group([0, 2, 3])
+    h = dist.new_group([1, 3])
+    gloo = dist.new_group(backend="gloo")
+    t = torch.full((5,), float(rank + 1))
+    if rank in (0, 2, 3):
+        assert dist.get_backend(g) == "weft" and g.size() == 3
+        dist.all_reduce(t, group=g)
+        assert torch.equal(t, torch.full((5,), 1.0 + 3 + 4)), t
+    t = torch.full((5,), float(rank + 1))
+    if rank in (1, 3):
+        dist.all_reduce(t, group=h)
+        assert torch.equal(t, torch.full((5,), 2.0 + 4)), t
+    u = torch.full((5,), float(rank + 1))
+    dist.all_reduce(u, group=gloo)
+    dist.all_reduce(t)  # the default group, after the others
+    return True
+
+
+class WorkAndFutures(unittest.TestCase):
+    def test_async_calls_futures_and_wait_timeout(self):
+        results = harness.spawn(async_work, 2, timeout=90)
+        self.assertTrue(all(r.ok for r in results), harness.failures(results))
+
+
+class Tensors(unittest.TestCase):
+    def test_non_contiguous_tensors_are_handled(self):
+        results = harness.spawn(non_contiguous, 3, timeout=90)
+        self.assertTrue(all(r.ok for r in results), harness.failures(results))
+
+    def test_what_the_backend_cannot_do_is_refused_with_a_message(self):
+        results = harness.spawn(refusals, 2, timeout=90)
+        self.assertTrue(all(r.ok for r in results), harness.failures(results))
+
+
+class Collectives(unittest.TestCase):
+    def test_avg_reduce_gather_scatter_coalesced_and_objects(self):
+        results = harness.spawn(built_from_others, 3, timeout=90)
+        self.assertTrue(all(r.ok for r in results), harness.failures(results))
+
+    def test_new_group_subgroups_and_a_gloo_group_side_by_side(self):
+        results = harness.spawn(new_groups, 4, timeout=90)
+        self.assertTrue(all(r.ok for r in results), harness.failures(results))
+
+
+if __name__ == "__main__":
+    unittest.main()
