@@ -159,7 +159,7 @@ Result<std::string> write_torchrun(const topo::Fabric& f, const RankOrder& o) {
     if (count != per_node) {
       return invalid_argument(fmt::format(
           "torchrun cannot express this order: host '{}' gets {} consecutive ranks from rank {}, but "
-          "torchrun runs the same --nproc-per-node ({}) on every node; use --format openmpi or slurm",
+          "torchrun runs the same --nproc_per_node ({}) on every node; use --format openmpi or slurm",
           f.hosts[host].name, count, start, per_node));
     }
     for (int h : node_hosts) {
@@ -171,9 +171,11 @@ Result<std::string> write_torchrun(const topo::Fabric& f, const RankOrder& o) {
     }
     node_hosts.push_back(host);
   }
+  // Underscored options: torchrun 1.13 (Debian 12) knows no others; 2.x
+  // takes both spellings.
   std::string out = fmt::format(
       "# torchrun node order written by weft: on the host in line K run\n"
-      "#   torchrun --nnodes={} --nproc-per-node={} --node-rank=K ...\n"
+      "#   torchrun --nnodes={} --nproc_per_node={} --node_rank=K ...\n"
       "# nproc_per_node={}\n",
       node_hosts.size(), per_node, per_node);
   for (size_t k = 0; k < node_hosts.size(); ++k) out += fmt::format("{} {}\n", k, f.hosts[node_hosts[k]].name);

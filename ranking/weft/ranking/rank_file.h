@@ -6,7 +6,7 @@
 //             merged (mpiexec -f; Hydra fills hosts in file order)
 //   slurm     SLURM_HOSTFILE, one host per rank (srun -m arbitrary)
 //   hccl      HCCL rank table JSON, version 1.0 layout (server_list/device)
-//   torchrun  node order for torchrun's --node-rank (equal ranks per host,
+//   torchrun  node order for torchrun's --node_rank (equal ranks per host,
 //             each host's ranks contiguous — otherwise an error says why)
 //   csv       "rank,host,nic,switch" (switch = where the NIC attaches)
 //
