@@ -21,6 +21,9 @@ core=(
   qemu-system-x86 busybox-static kmod tcpdump
   # the dpdk probe backend and its netns tests (22.7 MB download, 144 MB, ~4 min on 2 busy cores)
   libdpdk-dev
+  # the torch.distributed backend (torch/) and its tests: Debian's PyTorch 1.13 (CPU) for
+  # /usr/bin/python3 (about 140 MB download, 630 MB installed with its dependencies, ~1 min)
+  python3-torch libtorch-dev pybind11-dev
 )
 extras=(
   dpdk
