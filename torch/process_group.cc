@@ -28,10 +28,6 @@ const at::Tensor& the_tensor(const std::vector<at::Tensor>& ts, std::string_view
   return ts[0];
 }
 
-void check_root(int64_t root, int size, std::string_view op) {
-  TORCH_CHECK(root >= 0 && root < size, "weft: ", op, ": root rank ", root, " is outside the group [0, ", size, ")");
-}
-
 }  // namespace
 
 ProcessGroupWeft::ProcessGroupWeft(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, GroupInfo group,
@@ -103,9 +99,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce_coalesced(std::vector
                      }
                      return Status::ok();
                    }
-                   std::vector<at::Tensor> flat;
-                   for (const at::Tensor& t : tensors) flat.push_back(t.reshape({-1}));
-                   const at::Tensor all = at::cat(flat);
+                   const at::Tensor all = concatenated(tensors);
                    WEFT_RETURN_IF_ERROR(c.allreduce(all.data_ptr(), all.data_ptr(), static_cast<size_t>(all.numel()),
                                                     dt, red.op, o));
                    if (red.average) all.div_(n);

@@ -25,6 +25,18 @@ void check_like(const std::vector<at::Tensor>& ts, const at::Tensor& like, size_
 
 // The list as one flat tensor: itself when consecutive, else an empty one of
 // the combined size that scatter_back() fills the list from.
+// The root's list of `n` tensors like `like`; the other ranks pass none.
+std::vector<at::Tensor> root_list(const std::vector<std::vector<at::Tensor>>& lists, bool root, int64_t root_rank,
+                                  const at::Tensor& like, int n, std::string_view op, std::string_view what) {
+  if (!root) {
+    TORCH_CHECK(lists.empty(), "weft: ", op, ": only the root (rank ", root_rank, ") takes ", what);
+    return {};
+  }
+  TORCH_CHECK(lists.size() == 1, "weft: ", op, ": the root takes one list of ", what, ", got ", lists.size());
+  check_like(lists[0], like, static_cast<size_t>(n), op, what);
+  return lists[0];
+}
+
 at::Tensor flat_for(const std::vector<at::Tensor>& ts, const at::Tensor& like, int blocks) {
   if (consecutive(ts)) {
     return at::from_blob(ts[0].data_ptr(), {blocks * like.numel()}, like.options());
@@ -108,9 +120,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allgather_coalesced(std::vector
   const coll::CollectiveOptions o = call_options(opts.timeout);
   return enqueue(c10d::OpType::ALLGATHER_COALESCED, "weft:all_gather_coalesced", inputs, all_outs,
                  [inputs, all_outs, n, o](coll::Communicator& c) -> Status {
-                   std::vector<at::Tensor> flat_in;
-                   for (const at::Tensor& t : inputs) flat_in.push_back(t.reshape({-1}));
-                   const at::Tensor in = at::cat(flat_in);
+                   const at::Tensor in = concatenated(inputs);
                    const at::Tensor flat = flat_for(all_outs, in, n);
                    WEFT_RETURN_IF_ERROR(allgather_bytes(c, in, flat, o));
                    scatter_back(flat, all_outs);
@@ -126,17 +136,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::gather(std::vector<std::vector<
   const at::Tensor in = inputs[0];
   check_tensor(in, "gather");
   const int n = getSize();
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < n, "weft: gather: root rank ", opts.rootRank,
-              " is outside the group [0, ", n, ")");
+  check_root(opts.rootRank, n, "gather");
   const bool root = opts.rootRank == getRank();
-  std::vector<at::Tensor> outs;
-  if (root) {
-    TORCH_CHECK(outputs.size() == 1, "weft: gather: the root takes one list of outputs, got ", outputs.size());
-    outs = outputs[0];
-    check_like(outs, in, static_cast<size_t>(n), "gather", "output tensors");
-  } else {
-    TORCH_CHECK(outputs.empty(), "weft: gather: only the root (rank ", opts.rootRank, ") takes outputs");
-  }
+  const std::vector<at::Tensor> outs = root_list(outputs, root, opts.rootRank, in, n, "gather", "output tensors");
   const coll::CollectiveOptions o = call_options(opts.timeout);
   return enqueue(c10d::OpType::GATHER, "weft:gather", inputs, outs,
                  [in, outs, n, o, root](coll::Communicator& c) -> Status {
@@ -156,29 +158,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::scatter(std::vector<at::Tensor>
   const at::Tensor out = outputs[0];
   check_tensor(out, "scatter");
   const int n = getSize();
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < n, "weft: scatter: root rank ", opts.rootRank,
-              " is outside the group [0, ", n, ")");
+  check_root(opts.rootRank, n, "scatter");
   const bool root = opts.rootRank == getRank();
-  std::vector<at::Tensor> ins;
-  if (root) {
-    TORCH_CHECK(inputs.size() == 1, "weft: scatter: the root takes one list of inputs, got ", inputs.size());
-    ins = inputs[0];
-    check_like(ins, out, static_cast<size_t>(n), "scatter", "input tensors");
-  } else {
-    TORCH_CHECK(inputs.empty(), "weft: scatter: only the root (rank ", opts.rootRank, ") takes inputs");
-  }
+  const std::vector<at::Tensor> ins = root_list(inputs, root, opts.rootRank, out, n, "scatter", "input tensors");
   const coll::CollectiveOptions o = call_options(opts.timeout);
   const int root_rank = static_cast<int>(opts.rootRank), me = getRank();
   return enqueue(c10d::OpType::SCATTER, "weft:scatter", ins, outputs,
                  [ins, out, n, o, root, root_rank, me](coll::Communicator& c) -> Status {
-                   at::Tensor flat;
-                   if (root) {
-                     std::vector<at::Tensor> parts;
-                     for (const at::Tensor& t : ins) parts.push_back(t.reshape({-1}));
-                     flat = at::cat(parts);
-                   } else {
-                     flat = at::empty({n * out.numel()}, out.options());
-                   }
+                   const at::Tensor flat = root ? concatenated(ins) : at::empty({n * out.numel()}, out.options());
                    const size_t bytes = static_cast<size_t>(flat.numel()) * flat.element_size();
                    WEFT_RETURN_IF_ERROR(c.broadcast(flat.data_ptr(), bytes, coll::DataType::kU8, root_rank, o));
                    out.copy_(flat.narrow(0, me * out.numel(), out.numel()).view_as(out));
@@ -201,14 +188,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::reduce_scatter(std::vector<at::
   const coll::CollectiveOptions o = call_options(opts.timeout);
   return enqueue(c10d::OpType::REDUCE_SCATTER, "weft:reduce_scatter", ins, outputs,
                  [ins, out, n, dt, red, o](coll::Communicator& c) -> Status {
-                   at::Tensor flat;
-                   if (consecutive(ins)) {
-                     flat = flat_for(ins, out, n);
-                   } else {
-                     std::vector<at::Tensor> parts;
-                     for (const at::Tensor& t : ins) parts.push_back(t.reshape({-1}));
-                     flat = at::cat(parts);
-                   }
+                   const at::Tensor flat = consecutive(ins) ? flat_for(ins, out, n) : concatenated(ins);
                    Staged s(out);
                    WEFT_RETURN_IF_ERROR(c.reduce_scatter(flat.data_ptr(), s.data(), s.count(), dt, red.op, o));
                    if (red.average) s.buffer().div_(n);

@@ -52,6 +52,10 @@ void check_tensors(const std::vector<at::Tensor>& ts, std::string_view op, bool 
   }
 }
 
+void check_root(int64_t root, int size, std::string_view op) {
+  TORCH_CHECK(root >= 0 && root < size, "weft: ", op, ": root rank ", root, " is outside the group [0, ", size, ")");
+}
+
 coll::DataType reduce_type(const at::Tensor& t, std::string_view op) {
   switch (t.scalar_type()) {
     case at::kFloat: return coll::DataType::kF32;
@@ -99,6 +103,13 @@ bool consecutive(const std::vector<at::Tensor>& ts) {
     next = p + t.numel() * t.element_size();
   }
   return true;
+}
+
+at::Tensor concatenated(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(ts.size());
+  for (const at::Tensor& t : ts) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
 }
 
 }  // namespace weft::pt

@@ -31,6 +31,9 @@ void check_tensor(const at::Tensor& t, std::string_view op);
 // number of elements; at least one.
 void check_tensors(const std::vector<at::Tensor>& ts, std::string_view op, bool same_size);
 
+// Throws unless 0 <= root < size.
+void check_root(int64_t root, int size, std::string_view op);
+
 // The library's element type for a reduction of `t`: f32, f64, f16, bf16,
 // i32, i64, u8. Other types throw, naming them.
 coll::DataType reduce_type(const at::Tensor& t, std::string_view op);
@@ -66,5 +69,7 @@ class Staged {
 // (ts[i] starts where ts[i-1] ends), as `torch.empty(n * k).chunk(k)` makes
 // them: the library can then use them as one buffer, no copy.
 bool consecutive(const std::vector<at::Tensor>& ts);
+// The tensors' elements laid end to end in a new one-dimensional tensor.
+at::Tensor concatenated(const std::vector<at::Tensor>& ts);
 
 }  // namespace weft::pt

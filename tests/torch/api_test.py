@@ -196,28 +196,23 @@ def new_groups(rank, size):
 
 class WorkAndFutures(unittest.TestCase):
     def test_async_calls_futures_and_wait_timeout(self):
-        results = harness.spawn(async_work, 2, timeout=90)
-        self.assertTrue(all(r.ok for r in results), harness.failures(results))
+        harness.run(self, async_work, 2, timeout=90)
 
 
 class Tensors(unittest.TestCase):
     def test_non_contiguous_tensors_are_handled(self):
-        results = harness.spawn(non_contiguous, 3, timeout=90)
-        self.assertTrue(all(r.ok for r in results), harness.failures(results))
+        harness.run(self, non_contiguous, 3, timeout=90)
 
     def test_what_the_backend_cannot_do_is_refused_with_a_message(self):
-        results = harness.spawn(refusals, 2, timeout=90)
-        self.assertTrue(all(r.ok for r in results), harness.failures(results))
+        harness.run(self, refusals, 2, timeout=90)
 
 
 class Collectives(unittest.TestCase):
     def test_avg_reduce_gather_scatter_coalesced_and_objects(self):
-        results = harness.spawn(built_from_others, 3, timeout=90)
-        self.assertTrue(all(r.ok for r in results), harness.failures(results))
+        harness.run(self, built_from_others, 3, timeout=90)
 
     def test_new_group_subgroups_and_a_gloo_group_side_by_side(self):
-        results = harness.spawn(new_groups, 4, timeout=90)
-        self.assertTrue(all(r.ok for r in results), harness.failures(results))
+        harness.run(self, new_groups, 4, timeout=90)
 
 
 if __name__ == "__main__":

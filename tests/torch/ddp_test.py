@@ -23,9 +23,7 @@ def spawned(rank, size):
 
 class DdpMatchesGloo(unittest.TestCase):
     def test_four_processes_twenty_steps(self):
-        results = harness.spawn(spawned, 4, timeout=180)
-        self.assertTrue(all(r.ok for r in results), harness.failures(results))
-        for r in results:
+        for r in harness.run(self, spawned, 4, timeout=180):
             self.assertEqual(len(r.value), ddp_train.STEPS)
 
     def test_under_torchrun(self):

@@ -18,25 +18,10 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 
-def tcp_sockets():
-    """(local port, remote port, listening) of every IPv4 TCP socket this
-    process holds: its socket inodes (/proc/self/fd) in /proc/net/tcp (proc(5))."""
-    inodes = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            link = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
-    out = []
-    with open("/proc/net/tcp") as f:
-        next(f)
-        for line in f:
-            col = line.split()
-            if col[9] in inodes:
-                out.append((int(col[1].split(":")[1], 16), int(col[2].split(":")[1], 16), col[3] == "0A"))
-    return out
+def ports_of_sockets():
+    """(local port, remote port, listening) of every TCP socket of this process."""
+    port = lambda a: int(a.rsplit(":", 1)[1])  # noqa: E731
+    return [(port(local), port(remote), state == "0A") for local, remote, state in harness.tcp_sockets()]
 
 
 def sums_right(group=None, count=262147):
@@ -67,7 +52,7 @@ def bad_value(rank, size):
 def planned(rank, size, plan):
     harness.init("weft", rank, size)
     sums_right()
-    socks = tcp_sockets()
+    socks = ports_of_sockets()
     sub = dist.new_group(list(range(size)))  # not the plan's: ephemeral ports next to the planned ones
     sums_right(sub)
     return socks
@@ -84,15 +69,11 @@ def plan_for(size, base):
 
 class Environment(unittest.TestCase):
     def test_weft_transport_tcp_serves_every_peer_over_tcp(self):
-        results = harness.spawn(transports, 3, env={"WEFT_TRANSPORT": "tcp"}, timeout=90)
-        self.assertTrue(all(r.ok for r in results), harness.failures(results))
-        for r in results:
+        for r in harness.run(self, transports, 3, env={"WEFT_TRANSPORT": "tcp"}, timeout=90):
             self.assertEqual(r.value, ["" if p == r.rank else "tcp" for p in range(3)])
 
     def test_one_host_shares_memory_by_default(self):
-        results = harness.spawn(transports, 3, timeout=90)
-        self.assertTrue(all(r.ok for r in results), harness.failures(results))
-        for r in results:
+        for r in harness.run(self, transports, 3, timeout=90):
             self.assertEqual(r.value, ["" if p == r.rank else "shm" for p in range(3)])
 
     def test_weft_host_makes_hosts_shm_within_tcp_across(self):
@@ -101,9 +82,7 @@ class Environment(unittest.TestCase):
         def two_hosts(rank, size):
             os.environ["WEFT_HOST"] = "a" if rank < 2 else "b"
             return transports(rank, size)
-        results = harness.spawn(two_hosts, 4, timeout=90)
-        self.assertTrue(all(r.ok for r in results), harness.failures(results))
-        for r in results:
+        for r in harness.run(self, two_hosts, 4, timeout=90):
             want = ["" if p == r.rank else ("shm" if p // 2 == r.rank // 2 else "tcp") for p in range(4)]
             self.assertEqual(r.value, want)
 
@@ -111,9 +90,7 @@ class Environment(unittest.TestCase):
         for env, words in [({"WEFT_TRANSPORT": "rdma"}, ["WEFT_TRANSPORT=rdma", "expected auto, tcp or shm"]),
                            ({"WEFT_PLAN": "/nonexistent/plan.json"}, ["WEFT_PLAN=/nonexistent/plan.json"]),
                            ({"WEFT_LISTEN_ADDR": "10.255.255.254"}, ["10.255.255.254", "WEFT_LISTEN_ADDR"])]:
-            results = harness.spawn(bad_value, 2, env=env, timeout=60)
-            self.assertTrue(all(r.ok for r in results), harness.failures(results))
-            for r in results:
+            for r in harness.run(self, bad_value, 2, env=env, timeout=60):
                 for w in words:
                     self.assertIn(w, r.value, f"{env}: rank {r.rank}")
 

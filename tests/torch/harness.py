@@ -134,6 +134,40 @@ def failures(results: List[RankResult]) -> str:
     return "\n".join(f"rank {r.rank}: {r.error}" for r in results if not r.ok) or "none"
 
 
+def run(test, fn: Callable, size: int, **kwargs) -> List[RankResult]:
+    """spawn(), failing the unittest `test` with every rank's error unless
+    every rank returned."""
+    results = spawn(fn, size, **kwargs)
+    test.assertTrue(all(r.ok for r in results), failures(results))
+    return results
+
+
+def tcp_sockets():
+    """(local "ip:port", remote "ip:port", state) of every IPv4 TCP socket
+    this process holds: its socket inodes (/proc/self/fd) looked up in
+    /proc/net/tcp (proc(5)); state "01" is ESTABLISHED, "0A" LISTEN."""
+    def address(hex_pair):
+        ip, port = hex_pair.split(":")
+        return f"{socket.inet_ntoa(bytes.fromhex(ip)[::-1])}:{int(port, 16)}"
+
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    out = []
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            col = line.split()
+            if col[9] in inodes:
+                out.append((address(col[1]), address(col[2]), col[3]))
+    return out
+
+
 def init(backend: str, rank: int, size: int, timeout_s: float = 60):
     """init_process_group through the env:// store the harness set up."""
     from datetime import timedelta

@@ -13,29 +13,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-
-def ip_port(hex_pair):
-    ip, port = hex_pair.split(":")
-    return f"{socket.inet_ntoa(bytes.fromhex(ip)[::-1])}:{int(port, 16)}"
-
-
-def tcp_sockets():
-    inodes = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            link = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
-    out = []
-    with open("/proc/net/tcp") as f:
-        next(f)
-        for line in f:
-            col = line.split()
-            if col[9] in inodes and col[3] == "01":  # ESTABLISHED
-                out.append([ip_port(col[1]), ip_port(col[2])])
-    return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 
 
 def main():
@@ -49,7 +28,8 @@ def main():
     dist.all_gather(outs, torch.full((3,), float(rank)))
     wrong += sum(int((o != r).sum()) for r, o in enumerate(outs))
     report = {"rank": rank, "host": socket.gethostname(), "wrong": wrong,
-              "transports": dist.group.WORLD._peer_transports(), "sockets": tcp_sockets()}
+              "transports": dist.group.WORLD._peer_transports(),
+              "sockets": [[local, remote] for local, remote, state in harness.tcp_sockets() if state == "01"]}
     dist.barrier()  # every rank has looked before any closes
     with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
         json.dump(report, f)
