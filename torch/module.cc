@@ -9,6 +9,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "process_group.h"
+#include "store_adapter.h"
 
 namespace py = pybind11;
 
@@ -65,10 +66,13 @@ PYBIND11_MODULE(_C, m) {
   py::class_<ProcessGroupWeft, weft::pt::GilFreeHolder<ProcessGroupWeft>>(m, "ProcessGroupWeft", base)
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeout_ms,
                        std::vector<int64_t> global_ranks, std::string group_name) {
-             auto options = weft::pt::backend_options_from_env();
-             TORCH_CHECK(options.is_ok(), "weft: ", options.status().message());
              weft::pt::GroupInfo group{std::move(group_name), std::move(global_ranks),
                                        std::chrono::milliseconds(timeout_ms)};
+             auto options = weft::pt::backend_options_from_env();
+             if (!options) {
+               weft::pt::hold_until_every_rank_failed(store, size, group.timeout);
+               TORCH_CHECK(false, "weft: ", options.status().message());
+             }
              return weft::pt::GilFreeHolder<ProcessGroupWeft>(
                  c10::make_intrusive<ProcessGroupWeft>(store, rank, size, std::move(group), *options));
            }),

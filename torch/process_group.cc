@@ -42,7 +42,12 @@ ProcessGroupWeft::ProcessGroupWeft(const c10::intrusive_ptr<c10d::Store>& store,
   // A plan names the world's ranks: only the default group is those ranks.
   if (group.global_ranks.empty()) cfg.plan = options.plan;
   C10dStore rendezvous(store);
-  worker_ = Worker::start(cfg, rendezvous, describe(rank, size, group));
+  try {
+    worker_ = Worker::start(cfg, rendezvous, describe(rank, size, group));
+  } catch (const c10::Error&) {
+    hold_until_every_rank_failed(store, size, group.timeout);
+    throw;
+  }
 }
 
 ProcessGroupWeft::~ProcessGroupWeft() = default;
@@ -79,7 +84,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce(std::vector<at::Tenso
 }
 
 // One AllReduce over the tensors laid end to end: in place when they already
-// are (consecutive), else through a concatenated copy.
+// are (consecutive), else through a joined copy.
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                      const c10d::AllreduceCoalescedOptions& opts) {
   check_tensors(tensors, "allreduce_coalesced", false);
@@ -89,25 +94,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce_coalesced(std::vector
   const int n = getSize();
   return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "weft:allreduce_coalesced", tensors, tensors,
                  [tensors, dt, red, o, n](coll::Communicator& c) -> Status {
-                   if (consecutive(tensors)) {
-                     size_t count = 0;
-                     for (const at::Tensor& t : tensors) count += static_cast<size_t>(t.numel());
-                     void* p = tensors[0].data_ptr();
-                     WEFT_RETURN_IF_ERROR(c.allreduce(p, p, count, dt, red.op, o));
-                     if (red.average) {
-                       for (const at::Tensor& t : tensors) t.div_(n);
-                     }
-                     return Status::ok();
-                   }
-                   const at::Tensor all = concatenated(tensors);
-                   WEFT_RETURN_IF_ERROR(c.allreduce(all.data_ptr(), all.data_ptr(), static_cast<size_t>(all.numel()),
-                                                    dt, red.op, o));
-                   if (red.average) all.div_(n);
-                   int64_t at = 0;
-                   for (const at::Tensor& t : tensors) {
-                     t.copy_(all.narrow(0, at, t.numel()).view_as(t));
-                     at += t.numel();
-                   }
+                   const at::Tensor all = joined(tensors);
+                   Staged s(all);
+                   WEFT_RETURN_IF_ERROR(c.allreduce(s.data(), s.data(), s.count(), dt, red.op, o));
+                   if (red.average) s.buffer().div_(n);
+                   split_into(all, tensors);
                    return Status::ok();
                  });
 }
@@ -127,10 +118,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::reduce(std::vector<at::Tensor>&
   return enqueue(c10d::OpType::REDUCE, "weft:reduce", tensors, tensors,
                  [t, dt, red, o, n, root](coll::Communicator& c) -> Status {
                    Staged s(t);
-                   const at::Tensor out = root ? s.buffer() : at::empty_like(s.buffer());
-                   WEFT_RETURN_IF_ERROR(c.allreduce(s.data(), out.data_ptr(), s.count(), dt, red.op, o));
+                   Staged out(root ? s.buffer() : at::empty_like(s.buffer()));
+                   WEFT_RETURN_IF_ERROR(c.allreduce(s.data(), out.data(), s.count(), dt, red.op, o));
                    if (!root) return Status::ok();
-                   if (red.average) out.div_(n);
+                   if (red.average) out.buffer().div_(n);
                    s.write_back();
                    return Status::ok();
                  });

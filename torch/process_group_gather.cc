@@ -24,7 +24,7 @@ void check_like(const std::vector<at::Tensor>& ts, const at::Tensor& like, size_
 }
 
 // The list as one flat tensor: itself when consecutive, else an empty one of
-// the combined size that scatter_back() fills the list from.
+// the combined size that split_into() fills the list from.
 // The root's list of `n` tensors like `like`; the other ranks pass none.
 std::vector<at::Tensor> root_list(const std::vector<std::vector<at::Tensor>>& lists, bool root, int64_t root_rank,
                                   const at::Tensor& like, int n, std::string_view op, std::string_view what) {
@@ -44,19 +44,10 @@ at::Tensor flat_for(const std::vector<at::Tensor>& ts, const at::Tensor& like, i
   return at::empty({blocks * like.numel()}, like.options());
 }
 
-void scatter_back(const at::Tensor& flat, const std::vector<at::Tensor>& ts) {
-  if (!ts.empty() && ts[0].numel() > 0 && flat.data_ptr() == ts[0].data_ptr()) return;  // it was the list itself
-  int64_t at = 0;
-  for (const at::Tensor& t : ts) {
-    t.copy_(flat.narrow(0, at, t.numel()).view_as(t));
-    at += t.numel();
-  }
-}
-
 Status allgather_bytes(coll::Communicator& c, const at::Tensor& input, const at::Tensor& flat,
                        const coll::CollectiveOptions& o) {
-  Staged in(input);
-  return c.allgather(in.data(), flat.data_ptr(), in.bytes(), coll::DataType::kU8, o);
+  Staged in(input), out(flat);
+  return c.allgather(in.data(), out.data(), in.bytes(), coll::DataType::kU8, o);
 }
 
 }  // namespace
@@ -76,7 +67,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allgather(std::vector<std::vect
                  [in, outs, n, o](coll::Communicator& c) -> Status {
                    const at::Tensor flat = flat_for(outs, in, n);
                    WEFT_RETURN_IF_ERROR(allgather_bytes(c, in, flat, o));
-                   scatter_back(flat, outs);
+                   split_into(flat, outs);
                    return Status::ok();
                  });
 }
@@ -120,10 +111,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allgather_coalesced(std::vector
   const coll::CollectiveOptions o = call_options(opts.timeout);
   return enqueue(c10d::OpType::ALLGATHER_COALESCED, "weft:all_gather_coalesced", inputs, all_outs,
                  [inputs, all_outs, n, o](coll::Communicator& c) -> Status {
-                   const at::Tensor in = concatenated(inputs);
+                   const at::Tensor in = joined(inputs);
                    const at::Tensor flat = flat_for(all_outs, in, n);
                    WEFT_RETURN_IF_ERROR(allgather_bytes(c, in, flat, o));
-                   scatter_back(flat, all_outs);
+                   split_into(flat, all_outs);
                    return Status::ok();
                  });
 }
@@ -144,7 +135,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::gather(std::vector<std::vector<
                  [in, outs, n, o, root](coll::Communicator& c) -> Status {
                    const at::Tensor flat = root ? flat_for(outs, in, n) : at::empty({n * in.numel()}, in.options());
                    WEFT_RETURN_IF_ERROR(allgather_bytes(c, in, flat, o));
-                   if (root) scatter_back(flat, outs);
+                   if (root) split_into(flat, outs);
                    return Status::ok();
                  });
 }
@@ -165,10 +156,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::scatter(std::vector<at::Tensor>
   const int root_rank = static_cast<int>(opts.rootRank), me = getRank();
   return enqueue(c10d::OpType::SCATTER, "weft:scatter", ins, outputs,
                  [ins, out, n, o, root, root_rank, me](coll::Communicator& c) -> Status {
-                   const at::Tensor flat = root ? concatenated(ins) : at::empty({n * out.numel()}, out.options());
-                   const size_t bytes = static_cast<size_t>(flat.numel()) * flat.element_size();
-                   WEFT_RETURN_IF_ERROR(c.broadcast(flat.data_ptr(), bytes, coll::DataType::kU8, root_rank, o));
-                   out.copy_(flat.narrow(0, me * out.numel(), out.numel()).view_as(out));
+                   Staged flat(root ? joined(ins) : at::empty({n * out.numel()}, out.options()));
+                   WEFT_RETURN_IF_ERROR(c.broadcast(flat.data(), flat.bytes(), coll::DataType::kU8, root_rank, o));
+                   out.copy_(flat.buffer().narrow(0, me * out.numel(), out.numel()).view_as(out));
                    return Status::ok();
                  });
 }
@@ -188,9 +178,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::reduce_scatter(std::vector<at::
   const coll::CollectiveOptions o = call_options(opts.timeout);
   return enqueue(c10d::OpType::REDUCE_SCATTER, "weft:reduce_scatter", ins, outputs,
                  [ins, out, n, dt, red, o](coll::Communicator& c) -> Status {
-                   const at::Tensor flat = consecutive(ins) ? flat_for(ins, out, n) : concatenated(ins);
-                   Staged s(out);
-                   WEFT_RETURN_IF_ERROR(c.reduce_scatter(flat.data_ptr(), s.data(), s.count(), dt, red.op, o));
+                   Staged flat(joined(ins)), s(out);
+                   WEFT_RETURN_IF_ERROR(c.reduce_scatter(flat.data(), s.data(), s.count(), dt, red.op, o));
                    if (red.average) s.buffer().div_(n);
                    s.write_back();
                    return Status::ok();

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -51,6 +52,20 @@ std::string route_address(const c10::intrusive_ptr<c10d::Store>& store) {
   while (auto* prefix = dynamic_cast<c10d::PrefixStore*>(s.get())) s = prefix->getUnderlyingStore();
   if (auto* tcp = dynamic_cast<c10d::TCPStore*>(s.get())) return source_address_towards(tcp->getHost(), tcp->getPort());
   return "";
+}
+
+void hold_until_every_rank_failed(const c10::intrusive_ptr<c10d::Store>& store, int size,
+                                  std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  try {
+    const std::string key = "weft/failed";
+    for (int64_t n = store->add(key, 1); n < size; n = store->add(key, 0)) {
+      if (std::chrono::steady_clock::now() >= deadline) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  } catch (const std::exception&) {
+    // The store is gone (rank 0 failed first and left): nothing to hold.
+  }
 }
 
 C10dStore::C10dStore(c10::intrusive_ptr<c10d::Store> store)

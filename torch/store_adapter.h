@@ -33,6 +33,16 @@ class C10dStore final : public coll::Store {
   std::string local_address_;
 };
 
+// Called by a rank that cannot create its group, before it raises: waits
+// until every rank of the group has called it, or the timeout. Rank 0 serves
+// torch's TCPStore from the process that called init_process_group, and the
+// store goes when that call raises; ranks still connecting would then fail
+// with a socket timeout instead of the reason (a bad WEFT_TRANSPORT is bad
+// on every rank). A rank that did not fail never calls it: the failed rank
+// waits out its timeout, as that rank waits for the failed one's keys.
+void hold_until_every_rank_failed(const c10::intrusive_ptr<c10d::Store>& store, int size,
+                                  std::chrono::milliseconds timeout);
+
 // The IPv4 address this host would use to reach the TCPStore under `store`
 // (PrefixStores unwrapped); "" for other stores (files, hash) or when the
 // host cannot be resolved.

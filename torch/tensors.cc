@@ -4,6 +4,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "huge_pages.h"
+
 namespace weft::pt {
 namespace {
 
@@ -88,7 +90,9 @@ Reduction reduction(const c10d::ReduceOp& op, const at::Tensor& t, std::string_v
               " (BAND, BOR, BXOR, PREMUL_SUM); the weft backend reduces with SUM, PRODUCT, MIN, MAX and AVG");
 }
 
-Staged::Staged(const at::Tensor& t) : user_(t), buf_(t.is_contiguous() ? t : t.contiguous()) {}
+Staged::Staged(const at::Tensor& t) : user_(t), buf_(t.is_contiguous() ? t : t.contiguous()) {
+  prefer_huge_pages(buf_.data_ptr(), bytes());
+}
 
 void Staged::write_back() {
   if (!buf_.is_same(user_)) user_.copy_(buf_);
@@ -105,11 +109,23 @@ bool consecutive(const std::vector<at::Tensor>& ts) {
   return true;
 }
 
-at::Tensor concatenated(const std::vector<at::Tensor>& ts) {
+at::Tensor joined(const std::vector<at::Tensor>& ts) {
+  int64_t total = 0;
+  for (const at::Tensor& t : ts) total += t.numel();
+  if (consecutive(ts)) return at::from_blob(ts[0].data_ptr(), {total}, ts[0].options());
   std::vector<at::Tensor> flat;
   flat.reserve(ts.size());
   for (const at::Tensor& t : ts) flat.push_back(t.reshape({-1}));
   return at::cat(flat);
+}
+
+void split_into(const at::Tensor& flat, const std::vector<at::Tensor>& ts) {
+  if (!ts.empty() && ts[0].numel() > 0 && flat.data_ptr() == ts[0].data_ptr()) return;  // their own memory
+  int64_t at = 0;
+  for (const at::Tensor& t : ts) {
+    t.copy_(flat.narrow(0, at, t.numel()).view_as(t));
+    at += t.numel();
+  }
 }
 
 }  // namespace weft::pt

@@ -50,7 +50,9 @@ Reduction reduction(const c10d::ReduceOp& op, const at::Tensor& t, std::string_v
 // A contiguous stand-in for a tensor the library reads or writes: the tensor
 // itself when it is contiguous (no copy), else a contiguous copy made at
 // construction, copied back by write_back(). Moved as bytes (u8) when the
-// element type does not matter (broadcast, allgather).
+// element type does not matter (broadcast, allgather). Every buffer the
+// backend hands the library is a Staged one: large ones are put on huge
+// pages (huge_pages.h).
 class Staged {
  public:
   explicit Staged(const at::Tensor& t);
@@ -69,7 +71,11 @@ class Staged {
 // (ts[i] starts where ts[i-1] ends), as `torch.empty(n * k).chunk(k)` makes
 // them: the library can then use them as one buffer, no copy.
 bool consecutive(const std::vector<at::Tensor>& ts);
-// The tensors' elements laid end to end in a new one-dimensional tensor.
-at::Tensor concatenated(const std::vector<at::Tensor>& ts);
+// The tensors' elements end to end, as one one-dimensional tensor: a view
+// of their own memory when they are consecutive, else a copy.
+at::Tensor joined(const std::vector<at::Tensor>& ts);
+// Copies `flat` (as joined() lays them out) into the tensors, unless it is
+// their own memory.
+void split_into(const at::Tensor& flat, const std::vector<at::Tensor>& ts);
 
 }  // namespace weft::pt

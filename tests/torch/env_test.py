@@ -42,6 +42,9 @@ def transports(rank, size):
 
 
 def bad_value(rank, size):
+    # Rank 0 serves the store from init_process_group, which raises: the
+    # backend holds it until every rank failed (store_adapter.h), or rank 1
+    # would time out connecting instead of reading the reason.
     try:
         harness.init("weft", rank, size, timeout_s=20)
     except RuntimeError as e:
