@@ -18,13 +18,11 @@ void check_like(const std::vector<at::Tensor>& ts, const at::Tensor& like, size_
   for (const at::Tensor& t : ts) {
     check_tensor(t, op);
     TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.numel() == like.numel(), "weft: ", op, ": every one of the ",
-                what, " must have the input's type and size (", like.numel(), " elements of ", like.scalar_type(),
-                "), got ", t.numel(), " of ", t.scalar_type());
+                what, " must have the input's type and size (", like.numel(), " elements of ", python_name(like.scalar_type()),
+                "), got ", t.numel(), " of ", python_name(t.scalar_type()));
   }
 }
 
-// The list as one flat tensor: itself when consecutive, else an empty one of
-// the combined size that split_into() fills the list from.
 // The root's list of `n` tensors like `like`; the other ranks pass none.
 std::vector<at::Tensor> root_list(const std::vector<std::vector<at::Tensor>>& lists, bool root, int64_t root_rank,
                                   const at::Tensor& like, int n, std::string_view op, std::string_view what) {
@@ -37,6 +35,9 @@ std::vector<at::Tensor> root_list(const std::vector<std::vector<at::Tensor>>& li
   return lists[0];
 }
 
+// Where the blocks of the list `ts` land: the list's own memory when its
+// tensors are consecutive, else an empty tensor of the combined size that
+// split_into() copies into the list.
 at::Tensor flat_for(const std::vector<at::Tensor>& ts, const at::Tensor& like, int blocks) {
   if (consecutive(ts)) {
     return at::from_blob(ts[0].data_ptr(), {blocks * like.numel()}, like.options());
@@ -78,7 +79,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_allgather_base(at::Tensor& out
   check_tensor(output, "_allgather_base");
   TORCH_CHECK(output.scalar_type() == input.scalar_type() && output.numel() == getSize() * input.numel(),
               "weft: _allgather_base: the output must hold ", getSize(), " x the input (", getSize() * input.numel(),
-              " elements of ", input.scalar_type(), "), got ", output.numel(), " of ", output.scalar_type());
+              " elements of ", python_name(input.scalar_type()), "), got ", output.numel(), " of ",
+              python_name(output.scalar_type()));
   const coll::CollectiveOptions o = call_options(opts.timeout);
   const at::Tensor in = input, out = output;
   return enqueue(c10d::OpType::_ALLGATHER_BASE, "weft:_all_gather_base", {input}, {output},
@@ -193,7 +195,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_reduce_scatter_base(at::Tensor
   const int n = getSize();
   TORCH_CHECK(input.scalar_type() == output.scalar_type() && input.numel() == n * output.numel(),
               "weft: _reduce_scatter_base: the input must hold ", n, " x the output (", n * output.numel(),
-              " elements of ", output.scalar_type(), "), got ", input.numel(), " of ", input.scalar_type());
+              " elements of ", python_name(output.scalar_type()), "), got ", input.numel(), " of ",
+              python_name(input.scalar_type()));
   const coll::DataType dt = reduce_type(output, "_reduce_scatter_base");
   const Reduction red = reduction(opts.reduceOp, output, "_reduce_scatter_base");
   const coll::CollectiveOptions o = call_options(opts.timeout);

@@ -9,7 +9,14 @@
 namespace weft::pt {
 namespace {
 
-// The name a Python user writes (torch.float32), not ATen's ("Float").
+bool is_floating(coll::DataType t) {
+  return t == coll::DataType::kF32 || t == coll::DataType::kF64 || t == coll::DataType::kF16 ||
+         t == coll::DataType::kBF16;
+}
+
+}  // namespace
+
+// Not ATen's names ("Float"): the ones a Python user writes.
 std::string python_name(at::ScalarType t) {
   switch (t) {
     case at::kFloat: return "torch.float32";
@@ -27,13 +34,6 @@ std::string python_name(at::ScalarType t) {
     default: return std::string("torch.") + c10::toString(t);
   }
 }
-
-bool is_floating(coll::DataType t) {
-  return t == coll::DataType::kF32 || t == coll::DataType::kF64 || t == coll::DataType::kF16 ||
-         t == coll::DataType::kBF16;
-}
-
-}  // namespace
 
 void check_tensor(const at::Tensor& t, std::string_view op) {
   TORCH_CHECK(t.defined(), "weft: ", op, " was given an undefined tensor");

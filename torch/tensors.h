@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -30,6 +31,9 @@ void check_tensor(const at::Tensor& t, std::string_view op);
 // Every tensor checked, all of one element type and, if `same_size`, of one
 // number of elements; at least one.
 void check_tensors(const std::vector<at::Tensor>& ts, std::string_view op, bool same_size);
+
+// The name a Python user writes for an element type ("torch.float32").
+std::string python_name(at::ScalarType t);
 
 // Throws unless 0 <= root < size.
 void check_root(int64_t root, int size, std::string_view op);
