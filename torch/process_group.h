@@ -99,7 +99,7 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
   static coll::CollectiveOptions call_options(std::chrono::milliseconds timeout);
   [[noreturn]] void unsupported(const char* what) const;
 
-  std::unique_ptr<Worker> worker_;
+  std::shared_ptr<Worker> worker_;  // shared with the works it queued (WeftWork::wait)
 };
 
 }  // namespace weft::pt

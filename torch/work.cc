@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "worker.h"
+
 namespace weft::pt {
 
 WeftWork::WeftWork(int rank, c10d::OpType type, const char* profiling_title, const std::vector<at::Tensor>& inputs,
@@ -21,6 +23,13 @@ void WeftWork::complete() {
 void WeftWork::fail(std::exception_ptr error) {
   future_->setError(error);
   finish(error);
+}
+
+bool WeftWork::wait(std::chrono::milliseconds timeout) {
+  if (timeout == kNoTimeout) {
+    if (std::shared_ptr<Worker> w = runner_.lock()) w->run_here(this);
+  }
+  return c10d::Work::wait(timeout);
 }
 
 }  // namespace weft::pt

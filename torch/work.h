@@ -6,20 +6,28 @@
 //   w->wait();                       // any thread: rethrows the error
 //   w->getFuture()->then(...);       // DDP's communication hooks
 //
-// Work::wait() (the base class) blocks until complete() or fail() and
-// rethrows the error; with a timeout it throws when the work has not
-// finished by then. The future completes with the output tensors (a list of
-// tensors, as Gloo's), or with the error; its callbacks run on the worker
-// thread, as Gloo's run on its threads.
+// wait() blocks until complete() or fail() and rethrows the error; with a
+// timeout it throws when the work has not finished by then (c10d::Work's,
+// as Gloo's). Without a timeout, a work that no thread runs yet and that is
+// next in its group's queue is run by the thread that waits for it
+// (Worker::run_here): a synchronous call (dist.all_reduce without async_op)
+// then does not wait for the worker thread to be woken and scheduled, which
+// on a loaded host cost tens of microseconds per call. The future completes
+// with the output tensors (a list of tensors, as Gloo's), or with the
+// error; its callbacks run on the thread that ran the work.
 #pragma once
 
+#include <chrono>
 #include <exception>
+#include <memory>
 #include <vector>
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 namespace weft::pt {
+
+class Worker;
 
 class WeftWork final : public c10d::Work {
  public:
@@ -30,6 +38,10 @@ class WeftWork final : public c10d::Work {
 
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+
+  // The worker whose queue holds this work (set when it is queued).
+  void set_runner(std::weak_ptr<Worker> runner) { runner_ = std::move(runner); }
 
   // Called once, by the worker thread, when the collective has finished.
   void complete();
@@ -38,6 +50,7 @@ class WeftWork final : public c10d::Work {
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::weak_ptr<Worker> runner_;
 };
 
 }  // namespace weft::pt

@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
@@ -26,8 +27,8 @@ std::string op_name(c10d::OpType t) {
 
 }  // namespace
 
-std::unique_ptr<Worker> Worker::start(const coll::CommConfig& cfg, coll::Store& store, std::string context) {
-  std::unique_ptr<Worker> w(new Worker(std::move(context)));
+std::shared_ptr<Worker> Worker::start(const coll::CommConfig& cfg, coll::Store& store, std::string context) {
+  std::shared_ptr<Worker> w(new Worker(std::move(context)));
   std::promise<Status> created;
   std::future<Status> done = created.get_future();
   // The communicator is made on the thread that will use it: the library
@@ -57,14 +58,16 @@ void Worker::run(const coll::CommConfig& cfg, coll::Store& store, std::promise<S
 
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    cv_.wait(lock, [this] { return !busy_ && (stop_ || !queue_.empty()); });
     if (queue_.empty()) break;  // stop_, and nothing left to run
     auto [work, job] = std::move(queue_.front());
     queue_.pop_front();
+    busy_ = true;
     lock.unlock();
     run_job(*work, job);
     work.reset();  // the tensors go back to their owners before the next job
     lock.lock();
+    busy_ = false;
   }
   lock.unlock();
   comm_.reset();  // says goodbye to the peers from the thread that used it
@@ -73,6 +76,7 @@ void Worker::run(const coll::CommConfig& cfg, coll::Store& store, std::promise<S
 // As ProcessGroupGloo's AsyncWork::execute: only the job is guarded;
 // completing the work runs the future's callbacks, whose errors are theirs.
 void Worker::run_job(WeftWork& work, const Job& job) {
+  const c10::AutoGradMode no_autograd(false);
   std::optional<std::string> error;
   try {
     const Status s = job(*comm_);
@@ -90,7 +94,23 @@ void Worker::run_job(WeftWork& work, const Job& job) {
       std::runtime_error(fmt::format("weft: {} failed ({}): {}", op_name(work.retrieveOpType()), context_, *error))));
 }
 
+bool Worker::run_here(WeftWork* work) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (busy_ || queue_.empty() || queue_.front().first.get() != work) return false;
+  auto [w, job] = std::move(queue_.front());
+  queue_.pop_front();
+  busy_ = true;
+  lock.unlock();
+  run_job(*w, job);
+  lock.lock();
+  busy_ = false;
+  lock.unlock();
+  cv_.notify_one();  // the worker thread may have work queued behind this one
+  return true;
+}
+
 void Worker::enqueue(c10::intrusive_ptr<WeftWork> work, Job job) {
+  work->set_runner(weak_from_this());
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.emplace_back(std::move(work), std::move(job));

@@ -8,7 +8,9 @@
 //   auto w = Worker::start(cfg, store, "rank 1 of 4");   // throws if setup fails
 //   w->enqueue(work, [=](coll::Communicator& c) { return c.barrier(); });
 //
-// A job that returns an error or throws fails its work (and future) with a
+// A job runs with autograd off (a tensor that requires grad is written in
+// place, as Gloo's raw copies do). A job that returns an error or throws
+// fails its work (and future) with a
 // std::runtime_error whose message names the operation, this rank and the
 // library's message (which names the rank that was lost). A communicator
 // that failed stays failed: later jobs fail at once with the first error.
@@ -30,7 +32,7 @@
 
 namespace weft::pt {
 
-class Worker {
+class Worker : public std::enable_shared_from_this<Worker> {
  public:
   using Job = std::function<Status(coll::Communicator&)>;
 
@@ -38,7 +40,7 @@ class Worker {
   // (collective: every rank of the group calls it) and returns once it
   // exists. `context` ("rank 1 of 4 in group 0") prefixes every error.
   // Throws c10::Error when the communicator cannot be created.
-  static std::unique_ptr<Worker> start(const coll::CommConfig& cfg, coll::Store& store, std::string context);
+  static std::shared_ptr<Worker> start(const coll::CommConfig& cfg, coll::Store& store, std::string context);
   // Runs the queued jobs, then stops the thread (each job is bounded by the
   // communicator's timeout).
   ~Worker();
@@ -46,6 +48,10 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
 
   void enqueue(c10::intrusive_ptr<WeftWork> work, Job job);
+  // Runs `work` on the calling thread if it is the next in the queue and
+  // the worker thread runs nothing; returns whether it did. Calls still run
+  // one at a time and in order.
+  bool run_here(WeftWork* work);
 
   // The transport that serves each rank ("shm", "tcp"; "" for this rank),
   // as set up by create().
@@ -62,6 +68,7 @@ class Worker {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<c10::intrusive_ptr<WeftWork>, Job>> queue_;
+  bool busy_ = false;  // a job runs (on the worker thread or in run_here)
   bool stop_ = false;
   std::thread thread_;
 };

@@ -93,6 +93,14 @@ def non_contiguous(rank, size):
     dist.reduce_scatter_tensor(out[::2], inp[::2])
     assert torch.equal(out[::2], torch.arange(rank * 3, rank * 3 + 3) * total), out
 
+    # Tensors autograd tracks (parameters) are written in place as Gloo's
+    # raw copies do, also where the backend divides (AVG) or copies back.
+    p = torch.full((4, 6), float(rank + 1), requires_grad=True)
+    dist.all_reduce(p, op=dist.ReduceOp.AVG)
+    dist.all_reduce(p.t())
+    assert torch.equal(p.detach(), torch.full((4, 6), total / size * size)), p
+    assert p.requires_grad and p.grad_fn is None
+
     b = (torch.arange(20, dtype=torch.float16).reshape(4, 5) + rank).t()
     dist.broadcast(b, src=size - 1)
     assert torch.equal(b, (torch.arange(20, dtype=torch.float16).reshape(4, 5) + size - 1).t())
