@@ -20,7 +20,6 @@ void prefer_huge_pages(void* p, size_t bytes) {
   const uintptr_t e = (at + bytes) & ~(kHuge - 1);
   if (e <= b) return;
   void* start = reinterpret_cast<void*>(b);
-  (void)::madvise(start, e - b, MADV_HUGEPAGE);
   (void)::madvise(start, e - b, MADV_COLLAPSE);
 }
 

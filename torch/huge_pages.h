@@ -10,10 +10,11 @@
 // against under 1% with the library's own buffers, which are on huge pages
 // (weft/common/huge_buffer.h); torch tensors on huge pages ran the call 1.5-2x
 // faster on the same run. MADV_COLLAPSE (Linux 6.1, madvise(2)) moves a
-// range that is already in memory onto huge pages at once, keeping its
-// contents: the first call on a buffer pays about one copy of it, the later
-// ones a system call that finds it collapsed. MADV_HUGEPAGE makes the
-// pages of the range that are not there yet come as huge pages.
+// range onto huge pages at once, keeping its contents (a range not in
+// memory yet comes in as huge pages), whatever the THP sysfs setting: the
+// first call on a buffer pays about one copy of it, the later ones a system
+// call that finds it collapsed. Not MADV_HUGEPAGE: it would flag the range
+// on its mapping, splitting the heap's mapping at every tensor's edges.
 #pragma once
 
 #include <cstddef>
@@ -25,9 +26,9 @@ namespace weft::pt {
 // transport's single-copy size.
 inline constexpr size_t kHugePagesMinBytes = size_t{4} << 20;
 
-// Advises and collapses the 2 MiB-aligned part of [p, p + bytes) when bytes
-// >= kHugePagesMinBytes. Best effort: a kernel without MADV_COLLAPSE, THP
-// set to "never", or no free huge page leave the memory as it is.
+// Collapses the 2 MiB-aligned part of [p, p + bytes) onto huge pages when
+// bytes >= kHugePagesMinBytes. Best effort: a kernel without MADV_COLLAPSE,
+// THP set to "never", or no free huge page leave the memory as it is.
 void prefer_huge_pages(void* p, size_t bytes);
 
 }  // namespace weft::pt
