@@ -3,6 +3,9 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <mutex>
+#include <set>
+#include <utility>
 
 // Older C libraries do not name it; the value is the kernel's ABI
 // (include/uapi/asm-generic/mman-common.h).
@@ -11,6 +14,17 @@
 #endif
 
 namespace weft::pt {
+namespace {
+
+// A range whose collapse failed is not tried again: MADV_COLLAPSE reclaims
+// and compacts memory before it gives up for want of huge pages (EAGAIN,
+// ENOMEM; madvise(2)), which a training loop would pay on every call; EINVAL
+// (a kernel before 6.1, THP "never", a file mapping) will not change either.
+std::mutex g_mu;
+std::set<std::pair<uintptr_t, uintptr_t>> g_failed;  // kept small: cleared at kMaxFailed
+constexpr size_t kMaxFailed = 256;
+
+}  // namespace
 
 void prefer_huge_pages(void* p, size_t bytes) {
   if (bytes < kHugePagesMinBytes) return;
@@ -19,8 +33,14 @@ void prefer_huge_pages(void* p, size_t bytes) {
   const uintptr_t b = (at + kHuge - 1) & ~(kHuge - 1);
   const uintptr_t e = (at + bytes) & ~(kHuge - 1);
   if (e <= b) return;
-  void* start = reinterpret_cast<void*>(b);
-  (void)::madvise(start, e - b, MADV_COLLAPSE);
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_failed.count({b, e})) return;
+  }
+  if (::madvise(reinterpret_cast<void*>(b), e - b, MADV_COLLAPSE) == 0) return;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_failed.size() >= kMaxFailed) g_failed.clear();
+  g_failed.insert({b, e});
 }
 
 }  // namespace weft::pt

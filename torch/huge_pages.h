@@ -28,7 +28,8 @@ inline constexpr size_t kHugePagesMinBytes = size_t{4} << 20;
 
 // Collapses the 2 MiB-aligned part of [p, p + bytes) onto huge pages when
 // bytes >= kHugePagesMinBytes. Best effort: a kernel without MADV_COLLAPSE,
-// THP set to "never", or no free huge page leave the memory as it is.
+// THP set to "never", or no free huge page leave the memory as it is, and
+// a range that failed once is not tried again. Thread-safe.
 void prefer_huge_pages(void* p, size_t bytes);
 
 }  // namespace weft::pt

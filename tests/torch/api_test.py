@@ -182,6 +182,33 @@ def built_from_others(rank, size):
     return True
 
 
+def anon_huge_kb(address, length):
+    """AnonHugePages (kB) of the mappings that [address, address + length)
+    overlaps (proc(5), smaps; a tensor may straddle two heap mappings)."""
+    inside, total = False, 0
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo < address + length and address < hi
+            elif inside and head == "AnonHugePages:":
+                total += int(line.split()[1])
+    return total
+
+
+def huge_pages(rank, size):
+    harness.init("weft", rank, size)
+    n = 16 << 18  # 16 MiB of float32
+    dist.all_reduce(torch.ones(n))  # the library's own scratch, on huge pages, exists from here on
+    t = torch.ones(n)  # PyTorch's 4 KiB pages, touched
+    before = anon_huge_kb(t.data_ptr(), n * 4)
+    dist.all_reduce(t)
+    after = anon_huge_kb(t.data_ptr(), n * 4)
+    assert torch.equal(t, torch.full((n,), float(size)))
+    return before, after
+
+
 def new_groups(rank, size):
     harness.init("weft", rank, size)
     g = dist.new_group([0, 2, 3])
@@ -213,6 +240,20 @@ class Tensors(unittest.TestCase):
 
     def test_what_the_backend_cannot_do_is_refused_with_a_message(self):
         harness.run(self, refusals, 2, timeout=90)
+
+
+class HugePages(unittest.TestCase):
+    def test_a_large_tensor_is_on_huge_pages_after_a_call(self):
+        # MADV_COLLAPSE: Linux 6.1, THP not "never" (torch/huge_pages.h).
+        release = tuple(int(x) for x in os.uname().release.split(".")[:2])
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            never = "[never]" in f.read()
+        if release < (6, 1) or never:
+            self.skipTest(f"no MADV_COLLAPSE here (kernel {os.uname().release}, THP never: {never})")
+        for r in harness.run(self, huge_pages, 2, timeout=90):
+            before, after = r.value
+            # The 2 MiB-aligned part of 16 MiB: at least 14 MiB.
+            self.assertGreaterEqual(after - before, 14 * 1024, f"rank {r.rank}: AnonHugePages {before} -> {after} kB")
 
 
 class Collectives(unittest.TestCase):
