@@ -8,12 +8,14 @@
 //   auto w = Worker::start(cfg, store, "rank 1 of 4");   // throws if setup fails
 //   w->enqueue(work, [=](coll::Communicator& c) { return c.barrier(); });
 //
-// A job runs with autograd off (a tensor that requires grad is written in
+// A thread that waits for the next job in line may run it itself
+// (run_here, WeftWork::wait); jobs still run one at a time and in order. A
+// job runs with autograd off (a tensor that requires grad is written in
 // place, as Gloo's raw copies do). A job that returns an error or throws
-// fails its work (and future) with a
-// std::runtime_error whose message names the operation, this rank and the
-// library's message (which names the rank that was lost). A communicator
-// that failed stays failed: later jobs fail at once with the first error.
+// fails its work (and future) with a std::runtime_error whose message
+// names the operation, this rank and the library's message (which names
+// the rank that was lost). A communicator that failed stays failed: later
+// jobs fail at once with the first error.
 #pragma once
 
 #include <condition_variable>
