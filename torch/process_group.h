@@ -8,7 +8,8 @@
 //
 // Every collective checks its arguments at the call (a CUDA or sparse
 // tensor, an element type or operator the library cannot reduce throws
-// there), then runs on the group's worker thread (worker.h) and returns a
+// there), then runs on the group's worker thread (worker.h; or on the
+// thread that waits for it, when nothing runs before it) and returns a
 // WeftWork (work.h) at once. The group's timeout (init_process_group's)
 // bounds every call, counted from when the call starts on the worker; a
 // lost rank fails the call on every other rank with a message naming it.
