@@ -65,7 +65,11 @@ Status check_op(std::string_view call, ReduceOp op) {
 // and allgather); t must be valid.
 Status check_bytes(std::string_view call, std::string_view what, size_t count, DataType t, size_t blocks) {
   const size_t es = dtype_size(t);
-  if (count <= SIZE_MAX / es / blocks) return Status::ok();
+  // Multiplications that report overflow, not SIZE_MAX / es / blocks: two
+  // 64-bit divisions cost tens of nanoseconds on every call, a fifth of a
+  // 2-rank shared-memory AllReduce of 4 bytes.
+  size_t bytes = 0;
+  if (!__builtin_mul_overflow(count, es, &bytes) && !__builtin_mul_overflow(bytes, blocks, &bytes)) return Status::ok();
   return invalid_argument(fmt::format("{}: {} {} of {} ({} bytes each{}) is more bytes than size_t holds", call, what,
                                       count, dtype_name(t), es,
                                       blocks > 1 ? fmt::format(", times {} ranks", blocks) : std::string()));
