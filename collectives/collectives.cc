@@ -133,6 +133,9 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
   }
   // Only now, with every argument checked: nothing is written on an error.
   if (send != recv) std::memmove(recv, send, bytes);
+  if (a == Algorithm::kButterfly) {
+    if (std::optional<Status> s = m.butterfly_lane(*group, recv, count, bytes, t, op, o)) return *std::move(s);
+  }
   return m.execute(kAllreduce, a, make, *group, count, 0, recv, bytes, t, op, o);
 }
 

@@ -310,13 +310,14 @@ Status Communicator::Impl::execute(int coll, Algorithm a, MakePlanFn make, const
   }
   Result<internal::Plan*> p = plan(coll, a, shape, make, deadline, timeout);
   Status s = p ? run(**p, group, shape.rank, data, bytes, t, op, deadline, timeout) : p.status();
-  if (!s) {
-    return fail(s.with_context(fmt::format("rank {}: {} ({}, {} x {}{}{})", cfg.rank, kCollName[coll],
-                                           algorithm_name(a), shape.count, dtype_name(t),
-                                           coll <= internal::kReduceScatter ? ", " : "",
-                                           coll <= internal::kReduceScatter ? reduce_op_name(op) : "")));
-  }
+  if (!s) return fail_call(s, coll, a, count, t, op);
   return s;
+}
+
+Status Communicator::Impl::fail_call(const Status& s, int coll, Algorithm a, size_t count, DataType t, ReduceOp op) {
+  return fail(s.with_context(fmt::format("rank {}: {} ({}, {} x {}{}{})", cfg.rank, kCollName[coll], algorithm_name(a),
+                                         count, dtype_name(t), coll <= internal::kReduceScatter ? ", " : "",
+                                         coll <= internal::kReduceScatter ? reduce_op_name(op) : "")));
 }
 
 Status Communicator::Impl::usable() {

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -72,6 +73,12 @@ class Communicator::Impl {
   Status failed;  // first failure; the communicator is unusable after it
   std::atomic<bool> has_failed{false};
 
+  // Butterfly AllReduce run straight on the pairs (butterfly_lane.cc), or
+  // nullopt where that does not apply and execute runs the plan.
+  std::optional<Status> butterfly_lane(const std::vector<int>& group, void* data, size_t count, size_t bytes,
+                                       DataType t, ReduceOp op, const CollectiveOptions& o);
+  // fail() with the call named: "rank R: allreduce (hd, N x f32, sum)".
+  Status fail_call(const Status& s, int coll, Algorithm a, size_t count, DataType t, ReduceOp op);
   Status setup(Store& store);
   void choose_auto();
   Status fail(Status s);

@@ -19,6 +19,15 @@ struct Completion {
     advance();
     return posted;
   }
+  // Nothing posted is pending: an op that completes as it is posted may
+  // take post_done(), the tickets of post(1) and part_done without the
+  // queue (a small shared-memory exchange: shm_transport.cc).
+  bool idle() const { return left.empty(); }
+  Ticket post_done() {
+    ++posted;
+    ++done;
+    return posted;
+  }
   void part_done(Ticket op) {
     --left[static_cast<size_t>(op - done - 1)];
     advance();

@@ -155,7 +155,7 @@ Status Context::sendrecv_reduce(int peer, Buf sb, size_t soff, size_t slen, Buf 
   const int phys = physical(peer);
   ExchangePair* x = links_->transports.size() <= 1 ? links_->exchangers[static_cast<size_t>(phys)] : nullptr;
   const auto from = reinterpret_cast<uintptr_t>(ptr(sb) + soff), to = reinterpret_cast<uintptr_t>(into);
-  if (x == nullptr || (from < to + rlen && to < from + slen)) {
+  if (x == nullptr || (from < to + rlen && to < from + slen && !x->reduces_over_send(slen))) {
     if (x == nullptr) {
       WEFT_ASSIGN_OR_RETURN(Ticket r, recv(peer, rb, roff, rlen));
       WEFT_ASSIGN_OR_RETURN(Ticket s, send_held(peer, sb, soff, slen));
@@ -172,6 +172,12 @@ Status Context::sendrecv_reduce(int peer, Buf sb, size_t soff, size_t slen, Buf 
   return exchanged(peer, phys,
                    x->exchange_reduce(mem(peer, sb), at(sb, soff), slen, mem(peer, rb), at(rb, roff), rlen, red,
                                       deadline_));
+}
+
+bool Context::reduces_over_send(int peer, size_t slen) const {
+  const ExchangePair* x =
+      links_->transports.size() <= 1 ? links_->exchangers[static_cast<size_t>(physical(peer))] : nullptr;
+  return x != nullptr && x->reduces_over_send(slen);
 }
 
 Status exchange(Context& ctx, int to, Buf sb, size_t soff, size_t slen, int from, Buf rb,

@@ -80,12 +80,17 @@ class Context {
   // wait_recv, wait_send, or one ExchangePair call where the pair has it.
   Status sendrecv(int peer, Buf sb, size_t soff, size_t slen, Buf rb, size_t roff, size_t rlen);
   // sendrecv, then reduce(into, received, rlen / esize()): where the pair
-  // runs whole exchanges and the send's range does not overlap `into`, in
+  // runs whole exchanges and the send's range does not overlap `into` (or
+  // reduces_over_send), in
   // one ExchangePair::exchange_reduce, which reduces straight from the
   // transport's buffer (shm: the ring) and leaves [roff, roff + rlen) of rb
   // unspecified; else received into rb at roff and reduced from there.
   // Its send is held (send_held): the caller's protocol must answer it.
   Status sendrecv_reduce(int peer, Buf sb, size_t soff, size_t slen, Buf rb, size_t roff, size_t rlen, char* into);
+  // True if sendrecv_reduce to `peer` may reduce into the send's own range
+  // (ExchangePair::reduces_over_send): one exchange, straight from the
+  // transport's buffer, with no scratch.
+  bool reduces_over_send(int peer, size_t slen) const;
   // Non-blocking: true once recv t from peer has completed.
   Result<bool> test_recv(int peer, Ticket t) { return pair(peer).test_recv(t); }
   // Polls every transport of the call until done(blame) returns true;

@@ -33,9 +33,15 @@ class ExchangePair {
   // shared-memory ring is reduced straight from the ring's lines, one pass
   // over memory less than copying it to scratch and reducing from there
   // (bench/results/2026-11-24-shm.md). The send's range must
-  // not overlap red.into: it may still be read after the reduce began.
+  // not overlap red.into unless reduces_over_send(slen): it may still be
+  // read after the reduce began.
   virtual Result<Ticket> exchange_reduce(const Memory& smem, size_t soff, size_t slen, Memory& rmem, size_t roff,
                                          size_t rlen, const Reduction& red, Deadline deadline) = 0;
+  // True if exchange_reduce of a send of `slen` bytes may reduce into the
+  // send's own range: the pair reads the send before anything is reduced
+  // there (shm: a message that goes through the ring is copied into it
+  // before the receive reduces). Then a butterfly step needs no scratch.
+  virtual bool reduces_over_send(size_t slen) const = 0;
 
  protected:
   ~ExchangePair() = default;

@@ -154,7 +154,7 @@ int run_rank(const BenchArgs& a, const Parsed& p, Communicator& comm) {
     const double size_b = static_cast<double>(elems * es);
     const double algbw = size_b / us / 1e3;
     if (me == 0) {
-      fmt::print(" {:>12} {:>12} {:>6} {:>6} {:>12.2f} {:>11.3f} {:>11.3f} {:>7}\n", elems * es, elems,
+      fmt::print(" {:>12} {:>12} {:>6} {:>6} {:>12.3f} {:>11.3f} {:>11.3f} {:>7}\n", elems * es, elems,
                  coll::dtype_name(p.t), split && c == "allgather" ? "none" : coll::reduce_op_name(p.op), us, algbw,
                  algbw * bus, wrong);
       std::fflush(stdout);

@@ -61,7 +61,7 @@ inline void print_header(const char* what, int ranks) {
 
 inline void print_row(size_t count, double us, int ranks, long wrong) {
   const double b = static_cast<double>(count) * 4, algbw = b / us / 1e3;
-  std::printf(" %12zu %12zu %6s %6s %12.2f %11.3f %11.3f %7ld\n", count * 4, count, "f32", "sum", us, algbw,
+  std::printf(" %12zu %12zu %6s %6s %12.3f %11.3f %11.3f %7ld\n", count * 4, count, "f32", "sum", us, algbw,
               algbw * 2.0 * (ranks - 1) / ranks, wrong);
   std::fflush(stdout);
 }

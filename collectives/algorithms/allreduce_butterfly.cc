@@ -51,6 +51,12 @@ class Butterfly final : public Plan {
     for (int peer : partners_) {
       ctx.step("butterfly", distance);
       distance *= 2;
+      // Where the pair can, the peer's vector is reduced straight from the
+      // transport's buffer into the data (Context::reduces_over_send).
+      if (ctx.reduces_over_send(peer, bytes_)) {
+        if (Status s = ctx.sendrecv_reduce(peer, kData, 0, bytes_, kScratch, 0, bytes_, ctx.ptr(kData)); !s) return s;
+        continue;
+      }
       if (Status s = exchange(ctx, peer, kData, 0, bytes_, peer, kScratch, 0, bytes_); !s) return s;  // no copy of an OK Status
       ctx.reduce(ctx.ptr(kData), ctx.ptr(kScratch), count_);
     }

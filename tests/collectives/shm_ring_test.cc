@@ -213,17 +213,20 @@ int run_wake_rank(const std::string& dir, int rank, int n, size_t single_copy_mi
   return 0;
 }
 
-// Halving-doubling AllReduce reduces the kept block straight from the ring
+// Halving-doubling and butterfly AllReduce reduce straight from the ring
 // (ExchangePair::exchange_reduce): with the 8 KiB ring, vectors larger than
 // it arrive as cut frames whose payloads end at every line, and each must
 // hold whole elements (2-byte f16, 8-byte f64); with single_copy_min 5000
 // the large blocks are read from the sender and reduced from scratch.
-// Inputs are small integers, so every result is exact.
-int run_hd_rank(const std::string& dir, int rank, int n, size_t single_copy_min) {
+// Butterfly on 2 ranks reduces into the vector it sends (butterfly_lane.cc):
+// small ones after the send went into the ring whole, larger ones than the
+// ring only once their last frame left (queued_exchange). Inputs are small
+// integers, so every result is exact.
+int run_reduce_rank(const std::string& dir, int rank, int n, size_t single_copy_min, Algorithm a) {
   auto comm = open_comm(dir, rank, n, single_copy_min);
   if (!comm) return 3;
   CollectiveOptions o;
-  o.algorithm = Algorithm::kHalvingDoubling;
+  o.algorithm = a;
   const std::vector<size_t> counts{1, 7, 1023, kRing / 2 + 3, 3 * kRing + 5};
   for (DataType t : {DataType::kF64, DataType::kF16, DataType::kI32, DataType::kU8}) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
@@ -255,6 +258,13 @@ int run_hd_rank(const std::string& dir, int rank, int n, size_t single_copy_min)
   return 0;
 }
 
+int run_hd_rank(const std::string& dir, int rank, int n, size_t single_copy_min) {
+  return run_reduce_rank(dir, rank, n, single_copy_min, Algorithm::kHalvingDoubling);
+}
+int run_butterfly_rank(const std::string& dir, int rank, int n, size_t single_copy_min) {
+  return run_reduce_rank(dir, rank, n, single_copy_min, Algorithm::kButterfly);
+}
+
 // ranks, single_copy_min_bytes (0: every message through the ring; 5000:
 // the ring-sized ones single-copy, between inline frames).
 class ShmRing : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
@@ -273,6 +283,10 @@ TEST_P(ShmRing, AwkwardSizesAtEveryRingOffsetArriveExactInBothDirections) {
 
 TEST_P(ShmRing, HalvingDoublingReducesFromTheRingExactlyForEveryElementSize) {
   expect_ranks_succeed(std::get<0>(GetParam()), std::get<1>(GetParam()), run_hd_rank);
+}
+
+TEST_P(ShmRing, ButterflyReducesIntoItsOwnSendExactlyForEveryElementSize) {
+  expect_ranks_succeed(std::get<0>(GetParam()), std::get<1>(GetParam()), run_butterfly_rank);
 }
 
 TEST_P(ShmRing, RanksThatSleepBeforeEveryMessageAreWokenForEachOne) {
