@@ -7,7 +7,7 @@
 // is the per-call work of running a plan (the plan lookup, placing the
 // buffers, the context, the scratch copy), which at a few hundred bytes over
 // shared memory is most of a call: 2 ranks, 4 B took 0.145 us through the
-// plan and 0.128 us here, Open MPI's vader 0.142 in the same minutes
+// plan and 0.128 us here, Open MPI's vader 0.144 in the same minutes
 // (bench/results/2026-11-26-shm-small.md).
 //
 // It applies to power-of-two groups (no fold) on one transport, without a

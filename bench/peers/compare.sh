@@ -15,6 +15,8 @@
 #   - weft bench over TCP and over shared memory
 #   - Gloo ring and halving-doubling over TCP
 #   - Open MPI over the TCP BTL and over shared memory (vader)
+# every library with Reno, the congestion control weft picks between ranks of
+# one host (the host's default is Reno while the script runs, as root).
 # Sizes --min-bytes (4 B) .. --max-bytes, x4. Every driver verifies each size before
 # timing it (#wrong must be 0; a wrong row fails the script) and times it
 # the same way (timing.h: --batches batches, the best batch's mean of the
@@ -62,15 +64,31 @@ measure() {
   peers=build/peers
   cmake -S bench/peers -B "$peers" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$peers" >/dev/null
+  cleanup=()
+  trap 'for c in "${cleanup[@]}"; do eval "$c"; done' EXIT
   if [[ -z "$out" ]]; then
     out=$(mktemp -d /tmp/weft-compare-XXXXXX)
-    trap 'rm -rf "$out"' EXIT
+    cleanup+=('rm -rf "$out"')
   fi
   mkdir -p "$out"
+  # One congestion control for every library: weft uses Reno to ranks on its
+  # own host (--congestion-control auto), the peers the host's default, so
+  # the default is Reno while this runs (root) and put back at the end;
+  # without root, weft runs with the host's default as the peers do.
+  cc_was=$(sysctl -n net.ipv4.tcp_congestion_control)
+  weft_cc=()
+  if [[ $cc_was != reno ]]; then
+    if sysctl -qw net.ipv4.tcp_congestion_control=reno 2>/dev/null; then
+      cleanup+=("sysctl -qw net.ipv4.tcp_congestion_control=$cc_was")
+    else
+      echo "compare.sh: cannot make Reno the default (not root?): every library runs with $cc_was" >&2
+      weft_cc=(--congestion-control "")
+    fi
+  fi
   mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1)
   f=4
   echo "# $(date -u +%FT%TZ) $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); ranks \"$ranks\", $min B..$max B x$f," \
-       "$reps passes, $batches batches per size"
+       "$reps passes, $batches batches per size; congestion control $(sysctl -n net.ipv4.tcp_congestion_control) for all"
 
   # Keeps "size time(us)" rows of a run; fails on a wrong result.
   rows() { awk '!/^#/ && NF >= 8 { if ($8 != 0) { print "WRONG " $0 > "/dev/stderr"; exit 3 } print $1, $5 }'; }
@@ -81,7 +99,8 @@ measure() {
       for chunk in 262144 1048576 4194304; do
         "$peers/tcp_limit" 1 "$chunk" | awk '{ for (i = 1; i < NF; i++) if ($i == "direction:") print $(i + 1) }' >> "$out/limit"
       done
-      "$weft" bench allreduce -n "$n" --transport tcp -b "$min" -e "$max" -f $f --batches "$batches" | rows >> "$out/weft-tcp-$n"
+      "$weft" bench allreduce -n "$n" --transport tcp -b "$min" -e "$max" -f $f --batches "$batches" "${weft_cc[@]}" |
+        rows >> "$out/weft-tcp-$n"
       "$peers/gloo_allreduce" ring "$n" "$min" "$max" $f "$batches" | rows >> "$out/gloo-ring-$n"
       "$peers/gloo_allreduce" hd "$n" "$min" "$max" $f "$batches" | rows >> "$out/gloo-hd-$n"
       "${mpi[@]}" -np "$n" --mca btl tcp,self --mca btl_tcp_if_include lo "$peers/mpi_allreduce" "$min" "$max" $f "$batches" |

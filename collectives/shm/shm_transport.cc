@@ -588,9 +588,9 @@ constexpr unsigned kQuickPolls = 256;
 // into place (or reduces it from the ring) as it arrives. Everything else
 // goes through the queues (queued_exchange). Why: at a few hundred bytes
 // the time of a call is this path, not the bytes; on this VM a 2-rank 4 B
-// AllReduce took 0.17-0.18 us through the queues and 0.14 us this way, Open
-// MPI's vader 0.14-0.15 in the same minutes
-// (bench/results/2026-11-26-shm-small.md).
+// AllReduce took 0.17 us through the queues, 0.145 us this way and 0.128
+// with the butterfly lane (butterfly_lane.cc), Open MPI's vader 0.144 in the
+// same minutes (bench/results/2026-11-26-shm-small.md).
 Result<Ticket> ShmPair::exchange_with(const Memory& smem, size_t soff, size_t slen, Memory& rmem, size_t roff,
                                       size_t rlen, const Reduction* red, Deadline deadline) {
   if (roff + rlen > rmem.size()) return out_of_range(fmt::format("recv from rank {}: range outside the buffer", peer_));
