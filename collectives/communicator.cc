@@ -194,6 +194,7 @@ Status Communicator::Impl::choose_auto(bool mixed) {
   in.transport = link_kind;
   if (mixed) in.local_transport = "shm";  // transport "auto": shm on the host, tcp across
   in.host_of = host_of;
+  in.cpus = internal::usable_cpus();
   // One-shot talks to every peer: no remap avoids a failed link, a route
   // plan describes other pairs (below), and on many ranks it would connect
   // every pair (communicator.h "Connections").

@@ -23,7 +23,7 @@ class Steps {
     bool crosses = false;
     for (const auto& [a, b] : pairs) crosses = crosses || host(a) != host(b);
     const TransportCost& c = crosses ? *s_.net : *s_.local;
-    us_ += k * c.alpha_us + (k * m * c.beta_ns_per_byte + r * c.gamma_ns_per_byte) * 1e-3;
+    us_ += k * c.message_us(m, s_.shared_cpus) + r * c.gamma_ns_per_byte * 1e-3;
   }
   int host(int rank) const { return s_.host_of[static_cast<size_t>(rank)]; }
   double us() const { return us_; }

@@ -6,7 +6,8 @@
 // "Optimization of Collective Communication Operations in MPICH", IJHPCA
 // 2005, sections 3-4). In a step every rank sends and receives k messages
 // of m bytes each and reduces r bytes; the step costs
-//   k·α + k·m·β + r·γ
+//   k·α + k·m·β + r·γ   (β: beta_far for the bytes of a message past cache_bytes;
+//                        α: alpha_shared where a host runs more ranks than CPUs)
 // at the constants of the transport between hosts if any of the step's
 // messages crosses hosts, else at those of the transport inside a host.
 // For p ranks, p' = 2^floor(log2 p), n bytes (MPICH's fold for p != p':
@@ -35,6 +36,7 @@ struct ModelShape {
   std::vector<int> host_of;              // by rank: its host's index (the size is the rank count)
   const TransportCost* net = nullptr;    // a step with a message between hosts
   const TransportCost* local = nullptr;  // a step inside hosts
+  bool shared_cpus = false;              // some host runs more ranks than it has CPUs
 };
 
 // Microseconds for one AllReduce of `bytes` by `a`: kButterfly,

@@ -36,8 +36,9 @@ Status Selection::validate() const {
   return Status::ok();
 }
 
-SelectionInput SelectionInput::blocks(std::string transport, int hosts, int per_host, std::string local_transport) {
+SelectionInput SelectionInput::blocks(std::string transport, int hosts, int per_host, std::string local_transport, int cpus) {
   SelectionInput in;
+  in.cpus = cpus;
   in.transport = std::move(transport);
   in.local_transport = std::move(local_transport);
   for (int r = 0; r < hosts * per_host; ++r) in.host_of.push_back(r / per_host);
@@ -115,6 +116,11 @@ internal::ModelShape shape_of(const Tuning& tuning, const SelectionInput& in) {
   shape.host_of = in.host_of;
   shape.net = &tuning.of(in.transport);
   shape.local = &tuning.of(in.local_transport.empty() ? in.transport : in.local_transport);
+  std::vector<int> on_host;
+  for (int h : in.host_of) {
+    if (static_cast<size_t>(h) >= on_host.size()) on_host.resize(static_cast<size_t>(h) + 1, 0);
+    shape.shared_cpus = shape.shared_cpus || (in.cpus > 0 && ++on_host[static_cast<size_t>(h)] > in.cpus);
+  }
   return shape;
 }
 

@@ -28,7 +28,14 @@ struct Field {
 constexpr Field kFields[] = {{"alpha_us", &TransportCost::alpha_us},
                              {"beta_ns_per_byte", &TransportCost::beta_ns_per_byte},
                              {"gamma_ns_per_byte", &TransportCost::gamma_ns_per_byte}};
-constexpr const char* kPiece = "hd_piece_bytes";
+constexpr Field kFar = {"beta_far_ns_per_byte", &TransportCost::beta_far_ns_per_byte};
+constexpr Field kShared = {"alpha_shared_us", &TransportCost::alpha_shared_us};
+// The byte counts (optional).
+struct Bytes {
+  const char* name;
+  size_t TransportCost::*value;
+};
+constexpr Bytes kBytes[] = {{"cache_bytes", &TransportCost::cache_bytes}, {"hd_piece_bytes", &TransportCost::hd_piece_bytes}};
 constexpr const char* kTopFields[] = {"version", "transports", "machine", "measured", "command", "load", "samples"};
 
 bool known(std::string_view transport) {
@@ -44,8 +51,20 @@ Status check(const TransportCost& c, const std::string& where) {
     if (!std::isfinite(v) || v <= 0) return invalid_argument(fmt::format("{}/{}: must be a number > 0 (got {})", where, f.name, v));
   }
   if (c.hd_piece_bytes > 0 && c.hd_piece_bytes < kMinHdPieceBytes) {
-    return invalid_argument(fmt::format("{}/{}: {} is neither 0 (whole) nor at least {}", where, kPiece, c.hd_piece_bytes,
+    return invalid_argument(fmt::format("{}/hd_piece_bytes: {} is neither 0 (whole) nor at least {}", where, c.hd_piece_bytes,
                                         kMinHdPieceBytes));
+  }
+  const bool far = c.cache_bytes > 0;
+  if (far != (c.beta_far_ns_per_byte != 0)) {
+    return invalid_argument(fmt::format("{}/{}: give cache_bytes and beta_far_ns_per_byte together (got {} and {})", where,
+                                        far ? kFar.name : "cache_bytes", c.cache_bytes, c.beta_far_ns_per_byte));
+  }
+  if (c.alpha_shared_us != 0 && !(std::isfinite(c.alpha_shared_us) && c.alpha_shared_us >= c.alpha_us)) {
+    return invalid_argument(fmt::format("{}/{}: must be >= alpha_us {} (got {})", where, kShared.name, c.alpha_us, c.alpha_shared_us));
+  }
+  if (far && !(std::isfinite(c.beta_far_ns_per_byte) && c.beta_far_ns_per_byte >= c.beta_ns_per_byte)) {
+    return invalid_argument(fmt::format("{}/{}: must be >= beta_ns_per_byte {} (got {})", where, kFar.name, c.beta_ns_per_byte,
+                                        c.beta_far_ns_per_byte));
   }
   return Status::ok();
 }
@@ -53,9 +72,13 @@ Status check(const TransportCost& c, const std::string& where) {
 Result<TransportCost> parse_cost(const json& j, TransportCost c, const std::string& where) {
   if (!j.is_object()) return invalid_argument(fmt::format("{}: not an object", where));
   for (const auto& [key, v] : j.items()) {
-    bool ok = key == kPiece;
+    bool ok = key == kFar.name || key == kShared.name;
     for (const Field& f : kFields) ok = ok || key == f.name;
-    if (!ok) return invalid_argument(fmt::format("{}/{}: unknown field (alpha_us, beta_ns_per_byte, gamma_ns_per_byte, {})", where, key, kPiece));
+    for (const Bytes& b : kBytes) ok = ok || key == b.name;
+    if (!ok) {
+      return invalid_argument(fmt::format("{}/{}: unknown field (alpha_us, beta_ns_per_byte, gamma_ns_per_byte, cache_bytes, "
+                                          "beta_far_ns_per_byte, alpha_shared_us, hd_piece_bytes)", where, key));
+    }
   }
   for (const Field& f : kFields) {
     auto it = j.find(f.name);
@@ -63,9 +86,17 @@ Result<TransportCost> parse_cost(const json& j, TransportCost c, const std::stri
     if (!it->is_number()) return invalid_argument(fmt::format("{}/{}: not a number ({})", where, f.name, it->dump()));
     c.*f.value = it->get<double>();
   }
-  if (auto it = j.find(kPiece); it != j.end()) {
-    if (!it->is_number_unsigned()) return invalid_argument(fmt::format("{}/{}: not a byte count ({})", where, kPiece, it->dump()));
-    c.hd_piece_bytes = it->get<size_t>();
+  for (const Field& f : {kFar, kShared}) {
+    auto it = j.find(f.name);
+    if (it == j.end()) continue;
+    if (!it->is_number()) return invalid_argument(fmt::format("{}/{}: not a number ({})", where, f.name, it->dump()));
+    c.*f.value = it->get<double>();
+  }
+  for (const Bytes& b : kBytes) {
+    auto it = j.find(b.name);
+    if (it == j.end()) continue;
+    if (!it->is_number_unsigned()) return invalid_argument(fmt::format("{}/{}: not a byte count ({})", where, b.name, it->dump()));
+    c.*b.value = it->get<size_t>();
   }
   WEFT_RETURN_IF_ERROR(check(c, where));
   return c;
@@ -152,13 +183,17 @@ std::string tuning_to_json(const Tuning& t, const TuningInfo& info, const std::m
   for (const auto& [name, c] : t.transports) {
     json j = json::object();
     for (const Field& f : kFields) j[f.name] = c.*f.value;
-    j[kPiece] = c.hd_piece_bytes;
+    if (c.cache_bytes > 0) j[kFar.name] = c.*kFar.value;
+    if (c.alpha_shared_us > 0) j[kShared.name] = c.*kShared.value;
+    for (const Bytes& b : kBytes) {
+      if (b.value != &TransportCost::cache_bytes || c.cache_bytes > 0) j[b.name] = c.*b.value;
+    }
     ts[name] = j;
   }
   root["transports"] = ts;
   if (!samples.empty()) {
     json js = json::object();
-    for (const auto& [name, s] : samples) js[name] = {{"exchange_us", s.exchange_us}, {"reduce_us", s.reduce_us}};
+    for (const auto& [name, s] : samples) js[name] = {{"exchange_us", s.exchange_us}, {"reduce_us", s.reduce_us}, {"shared_us", s.shared_us}};
     root["samples"] = js;
   }
   return root.dump(2) + "\n";

@@ -30,7 +30,9 @@ Result<Line> fit_line(const std::vector<std::pair<size_t, double>>& v, const cha
 }  // namespace
 
 Result<TransportCost> fit_transport_cost(const CalibrationSamples& s) {
-  WEFT_ASSIGN_OR_RETURN(Line ex, fit_line(s.exchange_us, "exchange"));
+  std::vector<std::pair<size_t, double>> near, far;
+  for (const auto& e : s.exchange_us) (e.first <= kNearBytes ? near : far).push_back(e);
+  WEFT_ASSIGN_OR_RETURN(Line ex, fit_line(near, "exchange"));
   WEFT_ASSIGN_OR_RETURN(Line red, fit_line(s.reduce_us, "reduce"));
   TransportCost c;
   c.alpha_us = ex.a;
@@ -42,6 +44,20 @@ Result<TransportCost> fit_transport_cost(const CalibrationSamples& s) {
     return failed_precondition(fmt::format("the fit gave alpha {} us, beta {} ns/B, gamma {} ns/B: a constant <= 0; the host was "
                                            "too busy for a line through the samples, measure again (--batches more)",
                                            c.alpha_us, c.beta_ns_per_byte, c.gamma_ns_per_byte));
+  }
+  // Beyond the cache: t = α + β·C + β_far·(m - C), β_far by plain least
+  // squares through that fixed point (the largest messages weigh most: the
+  // cache's edge is blurred, what lies far beyond it is the memory's speed).
+  double num = 0, den = 0;
+  const double c0 = static_cast<double>(kNearBytes);
+  for (const auto& [bytes, us] : far) {
+    const double x = static_cast<double>(bytes) - c0, y = us - ex.a - ex.b * c0;
+    num += x * y, den += x * x;
+  }
+  if (s.shared_us > c.alpha_us) c.alpha_shared_us = s.shared_us;
+  if (den > 0 && num / den > ex.b) {
+    c.cache_bytes = kNearBytes;
+    c.beta_far_ns_per_byte = num / den * 1e3;
   }
   return c;
 }

@@ -6,13 +6,16 @@
 // best of --batches batches (the host may be shared):
 //   exchange  each rank posts a receive and sends m bytes, then waits for
 //             both: one step of every algorithm (α, β);
-//   reduce    reduce_into over m bytes (f32 sum), both ranks at once (γ).
+//   reduce    reduce_into over m bytes (f32 sum), both ranks at once (γ);
+//   shared    the 8-byte exchange with both ranks on one CPU (alpha_shared:
+//             a host running more ranks than CPUs).
 // Every batch is checked: the bytes received are the peer's pattern of that
 // batch, and the reduced vector holds the exact sum of the calls made.
 // Rank 0 writes what it measured into the ranks' directory; the parent
 // fits and writes the file.
 #include "bench_calibrate.h"
 
+#include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -136,14 +139,40 @@ Result<double> time_reduce(Exchanger& ex, size_t bytes, int batches) {
   return best;
 }
 
-Status measure(const std::string& name, int rank, coll::Store& store, const CalibrateArgs& a, CalibrationSamples& out) {
+Result<std::unique_ptr<coll::Transport>> connect(const std::string& name, int rank, coll::Store& store, const char* prefix) {
   coll::TransportConfig tc;
   tc.name = name;
   tc.rank = rank;
   tc.size = 2;
   tc.ranks_on_host = 2;
-  tc.store_prefix = "calibrate";
-  WEFT_ASSIGN_OR_RETURN(auto t, coll::make_transport(tc, store, Clock::now() + std::chrono::seconds(60)));
+  tc.store_prefix = prefix;
+  return coll::make_transport(tc, store, Clock::now() + std::chrono::seconds(60));
+}
+
+// Both ranks on the first CPU this process may use; the transport is made
+// after the move, so that its waits see the CPUs outnumbered
+// (collectives/idle_wait.h), as on a host that runs more ranks than CPUs.
+Result<double> time_shared(const std::string& name, int rank, coll::Store& store, int batches) {
+  cpu_set_t all, one;
+  if (::sched_getaffinity(0, sizeof all, &all) != 0) return io_error("sched_getaffinity", errno);
+  CPU_ZERO(&one);
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &all)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  }
+  if (::sched_setaffinity(0, sizeof one, &one) != 0) return io_error("sched_setaffinity", errno);
+  WEFT_ASSIGN_OR_RETURN(auto t, connect(name, rank, store, "calibrate-shared"));
+  Exchanger ex(*t, rank, 64);
+  WEFT_RETURN_IF_ERROR(ex.init());
+  WEFT_ASSIGN_OR_RETURN(double us, ex.time(8, batches));
+  if (::sched_setaffinity(0, sizeof all, &all) != 0) return io_error("sched_setaffinity", errno);
+  return us;
+}
+
+Status measure(const std::string& name, int rank, coll::Store& store, const CalibrateArgs& a, CalibrationSamples& out) {
+  WEFT_ASSIGN_OR_RETURN(auto t, connect(name, rank, store, "calibrate"));
   Exchanger ex(*t, rank, a.max_bytes);
   WEFT_RETURN_IF_ERROR(ex.init());
   for (size_t m : sizes(4, a.max_bytes)) {
@@ -156,6 +185,8 @@ Status measure(const std::string& name, int rank, coll::Store& store, const Cali
     out.reduce_us.emplace_back(m, us);
     if (rank == 0) fmt::print(stderr, "  {} reduce   {:>8} B: {:10.2f} us (verified)\n", name, m, us);
   }
+  WEFT_ASSIGN_OR_RETURN(out.shared_us, time_shared(name, rank, store, a.batches));
+  if (rank == 0) fmt::print(stderr, "  {} exchange        8 B, both ranks on one CPU: {:.2f} us (verified)\n", name, out.shared_us);
   return Status::ok();
 }
 
@@ -165,7 +196,7 @@ int rank_main(const std::string& name, int rank, const std::string& dir, const C
   CalibrationSamples s;
   if (Status st = measure(name, rank, **store, a, s); !st) return fail(st.with_context("calibrate " + name));
   if (rank != 0) return 0;
-  const nlohmann::json j = {{"exchange_us", s.exchange_us}, {"reduce_us", s.reduce_us}};
+  const nlohmann::json j = {{"exchange_us", s.exchange_us}, {"reduce_us", s.reduce_us}, {"shared_us", s.shared_us}};
   if (Status st = write_file_atomic(dir + "/samples.json", j.dump()); !st) return fail(st);
   return 0;
 }
@@ -178,6 +209,7 @@ int collect(const std::string& dir, CalibrationSamples& s) {
   if (!j) return fail(j.status());
   s.exchange_us = (*j)["exchange_us"].get<Points>();
   s.reduce_us = (*j)["reduce_us"].get<Points>();
+  s.shared_us = (*j)["shared_us"].get<double>();
   return 0;
 }
 
@@ -263,8 +295,8 @@ int run_calibrate(const CalibrateArgs& a, const std::string& command) {
              std::chrono::duration<double>(Clock::now() - t0).count(), info.machine, info.load);
   for (const auto& [name, s] : all) {
     const coll::TransportCost& c = tuning.of(name);
-    fmt::print(stderr, "{}: alpha {:.3g} us, beta {:.3g} ns/B, gamma {:.3g} ns/B\n", name, c.alpha_us, c.beta_ns_per_byte,
-               c.gamma_ns_per_byte);
+    fmt::print(stderr, "{}: alpha {:.3g} us (ranks sharing a CPU: {:.3g}), beta {:.3g} ns/B (past {} B: {:.3g}), gamma {:.3g} ns/B\n",
+               name, c.alpha_us, c.alpha_shared_us, c.beta_ns_per_byte, c.cache_bytes, c.beta_far_ns_per_byte, c.gamma_ns_per_byte);
     print_picks(tuning, name);
   }
   return 0;

@@ -139,12 +139,14 @@ struct SelectionInput {
   std::string transport = "tcp";
   std::string local_transport;  // between ranks of one host, if it differs ("" = transport)
   std::vector<int> host_of;     // by rank: its host's index (the size is the communicator's)
+  int cpus = 0;                 // CPUs the ranks of a host may use (0: one per rank)
   bool oneshot = false;         // one-shot may run (ranks outnumber CPUs; no plan, no failed links)
   // A route plan's algorithm (kHalvingDoubling or kRing): kAuto picks
   // between butterfly and it. kAuto: no plan.
   Algorithm planned = Algorithm::kAuto;
   // `hosts` hosts of `per_host` ranks each, in blocks of consecutive ranks.
-  static SelectionInput blocks(std::string transport, int hosts, int per_host, std::string local_transport = "");
+  static SelectionInput blocks(std::string transport, int hosts, int per_host, std::string local_transport = "",
+                               int cpus = 0);
 };
 
 // Which algorithm kAuto's AllReduce runs from which size on: ranges by
