@@ -12,7 +12,7 @@ struct CalibrateArgs {
   std::string output;                   // "" or "-": stdout
   std::vector<std::string> transports;  // measured between two ranks of this host: tcp and shm
   size_t max_bytes = 16 << 20;          // the largest message measured
-  int batches = 5;                      // each point: the best of this many batches
+  int batches = 9;                      // each point: the best of this many batches
   int timeout_s = 120;                  // per transport
 };
 

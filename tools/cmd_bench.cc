@@ -257,7 +257,7 @@ void register_bench(CLI::App& app, Registry& reg) {
       "it) and gamma (each byte reduced, f32 sum), and alpha with both ranks on one CPU (a host\n"
       "running more ranks than CPUs). Two ranks on this host exchange messages of\n"
       "4 B to --max-bytes (default 16M, x4 apart) over tcp (loopback) and shm, or --transport\n"
-      "only, and time reduce_into; each point is the best of --batches batches (default 5),\n"
+      "only, and time reduce_into; each point is the best of --batches batches (default 9),\n"
       "every batch checked (the peer's bytes arrived, the sums are exact). A least-squares line\n"
       "through the points up to 1 MiB gives alpha and beta, the slope beyond it beta_far (messages that\n"
       "leave the cache), the reduce points gamma. About 5-20 s on an idle 2-CPU host; progress on\n"
