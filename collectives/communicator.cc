@@ -125,7 +125,7 @@ Status Communicator::Impl::setup(Store& store) {
   last_send.assign(static_cast<size_t>(n), 0);
   for (int r = 0; r < n; ++r) identity_group.push_back(r);
   if (peers_of.size() == 1) link_kind = peers_of.begin()->first;
-  choose_auto();
+  WEFT_RETURN_IF_ERROR(choose_auto(peers_of.size() > 1));
   // The peers of what kAuto may run are connected now, the rest on demand
   // (connections.cc).
   const std::vector<bool> at_setup = setup_peers();
@@ -179,31 +179,40 @@ Status Communicator::Impl::setup(Store& store) {
   return Status::ok();
 }
 
-// What kAuto runs here, resolved once (communicator_impl.h): the rule of
-// this transport and size, hybrid, one-shot, and a route plan's algorithm.
-void Communicator::Impl::choose_auto() {
+// What kAuto's AllReduce runs here, by size, resolved once
+// (communicator_impl.h): the cost model's picks with this communicator's
+// tuning (or the explicit rules), one-shot, and a route plan's algorithm.
+Status Communicator::Impl::choose_auto(bool mixed) {
   equal_multi_host = host_count > 1 && local.size() > 1 && !internal::equal_hosts(host_of).empty();
-  auto_hybrid = cfg.selection.hybrid_when_multi_host && equal_multi_host;
-  auto_rule = internal::match_rule(cfg.selection, link_kind, cfg.size);
+  Tuning tuning;
+  if (cfg.selection.tuning) {
+    tuning = *cfg.selection.tuning;
+  } else if (cfg.selection.rules.empty()) {
+    WEFT_ASSIGN_OR_RETURN(tuning, tuning_from_env());
+  }
+  SelectionInput in;
+  in.transport = link_kind;
+  if (mixed) in.local_transport = "shm";  // transport "auto": shm on the host, tcp across
+  in.host_of = host_of;
+  in.cpus = internal::usable_cpus();
   // One-shot talks to every peer: no remap avoids a failed link, a route
   // plan describes other pairs (below), and on many ranks it would connect
   // every pair (communicator.h "Connections").
-  auto_oneshot = static_cast<int>(local.size()) > internal::usable_cpus() && cfg.failed_links.empty() && !cfg.plan &&
-                 cfg.size <= cfg.selection.oneshot_max_ranks;
+  in.oneshot = static_cast<int>(local.size()) > internal::usable_cpus() && cfg.failed_links.empty() && !cfg.plan &&
+               cfg.size <= cfg.selection.oneshot_max_ranks;
   if (cfg.plan) {
     // A route plan is made for one algorithm's flows (routing/schedule.h):
     // only those pairs' connections carry planned ports, and only HD
-    // enforces its rounds. So kAuto keeps to the plan: from the rule's HD
-    // threshold on, the plan's algorithm; below it butterfly, which is
-    // latency-bound (one message per step, nothing for ECMP to collide) and
-    // pairs the same ranks as HD (routing::hd_layout); never hybrid, whose
-    // inter-host HD runs on subsets the plan does not describe.
-    plan_rule = *auto_rule;
+    // enforces its rounds. So kAuto keeps to the plan: the plan's algorithm
+    // or butterfly, which is latency-bound (one message per step, nothing
+    // for ECMP to collide) and pairs the same ranks as HD
+    // (routing::hd_layout); never hybrid, whose inter-host HD runs on
+    // subsets the plan does not describe.
     const bool ring = cfg.plan->collective == routing::collective_name(routing::Collective::kAllreduceRing);
-    plan_rule.ring_min_bytes = ring ? plan_rule.hd_min_bytes : SIZE_MAX;
-    auto_rule = &plan_rule;
-    auto_hybrid = false;
+    in.planned = ring ? Algorithm::kRing : Algorithm::kHalvingDoubling;
   }
+  auto_picks = select_allreduce(cfg.selection, tuning, in);
+  return Status::ok();
 }
 
 Status Communicator::Impl::fail(Status s) {
@@ -304,8 +313,8 @@ Status Communicator::Impl::execute(int coll, Algorithm a, MakePlanFn make, const
   if (coll == internal::kAllreduce && a == Algorithm::kHalvingDoubling) {
     if (!gates.empty() && (&group == &identity_group || group == identity_group)) {
       shape.gates = &gates;
-    } else if (auto_rule != nullptr) {
-      shape.piece = auto_rule->hd_piece_bytes;
+    } else {
+      shape.piece = auto_picks.hd_piece_bytes;
     }
   }
   Result<internal::Plan*> p = plan(coll, a, shape, make, deadline, timeout);
@@ -328,11 +337,7 @@ Status Communicator::Impl::usable() {
 
 bool Communicator::Impl::hosts_equal() const { return equal_multi_host; }
 
-// select_allreduce(cfg.selection, link_kind, size, bytes, hosts_equal()),
-// with everything but the size resolved in setup.
-Algorithm Communicator::Impl::select_auto_allreduce(size_t bytes) const {
-  return auto_hybrid ? Algorithm::kHybrid : internal::pick_by_size(auto_rule, bytes, auto_oneshot);
-}
+Algorithm Communicator::Impl::select_auto_allreduce(size_t bytes) const { return auto_picks.at(bytes); }
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;
@@ -351,6 +356,7 @@ int Communicator::size() const { return impl_->cfg.size; }
 const std::string& Communicator::host() const { return impl_->cfg.host; }
 const std::vector<int>& Communicator::local_ranks() const { return impl_->local; }
 int Communicator::host_count() const { return impl_->host_count; }
+const AllreducePicks& Communicator::auto_allreduce() const { return impl_->auto_picks; }
 Result<std::vector<int>> Communicator::allreduce_rank_map(Algorithm a) const {
   WEFT_ASSIGN_OR_RETURN(const std::vector<int>* map, impl_->rank_map(a));
   return *map;

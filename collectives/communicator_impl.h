@@ -32,13 +32,9 @@ class Communicator::Impl {
   // The per-call hot path of a small collective costs about as much as the
   // shared-memory transfer itself (bench/results/2026-11-24-shm.md: 2 ranks,
   // 4-256 B), so what does not change between calls is resolved once:
-  // kAuto's rule for this transport and rank count (setup), the rank maps
-  // by algorithm, and the last plan used (training loops repeat the same
-  // call).
-  bool auto_hybrid = false;                     // kAuto's AllReduce is hybrid at every size
-  bool auto_oneshot = false;                    // kAuto may pick one-shot (the rule's oneshot_below_bytes)
-  const SelectionRule* auto_rule = nullptr;     // in cfg.selection.rules (cfg is not changed after setup)
-  SelectionRule plan_rule;                      // auto_rule under a route plan (setup)
+  // kAuto's AllReduce by size (setup), the rank maps by algorithm, and the
+  // last plan used (training loops repeat the same call).
+  AllreducePicks auto_picks;
   std::array<const std::vector<int>*, 8> rank_map_of{};  // by Algorithm: rank_maps' entries
   std::vector<int> identity_group;  // 0, 1, ..., size-1
   std::string link_kind = "tcp";    // the transport of every peer, for selection; "tcp" when mixed
@@ -80,7 +76,7 @@ class Communicator::Impl {
   // fail() with the call named: "rank R: allreduce (hd, N x f32, sum)".
   Status fail_call(const Status& s, int coll, Algorithm a, size_t count, DataType t, ReduceOp op);
   Status setup(Store& store);
-  void choose_auto();
+  Status choose_auto(bool mixed);  // mixed: shm to same-host peers, tcp to the rest
   Status fail(Status s);
   using MakePlanFn = std::unique_ptr<internal::Plan> (*)(const internal::Shape&);
   // The cached plan, or a new one whose peers are then connected
@@ -113,11 +109,6 @@ class Communicator::Impl {
 
 namespace internal {
 enum Coll { kAllreduce = 0, kReduceScatter = 1, kAllgather = 2, kBroadcast = 3 };
-// select_allreduce (selection.cc) in two steps, so that the communicator
-// resolves the rule once: the first rule for this transport and rank count
-// (nullptr: none), then the algorithm for a size under that rule.
-const SelectionRule* match_rule(const Selection& s, std::string_view transport, int ranks);
-Algorithm pick_by_size(const SelectionRule* r, size_t bytes, bool oversubscribed);
 }  // namespace internal
 
 }  // namespace weft::coll

@@ -45,13 +45,13 @@ std::vector<bool> Communicator::Impl::setup_peers() {
     // As in execute(): gates bind HD on the plan's own rank order only.
     add(make, **map, a == Algorithm::kHalvingDoubling && !gates.empty() && **map == identity_group);
   }
-  if (auto_oneshot && auto_rule != nullptr && auto_rule->oneshot_below_bytes > 0) {
+  if (auto_picks.uses(Algorithm::kOneShot)) {
     add(internal::plan_allreduce_oneshot, identity_group, false);
   }
   add(internal::plan_reduce_scatter_ring, identity_group, false);
   add(internal::plan_allgather_ring, identity_group, false);
   if (equal_multi_host) {
-    if (auto_hybrid) add(internal::plan_allreduce_hybrid, identity_group, false);
+    if (auto_picks.uses(Algorithm::kHybrid)) add(internal::plan_allreduce_hybrid, identity_group, false);
     add(internal::plan_allgather_hierarchical, identity_group, false);  // kAuto's AllGather there
   }
   out[static_cast<size_t>(cfg.rank)] = false;

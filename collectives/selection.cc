@@ -1,54 +1,26 @@
-// kAuto's AllReduce choice (communicator.h: Selection). The default rules
-// are the best fit of the table bench/allreduce_sweep.sh measured on this
-// machine — 2 cores, loopback TCP and shared memory — recorded in
-// bench/results/2026-11-24-allreduce-selection.md: per transport and rank
-// count, the thresholds (taken from the measured sizes) whose picks come
-// closest to the fastest algorithm, geometric mean over the sizes.
-// tests/collectives/selection_test.cc re-derives that fit from the table and
-// fails when these rules drift from it. Rank counts between the measured
-// ones take the next larger one's rule. The tcp 2- and 4-rank rows were
-// re-measured with HD in 1 MiB pieces (hd_piece_bytes): HD wins from its
-// threshold up to the largest size measured (64 MiB), so ring never. The shm 2- and 4-rank rows were re-measured after
-// the idle-policy change (idle_wait.h) with the sweep alone under the
-// shared lock; the 3- and 8-rank rows are the earlier pass at load 9-11,
-// where single points swung 2-5x: re-measure those on a quiet host or a
-// real fabric.
+// kAuto's AllReduce choice (communicator.h: Selection): the cost model's
+// cheapest algorithm by size (cost_model.h, with the constants of
+// tuning.h), or the user's explicit rules.
+#include <algorithm>
 #include <climits>
+#include <cmath>
 
 #include <fmt/format.h>
 
-#include "communicator_impl.h"
+#include "algorithms/algorithms.h"
+#include "cost_model.h"
 #include "weft/collectives/communicator.h"
 
 namespace weft::coll {
 
-std::vector<SelectionRule> default_selection_rules() {
-  constexpr size_t kNever = SIZE_MAX;
-  return {
-      // transport, max ranks, HD from (below: butterfly), ring from, and
-      // where ranks outnumber CPUs one-shot below (the same file's one-shot
-      // table: measured at 3, 4 and 8 ranks on 2 CPUs, butterfly as
-      // fast or faster at 3 and 4; 2 ranks: one exchange either way), HD's
-      // piece (bench/results/2026-11-24-hd-pieces.md: measured at 2 and 4
-      // ranks over loopback TCP)
-      {"tcp", 2, 1 << 20, kNever, 0, 1 << 20},
-      {"tcp", 3, 256 << 10, kNever},
-      {"tcp", 4, 256 << 10, kNever, 0, 1 << 20},
-      {"tcp", INT_MAX, 1 << 20, kNever},  // measured at 8 ranks
-      {"shm", 2, 256 << 10, kNever},
-      {"shm", 3, 4 << 20, 4 << 20},
-      {"shm", 4, 256 << 10, kNever},
-      {"shm", INT_MAX, 16 << 10, kNever, 256},  // measured at 8 ranks
-      {"*", INT_MAX, 16 << 10, kNever},    // other transports (verbs): not measured here
-  };
-}
-
 Status Selection::validate() const {
-  if (rules.empty() || rules.back().transport != "*" || rules.back().max_ranks != INT_MAX) {
-    return invalid_argument("selection: the last rule must cover every transport and size (\"*\", INT_MAX ranks)");
-  }
+  if (tuning) WEFT_RETURN_IF_ERROR(tuning->validate());
   if (oneshot_max_ranks < 0) {
     return invalid_argument(fmt::format("selection: oneshot_max_ranks must be >= 0 (got {})", oneshot_max_ranks));
+  }
+  if (rules.empty()) return Status::ok();
+  if (rules.back().transport != "*" || rules.back().max_ranks != INT_MAX) {
+    return invalid_argument("selection: the last rule must cover every transport and size (\"*\", INT_MAX ranks)");
   }
   for (const SelectionRule& r : rules) {
     if (r.max_ranks < 1) return invalid_argument(fmt::format("selection: rule for '{}' has max_ranks {} < 1", r.transport, r.max_ranks));
@@ -64,29 +36,126 @@ Status Selection::validate() const {
   return Status::ok();
 }
 
-namespace internal {
+SelectionInput SelectionInput::blocks(std::string transport, int hosts, int per_host, std::string local_transport, int cpus) {
+  SelectionInput in;
+  in.cpus = cpus;
+  in.transport = std::move(transport);
+  in.local_transport = std::move(local_transport);
+  for (int r = 0; r < hosts * per_host; ++r) in.host_of.push_back(r / per_host);
+  return in;
+}
 
-const SelectionRule* match_rule(const Selection& s, std::string_view transport, int ranks) {
-  for (const SelectionRule& r : s.rules) {
-    if ((r.transport == "*" || r.transport == transport) && ranks <= r.max_ranks) return &r;
+bool AllreducePicks::uses(Algorithm a) const {
+  for (int i = 0; i < count; ++i) {
+    if (ranges[static_cast<size_t>(i)].algorithm == a) return true;
   }
-  return nullptr;  // unreachable once validate() passed
+  return false;
 }
 
-Algorithm pick_by_size(const SelectionRule* r, size_t bytes, bool oversubscribed) {
-  if (r == nullptr) return Algorithm::kHalvingDoubling;
-  if (oversubscribed && bytes < r->oneshot_below_bytes) return Algorithm::kOneShot;
-  return bytes < r->hd_min_bytes ? Algorithm::kButterfly
-         : bytes >= r->ring_min_bytes ? Algorithm::kRing
-                                      : Algorithm::kHalvingDoubling;
+std::string AllreducePicks::describe() const {
+  auto size = [](size_t b) {
+    if (b >= (size_t{1} << 30) && b % (size_t{1} << 30) == 0) return fmt::format("{} GiB", b >> 30);
+    if (b >= (size_t{1} << 20) && b % (size_t{1} << 20) == 0) return fmt::format("{} MiB", b >> 20);
+    if (b >= 1024 && b % 1024 == 0) return fmt::format("{} KiB", b >> 10);
+    return fmt::format("{} B", b);
+  };
+  std::string s(algorithm_name(ranges[0].algorithm));
+  for (int i = 1; i < count; ++i) {
+    const Range& r = ranges[static_cast<size_t>(i)];
+    s += fmt::format(", {} from {}", algorithm_name(r.algorithm), size(r.from_bytes));
+  }
+  return s;
 }
 
-}  // namespace internal
+namespace {
 
-Algorithm select_allreduce(const Selection& s, std::string_view transport, int ranks, size_t bytes, bool equal_hosts,
-                           bool oversubscribed) {
-  if (s.hybrid_when_multi_host && equal_hosts) return Algorithm::kHybrid;
-  return internal::pick_by_size(internal::match_rule(s, transport, ranks), bytes, oversubscribed);
+// Several hosts with the same number (> 1) of ranks each.
+bool multi_host(const SelectionInput& in) {
+  const auto hosts = internal::equal_hosts(in.host_of);
+  return hosts.size() > 1 && hosts.front().size() > 1;
+}
+
+// Appends a range unless the last one already runs `a`.
+void push(AllreducePicks& p, size_t from, Algorithm a) {
+  if (p.count > 0 && p.ranges[static_cast<size_t>(p.count - 1)].algorithm == a) return;
+  if (p.count == AllreducePicks::kMaxRanges) return;  // the last range runs on (never seen: 5 lines cross few times)
+  p.ranges[static_cast<size_t>(p.count++)] = {from, a};
+}
+
+// Explicit rules as ranges: the first rule for this transport and size.
+AllreducePicks by_rule(const Selection& s, const SelectionInput& in) {
+  const int p = static_cast<int>(in.host_of.size());
+  const SelectionRule* r = &s.rules.back();
+  for (const SelectionRule& x : s.rules) {
+    if ((x.transport == "*" || x.transport == in.transport) && p <= x.max_ranks) {
+      r = &x;
+      break;
+    }
+  }
+  const bool planned = in.planned != Algorithm::kAuto;
+  const bool hybrid = !planned && s.hybrid_when_multi_host && multi_host(in);
+  const size_t ring_min = !planned ? r->ring_min_bytes : in.planned == Algorithm::kRing ? r->hd_min_bytes : SIZE_MAX;
+  auto pick = [&](size_t b) {
+    if (hybrid && b >= r->hybrid_min_bytes) return Algorithm::kHybrid;
+    if (in.oneshot && !planned && b < r->oneshot_below_bytes) return Algorithm::kOneShot;
+    return b < r->hd_min_bytes ? Algorithm::kButterfly : b >= ring_min ? Algorithm::kRing : Algorithm::kHalvingDoubling;
+  };
+  std::vector<size_t> cuts = {0, r->hybrid_min_bytes, r->oneshot_below_bytes, r->hd_min_bytes, ring_min};
+  std::sort(cuts.begin(), cuts.end());
+  AllreducePicks picks;
+  picks.count = 0;
+  for (size_t c : cuts) {
+    if (c != SIZE_MAX) push(picks, c, pick(c));
+  }
+  picks.hd_piece_bytes = r->hd_piece_bytes;
+  return picks;
+}
+
+internal::ModelShape shape_of(const Tuning& tuning, const SelectionInput& in) {
+  internal::ModelShape shape;
+  shape.host_of = in.host_of;
+  shape.net = &tuning.of(in.transport);
+  shape.local = &tuning.of(in.local_transport.empty() ? in.transport : in.local_transport);
+  std::vector<int> on_host;
+  for (int h : in.host_of) {
+    if (static_cast<size_t>(h) >= on_host.size()) on_host.resize(static_cast<size_t>(h) + 1, 0);
+    shape.shared_cpus = shape.shared_cpus || (in.cpus > 0 && ++on_host[static_cast<size_t>(h)] > in.cpus);
+  }
+  return shape;
+}
+
+}  // namespace
+
+double predict_allreduce_us(Algorithm a, const Tuning& tuning, const SelectionInput& in, size_t bytes) {
+  if (a == Algorithm::kHybrid && !multi_host(in)) return HUGE_VAL;
+  return internal::allreduce_us(a, shape_of(tuning, in), static_cast<double>(bytes));
+}
+
+AllreducePicks select_allreduce(const Selection& s, const Tuning& tuning, const SelectionInput& in) {
+  if (!s.rules.empty()) return by_rule(s, in);
+  const internal::ModelShape shape = shape_of(tuning, in);
+  std::vector<Algorithm> candidates = {Algorithm::kButterfly};
+  if (in.planned != Algorithm::kAuto) {
+    candidates.push_back(in.planned);
+  } else {
+    candidates.insert(candidates.end(), {Algorithm::kHalvingDoubling, Algorithm::kRing});
+    if (in.oneshot) candidates.push_back(Algorithm::kOneShot);
+    if (s.hybrid_when_multi_host && multi_host(in)) candidates.push_back(Algorithm::kHybrid);
+  }
+  AllreducePicks picks;
+  picks.count = 0;
+  for (int k = 0; k <= 40; ++k) {
+    const double bytes = std::ldexp(1.0, k);
+    Algorithm best = candidates.front();
+    double best_us = HUGE_VAL;
+    for (Algorithm a : candidates) {
+      const double us = internal::allreduce_us(a, shape, bytes);
+      if (us < best_us) best = a, best_us = us;
+    }
+    push(picks, k == 0 ? 0 : size_t{1} << k, best);
+  }
+  picks.hd_piece_bytes = shape.net->hd_piece_bytes;
+  return picks;
 }
 
 }  // namespace weft::coll

@@ -6,20 +6,18 @@
 // launch_info_from_env). Every size is verified before it is timed: the
 // inputs make exact results, and #wrong counts the elements that differ on
 // any rank.
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "bench_values.h"
+#include "bench_calibrate.h"
 #include "cli_common.h"
+#include "rank_spawn.h"
 #include "weft/collectives/communicator.h"
 #include "weft/common/huge_buffer.h"
 #include "weft/routing/plan.h"
@@ -45,7 +43,7 @@ struct BenchArgs {
   std::string plan;
   int timeout_s = 120;
   std::string segment = "0";
-  std::string hd_piece;  // "" = the selection rules' own
+  std::string hd_piece;  // "" = the tuning's own
   int conns = 1;
   bool once = false;
   std::string socket_buffer = "0";
@@ -54,6 +52,8 @@ struct BenchArgs {
   std::string congestion_control = "auto";
   std::string listen_address;
   std::string host;
+  bool calibrate = false;
+  std::string output;
 };
 
 struct Parsed {
@@ -183,7 +183,10 @@ int rank_main(const BenchArgs& a, const Parsed& p, int rank, int size, const std
   if (auto sc = parse_size(a.shm_single_copy); sc && !a.shm_single_copy.empty()) cfg.shm.single_copy_min_bytes = *sc;
   if (auto ts = parse_size(a.tcp_splice); ts && !a.tcp_splice.empty()) cfg.tcp.splice_min_bytes = *ts;
   if (!a.hd_piece.empty()) {
-    for (auto& r : cfg.selection.rules) r.hd_piece_bytes = *parse_size(a.hd_piece);  // checked in run_bench
+    auto tuning = coll::tuning_from_env();
+    if (!tuning) return fail(tuning.status());
+    for (auto& [name, c] : tuning->transports) c.hd_piece_bytes = *parse_size(a.hd_piece);  // checked in run_bench
+    cfg.selection.tuning = std::move(*tuning);
   }
   if (a.once) cfg.scratch_reserve_bytes = p.hi;  // the one timed call must not pay page faults
   if (!a.plan.empty()) {
@@ -196,43 +199,9 @@ int rank_main(const BenchArgs& a, const Parsed& p, int rank, int size, const std
   return run_rank(a, p, **comm);
 }
 
-// Forks the ranks, waits for them (killing them all, by PID, if one fails
-// or the time runs out), and cleans the store directory.
 int spawn(const BenchArgs& a, const Parsed& p) {
-  char tmpl[] = "/tmp/weft-bench-XXXXXX";
-  if (!::mkdtemp(tmpl)) return fail(io_error("mkdtemp", errno));
-  const std::string dir = tmpl;
-  std::fflush(stdout);
-  std::vector<pid_t> kids;
-  for (int r = 0; r < a.ranks; ++r) {
-    pid_t pid = ::fork();
-    if (pid < 0) return fail(io_error("fork", errno));
-    if (pid == 0) ::_exit(rank_main(a, p, r, a.ranks, "file:" + dir));
-    kids.push_back(pid);
-  }
-  int rc = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(a.timeout_s) * 4;
-  size_t alive = kids.size();
-  while (alive > 0) {
-    int status = 0;
-    pid_t done = ::waitpid(-1, &status, WNOHANG);
-    if (done > 0) {
-      --alive;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
-      if (rc) {
-        for (pid_t k : kids) ::kill(k, SIGKILL);
-      }
-      continue;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      for (pid_t k : kids) ::kill(k, SIGKILL);
-      rc = fail(deadline_exceeded("bench ranks did not finish in time"));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  return rc;
+  return spawn_ranks(a.ranks, std::chrono::seconds(a.timeout_s) * 4,
+                     [&](int r, const std::string& dir) { return rank_main(a, p, r, a.ranks, "file:" + dir); });
 }
 
 int run_bench(const BenchArgs& a) {
@@ -270,9 +239,9 @@ int run_bench(const BenchArgs& a) {
 
 void register_bench(CLI::App& app, Registry& reg) {
   auto args = std::make_shared<BenchArgs>();
-  auto* cmd = app.add_subcommand("bench", "Measure a collective's bandwidth (nccl-tests columns), verified");
+  auto* cmd = app.add_subcommand("bench", "Measure a collective's bandwidth (nccl-tests columns), verified; or --calibrate");
   cmd->footer(
-      "Runs --ranks processes on this host (or, under mpirun/srun/torchrun, one rank per process)\n"
+      "weft bench COLLECTIVE runs --ranks processes on this host (or, under mpirun/srun/torchrun, one rank per process)\n"
       "and prints, for each size from --min-bytes to --max-bytes: time per call, algorithm\n"
       "bandwidth (size/time) and bus bandwidth (algbw x 2(n-1)/n for allreduce, (n-1)/n for\n"
       "reducescatter/allgather, 1 for broadcast), and #wrong: elements that missed the exact\n"
@@ -280,10 +249,29 @@ void register_bench(CLI::App& app, Registry& reg) {
       "Examples:\n"
       "  weft bench allreduce --ranks 4 --transport tcp -b 4 -e 64M\n"
       "  weft bench allreduce --ranks 4 --transport auto --ranks-per-host 2 --algo hybrid\n"
-      "  weft bench allgather --ranks 8 --transport shm --algo ring");
-  cmd->add_option("collective", args->collective, "allreduce, reducescatter, allgather or broadcast")
-      ->required()
+      "  weft bench allgather --ranks 8 --transport shm --algo ring\n"
+      "\n"
+      "weft bench --calibrate -o tuning.json measures the constants of the cost model that picks\n"
+      "kAuto's AllReduce algorithm (docs/collectives.md \"Selection\"), per transport: alpha (the\n"
+      "latency of a step: one message each way between two ranks), beta (each further byte of\n"
+      "it) and gamma (each byte reduced, f32 sum), and alpha with both ranks on one CPU (a host\n"
+      "running more ranks than CPUs). Two ranks on this host exchange messages of\n"
+      "4 B to --max-bytes (default 16M, x4 apart) over tcp (loopback) and shm, or --transport\n"
+      "only, and time reduce_into; each point is the best of --batches batches (default 9),\n"
+      "every batch checked (the peer's bytes arrived, the sums are exact). A least-squares line\n"
+      "through the points up to 1 MiB gives alpha and beta, the slope beyond it beta_far (messages that\n"
+      "leave the cache), the reduce points gamma. About 5-20 s on an idle 2-CPU host; progress on\n"
+      "stderr. The file records the machine, the time and the load average: measure on an idle\n"
+      "machine of the kind your job runs on, with the transport it uses between hosts, then\n"
+      "  WEFT_TUNING=tuning.json <your job>     (every rank must read the same file)\n"
+      "or CommConfig::selection.tuning = *weft::coll::load_tuning(\"tuning.json\").\n"
+      "Examples:\n"
+      "  weft bench --calibrate -o tuning.json\n"
+      "  weft bench --calibrate --transport tcp -e 16M --batches 9 -o tcp.json");
+  cmd->add_option("collective", args->collective, "allreduce, reducescatter, allgather or broadcast (not with --calibrate)")
       ->check(CLI::IsMember({"allreduce", "reducescatter", "allgather", "broadcast"}));
+  cmd->add_flag("--calibrate", args->calibrate, "measure the selection cost model's constants (below) instead");
+  cmd->add_option("-o,--output", args->output, "--calibrate: the tuning file to write (default: stdout)");
   cmd->add_option("-n,--ranks", args->ranks, "processes to run (ignored under a launcher)")->capture_default_str();
   cmd->add_option("--transport", args->transport, "tcp, shm, auto (shm on one host, tcp across)")->capture_default_str();
   cmd->add_option("--algo", args->algo, "auto, hd, ring, butterfly, oneshot, hybrid, hierarchical, binomial")->capture_default_str();
@@ -303,7 +291,7 @@ void register_bench(CLI::App& app, Registry& reg) {
   cmd->add_option("--segment", args->segment, "pipelining segment of ring algorithms (0 = default)")->capture_default_str();
   cmd->add_option("--hd-piece", args->hd_piece,
                   "allreduce HD: run in consecutive pieces of at most SIZE (0 = the whole vector; default:\n"
-                  "the selection rule's, docs/collectives.md \"Selection\"); sets every rule's hd_piece_bytes");
+                  "the tuning's, docs/collectives.md \"Selection\"); sets every transport's hd_piece_bytes");
   cmd->add_option("--connections", args->conns, "TCP connections per peer and direction")->capture_default_str();
   cmd->add_flag("--once", args->once,
                 "one call per size, timed and then verified (for fabrics where a call takes seconds)");
@@ -326,7 +314,28 @@ void register_bench(CLI::App& app, Registry& reg) {
       ->capture_default_str();
   cmd->add_option("--host", args->host, "this rank's host identity (default: hostname; equal = same memory)");
   cmd->add_option("--timeout", args->timeout_s, "seconds per collective call and for setup")->capture_default_str();
-  cmd->callback([&reg, args] { reg.run = [args] { return run_bench(*args); }; });
+  cmd->callback([&reg, args, cmd] {
+    // An option's default or the user's value: --calibrate has defaults of its own.
+    const auto given = [cmd](const char* name) { return cmd->get_option(name)->count() > 0; };
+    if (!args->calibrate) {
+      if (args->collective.empty()) throw CLI::RequiredError("collective (or --calibrate)");
+      reg.run = [args] { return run_bench(*args); };
+      return;
+    }
+    if (!args->collective.empty()) throw CLI::ValidationError("collective", "--calibrate measures no collective");
+    CalibrateArgs c;
+    c.output = args->output;
+    c.transports = given("--transport") ? std::vector<std::string>{args->transport} : std::vector<std::string>{"tcp", "shm"};
+    auto most = parse_size(args->max_bytes);
+    if (!most) throw CLI::ValidationError("--max-bytes", "must be a size");
+    if (given("--max-bytes")) c.max_bytes = *most;
+    if (given("--batches")) c.batches = args->batches;
+    c.timeout_s = args->timeout_s;
+    const std::string command = fmt::format("weft bench --calibrate{} -e {} --batches {}{}",
+                                            c.transports.size() == 1 ? " --transport " + c.transports[0] : "", c.max_bytes,
+                                            c.batches, c.output.empty() ? "" : " -o " + c.output);
+    reg.run = [c, command] { return run_calibrate(c, command); };
+  });
 }
 
 }  // namespace weft::cli

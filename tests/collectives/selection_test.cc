@@ -1,7 +1,8 @@
-// kAuto's AllReduce choice: rule matching, validation, and — the point —
-// that the built-in rules are the best fit of the table bench/allreduce_sweep.sh measured,
-// as recorded in bench/results/2026-11-24-allreduce-selection.md between the
-// selection-table markers.
+// kAuto's AllReduce choice: the point — that the cost model with the
+// built-in constants picks (nearly) the fastest algorithm of the table
+// bench/allreduce_sweep.sh measured, recorded in
+// bench/results/2026-11-24-allreduce-selection.md between the
+// selection-table markers — and the explicit rules that replace the model.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +13,10 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <iostream>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "weft/collectives/communicator.h"
 
@@ -78,134 +82,82 @@ int index_of(Algorithm a) {
   }
 }
 
-// How far a choice of thresholds is from the fastest algorithm over one
-// (transport, ranks) group of the table: the geometric mean over its sizes
-// of picked time / fastest time (1 = the fastest everywhere). The geometric
-// mean weighs every size alike; a sum of times would let the largest sizes
-// decide alone.
-double misfit(const std::vector<const Measured*>& group, size_t hd_min, size_t ring_min) {
-  double log_sum = 0;
-  for (const Measured* m : group) {
-    const double picked = m->bytes < hd_min ? m->us[0] : m->bytes >= ring_min ? m->us[2] : m->us[1];
-    log_sum += std::log(picked / std::min({m->us[0], m->us[1], m->us[2]}));
-  }
-  return std::exp(log_sum / static_cast<double>(group.size()));
+// The model's pick for `ranks` ranks of one host of `cpus` CPUs over `transport`.
+Algorithm pick(const Selection& s, const std::string& transport, int ranks, size_t bytes, bool oneshot = false, int cpus = 0) {
+  SelectionInput in = SelectionInput::blocks(transport, 1, ranks, "", cpus);
+  in.oneshot = oneshot;
+  return select_allreduce(s, built_in_tuning(), in).at(bytes);
 }
 
-// The built-in thresholds must be the table's best fit: for every
-// (transport, ranks) measured, no other pair of thresholds taken from the
-// measured sizes comes within 1% closer to the fastest. Not "within 10% of
-// the fastest at every point": on this shared 2-core host a single point
-// swings by 2-5x with the neighbours' load (the table shows it), and no
-// size threshold can follow such swings; the best fit is what can be
-// measured honestly, and this test keeps the code and the measurement from
-// drifting apart.
-TEST(Selection, BuiltInRulesAreTheBestFitOfTheMeasuredTable) {
+// How far the built-in model's picks are from the fastest algorithm of the
+// measured table: per (transport, ranks), the geometric mean over the sizes
+// of picked time / fastest time (1 = the fastest everywhere; the geometric
+// mean weighs every size alike, where a sum of times would let the largest
+// decide alone). The constants were measured by `weft bench --calibrate`
+// (two ranks), the table by the sweep on 2 to 8 ranks of the same machine
+// two days earlier: the test is that a model fitted on two ranks carries
+// over. Bounds: 1.10 over the whole table, 1.30 for any (transport, ranks)
+// (the 3- and 8-rank rows were measured at load 9-11, where single points
+// swung 2-5x: no size rule follows those; the hand-fitted rules the model
+// replaced reached 1.01-1.16 per group by fitting this very table).
+constexpr int kTableCpus = 2;  // the table's header: "2 cpus"
+TEST(Selection, BuiltInModelPicksWithinToleranceOfTheFastestOnTheMeasuredTable) {
   const auto rows = read_table();
   ASSERT_GE(rows.size(), 20u) << kTables << " has no selection table (run bench/allreduce_sweep.sh)";
   std::map<std::pair<std::string, int>, std::vector<const Measured*>> groups;
   for (const Measured& m : rows) groups[{m.transport, m.ranks}].push_back(&m);
   const Selection sel;
+  double all_log = 0;
   for (const auto& [key, group] : groups) {
-    std::vector<size_t> cuts = {0, SIZE_MAX};
-    for (const Measured* m : group) cuts.push_back(m->bytes);
-    double best = 1e300;
-    size_t best_hd = 0, best_ring = 0;
-    for (size_t h : cuts) {
-      for (size_t r : cuts) {
-        if (r < h) continue;
-        const double f = misfit(group, h, r);
-        if (f < best) best = f, best_hd = h, best_ring = r;
-      }
-    }
-    // What the built-in rules pick, size by size.
     double log_sum = 0;
+    std::string picks;
     for (const Measured* m : group) {
-      const Algorithm a = select_allreduce(sel, key.first, key.second, m->bytes, false);
+      const Algorithm a = pick(sel, key.first, key.second, m->bytes, false, kTableCpus);
       const int i = index_of(a);
-      ASSERT_GE(i, 0) << algorithm_name(a);
+      ASSERT_GE(i, 0) << algorithm_name(a) << " is not in the table (" << kTables << ":" << m->line << ")";
       log_sum += std::log(m->us[i] / std::min({m->us[0], m->us[1], m->us[2]}));
+      picks += fmt::format(" {}:{}", m->bytes, algorithm_name(a));
     }
-    const double builtin = std::exp(log_sum / static_cast<double>(group.size()));
-    EXPECT_LE(builtin, 1.01 * best) << key.first << ", " << key.second << " ranks: the built-in rules are "
-                                    << builtin << "x the fastest (geometric mean over " << group.size()
-                                    << " sizes), HD from " << best_hd << " B and ring from " << best_ring
-                                    << " B would be " << best << "x";
+    all_log += log_sum;
+    const double misfit = std::exp(log_sum / static_cast<double>(group.size()));
+    std::cout << key.first << " " << key.second << " ranks: " << fmt::format("{:.3f}", misfit) << "x the fastest;" << picks << "\n";
+    EXPECT_LE(misfit, 1.30) << key.first << ", " << key.second << " ranks:" << picks;
   }
-}
-
-// The one-shot thresholds (SelectionRule::oneshot_below_bytes) against
-// their own table in the same file ("oneshot-table" markers: one-shot
-// and butterfly times where the host's ranks outnumber its CPUs): for every
-// (transport, ranks) measured, no other cut among the measured sizes comes
-// within 1% closer to the faster of the two (same measure as above).
-TEST(Selection, OneShotThresholdsAreTheBestFitOfTheirMeasuredTable) {
-  std::map<std::pair<std::string, int>, std::vector<std::array<double, 3>>> groups;  // size, oneshot, butterfly
-  for (const auto& [line, cells] : table_rows("oneshot-table")) {
-    ASSERT_GE(cells.size(), 5u) << kTables << ":" << line;
-    groups[{cells[0], std::stoi(cells[1])}].push_back({std::stod(cells[2]), std::stod(cells[3]), std::stod(cells[4])});
-  }
-  ASSERT_GE(groups.size(), 3u) << kTables << " has no one-shot table";
-  const Selection sel;
-  for (const auto& [key, rows] : groups) {
-    auto misfit = [&](auto oneshot_at) {
-      double log_sum = 0;
-      for (const auto& r : rows) log_sum += std::log((oneshot_at(r[0]) ? r[1] : r[2]) / std::min(r[1], r[2]));
-      return std::exp(log_sum / static_cast<double>(rows.size()));
-    };
-    double best = 1e300, best_cut = 0;
-    std::vector<double> cuts = {0, 1e300};
-    for (const auto& r : rows) cuts.push_back(r[0]);
-    for (double c : cuts) {
-      const double f = misfit([c](double bytes) { return bytes < c; });
-      if (f < best) best = f, best_cut = c;
-    }
-    const double builtin = misfit([&, &k = key](double bytes) {
-      return select_allreduce(sel, k.first, k.second, static_cast<size_t>(bytes), false, true) == Algorithm::kOneShot;
-    });
-    EXPECT_LE(builtin, 1.01 * best) << key.first << ", " << key.second << " ranks: the built-in one-shot threshold is "
-                                    << builtin << "x the faster, one-shot below " << best_cut << " B would be " << best
-                                    << "x";
-  }
+  const double overall = std::exp(all_log / static_cast<double>(rows.size()));
+  std::cout << "whole table: " << fmt::format("{:.3f}", overall) << "x the fastest (geometric mean over " << rows.size() << " sizes)\n";
+  EXPECT_LE(overall, 1.10);
 }
 
 TEST(Selection, FirstMatchingRuleDecidesBySize) {
   Selection s;
   s.rules = {{"shm", 4, 1024, 1 << 20}, {"*", INT_MAX, 64, 128}};
-  EXPECT_EQ(select_allreduce(s, "shm", 4, 1023, false), Algorithm::kButterfly);
-  EXPECT_EQ(select_allreduce(s, "shm", 4, 1024, false), Algorithm::kHalvingDoubling);
-  EXPECT_EQ(select_allreduce(s, "shm", 4, 1 << 20, false), Algorithm::kRing);
-  EXPECT_EQ(select_allreduce(s, "shm", 5, 1024, false), Algorithm::kRing);  // past max_ranks: the catch-all
-  EXPECT_EQ(select_allreduce(s, "tcp", 2, 100, false), Algorithm::kHalvingDoubling);
-  EXPECT_EQ(select_allreduce(s, "tcp", 2, 100, true), Algorithm::kHybrid);
+  EXPECT_EQ(pick(s, "shm", 4, 1023), Algorithm::kButterfly);
+  EXPECT_EQ(pick(s, "shm", 4, 1024), Algorithm::kHalvingDoubling);
+  EXPECT_EQ(pick(s, "shm", 4, 1 << 20), Algorithm::kRing);
+  EXPECT_EQ(pick(s, "shm", 5, 1024), Algorithm::kRing);  // past max_ranks: the catch-all
+  EXPECT_EQ(pick(s, "tcp", 2, 100), Algorithm::kHalvingDoubling);
+  const SelectionInput hosts = SelectionInput::blocks("tcp", 2, 2);
+  EXPECT_EQ(select_allreduce(s, built_in_tuning(), hosts).at(100), Algorithm::kHalvingDoubling)
+      << "rules run hybrid only from hybrid_min_bytes";
+  s.rules.back().hybrid_min_bytes = 1000;
+  EXPECT_EQ(select_allreduce(s, built_in_tuning(), hosts).at(999), Algorithm::kRing);
+  EXPECT_EQ(select_allreduce(s, built_in_tuning(), hosts).at(1000), Algorithm::kHybrid);
   s.hybrid_when_multi_host = false;
-  EXPECT_EQ(select_allreduce(s, "tcp", 2, 100, true), Algorithm::kHalvingDoubling);
+  EXPECT_EQ(select_allreduce(s, built_in_tuning(), hosts).at(1000), Algorithm::kRing);
 }
 
-TEST(Selection, OneShotOnlyBelowItsThresholdWhereRanksOutnumberCpus) {
+TEST(Selection, OneShotRuleOnlyBelowItsThresholdWhereOneShotMayRun) {
   Selection s;
   s.rules = {{"shm", 4, 1024, 1 << 20, 512}, {"*", INT_MAX, 64, 128}};
-  EXPECT_EQ(select_allreduce(s, "shm", 4, 511, false, true), Algorithm::kOneShot);
-  EXPECT_EQ(select_allreduce(s, "shm", 4, 512, false, true), Algorithm::kButterfly);
-  EXPECT_EQ(select_allreduce(s, "shm", 4, 511, false, false), Algorithm::kButterfly) << "ranks fit the CPUs";
-  EXPECT_EQ(select_allreduce(s, "tcp", 4, 4, false, true), Algorithm::kButterfly)
-      << "the catch-all has no one-shot threshold";
-  s.hybrid_when_multi_host = true;
-  EXPECT_EQ(select_allreduce(s, "shm", 4, 4, true, true), Algorithm::kHybrid);
-  // The built-in rules: one-shot where it measured faster (shm, 8 ranks,
-  // below 256 B), never over tcp.
-  const Selection builtin;
-  EXPECT_EQ(select_allreduce(builtin, "shm", 8, 4, false, true), Algorithm::kOneShot);
-  EXPECT_EQ(select_allreduce(builtin, "shm", 8, 256, false, true), Algorithm::kButterfly);
-  EXPECT_EQ(select_allreduce(builtin, "shm", 4, 4, false, true), Algorithm::kButterfly);
-  EXPECT_EQ(select_allreduce(builtin, "shm", 3, 4, false, true), Algorithm::kButterfly);
-  EXPECT_EQ(select_allreduce(builtin, "shm", 2, 4, false, true), Algorithm::kButterfly);
-  EXPECT_EQ(select_allreduce(builtin, "tcp", 4, 4, false, true), Algorithm::kButterfly);
+  EXPECT_EQ(pick(s, "shm", 4, 511, true), Algorithm::kOneShot);
+  EXPECT_EQ(pick(s, "shm", 4, 512, true), Algorithm::kButterfly);
+  EXPECT_EQ(pick(s, "shm", 4, 511, false), Algorithm::kButterfly) << "ranks fit the CPUs";
+  EXPECT_EQ(pick(s, "tcp", 4, 4, true), Algorithm::kButterfly) << "the catch-all has no one-shot threshold";
 }
 
 TEST(Selection, RulesWithoutACatchAllOrWithCrossedThresholdsAreRejected) {
   Selection s;
-  EXPECT_TRUE(s.validate()) << "built-in rules";
+  EXPECT_TRUE(s.validate()) << "no rules: the model";
   s.rules = {{"tcp", INT_MAX, 16, 32}};
   Status v = s.validate();
   EXPECT_FALSE(v);
@@ -215,7 +167,7 @@ TEST(Selection, RulesWithoutACatchAllOrWithCrossedThresholdsAreRejected) {
   EXPECT_FALSE(v);
   EXPECT_NE(v.message().find("ring_min_bytes 32 below hd_min_bytes 64"), std::string::npos) << v.message();
   CommConfig cfg;
-  cfg.selection.rules.clear();
+  cfg.selection.rules = {{"tcp", INT_MAX, 16, 32}};
   EXPECT_FALSE(cfg.validate()) << "the communicator rejects an invalid selection";
 }
 

@@ -23,8 +23,8 @@
 // kAuto may run on this communicator: AllReduce's butterfly (also
 // barrier's), halving-doubling (with its fold, and the route plan's gates)
 // and ring, each on its rank map; ReduceScatter's and AllGather's ring;
-// one-shot where kAuto may pick it (Selection::oneshot_max_ranks); hybrid
-// and the hierarchical AllGather on equal hosts. On P ranks of one host,
+// one-shot and hybrid where kAuto's picks have them (AllreducePicks); the
+// hierarchical AllGather on equal hosts. On P ranks of one host,
 // without failed links (each algorithm's own rank map) or one-shot, that
 // is at most log2(P) + 2 peers (TCP: at most 2 log2(P) + 5 sockets with
 // the listening one; 17 at 128 ranks, where HD's first partner is a ring
@@ -36,7 +36,9 @@
 // create().
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -48,6 +50,7 @@
 
 #include "weft/collectives/store.h"
 #include "weft/collectives/transport.h"
+#include "weft/collectives/tuning.h"
 #include "weft/collectives/types.h"
 #include "weft/common/status.h"
 #include "weft/routing/plan.h"
@@ -67,22 +70,31 @@ enum class Algorithm : uint8_t {
 std::string_view algorithm_name(Algorithm a);  // "auto", "hd", "ring", "butterfly", ...
 std::optional<Algorithm> parse_algorithm(std::string_view s);
 
-// Algorithm selection for kAuto's AllReduce. Hybrid when the ranks sit on
-// several hosts with the same number (> 1) each; otherwise the first rule
-// matching the communicator's transport and size picks by message size:
-// butterfly below hd_min_bytes, ring from ring_min_bytes, HD between. The
-// default rules are the crossovers measured on this machine by
-// bench/allreduce_sweep.sh (bench/results/2026-11-24-allreduce-selection.md
-// has the table; the test Selection.BuiltInRulesAreTheBestFitOfTheMeasuredTable
-// holds them to it).
-// Re-measure on a real fabric and pass your own rules. Under a route plan
-// the communicator's kAuto keeps to the plan's algorithm from hd_min_bytes
-// on (butterfly below, never hybrid): only its flows are planned.
-// Where this host's ranks outnumber the CPUs a rank may use, sizes below
-// oneshot_below_bytes run one-shot instead (one round of messages: every
-// dependent round of butterfly can cost a context switch per CPU there);
-// not under a route plan or failed links (one-shot talks to every peer),
-// and only on communicators of at most Selection::oneshot_max_ranks.
+// Algorithm selection for kAuto's AllReduce: by default a cost model
+// (docs/collectives.md "Selection"). Each transport has a latency α, a
+// per-byte time β and a per-byte reduce time γ (tuning.h); the model sums
+// them over every algorithm's real steps (collectives/cost_model.h) and
+// kAuto runs the cheapest: butterfly, HD, ring, one-shot (where this host's
+// ranks outnumber the CPUs a rank may use: every dependent round can cost
+// a context switch there), and hybrid (several hosts with the same number
+// > 1 of ranks each), each only where its predicted time is the smallest.
+// The communicator works out at creation which algorithm is cheapest from
+// which size (AllreducePicks); a call only looks its size up. The constants
+// are Selection::tuning, else the file $WEFT_TUNING names, else
+// built_in_tuning(); `weft bench --calibrate -o tuning.json` measures them
+// on your machines.
+//
+// Under a route plan kAuto chooses between butterfly and the plan's
+// algorithm only (only the plan's flows are routed; never hybrid, whose
+// inter-host HD runs on subsets the plan does not describe). One-shot
+// never runs with failed links (it talks to every peer) nor on more ranks
+// than Selection::oneshot_max_ranks.
+//
+// Explicit rules (Selection::rules, not empty) replace the model: the first
+// rule matching the communicator's transport ("tcp" when several are mixed)
+// and size picks by message size: butterfly below hd_min_bytes, ring from
+// ring_min_bytes, HD between; one-shot below oneshot_below_bytes where
+// one-shot may run; hybrid from hybrid_min_bytes on equal hosts.
 struct SelectionRule {
   std::string transport;  // the transport serving every peer ("tcp", "shm", ...); "*" = any
   int max_ranks;          // the rule covers communicators of at most this many ranks
@@ -94,34 +106,79 @@ struct SelectionRule {
   // the whole vector at once; at least kMinHdPieceBytes otherwise). Also
   // when HD is asked for (CollectiveOptions::algorithm): it is how HD runs
   // here, not another algorithm. Not with a route plan's rounds, which
-  // describe whole steps. bench/results/2026-11-24-hd-pieces.md.
+  // describe whole steps. bench/results/2026-11-24-hd-pieces.md. Under the
+  // model: TransportCost::hd_piece_bytes.
   size_t hd_piece_bytes = 0;
+  size_t hybrid_min_bytes = SIZE_MAX;  // equal hosts: from this size on hybrid (SIZE_MAX = never)
 };
 // Below a page a piece is nothing but its steps' latencies, and each piece
 // is a plan of its own.
 inline constexpr size_t kMinHdPieceBytes = 4096;
-std::vector<SelectionRule> default_selection_rules();
 
 struct Selection {
-  std::vector<SelectionRule> rules = default_selection_rules();  // first match wins
-  bool hybrid_when_multi_host = true;  // >1 host, equal ranks per host: hybrid
-  // kAuto runs one-shot (a rule's oneshot_below_bytes) only on communicators
-  // of at most this many ranks: it connects every pair (2 (P - 1) TCP
-  // sockets, a shared-memory ring to every peer), and it was measured up
-  // to 8 ranks (bench/results/2026-11-24-allreduce-selection.md). >= 0;
-  // one-shot asked for runs at any size.
+  // The model's constants; unset: $WEFT_TUNING's file if the variable is
+  // set, else built_in_tuning(). Resolved when a communicator is created.
+  std::optional<Tuning> tuning;
+  // Not empty: these rules instead of the model, first match wins; the
+  // last must cover every transport and size ("*", INT_MAX ranks).
+  std::vector<SelectionRule> rules;
+  bool hybrid_when_multi_host = true;  // false: kAuto never runs hybrid
+  // kAuto runs one-shot only on communicators of at most this many ranks:
+  // it connects every pair (2 (P - 1) TCP sockets, a shared-memory ring to
+  // every peer), and it was measured up to 8 ranks
+  // (bench/results/2026-11-24-allreduce-selection.md). >= 0; one-shot
+  // asked for runs at any size.
   int oneshot_max_ranks = 8;
-  // The last rule must cover every transport and size ("*", INT_MAX), so
-  // that every communicator has one.
   Status validate() const;
 };
 
-// The algorithm kAuto runs for an AllReduce of `bytes` on `ranks` ranks
-// whose peers are all served by `transport` ("tcp" when several are mixed);
-// `equal_hosts`: several hosts with the same number (> 1) of ranks each;
-// `oversubscribed`: this host's ranks outnumber the CPUs a rank may use.
-Algorithm select_allreduce(const Selection& s, std::string_view transport, int ranks, size_t bytes,
-                           bool equal_hosts, bool oversubscribed = false);
+// What selection knows of a communicator (Communicator::create fills it).
+struct SelectionInput {
+  // The transport serving every peer; with several (transport "auto"), the
+  // one between hosts.
+  std::string transport = "tcp";
+  std::string local_transport;  // between ranks of one host, if it differs ("" = transport)
+  std::vector<int> host_of;     // by rank: its host's index (the size is the communicator's)
+  int cpus = 0;                 // CPUs the ranks of a host may use (0: one per rank)
+  bool oneshot = false;         // one-shot may run (ranks outnumber CPUs; no plan, no failed links)
+  // A route plan's algorithm (kHalvingDoubling or kRing): kAuto picks
+  // between butterfly and it. kAuto: no plan.
+  Algorithm planned = Algorithm::kAuto;
+  // `hosts` hosts of `per_host` ranks each, in blocks of consecutive ranks.
+  static SelectionInput blocks(std::string transport, int hosts, int per_host, std::string local_transport = "",
+                               int cpus = 0);
+};
+
+// Which algorithm kAuto's AllReduce runs from which size on: ranges by
+// ascending from_bytes, the first from 0. Fixed per communicator; at() is
+// what a call does (no allocation).
+struct AllreducePicks {
+  struct Range {
+    size_t from_bytes = 0;
+    Algorithm algorithm = Algorithm::kButterfly;
+  };
+  static constexpr int kMaxRanges = 16;
+  std::array<Range, kMaxRanges> ranges{};
+  int count = 1;
+  size_t hd_piece_bytes = 0;  // HD's piece on this communicator (0 = whole)
+  Algorithm at(size_t bytes) const {
+    int i = 0;
+    while (i + 1 < count && bytes >= ranges[static_cast<size_t>(i + 1)].from_bytes) ++i;
+    return ranges[static_cast<size_t>(i)].algorithm;
+  }
+  bool uses(Algorithm a) const;
+  std::string describe() const;  // "butterfly, hd from 512 KiB"
+};
+
+// The picks for a communicator: by the model with `tuning` (which must
+// validate()), or by the explicit rules if s.rules is not empty. The model
+// evaluates every candidate at each power of two from 1 B to 1 TiB and
+// picks the cheapest there for sizes up to the next (ties: butterfly, hd,
+// ring, one-shot, hybrid, in that order).
+AllreducePicks select_allreduce(const Selection& s, const Tuning& tuning, const SelectionInput& in);
+// The model's predicted time of `a` for `bytes` on `in` (µs): what the
+// picks compare; HUGE_VAL where `a` cannot run on it.
+double predict_allreduce_us(Algorithm a, const Tuning& tuning, const SelectionInput& in, size_t bytes);
 
 struct CollectiveOptions {
   Algorithm algorithm = Algorithm::kAuto;
@@ -267,6 +324,8 @@ class Communicator {
   // (identity unless failed_links forced a remap; an error if no order
   // avoids them).
   Result<std::vector<int>> allreduce_rank_map(Algorithm a) const;
+  // What kAuto's AllReduce runs on this communicator, by size.
+  const AllreducePicks& auto_allreduce() const;
 
   class Impl;
 
