@@ -142,6 +142,12 @@ AllreducePicks select_allreduce(const Selection& s, const Tuning& tuning, const 
     if (in.oneshot) candidates.push_back(Algorithm::kOneShot);
     if (s.hybrid_when_multi_host && multi_host(in)) candidates.push_back(Algorithm::kHybrid);
   }
+  // Hybrid only for calls that are bound by bandwidth between hosts: from
+  // the inter-host transport's n½ = α/β (Hockney, Parallel Computing 1994:
+  // the message length that reaches half the bandwidth), where moving 1/l of
+  // the vector across is what pays; below it a call is a few latencies,
+  // which the model prices but nobody measured for hybrid on real hosts.
+  const double hybrid_from = shape.net->alpha_us * 1e3 / shape.net->beta_ns_per_byte;
   AllreducePicks picks;
   picks.count = 0;
   for (int k = 0; k <= 40; ++k) {
@@ -149,6 +155,7 @@ AllreducePicks select_allreduce(const Selection& s, const Tuning& tuning, const 
     Algorithm best = candidates.front();
     double best_us = HUGE_VAL;
     for (Algorithm a : candidates) {
+      if (a == Algorithm::kHybrid && bytes < hybrid_from) continue;
       const double us = internal::allreduce_us(a, shape, bytes);
       if (us < best_us) best = a, best_us = us;
     }

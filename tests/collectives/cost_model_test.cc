@@ -107,18 +107,25 @@ TEST(CostModel, HybridIsNeverPickedForTinyCallsOnHostsOfPowerOfTwoRanks) {
   }
 }
 
-// Where a host's ranks are not a power of two, MPICH's fold pairs ranks of
-// different hosts: on 2 hosts x 3, butterfly takes 4 steps between hosts
-// (fold, 2 exchanges, unfold), hybrid 2 (HD between 2 hosts) and 4 inside
-// them. The model picks hybrid there even at 4 B, because it is predicted
-// faster.
-TEST(CostModel, HybridWinsEvenTinyCallsWhereTheFlatFoldCrossesHosts) {
+// Hybrid never below the inter-host transport's n½ = α/β, even where the
+// model prices it cheaper: on 2 hosts of 3 ranks the flat butterfly takes 4
+// inter-host steps (fold, 2 exchanges, unfold) and hybrid 2 between hosts
+// and 4 inside them, yet a 4 B call runs butterfly (selection.cc says why).
+TEST(CostModel, HybridOnlyFromTheInterHostHalfBandwidthLength) {
   const Tuning t = built_in_tuning();
-  const SelectionInput in = SelectionInput::blocks("tcp", 2, 3, "shm");
   const double tcp = t.of("tcp").alpha_us, shm = t.of("shm").alpha_us, tiny = 0.01;  // 4 B cost ~0.002 us
+  const size_t n_half = static_cast<size_t>(tcp * 1e3 / t.of("tcp").beta_ns_per_byte);
+  for (const auto& [hosts, per] : {std::pair{2, 3}, std::pair{4, 3}, std::pair{2, 4}, std::pair{8, 2}, std::pair{2, 6}}) {
+    const SelectionInput in = SelectionInput::blocks("tcp", hosts, per, "shm");
+    const AllreducePicks p = select_allreduce({}, t, in);
+    for (size_t b = 1; b < n_half; b = b * 2 + 1) {
+      EXPECT_NE(p.at(b), Algorithm::kHybrid) << hosts << " x " << per << " at " << b << " B: " << p.describe();
+    }
+  }
+  const SelectionInput in = SelectionInput::blocks("tcp", 2, 3, "shm");
   EXPECT_NEAR(predict_allreduce_us(Algorithm::kButterfly, t, in, 4), 4 * tcp, tiny);
   EXPECT_NEAR(predict_allreduce_us(Algorithm::kHybrid, t, in, 4), 2 * tcp + 4 * shm, tiny);
-  EXPECT_EQ(select_allreduce({}, t, in).at(4), Algorithm::kHybrid);
+  EXPECT_EQ(select_allreduce({}, t, in).at(4), Algorithm::kButterfly);
 }
 
 // Hybrid for large calls where it is predicted fastest: hosts of ranks not
