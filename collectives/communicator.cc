@@ -126,6 +126,7 @@ Status Communicator::Impl::setup(Store& store) {
   for (int r = 0; r < n; ++r) identity_group.push_back(r);
   if (peers_of.size() == 1) link_kind = peers_of.begin()->first;
   WEFT_RETURN_IF_ERROR(choose_auto(peers_of.size() > 1));
+  WEFT_RETURN_IF_ERROR(agree_on_picks(store, deadline));
   // The peers of what kAuto may run are connected now, the rest on demand
   // (connections.cc).
   const std::vector<bool> at_setup = setup_peers();
@@ -213,6 +214,23 @@ Status Communicator::Impl::choose_auto(bool mixed) {
   }
   auto_picks = select_allreduce(cfg.selection, tuning, in);
   return Status::ok();
+}
+
+// kAuto's picks depend on what each rank read and sees (the tuning file,
+// the CPUs it may use), and a rank that runs another algorithm than its
+// peers for the same call waits for messages that never come: each rank
+// compares its picks with rank 0's here, one store lookup, and a mismatch
+// fails create() on that rank saying both.
+Status Communicator::Impl::agree_on_picks(Store& store, Deadline deadline) {
+  const std::string mine = fmt::format("{}; hd piece {}", auto_picks.describe(), auto_picks.hd_piece_bytes);
+  const std::string key = cfg.store_prefix + "/auto/0";
+  if (cfg.rank == 0) return store.set(key, mine);
+  WEFT_ASSIGN_OR_RETURN(const std::string first, store.get(key, deadline));
+  if (first == mine) return Status::ok();
+  return failed_precondition(fmt::format(
+      "rank {} picks AllReduce algorithms \"{}\" where rank 0 picks \"{}\": every rank must read the same tuning "
+      "(WEFT_TUNING, Selection::tuning, Selection::rules) and may use as many CPUs ({} here)",
+      cfg.rank, mine, first, internal::usable_cpus()));
 }
 
 Status Communicator::Impl::fail(Status s) {

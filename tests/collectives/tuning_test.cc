@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "harness.h"
 #include "weft/collectives/communicator.h"
@@ -166,6 +167,37 @@ TEST_F(WeftTuningEnv, AFileWithAHugeLatencyMakesTheCommunicatorPickFewerSteps) {
   // CommConfig::selection.tuning wins over the variable.
   const AllreducePicks config = picks([](CommConfig& c) { c.selection.tuning = built_in_tuning(); });
   EXPECT_EQ(config.describe(), built_in.describe());
+}
+
+// Ranks that would pick different algorithms for one call (here rank 1
+// read a tuning with a latency a million times rank 0's) fail at create(),
+// saying both picks, instead of waiting for each other until the timeout.
+TEST(Tuning, ARankWhosePicksDifferFromRankZerosFailsCreateSayingBoth) {
+  MemoryStore store;
+  Status got[2];
+  std::thread ranks[2];
+  for (int r = 0; r < 2; ++r) {
+    ranks[r] = std::thread([&, r] {
+      CommConfig cfg;
+      cfg.rank = r;
+      cfg.size = 2;
+      cfg.transport = "loopback";
+      cfg.timeout = std::chrono::seconds(1);  // rank 0 then waits for a rank that gave up
+      Tuning t = built_in_tuning();
+      if (r == 1) t.transports["loopback"] = {.alpha_us = 1e6, .beta_ns_per_byte = 0.1, .gamma_ns_per_byte = 0.01};
+      cfg.selection.tuning = t;
+      auto comm = Communicator::create(cfg, store);
+      got[r] = comm ? Status::ok() : comm.status();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  ASSERT_FALSE(got[1].is_ok());
+  EXPECT_EQ(got[1].code(), StatusCode::kFailedPrecondition) << got[1].to_string();
+  EXPECT_NE(got[1].message().find("rank 1 picks AllReduce algorithms \"butterfly, hd from 256 GiB; hd piece 0\" where "
+                                  "rank 0 picks \"butterfly, ring from"),
+            std::string::npos)
+      << got[1].message();
+  EXPECT_NE(got[1].message().find("every rank must read the same tuning"), std::string::npos) << got[1].message();
 }
 
 }  // namespace
