@@ -8,9 +8,11 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <fmt/ranges.h>
 
 #include "bootstrap/listen_address.h"
@@ -125,7 +127,7 @@ Status Communicator::Impl::setup(Store& store) {
   last_send.assign(static_cast<size_t>(n), 0);
   for (int r = 0; r < n; ++r) identity_group.push_back(r);
   if (peers_of.size() == 1) link_kind = peers_of.begin()->first;
-  WEFT_RETURN_IF_ERROR(choose_auto(peers_of.size() > 1));
+  WEFT_RETURN_IF_ERROR(choose_auto());
   WEFT_RETURN_IF_ERROR(agree_on_picks(store, deadline));
   // The peers of what kAuto may run are connected now, the rest on demand
   // (connections.cc).
@@ -183,8 +185,14 @@ Status Communicator::Impl::setup(Store& store) {
 // What kAuto's AllReduce runs here, by size, resolved once
 // (communicator_impl.h): the cost model's picks with this communicator's
 // tuning (or the explicit rules), one-shot, and a route plan's algorithm.
-Status Communicator::Impl::choose_auto(bool mixed) {
+// The picks' inputs are the communicator's, not this rank's view of them
+// (a rank alone on its host has no shm peer, yet its peers' hosts have):
+// every rank must pick alike (agree_on_picks).
+Status Communicator::Impl::choose_auto() {
   equal_multi_host = host_count > 1 && local.size() > 1 && !internal::equal_hosts(host_of).empty();
+  std::vector<int> on_host(static_cast<size_t>(host_count), 0);
+  for (int h : host_of) ++on_host[static_cast<size_t>(h)];
+  const int most_on_a_host = *std::max_element(on_host.begin(), on_host.end());
   Tuning tuning;
   if (cfg.selection.tuning) {
     tuning = *cfg.selection.tuning;
@@ -192,14 +200,17 @@ Status Communicator::Impl::choose_auto(bool mixed) {
     WEFT_ASSIGN_OR_RETURN(tuning, tuning_from_env());
   }
   SelectionInput in;
-  in.transport = link_kind;
-  if (mixed) in.local_transport = "shm";  // transport "auto": shm on the host, tcp across
+  in.transport = cfg.transport;
+  if (cfg.transport == "auto") {  // shm on a host, tcp across
+    in.transport = host_count > 1 ? "tcp" : "shm";
+    if (host_count > 1 && most_on_a_host > 1) in.local_transport = "shm";
+  }
   in.host_of = host_of;
   in.cpus = internal::usable_cpus();
   // One-shot talks to every peer: no remap avoids a failed link, a route
   // plan describes other pairs (below), and on many ranks it would connect
   // every pair (communicator.h "Connections").
-  in.oneshot = static_cast<int>(local.size()) > internal::usable_cpus() && cfg.failed_links.empty() && !cfg.plan &&
+  in.oneshot = most_on_a_host > internal::usable_cpus() && cfg.failed_links.empty() && !cfg.plan &&
                cfg.size <= cfg.selection.oneshot_max_ranks;
   if (cfg.plan) {
     // A route plan is made for one algorithm's flows (routing/schedule.h):
@@ -216,21 +227,54 @@ Status Communicator::Impl::choose_auto(bool mixed) {
   return Status::ok();
 }
 
-// kAuto's picks depend on what each rank read and sees (the tuning file,
-// the CPUs it may use), and a rank that runs another algorithm than its
-// peers for the same call waits for messages that never come: each rank
-// compares its picks with rank 0's here, one store lookup, and a mismatch
-// fails create() on that rank saying both.
+// kAuto's picks also depend on what each rank read and sees (a tuning
+// file, the CPUs it may use), and a rank that runs another algorithm than
+// its peers for the same call waits for messages that never come. So rank
+// 0's picks are everyone's: it publishes them, each other rank takes them
+// (one store lookup) and says so in one line where its own differ.
+namespace {
+std::string encode_picks(const AllreducePicks& p) {
+  std::string s = std::to_string(p.hd_piece_bytes);
+  for (int i = 0; i < p.count; ++i) {
+    const auto& r = p.ranges[static_cast<size_t>(i)];
+    s += fmt::format(" {}:{}", r.from_bytes, static_cast<int>(r.algorithm));
+  }
+  return s;
+}
+
+Result<AllreducePicks> decode_picks(const std::string& s) {
+  AllreducePicks p;
+  p.count = 0;
+  std::istringstream in(s);
+  size_t from = 0;
+  int a = 0;
+  char colon = 0;
+  bool ok = static_cast<bool>(in >> p.hd_piece_bytes);
+  while (ok && p.count < AllreducePicks::kMaxRanges && in >> from >> colon >> a) {
+    const auto alg = static_cast<Algorithm>(a);
+    ok = colon == ':' && a >= 0 && a < 256 && (p.count > 0 || from == 0) &&
+         (alg == Algorithm::kHalvingDoubling || alg == Algorithm::kRing || alg == Algorithm::kButterfly ||
+          alg == Algorithm::kHybrid || alg == Algorithm::kOneShot);
+    p.ranges[static_cast<size_t>(p.count++)] = {from, alg};
+  }
+  if (!ok || p.count == 0 || !in.eof()) return data_loss(fmt::format("rank 0's AllReduce picks '{}' do not parse", s));
+  return p;
+}
+}  // namespace
+
 Status Communicator::Impl::agree_on_picks(Store& store, Deadline deadline) {
-  const std::string mine = fmt::format("{}; hd piece {}", auto_picks.describe(), auto_picks.hd_piece_bytes);
   const std::string key = cfg.store_prefix + "/auto/0";
-  if (cfg.rank == 0) return store.set(key, mine);
+  if (cfg.rank == 0) return store.set(key, encode_picks(auto_picks));
   WEFT_ASSIGN_OR_RETURN(const std::string first, store.get(key, deadline));
-  if (first == mine) return Status::ok();
-  return failed_precondition(fmt::format(
-      "rank {} picks AllReduce algorithms \"{}\" where rank 0 picks \"{}\": every rank must read the same tuning "
-      "(WEFT_TUNING, Selection::tuning, Selection::rules) and may use as many CPUs ({} here)",
-      cfg.rank, mine, first, internal::usable_cpus()));
+  WEFT_ASSIGN_OR_RETURN(const AllreducePicks rank0, decode_picks(first));
+  if (encode_picks(rank0) == encode_picks(auto_picks)) return Status::ok();
+  spdlog::warn(
+      "weft: rank {} runs rank 0's AllReduce picks \"{}\" (HD piece {} B) instead of its own \"{}\" (HD piece {} B): "
+      "its tuning (WEFT_TUNING, Selection) or its usable CPUs ({}) differ from rank 0's",
+      cfg.rank, rank0.describe(), rank0.hd_piece_bytes, auto_picks.describe(), auto_picks.hd_piece_bytes,
+      internal::usable_cpus());
+  auto_picks = rank0;
+  return Status::ok();
 }
 
 Status Communicator::Impl::fail(Status s) {

@@ -77,7 +77,7 @@ class Communicator::Impl {
   Status fail_call(const Status& s, int coll, Algorithm a, size_t count, DataType t, ReduceOp op);
   Status setup(Store& store);
   Status agree_on_picks(Store& store, Deadline deadline);
-  Status choose_auto(bool mixed);  // mixed: shm to same-host peers, tcp to the rest
+  Status choose_auto();
   Status fail(Status s);
   using MakePlanFn = std::unique_ptr<internal::Plan> (*)(const internal::Shape&);
   // The cached plan, or a new one whose peers are then connected
