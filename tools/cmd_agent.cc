@@ -2,6 +2,8 @@
 #include <arpa/inet.h>
 #include <signal.h>
 
+#include <charconv>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -34,8 +36,14 @@ int run_agent(const AgentArgs& a) {
   const auto colon = a.listen.rfind(':');
   if (colon == std::string::npos) return fail(invalid_argument(fmt::format("--listen '{}' is not ADDR:PORT", a.listen)));
   cfg.listen_ip = a.listen.substr(0, colon);
-  const int port = std::atoi(a.listen.c_str() + colon + 1);
-  if (port < 0 || port > 65535) return fail(invalid_argument(fmt::format("--listen port in '{}' is not 0..65535", a.listen)));
+  if (auto addr = ipv4(cfg.listen_ip, "--listen address"); !addr) return fail(addr.status());
+  // The whole rest must be the port: atoi read ":abc" as port 0 (any port).
+  const std::string_view digits = std::string_view(a.listen).substr(colon + 1);
+  unsigned port = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || port > 65535) {
+    return fail(invalid_argument(fmt::format("--listen port '{}' in '{}' is not a number 0..65535", digits, a.listen)));
+  }
   cfg.listen_port = static_cast<uint16_t>(port);
   auto secret = agent::load_secret(a.secret_file);
   if (!secret) return fail(secret.status());

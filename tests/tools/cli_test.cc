@@ -93,6 +93,21 @@ TEST_F(Cli, HdrmWithTooManySubnodesPerSwitchIsRejected) {
   EXPECT_FALSE(fs::exists(path("out")));
 }
 
+// --listen is ADDR:PORT with a whole number for the port: ":abc" was read
+// as port 0 (any port) before, and "7400x" as 7400.
+TEST_F(Cli, AgentRejectsAListenPortThatIsNotWhollyANumber) {
+  for (const char* port : {"abc", "", "7400x", "-1", "65536", "99999999999"}) {
+    const CliRun r = weft(std::string("agent --secret-file none --listen 127.0.0.1:") + port);
+    EXPECT_EQ(r.rc, 1) << port;
+    EXPECT_NE(r.err.find(std::string("--listen port '") + port + "' in '127.0.0.1:" + port + "' is not a number 0..65535"),
+              std::string::npos)
+        << r.err;
+  }
+  const CliRun r = weft("agent --secret-file none --listen 300.1.2.3:7400");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("--listen address '300.1.2.3' is not an IPv4 address"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, GenRejectsBadSizesWithoutWriting) {
   CliRun r = weft("topo gen bigraph --switches 5 --subnodes 2 -o " + path("bg.json"));
   EXPECT_NE(r.rc, 0);
