@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -61,14 +62,45 @@ class TempFile {
   int fd_ = -1;
   bool released_ = false;
 };
+
+// The process's umask without changing it (umask(2) can only set it, which
+// races with other threads creating files): /proc/self/status "Umask:"
+// (Linux 4.7); 022 where it cannot be read.
+mode_t current_umask() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Umask:", 0) == 0) return static_cast<mode_t>(std::stoul(line.substr(6), nullptr, 8));
+  }
+  return 022;
+}
+
+// The permission bits write_file_atomic gives `path` (file_util.h).
+mode_t mode_for(const std::string& path, std::optional<mode_t> mode) {
+  if (mode) return *mode & 07777;
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0) return st.st_mode & 07777;
+  return 0666 & ~current_umask();
+}
+
+// fsync(2) of the directory holding `path`, so that a rename into it lasts.
+int sync_directory(const std::string& path) {
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  return rc;
+}
 }  // namespace
 
-Status write_file_atomic(const std::string& path, std::string_view data) {
+Status write_file_atomic(const std::string& path, std::string_view data, std::optional<mode_t> mode) {
   if (path.empty()) return invalid_argument("empty output path");
   TempFile tmp(path + ".tmp.XXXXXX");
   if (tmp.open() < 0) return io_error(fmt::format("cannot create a file beside {}", path), errno);
-  // mkstemp creates 0600; rank files and plans are meant to be shared.
-  ::fchmod(tmp.fd(), 0644);
+  // mkstemp creates 0600, which only ever widens to what was asked.
+  if (::fchmod(tmp.fd(), mode_for(path, mode)) != 0) return io_error(fmt::format("cannot set the mode of {}", path), errno);
   const char* p = data.data();
   size_t left = data.size();
   while (left > 0) {
@@ -80,11 +112,13 @@ Status write_file_atomic(const std::string& path, std::string_view data) {
     p += n;
     left -= static_cast<size_t>(n);
   }
+  if (::fsync(tmp.fd()) != 0) return io_error(fmt::format("cannot write {} to disk", path), errno);
   if (tmp.close() != 0) return io_error(fmt::format("cannot write {}", path), errno);
   if (::rename(tmp.path().c_str(), path.c_str()) != 0) {
     return io_error(fmt::format("cannot move output into place at {}", path), errno);
   }
   tmp.release();
+  if (sync_directory(path) != 0) return io_error(fmt::format("cannot write the directory of {} to disk", path), errno);
   return Status::ok();
 }
 

@@ -90,8 +90,7 @@ Status DemoSession::start_agents() {
   // A per-run secret: the agents accept campaigns only from this controller.
   std::string secret = fmt::format("weft-demo-{}-{}", ::getpid(),
                                    std::chrono::steady_clock::now().time_since_epoch().count());
-  WEFT_RETURN_IF_ERROR(write_file_atomic(secret_, secret + "\n"));
-  if (::chmod(secret_.c_str(), 0600) != 0) return io_error("chmod " + secret_, errno);
+  WEFT_RETURN_IF_ERROR(write_file_atomic(secret_, secret + "\n", 0600));
   for (const auto& h : fabric_->hosts()) {
     WEFT_RETURN_IF_ERROR(fabric_
                              ->spawn(h.name,

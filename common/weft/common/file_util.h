@@ -6,6 +6,9 @@
 // (rename(2) is atomic within one file system).
 #pragma once
 
+#include <sys/types.h>
+
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -14,7 +17,13 @@
 namespace weft {
 
 Result<std::string> read_file(const std::string& path);
-Status write_file_atomic(const std::string& path, std::string_view data);
+// mode: the file's permission bits; by default those of the file it
+// replaces, else 0666 less the umask, as open(2) creates files (a secret
+// passes 0600: it is never readable by others, not even for a moment). The
+// data is fsync'ed before the rename and the directory after it, so a crash
+// leaves the old file or the new one, never an empty one (rename(2) alone
+// does not promise that on ext4 or XFS).
+Status write_file_atomic(const std::string& path, std::string_view data, std::optional<mode_t> mode = std::nullopt);
 // A shared secret from a file that only its owner may read (refused when
 // the group or others have any permission on it), trailing newlines
 // dropped, at least min_bytes long.
