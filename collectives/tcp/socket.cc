@@ -155,6 +155,18 @@ int connect_once(int fd, const sockaddr_in& dst, Deadline deadline) {
   return err;
 }
 
+// A connection to a local port nobody listens on can be "accepted" by the
+// connecting socket itself: when the kernel happens to pick the destination
+// port as the ephemeral source port, the SYN meets its own socket and the
+// simultaneous open of RFC 9293 section 3.5 completes. Such a connection is
+// refused in all but name.
+bool connected_to_itself(int fd, const sockaddr_in& dst) {
+  sockaddr_in self{};
+  socklen_t len = sizeof self;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) != 0) return false;
+  return self.sin_port == dst.sin_port && self.sin_addr.s_addr == dst.sin_addr.s_addr;
+}
+
 }  // namespace
 
 Result<Fd> connect_to(const Endpoint& to, const std::string& local_address, uint16_t sport,
@@ -175,7 +187,8 @@ Result<Fd> connect_to(const Endpoint& to, const std::string& local_address, uint
         return io_error(fmt::format("bind planned source port {}", sport), errno);
       }
     }
-    const int err = connect_once(fd.get(), dst, deadline);
+    int err = connect_once(fd.get(), dst, deadline);
+    if (err == 0 && connected_to_itself(fd.get(), dst)) err = ECONNREFUSED;
     if (err == 0) {
       WEFT_RETURN_IF_ERROR(set_blocking(fd.get()));
       return fd;

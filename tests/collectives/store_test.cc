@@ -2,7 +2,10 @@
 // refuses, the server answers and skips), the store filling up, the shared
 // secret both ways, the options from the environment and the address the
 // server listens on.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -270,16 +273,64 @@ bool accepts(const std::string& address, uint16_t port) {
   return tcp::connect_to(tcp::Endpoint{address, port}, "0.0.0.0", 0, 1 << 16, Clock::now() + 300ms).is_ok();
 }
 
+// A socket bound to the very address and port it connects to meets its
+// own SYN (a TCP simultaneous open) and is connected to itself; the library
+// treats that as the refusal it is, not as the peer that was asked for.
+TEST(TcpConnect, AConnectionToItselfIsARefusalNotAPeer) {
+  tcp::Fd probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(probe);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(probe.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::getsockname(probe.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const uint16_t port = ntohs(a.sin_port);
+  probe = tcp::Fd();  // free to be bound again, with nobody listening on it
+  auto self = tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, "127.0.0.1", port, 1 << 16, Clock::now() + 2s,
+                              /*retry_refused=*/false);
+  ASSERT_FALSE(self);
+  EXPECT_EQ(self.status().message(),
+            fmt::format("connect to 127.0.0.1:{} from port {}: Connection refused", port, port));
+}
+
+// The ports port 0 and connect(2) may hand out (ip(7),
+// ip_local_port_range). Other tests running alongside get theirs from here,
+// so one of them may listen on 127.0.0.1 at the very port a store took on
+// 127.0.0.2; a port outside this range is taken by nobody who did not ask
+// for it.
+std::pair<int, int> ephemeral_ports() {
+  std::ifstream f("/proc/sys/net/ipv4/ip_local_port_range");
+  int lo = 32768, hi = 60999;
+  f >> lo >> hi;
+  return {lo, hi};
+}
+
+// Opens a store at `address` on a port outside the ephemeral range.
+Result<std::unique_ptr<TcpStore>> serve_on_a_quiet_port(const std::string& address, const TcpStoreOptions& o = {}) {
+  const auto [lo, hi] = ephemeral_ports();
+  const bool above = 65535 - hi >= lo - 1024;
+  const int first = above ? hi + 1 : 1024, count = above ? 65535 - hi : lo - 1024;
+  Status last = Status::ok();
+  for (int i = 0; i < 64 && count > 0; ++i) {
+    const auto port = static_cast<uint16_t>(first + (::getpid() * 131 + i * 977) % count);
+    auto s = TcpStore::open(address, port, true, Clock::now() + 10s, o);
+    if (s) return s;
+    last = s.status();
+  }
+  return last.is_ok() ? unavailable("no port outside the ephemeral range") : last;
+}
+
 TEST(TcpStoreBind, TheServerListensOnTheAddressItIsOpenedAtUnlessOverridden) {
   // Every 127/8 address is this host's (loopback), so two of them stand for
   // two interfaces.
-  auto at2 = TcpStore::open("127.0.0.2", 0, true, Clock::now() + 10s);
+  auto at2 = serve_on_a_quiet_port("127.0.0.2");
   ASSERT_TRUE(at2) << at2.status().to_string();
   EXPECT_TRUE(accepts("127.0.0.2", (*at2)->port()));
   EXPECT_FALSE(accepts("127.0.0.1", (*at2)->port()));
   TcpStoreOptions any;
   any.bind_address = "0.0.0.0";
-  auto everywhere = TcpStore::open("127.0.0.2", 0, true, Clock::now() + 10s, any);
+  auto everywhere = serve_on_a_quiet_port("127.0.0.2", any);
   ASSERT_TRUE(everywhere) << everywhere.status().to_string();
   EXPECT_TRUE(accepts("127.0.0.2", (*everywhere)->port()));
   EXPECT_TRUE(accepts("127.0.0.1", (*everywhere)->port()));
