@@ -83,6 +83,11 @@ struct Agent::Impl {
     asio::steady_timer wake;
     std::deque<std::string> out;
     bool closed = false;
+    // Resume: the skip set of the next campaign of skip_run, as its "skip"
+    // frames arrive (control.h).
+    uint32_t skip_run = 0;
+    uint32_t skip_frames = 0;
+    probe::SkipSet skip;
     std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
 
     void send(const json& j) {
@@ -202,8 +207,40 @@ struct Agent::Impl {
       ss->send({{"type", "status"}, {"host", cfg.name}, {"reflector", encode_stats(reflector->stats())},
                 {"control_rejected", rej}, {"sessions", c.sessions}, {"campaigns", c.campaigns},
                 {"keys", keys.size()}});
+    } else if (m.type == "skip") {
+      const uint32_t run = m.body["run"].get<uint32_t>();
+      if (run != ss->skip_run) {
+        ss->skip = {};
+        ss->skip_frames = 0;
+        ss->skip_run = run;
+      }
+      probe::SkipSet more;
+      add_skip(m.body, more);
+      if (ss->skip.ranges() + more.ranges() > kMaxSkipRanges) {
+        count(ControlReject::kBadMessage);
+        ss->skip = {};
+        ss->skip_run = 0;
+        ss->send({{"type", "error"}, {"run", run}, {"message", fmt::format("skip set over {} ranges", kMaxSkipRanges)}});
+        return;
+      }
+      more.for_each([&](uint32_t dst, const std::vector<probe::PortRange>& rs) {
+        for (const auto& r : rs) ss->skip.add(dst, r.first, r.last);
+      });
+      ++ss->skip_frames;
     } else if (m.type == "campaign") {
-      start_sweep(ss, *decode_campaign(m.body));
+      CampaignCommand cmd = *decode_campaign(m.body);
+      const uint32_t got = ss->skip_run == cmd.run ? ss->skip_frames : 0;
+      if (got != cmd.skip_frames) {
+        count(ControlReject::kBadMessage);
+        ss->send({{"type", "error"}, {"run", cmd.run},
+                  {"message", fmt::format("campaign {} counts {} skip frames, {} arrived", cmd.run, cmd.skip_frames, got)}});
+        return;
+      }
+      if (got > 0) cmd.plan.skip = std::move(ss->skip);
+      ss->skip = {};
+      ss->skip_run = 0;
+      ss->skip_frames = 0;
+      start_sweep(ss, std::move(cmd));
     } else {
       count(ControlReject::kBadMessage);
       ss->send({{"type", "error"}, {"message", fmt::format("'{}' is not a command", m.type)}});
@@ -244,7 +281,7 @@ struct Agent::Impl {
       sc.probe_dscp = cmd.probe_dscp;
       sc.run = cmd.run;
       sc.key = campaign_key(cfg.secret, cmd.run, cmd.nonce);
-      auto be = probe::make_sender(cmd.backend, sc);
+      auto be = cfg.make_sender ? cfg.make_sender(cmd.backend, sc) : probe::make_sender(cmd.backend, sc);
       if (!be) {
         post({{"type", "error"}, {"run", cmd.run}, {"message", be.status().message()}});
         return;

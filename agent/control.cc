@@ -4,6 +4,8 @@
 
 #include <openssl/crypto.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "weft/common/file_util.h"
@@ -41,6 +43,36 @@ Result<uint64_t> uint_in(const json& j, const char* key, uint64_t lo, uint64_t h
   return v;
 }
 
+// {"run", "dsts": [[ip, first, last, ...], ...]}: at most kSkipRangesPerFrame
+// ranges, each within 1..65535 and first <= last.
+Status validate_skip(const json& j) {
+  WEFT_RETURN_IF_ERROR(uint_in(j, "run", 1, 0xffffffff).status());
+  WEFT_RETURN_IF_ERROR(need(j, "dsts", json::value_t::array));
+  size_t ranges = 0;
+  for (const auto& d : j["dsts"]) {
+    if (!d.is_array() || d.size() < 3 || d.size() % 2 != 1) {
+      return invalid_argument("a skip entry is not [ip, first, last, ...]");
+    }
+    for (const auto& v : d) {
+      if (!v.is_number_unsigned()) return invalid_argument("a skip entry holds a value that is no unsigned integer");
+    }
+    if (d[0].get<uint64_t>() == 0 || d[0].get<uint64_t>() > 0xffffffffu) {
+      return invalid_argument("a skip entry's destination is not an IPv4 address as a number");
+    }
+    for (size_t i = 1; i < d.size(); i += 2) {
+      const uint64_t first = d[i].get<uint64_t>(), last = d[i + 1].get<uint64_t>();
+      if (first == 0 || last > 65535 || first > last) {
+        return invalid_argument(fmt::format("skip range {}..{} is not within 1..65535 in order", first, last));
+      }
+    }
+    ranges += d.size() / 2;
+  }
+  if (ranges > kSkipRangesPerFrame) {
+    return invalid_argument(fmt::format("skip frame of {} ranges exceeds {}", ranges, kSkipRangesPerFrame));
+  }
+  return Status::ok();
+}
+
 Status validate(const std::string& type, const json& j) {
   if (type == "hello") {
     WEFT_RETURN_IF_ERROR(uint_in(j, "version", 1, 1000).status());
@@ -57,6 +89,7 @@ Status validate(const std::string& type, const json& j) {
     return need_hex(j, "nonce", 32, 32);
   }
   if (type == "retire") return uint_in(j, "run", 1, 0xffffffff).status();
+  if (type == "skip") return validate_skip(j);
   if (type == "campaign") return decode_campaign(j).status();
   if (type == "results") {
     WEFT_RETURN_IF_ERROR(uint_in(j, "run", 1, 0xffffffff).status());
@@ -154,23 +187,18 @@ Result<CampaignCommand> decode_campaign(const json& j) {
     p.targets.push_back(t.get<uint32_t>());
   }
   if (p.targets.empty()) return invalid_argument("campaign has no targets");
-  if (auto s = j.find("skip"); s != j.end()) {
-    if (!s->is_array()) return invalid_argument("field 'skip' is not an array");
-    for (const auto& e : *s) {
-      if (!e.is_array() || e.size() != 2 || !e[0].is_number_unsigned() || !e[1].is_number_unsigned() ||
-          e[0].get<uint64_t>() > 0xffffffffu || e[1].get<uint64_t>() > 65535) {
-        return invalid_argument("a skip entry is not [ip, port]");
-      }
-      p.skip.insert({e[0].get<uint32_t>(), e[1].get<uint16_t>()});
-    }
+  if (j.contains("skip")) {
+    return invalid_argument("field 'skip' is from an older controller: skip sets travel in 'skip' frames now");
+  }
+  if (j.contains("skip_frames")) {
+    WEFT_ASSIGN_OR_RETURN(uint64_t n, uint_in(j, "skip_frames", 0, kMaxSkipRanges));
+    c.skip_frames = static_cast<uint32_t>(n);
   }
   WEFT_RETURN_IF_ERROR(p.validate());
   return c;
 }
 
 json encode_campaign(const CampaignCommand& c) {
-  json skip = json::array();
-  for (const auto& [ip, port] : c.plan.skip) skip.push_back({ip, port});
   return {{"type", "campaign"},          {"run", c.run},
           {"nonce", c.nonce},            {"method", c.method},
           {"backend", c.backend},        {"dport", c.dport},
@@ -180,7 +208,42 @@ json encode_campaign(const CampaignCommand& c) {
           {"retries", c.plan.retries},   {"stop_at_spines", c.plan.stop_at_spines},
           {"ports_per_spine", c.plan.ports_per_spine},
           {"port_window", c.plan.port_window},
-          {"targets", c.plan.targets},   {"skip", skip}};
+          {"targets", c.plan.targets},   {"skip_frames", c.skip_frames}};
+}
+
+std::vector<json> encode_skip(uint32_t run, const probe::SkipSet& skip, size_t ranges_per_frame) {
+  ranges_per_frame = std::max<size_t>(1, ranges_per_frame);
+  std::vector<json> frames;
+  json dsts = json::array();
+  size_t in_frame = 0;
+  const auto flush = [&] {
+    if (in_frame == 0) return;
+    frames.push_back({{"type", "skip"}, {"run", run}, {"dsts", std::move(dsts)}});
+    dsts = json::array();
+    in_frame = 0;
+  };
+  skip.for_each([&](uint32_t dst, const std::vector<probe::PortRange>& ranges) {
+    for (size_t i = 0; i < ranges.size();) {
+      json entry = json::array({dst});
+      for (; i < ranges.size() && in_frame < ranges_per_frame; ++i, ++in_frame) {
+        entry.push_back(ranges[i].first);
+        entry.push_back(ranges[i].last);
+      }
+      dsts.push_back(std::move(entry));
+      if (in_frame == ranges_per_frame) flush();
+    }
+  });
+  flush();
+  return frames;
+}
+
+size_t add_skip(const json& body, probe::SkipSet& into) {
+  size_t n = 0;
+  for (const auto& d : body["dsts"]) {
+    const uint32_t dst = d[0].get<uint32_t>();
+    for (size_t i = 1; i + 1 < d.size(); i += 2, ++n) into.add(dst, d[i].get<uint16_t>(), d[i + 1].get<uint16_t>());
+  }
+  return n;
 }
 
 // [dst, sport, sent, answered, spine, hop, dscp, unstable, other_spine, other_hop, rtt_ns]

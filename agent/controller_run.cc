@@ -93,8 +93,17 @@ struct Run {
 
 asio::awaitable<void> sweep(Conn& c, Run& run, CampaignCommand cmd, ProbeSummary& sum,
                             const std::vector<HostEntry>& hosts) {
-  const json msg = encode_campaign(cmd);
-  Status st = co_await write_msg(c, msg, 10000);
+  // Resume: the skip set goes first, in bounded frames (control.h).
+  const std::vector<json> skips = encode_skip(cmd.run, cmd.plan.skip);
+  cmd.skip_frames = static_cast<uint32_t>(skips.size());
+  for (const auto& f : skips) {
+    Status st = co_await write_msg(c, f, 10000);
+    if (!st) {
+      run.fail(st);
+      co_return;
+    }
+  }
+  Status st = co_await write_msg(c, encode_campaign(cmd), 10000);
   if (!st) {
     run.fail(st);
     co_return;
@@ -201,11 +210,20 @@ Result<ProbeSummary> run_probe(db::Database& db, const std::vector<HostEntry>& h
   }
   const db::CampaignSpec spec = cfg.spec(hosts);
   WEFT_ASSIGN_OR_RETURN(std::optional<int64_t> resume, db::find_running_campaign(db, spec.fingerprint()));
-  std::set<db::ObservationKey> have;
+  // Resume: what each source host recorded, as port ranges per destination.
+  std::unordered_map<int64_t, probe::SkipSet> skip_of;
+  int64_t recorded = 0;
   if (resume) {
     run.campaign = *resume;
     sum.resumed = true;
-    WEFT_ASSIGN_OR_RETURN(have, db::recorded_keys(db, run.campaign));
+    std::unordered_map<int64_t, uint32_t> ip_of;
+    for (const auto& r : rows) ip_of[r.id] = parse_ip(r.ip);
+    WEFT_ASSIGN_OR_RETURN(recorded, db::for_each_recorded(db, run.campaign, cfg.backend == "tcp-syn" ? 6 : 17, cfg.dport,
+                                                          [&](int64_t src, int64_t dst, int sport) {
+                                                            auto ip = ip_of.find(dst);
+                                                            if (ip == ip_of.end()) return;
+                                                            skip_of[src].add(ip->second, static_cast<uint16_t>(sport));
+                                                          }));
   } else {
     WEFT_ASSIGN_OR_RETURN(run.campaign, db::create_campaign(db, spec));
   }
@@ -249,7 +267,7 @@ Result<ProbeSummary> run_probe(db::Database& db, const std::vector<HostEntry>& h
     conns.push_back(std::move(c));
   }
   run.pairs_total = sum.pairs;
-  run.expected = static_cast<int64_t>(sum.pairs) * cfg.sport_count - static_cast<int64_t>(have.size());
+  run.expected = static_cast<int64_t>(sum.pairs) * cfg.sport_count - recorded;
 
   const uint32_t run_id = [] {
     auto b = probe::random_bytes(4);
@@ -301,15 +319,7 @@ Result<ProbeSummary> run_probe(db::Database& db, const std::vector<HostEntry>& h
     p.ports_per_spine = cfg.ports_per_spine > 0
                             ? cfg.ports_per_spine
                             : std::max<int>(1, static_cast<int>(targets[static_cast<size_t>(c.index)].size()));
-    const int proto = cfg.backend == "tcp-syn" ? 6 : 17;
-    for (const auto& k : have) {
-      if (std::get<0>(k) != c.host_id || std::get<2>(k) != proto || std::get<4>(k) != cfg.dport) continue;
-      for (int t : targets[static_cast<size_t>(c.index)]) {
-        if (rows[static_cast<size_t>(t)].id == std::get<1>(k)) {
-          p.skip.insert({parse_ip(hosts[static_cast<size_t>(t)].ip), static_cast<uint16_t>(std::get<3>(k))});
-        }
-      }
-    }
+    if (auto sk = skip_of.find(c.host_id); sk != skip_of.end()) p.skip = std::move(sk->second);
     asio::co_spawn(io, sweep(c, run, std::move(cmd), sum, hosts), asio::detached);
   }
   asio::co_spawn(io, ticker(run, conns), asio::detached);

@@ -72,6 +72,19 @@ Result<std::set<ObservationKey>> recorded_keys(Database& db, int64_t campaign_id
   }
 }
 
+Result<int64_t> for_each_recorded(Database& db, int64_t campaign_id, int protocol, int dport,
+                                  const std::function<void(int64_t, int64_t, int)>& f) {
+  WEFT_ASSIGN_OR_RETURN(Statement st, db.prepare("SELECT src_id, dst_id, sport FROM observations "
+                                                 "WHERE campaign_id = ? AND protocol = ? AND dport = ?"));
+  WEFT_RETURN_IF_ERROR(st.bind_all(campaign_id, protocol, dport));
+  int64_t n = 0;
+  for (;; ++n) {
+    WEFT_ASSIGN_OR_RETURN(bool row, st.step());
+    if (!row) return n;
+    f(st.column_int(0), st.column_int(1), static_cast<int>(st.column_int(2)));
+  }
+}
+
 Status save_inference(Database& db, int64_t campaign_id, const InferredFabric& f) {
   WEFT_ASSIGN_OR_RETURN(Transaction tx, db.begin());
   {

@@ -122,7 +122,7 @@ Result<CampaignOutcome> run_campaign(SenderBackend& backend, const CampaignPlan&
       if (targeted && out.spend[t].complete) continue;
       for (uint16_t i = 0; i < w; ++i) {
         const uint16_t sport = static_cast<uint16_t>(p0 + i);
-        if (plan.skip.count({plan.targets[t], sport})) continue;
+        if (plan.skip.contains(plan.targets[t], sport)) continue;
         Flow f;
         f.target = t;
         f.sport = sport;

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what weft needs, builds it twice and runs the whole test suite:
 #   1. build-asan/: Debug + AddressSanitizer + UBSan, unit tests (every label
-#      but perf, netns, rdma, torch) — memory and UB bugs fail here.
-#   2. build/: optimised, the tests whose point is speed or real traffic
-#      (perf, netns, rdma) and the torch backend's (torch: Python, which a
+#      but perf, netns, rdma, torch, scale) — memory and UB bugs fail here.
+#   2. build/: optimised, the tests whose point is speed, volume or real
+#      traffic (perf, scale, netns, rdma) and the torch backend's (torch: Python, which a
 #      sanitized extension cannot be loaded into without preloading libasan);
 #      these skip with a reason where the machine lacks root, QEMU, the
 #      kernel package or PyTorch.
@@ -19,12 +19,12 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -
 echo "== unit tests under ASan+UBSan"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON -DWEFT_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
 cmake --build build-asan -j "$jobs"
-ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE 'perf|netns|rdma|torch' --timeout 600
+ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE 'perf|netns|rdma|torch|scale' --timeout 600
 
 echo "== perf and integration tests, optimised build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 cmake --build build -j "$jobs"
-ctest --test-dir build --output-on-failure -L 'perf|netns|rdma|torch' --timeout 900
+ctest --test-dir build --output-on-failure -L 'perf|netns|rdma|torch|scale' --timeout 900
 
 # libFuzzer (clang) on the probe packet and control-message parsers and the
 # TCP store's protocol, bounded in time (WEFT_FUZZ_SECONDS per target); a

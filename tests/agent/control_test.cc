@@ -15,7 +15,7 @@ CampaignCommand sample() {
   c.plan.targets = {0x0a000101, 0x0a000203};
   c.plan.sport_first = 50000;
   c.plan.sport_count = 13;
-  c.plan.skip = {{0x0a000101, 50003}};
+  c.skip_frames = 3;
   c.plan.stop_at_spines = 4;
   c.plan.ports_per_spine = 3;
   return c;
@@ -29,7 +29,7 @@ TEST(ControlTest, CampaignRoundTripsThroughTheParser) {
   ASSERT_TRUE(back);
   EXPECT_EQ(back->run, 77u);
   EXPECT_EQ(back->plan.targets, c.plan.targets);
-  EXPECT_EQ(back->plan.skip, c.plan.skip);
+  EXPECT_EQ(back->skip_frames, 3u);
   EXPECT_EQ(back->plan.sport_count, 13);
   EXPECT_EQ(back->plan.stop_at_spines, 4);
   EXPECT_EQ(back->plan.ports_per_spine, 3);
@@ -65,7 +65,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Bad{"{\"type\":\"announce\",\"run\":5,\"nonce\":\"zz\"}", "field 'nonce' is not 32..32 hex"},
                       Bad{"{\"type\":\"retire\",\"run\":-1}", "field 'run' has the wrong type"},
                       Bad{"{\"type\":\"results\",\"run\":1,\"rows\":[[1,2,3]]}", "11-element"},
-                      Bad{"{\"type\":\"results\",\"run\":1,\"rows\":[[1,0,1,1,3,0,11,0,-1,0,5]]}", "out of range"}));
+                      Bad{"{\"type\":\"results\",\"run\":1,\"rows\":[[1,0,1,1,3,0,11,0,-1,0,5]]}", "out of range"},
+                      Bad{"{\"type\":\"skip\",\"run\":1,\"dsts\":[[5,10]]}", "not [ip, first, last, ...]"},
+                      Bad{"{\"type\":\"skip\",\"run\":1,\"dsts\":[[5,10,9]]}", "skip range 10..9 is not within"},
+                      Bad{"{\"type\":\"skip\",\"run\":1,\"dsts\":[[5,0,9]]}", "skip range 0..9 is not within"},
+                      Bad{"{\"type\":\"skip\",\"run\":1,\"dsts\":[[5,1,65536]]}", "skip range 1..65536"},
+                      Bad{"{\"type\":\"skip\",\"run\":1,\"dsts\":[[0,1,2]]}", "destination is not an IPv4"},
+                      Bad{"{\"type\":\"skip\",\"run\":1,\"dsts\":[[5,1,-2]]}", "no unsigned integer"}));
 
 TEST(ControlTest, CampaignFieldsAreRangeChecked) {
   json j = encode_campaign(sample());
@@ -84,6 +90,45 @@ TEST(ControlTest, CampaignFieldsAreRangeChecked) {
   j = encode_campaign(sample());
   j["ports_per_spine"] = 0;
   EXPECT_EQ(decode_campaign(j).status().message(), "field 'ports_per_spine' = 0 is outside 1..4096");
+}
+
+// A skip set of any size crosses in frames of at most the given number of
+// ranges, each a valid message, and arrives whole.
+class SkipFramesTest : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(SkipFramesTest, ASkipSetCrossesInBoundedFramesAndArrivesWhole) {
+  const size_t per_frame = GetParam();
+  probe::SkipSet skip;
+  for (uint32_t p = 1; p < 30000; p += 3) skip.add(0x0a000101, static_cast<uint16_t>(p), static_cast<uint16_t>(p + 1));
+  skip.add(0x0a000202, 7, 65535);
+  for (uint32_t p = 100; p < 130; p += 2) skip.add(0x0a000303, static_cast<uint16_t>(p));
+  ASSERT_EQ(skip.ranges(), 10000u + 1 + 15);
+  const auto frames = encode_skip(77, skip, per_frame);
+  EXPECT_EQ(frames.size(), (skip.ranges() + per_frame - 1) / per_frame);
+  probe::SkipSet back;
+  size_t ranges = 0;
+  for (const auto& f : frames) {
+    const std::string wire = f.dump();
+    auto m = parse_control(wire);
+    ASSERT_TRUE(m) << m.status().to_string();
+    EXPECT_EQ(m->type, "skip");
+    EXPECT_EQ(m->body["run"], 77);
+    const size_t n = add_skip(m->body, back);
+    EXPECT_LE(n, per_frame);
+    ranges += n;
+    EXPECT_LT(wire.size(), 16 * per_frame + 64);  // about 12 bytes a range
+  }
+  EXPECT_EQ(ranges, skip.ranges());
+  EXPECT_EQ(back, skip);
+}
+
+INSTANTIATE_TEST_SUITE_P(FrameSizes, SkipFramesTest, ::testing::Values(1, 7, 4096, kSkipRangesPerFrame, 1u << 20));
+
+TEST(ControlTest, ACampaignFromAnOlderControllerWithAnInlineSkipListIsRefused) {
+  json j = encode_campaign(sample());
+  j["skip"] = json::array({json::array({1, 2})});
+  EXPECT_EQ(decode_campaign(j).status().message(),
+            "field 'skip' is from an older controller: skip sets travel in 'skip' frames now");
 }
 
 TEST(ControlTest, StatsSurviveTheirJsonForm) {

@@ -135,11 +135,12 @@ TEST(CampaignTest, ResumeSkipsRecordedFiveTuples) {
   plan.sport_first = 100;
   plan.sport_count = 7;
   plan.rate_pps = 0;
-  plan.skip = {{20, 100}, {20, 101}, {30, 106}};
+  plan.skip.add(20, 100, 101);
+  plan.skip.add(30, 106);
   int flows = 0;
   ASSERT_TRUE(run_campaign(be, plan, [&](const FlowResult& f) {
     ++flows;
-    EXPECT_FALSE(plan.skip.count({f.dst_ip, f.sport}));
+    EXPECT_FALSE(plan.skip.contains(f.dst_ip, f.sport));
   }));
   EXPECT_EQ(flows, 11);
 }

@@ -15,10 +15,13 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "weft/agent/control.h"
+#include "weft/probe/backend.h"
 #include "weft/probe/reflector.h"
 
 namespace weft::agent {
@@ -33,6 +36,10 @@ struct AgentConfig {
   int handshake_timeout_ms = 5000;
   int idle_timeout_ms = 600000;
   int max_sessions = 64;
+  // Where sweeps get their sender; empty = probe::make_sender. Tests put a
+  // synthetic backend here to drive the real agent and controller at volume.
+  std::function<Result<std::unique_ptr<probe::SenderBackend>>(std::string_view backend, const probe::SenderConfig&)>
+      make_sender;
 };
 
 struct AgentCounters {

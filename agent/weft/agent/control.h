@@ -9,6 +9,8 @@
 //   agent  -> {"type":"auth_ok","mac":HMAC(secret,"weft-ctl-agent|"+C+"|"+A)}
 // Nonces are 16 random bytes in hex. Then the client sends commands:
 //   announce {run, nonce}      derive the campaign key, let the reflector accept it
+//   skip {run, dsts}           resume: 5-tuples the next campaign of `run` must not
+//                              probe (as port ranges per destination), sent before it
 //   campaign {run, nonce, ...} run a sweep from this host (CampaignCommand) and
 //                              stream "results" frames, then "done"
 //   status                     reflector statistics and health
@@ -59,6 +61,7 @@ Result<ControlMessage> parse_control(std::string_view frame);
 struct CampaignCommand {
   uint32_t run = 0;
   std::string nonce;  // hex; with the secret and run it gives the campaign key
+  uint32_t skip_frames = 0;  // "skip" frames of this run sent just before (plan.skip travels in them)
   std::string method = "dscp";
   std::string backend = "udp";
   uint16_t dport = 4791;
@@ -67,6 +70,19 @@ struct CampaignCommand {
 };
 Result<CampaignCommand> decode_campaign(const nlohmann::json& body);
 nlohmann::json encode_campaign(const CampaignCommand& c);
+
+// Resume at scale: a campaign's skip set (the 5-tuples already recorded)
+// travels in "skip" frames of at most kSkipRangesPerFrame port ranges each,
+// {"type":"skip","run":R,"dsts":[[ip, first, last, first, last, ...], ...]},
+// sent just before the campaign frame, which counts them ("skip_frames").
+// A frame stays far below kMaxFrame (about 12 bytes a range); an agent holds
+// at most kMaxSkipRanges ranges for a session (16 MiB).
+inline constexpr size_t kSkipRangesPerFrame = 16384;
+inline constexpr size_t kMaxSkipRanges = size_t{1} << 22;
+std::vector<nlohmann::json> encode_skip(uint32_t run, const probe::SkipSet& skip,
+                                        size_t ranges_per_frame = kSkipRangesPerFrame);
+// Adds a validated "skip" frame's ranges to `into`; returns how many it held.
+size_t add_skip(const nlohmann::json& body, probe::SkipSet& into);
 
 // One settled 5-tuple as an agent reports it (compact JSON array).
 nlohmann::json encode_flow(const probe::FlowResult& f);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -127,6 +128,12 @@ class ObservationWriter {
 Result<std::vector<Observation>> load_observations(Database& db, int64_t campaign_id);
 using ObservationKey = std::tuple<int64_t, int64_t, int, int, int>;  // src, dst, proto, sport, dport
 Result<std::set<ObservationKey>> recorded_keys(Database& db, int64_t campaign_id);
+// Streams the (src, dst, sport) of the campaign's observations of one protocol
+// and destination port, without holding them: a resumed campaign of millions
+// of 5-tuples turns them into port ranges (probe/weft/probe/skip_set.h).
+// Returns how many there were.
+Result<int64_t> for_each_recorded(Database& db, int64_t campaign_id, int protocol, int dport,
+                                  const std::function<void(int64_t src_id, int64_t dst_id, int sport)>& f);
 
 // --- receiver statistics, inference, anomalies
 Status add_rejections(Database& db, int64_t campaign_id, const std::map<std::string, int64_t>& by_reason);

@@ -22,11 +22,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <set>
 #include <utility>
 #include <vector>
 
 #include "weft/probe/backend.h"
+#include "weft/probe/skip_set.h"
 
 namespace weft::probe {
 
@@ -41,7 +41,7 @@ struct CampaignPlan {
   uint16_t port_window = 16;  // source ports (sockets) per window: results stream out per window
   int stop_at_spines = 0;      // targeted mode: S > 0
   int ports_per_spine = 1;     // targeted mode: K answered ports on each of the S spines
-  std::set<std::pair<uint32_t, uint16_t>> skip;  // (dst, sport) already recorded (resume)
+  SkipSet skip;  // (dst, sport) already recorded (resume)
   uint32_t first_sequence = 1;
 
   Status validate() const;
