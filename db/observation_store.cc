@@ -59,19 +59,6 @@ Result<std::vector<Observation>> load_observations(Database& db, int64_t campaig
   }
 }
 
-Result<std::set<ObservationKey>> recorded_keys(Database& db, int64_t campaign_id) {
-  WEFT_ASSIGN_OR_RETURN(Statement st, db.prepare(
-      "SELECT src_id, dst_id, protocol, sport, dport FROM observations WHERE campaign_id = ?"));
-  WEFT_RETURN_IF_ERROR(st.bind(1, campaign_id));
-  std::set<ObservationKey> out;
-  for (;;) {
-    WEFT_ASSIGN_OR_RETURN(bool row, st.step());
-    if (!row) return out;
-    out.emplace(st.column_int(0), st.column_int(1), static_cast<int>(st.column_int(2)),
-                static_cast<int>(st.column_int(3)), static_cast<int>(st.column_int(4)));
-  }
-}
-
 Result<int64_t> for_each_recorded(Database& db, int64_t campaign_id, int protocol, int dport,
                                   const std::function<void(int64_t, int64_t, int)>& f) {
   WEFT_ASSIGN_OR_RETURN(Statement st, db.prepare("SELECT src_id, dst_id, sport FROM observations "

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -144,7 +145,19 @@ TEST_P(BatchTest, SecondOverlappingBatchAddsOnlyNewRows) {
   ASSERT_TRUE(back);
   ASSERT_EQ(back->size(), static_cast<size_t>(n + 13));
   for (int p = 0; p < n; ++p) EXPECT_EQ((*back)[static_cast<size_t>(p)], first[static_cast<size_t>(p)]);
-  EXPECT_EQ(recorded_keys(*db, c)->size(), static_cast<size_t>(n + 13));
+  std::set<int> sports;
+  auto streamed = for_each_recorded(*db, c, 17, 4791, [&](int64_t src, int64_t dst, int sport) {
+    EXPECT_EQ(src, h[0]);
+    EXPECT_EQ(dst, h[1]);
+    sports.insert(sport);
+  });
+  ASSERT_TRUE(streamed) << streamed.status().to_string();
+  EXPECT_EQ(*streamed, n + 13);
+  EXPECT_EQ(sports.size(), static_cast<size_t>(n + 13));
+  EXPECT_EQ(*sports.begin(), 1);
+  EXPECT_EQ(*sports.rbegin(), n + 13);
+  EXPECT_EQ(*for_each_recorded(*db, c, 6, 4791, [](int64_t, int64_t, int) { ADD_FAILURE(); }), 0);
+  EXPECT_EQ(*for_each_recorded(*db, c, 17, 4792, [](int64_t, int64_t, int) { ADD_FAILURE(); }), 0);
 }
 INSTANTIATE_TEST_SUITE_P(Sizes, BatchTest, ::testing::Values(1, 7, 4099));
 

@@ -13,10 +13,8 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "weft/db/database.h"
@@ -126,8 +124,6 @@ class ObservationWriter {
 };
 
 Result<std::vector<Observation>> load_observations(Database& db, int64_t campaign_id);
-using ObservationKey = std::tuple<int64_t, int64_t, int, int, int>;  // src, dst, proto, sport, dport
-Result<std::set<ObservationKey>> recorded_keys(Database& db, int64_t campaign_id);
 // Streams the (src, dst, sport) of the campaign's observations of one protocol
 // and destination port, without holding them: a resumed campaign of millions
 // of 5-tuples turns them into port ranges (probe/weft/probe/skip_set.h).
