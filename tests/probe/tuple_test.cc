@@ -40,6 +40,8 @@ struct Alteration {
   Reject want;
 };
 
+void PrintTo(const Alteration& a, std::ostream* os) { *os << a.name; }
+
 const Alteration kAlterations[] = {
     {"SourceAddress", [](FiveTuple& t) { t.src_ip = kElsewhere; }, Reject::kBadSource},
     {"SourcePort", [](FiveTuple& t) { t.sport ^= 1; }, Reject::kBadSource},
