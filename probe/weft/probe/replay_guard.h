@@ -61,6 +61,7 @@ class ReplayGuard {
   };
   // Memory per sender: the window and its hash-table node (key, hash, link).
   static constexpr size_t kBytesPerSender = sizeof(Window) + 3 * sizeof(uint64_t);
+  static_assert(kBytesPerSender == 552, "docs/probe.md states the guard's memory bound from this size");
 
  private:
   void forget_expired(uint64_t now_ns);
