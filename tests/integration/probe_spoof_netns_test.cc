@@ -7,13 +7,11 @@
 // exactly the requests the sender sent, and the campaign's observations are
 // the fabric's own routes.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -36,21 +34,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-uint32_t ip_of(const std::string& s) {
-  in_addr a{};
-  ::inet_pton(AF_INET, s.c_str(), &a);
-  return ntohl(a.s_addr);
-}
-
-std::string ip_str(uint32_t ip) {
-  return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff, ip & 0xff);
-}
-
 void enter(const std::string& ns) {
-  const int fd = ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0) << ns;
-  ASSERT_EQ(::setns(fd, CLONE_NEWNET), 0) << ns;
-  ::close(fd);
+  const Status st = enter_netns(ns);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
 }
 
 void put_ip(std::vector<uint8_t>& pkt, size_t at, uint32_t ip) {
@@ -83,7 +69,7 @@ TEST(ProbeSpoofNetnsTest, CapturedProbesSentAgainFromSpoofedSourcesAreRefusedByR
     std::thread([&] {
       enter(h.ns);
       probe::ReflectorConfig rc;
-      rc.bind_ip = ip_of(h.ip);
+      rc.bind_ip = ipv4_of(h.ip);
       reflectors.push_back(std::make_unique<probe::Reflector>(keys, rc));
       const Status st = reflectors.back()->start();
       EXPECT_TRUE(st.is_ok()) << h.name << ": " << st.to_string();
@@ -130,7 +116,7 @@ TEST(ProbeSpoofNetnsTest, CapturedProbesSentAgainFromSpoofedSourcesAreRefusedByR
     enter(attacker.ns);
     probe::UniqueFd raw(::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW));
     ASSERT_TRUE(raw) << "raw socket: " << std::strerror(errno);
-    const uint32_t other = ip_of(f.host("h2-1").ip), leaf_mate = ip_of(f.host("h1-2").ip);
+    const uint32_t other = ipv4_of(f.host("h2-1").ip), leaf_mate = ipv4_of(f.host("h1-2").ip);
     auto send = [&](const std::vector<uint8_t>& pkt, uint64_t* count) {
       sockaddr_in to{};
       to.sin_family = AF_INET;
@@ -163,10 +149,10 @@ TEST(ProbeSpoofNetnsTest, CapturedProbesSentAgainFromSpoofedSourcesAreRefusedByR
       std::memcpy(&dst, pkt.data() + 16, 4);
       dst = ntohl(dst);
       send(pkt, &sent.own_source);
-      for (uint32_t src : {ip_of(attacker.ip), other, leaf_mate}) {
+      for (uint32_t src : {ipv4_of(attacker.ip), other, leaf_mate}) {
         // A host drops a packet from its own address that came from outside
         // (a martian, ip(7)); such a copy would not reach the reflector.
-        if (src == dst && src != ip_of(attacker.ip)) continue;
+        if (src == dst && src != ipv4_of(attacker.ip)) continue;
         std::vector<uint8_t> spoofed = pkt;
         put_ip(spoofed, 12, src);
         send(spoofed, &sent.spoofed);
@@ -185,14 +171,14 @@ TEST(ProbeSpoofNetnsTest, CapturedProbesSentAgainFromSpoofedSourcesAreRefusedByR
     enter(sender.ns);
     while (!tap_ready) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     probe::SenderConfig sc;
-    sc.local_ip = ip_of(sender.ip);
+    sc.local_ip = ipv4_of(sender.ip);
     sc.run = run;
     sc.key = key;
     auto be = probe::make_sender("udp", sc);
     ASSERT_TRUE(be) << be.status().to_string();
     probe::CampaignPlan plan;
     for (const auto& h : f.hosts())
-      if (h.ip != sender.ip) plan.targets.push_back(ip_of(h.ip));
+      if (h.ip != sender.ip) plan.targets.push_back(ipv4_of(h.ip));
     plan.sport_first = 42000;
     plan.sport_count = kPorts;
     plan.probes_per_port = 2;
@@ -215,7 +201,7 @@ TEST(ProbeSpoofNetnsTest, CapturedProbesSentAgainFromSpoofedSourcesAreRefusedByR
   EXPECT_EQ(outcome.stats.rejected_total(), 0u);
   ASSERT_EQ(results.size(), n_targets * kPorts);
   std::vector<FiveTuple> tuples;
-  for (const auto& r : results) tuples.push_back({sender.ip, ip_str(r.dst_ip), 17, r.sport, 4791});
+  for (const auto& r : results) tuples.push_back({sender.ip, ipv4_str(r.dst_ip), 17, r.sport, 4791});
   auto truth = f.ground_truth(tuples);
   ASSERT_TRUE(truth) << truth.status().to_string();
   size_t match = 0;

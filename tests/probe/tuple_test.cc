@@ -52,40 +52,39 @@ const Alteration kAlterations[] = {
 
 class TupleAlterationTest : public ::testing::TestWithParam<Alteration> {
  protected:
-  void SetUp() override { keys_.set(kRun, key_); }
+  void SetUp() override {
+    keys_.set(kRun, key_);
+    seen_ = request_tuple();
+    GetParam().alter(seen_);
+  }
   MacKey key_ = MacKey::from_string("tuple test key");
   KeyRing keys_;
   ProbeStats stats_;
+  RequestAcceptor acc_{keys_, stats_};
+  const uint64_t now_ = realtime_ns();
+  FiveTuple seen_;  // the request's 5-tuple with the case's field altered
 };
 
 // On the wire: the headers were rewritten, the payload left alone.
 TEST_P(TupleAlterationTest, ARequestArrivingWithAnAlteredFieldIsRefusedUnderItsReason) {
-  RequestAcceptor acc(keys_, stats_);
-  const uint64_t now = realtime_ns();
-  const auto pkt = make(ProbeType::kRequest, request_tuple(), 1, now, key_);
-  FiveTuple seen = request_tuple();
-  GetParam().alter(seen);
+  const auto pkt = make(ProbeType::kRequest, request_tuple(), 1, now_, key_);
   ProbeHeader h;
-  EXPECT_FALSE(acc.accept(pkt, seen, now, &h));
+  EXPECT_FALSE(acc_.accept(pkt, seen_, now_, &h));
   EXPECT_EQ(stats_.rejected_for(GetParam().want), 1u);
   EXPECT_EQ(stats_.rejected_total(), 1u);
-  EXPECT_EQ(acc.guard().senders(), 0u) << "a refused request leaves no replay state";
-  EXPECT_TRUE(acc.accept(pkt, request_tuple(), now, &h)) << "the unaltered request is still fresh";
+  EXPECT_EQ(acc_.guard().senders(), 0u) << "a refused request leaves no replay state";
+  EXPECT_TRUE(acc_.accept(pkt, request_tuple(), now_, &h)) << "the unaltered request is still fresh";
 }
 
 // The attacker also rewrote the payload's copy of the field to match: the MAC fails.
 TEST_P(TupleAlterationTest, ARequestWhosePayloadTupleWasRewrittenToMatchFailsTheMac) {
-  RequestAcceptor acc(keys_, stats_);
-  const uint64_t now = realtime_ns();
-  const auto pkt = make(ProbeType::kRequest, request_tuple(), 1, now, key_);
-  FiveTuple seen = request_tuple();
-  GetParam().alter(seen);
+  const auto pkt = make(ProbeType::kRequest, request_tuple(), 1, now_, key_);
   // The same header with the altered tuple, under the genuine packet's tag.
-  auto rewritten = make(ProbeType::kRequest, seen, 1, now, key_);
+  auto rewritten = make(ProbeType::kRequest, seen_, 1, now_, key_);
   ASSERT_FALSE(std::equal(pkt.begin(), pkt.begin() + kMacOffset, rewritten.begin()));
   std::copy(pkt.begin() + kMacOffset, pkt.end(), rewritten.begin() + kMacOffset);
   ProbeHeader h;
-  EXPECT_FALSE(acc.accept(rewritten, seen, now, &h));
+  EXPECT_FALSE(acc_.accept(rewritten, seen_, now_, &h));
   EXPECT_EQ(stats_.rejected_for(Reject::kBadMac), 1u);
   EXPECT_EQ(stats_.rejected_total(), 1u);
 }
