@@ -306,6 +306,8 @@ class DpdkSender final : public SenderBackend {
     h.sport = p.sport;
     h.dport = cfg_.dport;
     h.send_time_ns = realtime_ns();
+    h.tuple = {.src_ip = cfg_.local_ip, .dst_ip = p.dst_ip, .proto = IPPROTO_UDP, .sport = p.sport,
+               .dport = cfg_.dport};
     encode_probe(h, cfg_.key, std::span<uint8_t, kProbeSize>(reinterpret_cast<uint8_t*>(udp + 1), kProbeSize));
     ip->hdr_checksum = rte_ipv4_cksum(ip);
     udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);  // RFC 768: a sum the receiver's stack checks
@@ -402,8 +404,10 @@ class DpdkSender final : public SenderBackend {
       const uint16_t sport = rte_be_to_cpu_16(udp.dst_port);
       if (sport < first_ || sport - first_ >= count_) return;  // not a probe port: the kernel's traffic
       ProbeHeader h;
-      if (!accept_reply({ip.payload + sizeof udp, ip.len - sizeof udp}, cfg_.run, cfg_.key, ProbeType::kReply, stats_,
-                        &h)) {
+      const FiveTuple seen{.src_ip = ip.src, .dst_ip = ip.dst, .proto = IPPROTO_UDP,
+                           .sport = rte_be_to_cpu_16(udp.src_port), .dport = sport};
+      if (!accept_reply({ip.payload + sizeof udp, ip.len - sizeof udp}, seen, cfg_.run, cfg_.key, ProbeType::kReply,
+                        stats_, &h)) {
         return;
       }
       if (h.sport != sport) {
@@ -432,7 +436,9 @@ class DpdkSender final : public SenderBackend {
       const uint16_t sport = rte_be_to_cpu_16(udp.src_port);
       if (sport < first_ || sport - first_ >= count_) return;
       ProbeHeader h;
-      if (!accept_reply({inner.payload + sizeof udp, inner.len - sizeof udp}, cfg_.run, cfg_.key,
+      const FiveTuple quoted{.src_ip = inner.src, .dst_ip = inner.dst, .proto = IPPROTO_UDP, .sport = sport,
+                             .dport = rte_be_to_cpu_16(udp.dst_port)};
+      if (!accept_reply({inner.payload + sizeof udp, inner.len - sizeof udp}, quoted, cfg_.run, cfg_.key,
                         ProbeType::kRequest, stats_, &h)) {
         return;
       }

@@ -1,6 +1,9 @@
 // The UDP side of the reflector (reflector.h). IP_RECVTOS delivers each
 // datagram's TOS byte as an IP_TOS control message (ip(7)); DSCP = TOS >> 2
-// (RFC 2474). The TCP-SYN side (libpcap) is in reflector_pcap.cc.
+// (RFC 2474). IP_PKTINFO delivers the address the datagram was sent to (the
+// MAC-covered destination, also when bound to 0.0.0.0) and, on sendmsg,
+// makes the reply leave from it. The TCP-SYN side (libpcap) is in
+// reflector_pcap.cc.
 #include "weft/probe/reflector.h"
 
 #include "weft/probe/backend.h"
@@ -34,6 +37,7 @@ Status Reflector::start() {
   if (!udp_) return io_error("socket(UDP)", errno);
   const int one = 1, tos = cfg_.reply_dscp << 2, rcvbuf = 4 << 20;
   if (::setsockopt(udp_.get(), IPPROTO_IP, IP_RECVTOS, &one, sizeof one) != 0) return io_error("IP_RECVTOS", errno);
+  if (::setsockopt(udp_.get(), IPPROTO_IP, IP_PKTINFO, &one, sizeof one) != 0) return io_error("IP_PKTINFO", errno);
   if (::setsockopt(udp_.get(), IPPROTO_IP, IP_TOS, &tos, sizeof tos) != 0) return io_error("IP_TOS", errno);
   set_rcvbuf(udp_.get(), rcvbuf);
   if (::setsockopt(udp_.get(), SOL_SOCKET, SO_SNDBUFFORCE, &rcvbuf, sizeof rcvbuf) != 0) {
@@ -77,11 +81,12 @@ ProbeStats Reflector::stats() const {
   return stats_;
 }
 
-void Reflector::answer(const ProbeHeader& req, uint8_t dscp_seen, uint32_t to_ip, uint16_t to_port) {
+void Reflector::answer(const ProbeHeader& req, uint8_t dscp_seen, uint32_t at_ip, uint32_t to_ip, uint16_t to_port) {
   ProbeHeader rep = req;
   rep.type = ProbeType::kReply;
   rep.dscp_seen = dscp_seen;
   rep.spine = spine_from_dscp(dscp_seen, cfg_.probe_dscp);
+  rep.tuple = {.src_ip = at_ip, .dst_ip = to_ip, .proto = routing::kProtoUdp, .sport = bound_port_, .dport = to_port};
   auto key = keys_.find(req.campaign);
   if (!key) return;  // retired between accept and answer
   Outgoing o;
@@ -90,6 +95,14 @@ void Reflector::answer(const ProbeHeader& req, uint8_t dscp_seen, uint32_t to_ip
   o.to.sin_family = AF_INET;
   o.to.sin_port = htons(to_port);
   o.to.sin_addr.s_addr = htonl(to_ip);
+  o.ctl = {};
+  cmsghdr* c = reinterpret_cast<cmsghdr*>(o.ctl.data());
+  c->cmsg_level = IPPROTO_IP;
+  c->cmsg_type = IP_PKTINFO;
+  c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
+  in_pktinfo pi{};
+  pi.ipi_spec_dst.s_addr = htonl(at_ip);  // ip(7): the source address of the route lookup
+  std::memcpy(CMSG_DATA(c), &pi, sizeof pi);
   std::lock_guard lock(out_mu_);
   out_.push_back(o);
 }
@@ -107,6 +120,8 @@ void Reflector::flush_answers() {
     msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
     msgs[i].msg_hdr.msg_iov = &iov[i];
     msgs[i].msg_hdr.msg_iovlen = 1;
+    msgs[i].msg_hdr.msg_control = out_[i].ctl.data();
+    msgs[i].msg_hdr.msg_controllen = out_[i].ctl.size();
   }
   size_t done = 0;
   uint64_t sent = 0, failed = 0;
@@ -137,7 +152,10 @@ void Reflector::udp_loop() {
   std::array<std::array<uint8_t, 2048>, kBatch> rb;
   std::array<iovec, kBatch> iov;
   std::array<sockaddr_in, kBatch> from;
-  std::array<std::array<uint8_t, 64>, kBatch> ctl;
+  struct alignas(cmsghdr) Control {
+    uint8_t b[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(in_pktinfo))];
+  };
+  std::array<Control, kBatch> ctl;
   std::array<mmsghdr, kBatch> msgs;
   pollfd fds[2] = {{udp_.get(), POLLIN, 0}, {stop_fd_.get(), POLLIN, 0}};
   while (running_) {
@@ -150,31 +168,37 @@ void Reflector::udp_loop() {
         msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
         msgs[i].msg_hdr.msg_iov = &iov[i];
         msgs[i].msg_hdr.msg_iovlen = 1;
-        msgs[i].msg_hdr.msg_control = ctl[i].data();
-        msgs[i].msg_hdr.msg_controllen = ctl[i].size();
+        msgs[i].msg_hdr.msg_control = ctl[i].b;
+        msgs[i].msg_hdr.msg_controllen = sizeof ctl[i].b;
       }
       const int r = ::recvmmsg(udp_.get(), msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
       if (r <= 0) break;
       const uint64_t now = realtime_ns();
       for (int i = 0; i < r; ++i) {
         int tos = -1;
+        FiveTuple seen{.src_ip = ntohl(from[i].sin_addr.s_addr), .dst_ip = 0, .proto = routing::kProtoUdp,
+                       .sport = ntohs(from[i].sin_port), .dport = bound_port_};
         for (cmsghdr* c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
           if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) tos = *CMSG_DATA(c);
+          if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+            in_pktinfo pi;
+            std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
+            seen.dst_ip = ntohl(pi.ipi_addr.s_addr);  // the header's destination address (ip(7))
+          }
         }
-        const uint32_t src = ntohl(from[i].sin_addr.s_addr);
-        const uint16_t sport = ntohs(from[i].sin_port);
+        const uint16_t sport = seen.sport;
         ProbeHeader h;
         bool ok;
         {
           std::lock_guard lock(mu_);
-          ok = acceptor_->accept(std::span<const uint8_t>(rb[i].data(), msgs[i].msg_len), src, sport, now, &h);
+          ok = acceptor_->accept(std::span<const uint8_t>(rb[i].data(), msgs[i].msg_len), seen, now, &h);
           // A request naming another source port than it came from is not a probe of this 5-tuple.
           if (ok && (h.sport != sport || tos < 0)) {
             stats_.reject(Reject::kUnexpected);
             ok = false;
           }
         }
-        if (ok) answer(h, static_cast<uint8_t>(tos >> 2), src, sport);
+        if (ok) answer(h, static_cast<uint8_t>(tos >> 2), seen.dst_ip, seen.src_ip, sport);
       }
       flush_answers();
       if (r < kBatch) break;

@@ -102,9 +102,11 @@ void Reflector::handle_frame(const uint8_t* data, size_t caplen) {
   const size_t ihl = static_cast<size_t>(ip[0] & 0x0f) * 4;
   if (ihl < 20 || caplen < off + ihl + 20) return;
   const uint8_t tos = ip[1];
-  uint32_t src;
+  uint32_t src, dst;
   std::memcpy(&src, ip + 12, 4);
+  std::memcpy(&dst, ip + 16, 4);
   src = ntohl(src);
+  dst = ntohl(dst);
   const uint8_t* tcp = ip + ihl;
   const uint16_t sport = static_cast<uint16_t>(tcp[0] << 8 | tcp[1]);
   const uint16_t dport = static_cast<uint16_t>(tcp[2] << 8 | tcp[3]);
@@ -115,13 +117,14 @@ void Reflector::handle_frame(const uint8_t* data, size_t caplen) {
   bool ok;
   {
     std::lock_guard lock(mu_);
-    ok = acceptor_->accept(std::span<const uint8_t>(data + payload_at, payload_len), src, sport, realtime_ns(), &h);
+    const FiveTuple seen{.src_ip = src, .dst_ip = dst, .proto = routing::kProtoTcp, .sport = sport, .dport = dport};
+    ok = acceptor_->accept(std::span<const uint8_t>(data + payload_at, payload_len), seen, realtime_ns(), &h);
     if (ok && (h.sport != sport || h.dport != dport || h.reply_port == 0 || !(h.flags & kFlagTcp))) {
       stats_.reject(Reject::kUnexpected);
       ok = false;
     }
   }
-  if (ok) answer(h, static_cast<uint8_t>(tos >> 2), src, h.reply_port);
+  if (ok) answer(h, static_cast<uint8_t>(tos >> 2), dst, src, h.reply_port);
 }
 
 }  // namespace weft::probe

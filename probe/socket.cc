@@ -27,6 +27,8 @@
 
 namespace weft::probe {
 
+using routing::kProtoUdp;
+
 std::string_view method_name(Method m) { return m == Method::kDscp ? "dscp" : "ttl"; }
 
 Result<Method> parse_method(std::string_view s) {
@@ -121,6 +123,8 @@ class UdpSender final : public SenderBackend {
         h.sport = port;
         h.dport = cfg_.dport;
         h.send_time_ns = realtime_ns();
+        h.tuple = {.src_ip = cfg_.local_ip, .dst_ip = list[i]->dst_ip, .proto = kProtoUdp, .sport = port,
+                   .dport = cfg_.dport};
         encode_probe(h, cfg_.key, std::span<uint8_t, kProbeSize>(bufs_[i].data(), kProbeSize));
         addrs_[i] = sockaddr_in{};
         addrs_[i].sin_family = AF_INET;
@@ -193,7 +197,9 @@ class UdpSender final : public SenderBackend {
       const uint64_t now = realtime_ns();
       for (int i = 0; i < r; ++i) {
         ProbeHeader h;
-        if (!accept_reply(std::span<const uint8_t>(rb[i].data(), msgs[i].msg_len), cfg_.run, cfg_.key,
+        const FiveTuple seen{.src_ip = ntohl(from[i].sin_addr.s_addr), .dst_ip = cfg_.local_ip, .proto = kProtoUdp,
+                             .sport = ntohs(from[i].sin_port), .dport = static_cast<uint16_t>(first_ + idx)};
+        if (!accept_reply(std::span<const uint8_t>(rb[i].data(), msgs[i].msg_len), seen, cfg_.run, cfg_.key,
                           ProbeType::kReply, stats_, &h)) {
           continue;
         }
@@ -239,8 +245,11 @@ class UdpSender final : public SenderBackend {
         sockaddr_in off;
         std::memcpy(&off, SO_EE_OFFENDER(reinterpret_cast<sock_extended_err*>(CMSG_DATA(c))), sizeof off);
         ProbeHeader h;
-        // The quoted payload is our own request: it must carry our MAC.
-        if (!accept_reply(std::span<const uint8_t>(payload, static_cast<size_t>(r)), cfg_.run, cfg_.key,
+        // The quoted payload is our own request: it must carry our MAC and the
+        // 5-tuple the error names (this socket's port to the target).
+        const FiveTuple quoted{.src_ip = cfg_.local_ip, .dst_ip = ntohl(target.sin_addr.s_addr), .proto = kProtoUdp,
+                               .sport = static_cast<uint16_t>(first_ + idx), .dport = ntohs(target.sin_port)};
+        if (!accept_reply(std::span<const uint8_t>(payload, static_cast<size_t>(r)), quoted, cfg_.run, cfg_.key,
                           ProbeType::kRequest, stats_, &h)) {
           continue;
         }

@@ -105,6 +105,8 @@ class TcpSynSender final : public SenderBackend {
         h.dport = cfg_.dport;
         h.reply_port = reply_port_;
         h.send_time_ns = realtime_ns();
+        h.tuple = {.src_ip = cfg_.local_ip, .dst_ip = p.dst_ip, .proto = routing::kProtoTcp, .sport = p.sport,
+                   .dport = cfg_.dport};
         encode_probe(h, cfg_.key, std::span<uint8_t, kProbeSize>(seg + kTcpHeader, kProbeSize));
         const uint16_t ck = tcp_checksum(cfg_.local_ip, p.dst_ip, seg, kTcpHeader + kProbeSize);
         seg[16] = static_cast<uint8_t>(ck >> 8);
@@ -149,8 +151,10 @@ class TcpSynSender final : public SenderBackend {
       const ssize_t r = ::recvfrom(udp_.get(), buf, sizeof buf, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), &fl);
       if (r < 0) return Status::ok();
       ProbeHeader h;
-      if (!accept_reply(std::span<const uint8_t>(buf, static_cast<size_t>(r)), cfg_.run, cfg_.key, ProbeType::kReply,
-                        stats_, &h)) {
+      const FiveTuple seen{.src_ip = ntohl(from.sin_addr.s_addr), .dst_ip = cfg_.local_ip, .proto = routing::kProtoUdp,
+                           .sport = ntohs(from.sin_port), .dport = reply_port_};
+      if (!accept_reply(std::span<const uint8_t>(buf, static_cast<size_t>(r)), seen, cfg_.run, cfg_.key,
+                        ProbeType::kReply, stats_, &h)) {
         continue;
       }
       ProbeAnswer a;

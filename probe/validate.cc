@@ -1,6 +1,7 @@
 // Probe acceptance (validate.h) and the shared stats helpers (stats.h).
 #include "weft/probe/validate.h"
 
+#include <algorithm>
 #include <mutex>
 
 namespace weft::probe {
@@ -50,20 +51,7 @@ size_t KeyRing::size() const {
   return keys_.size();
 }
 
-bool ReplayGuard::first_sighting(uint32_t campaign, uint32_t sequence, uint32_t src_ip, uint16_t sport) {
-  // Sequences are unique per (campaign, sender), so the tuple identifies one probe.
-  uint64_t k = (static_cast<uint64_t>(campaign) << 32 | sequence) * 0x9e3779b97f4a7c15ull;
-  k ^= (static_cast<uint64_t>(src_ip) << 16 | sport) * 0xc2b2ae3d27d4eb4full;
-  if (!seen_.insert(k).second) return false;
-  order_.push_back(k);
-  if (order_.size() > capacity_) {
-    seen_.erase(order_.front());
-    order_.pop_front();
-  }
-  return true;
-}
-
-bool RequestAcceptor::accept(std::span<const uint8_t> packet, uint32_t src_ip, uint16_t sport, uint64_t now_ns,
+bool RequestAcceptor::accept(std::span<const uint8_t> packet, const FiveTuple& seen, uint64_t now_ns,
                              ProbeHeader* h) {
   Reject why{};
   if (!parse_probe(packet, h, &why)) {
@@ -83,20 +71,27 @@ bool RequestAcceptor::accept(std::span<const uint8_t> packet, uint32_t src_ip, u
     stats_.reject(Reject::kBadMac);
     return false;
   }
-  const uint64_t age = now_ns > h->send_time_ns ? now_ns - h->send_time_ns : h->send_time_ns - now_ns;
+  if (!tuple_matches(*h, seen, &why)) {
+    stats_.reject(why);
+    return false;
+  }
+  now_ns_ = std::max(now_ns_, now_ns);
+  const uint64_t age = now_ns_ > h->send_time_ns ? now_ns_ - h->send_time_ns : h->send_time_ns - now_ns_;
   if (age > opt_.window_ns) {
     stats_.reject(Reject::kStale);
     return false;
   }
-  if (!guard_.first_sighting(h->campaign, h->sequence, src_ip, sport)) {
-    stats_.reject(Reject::kReplayed);
-    return false;
+  switch (guard_.check(h->campaign, h->tuple.src_ip, h->sequence, h->send_time_ns, now_ns_)) {
+    case Sighting::kFirst: return true;
+    case Sighting::kReplayed: stats_.reject(Reject::kReplayed); break;
+    case Sighting::kBehindWindow: stats_.reject(Reject::kBehindWindow); break;
+    case Sighting::kTooManySenders: stats_.reject(Reject::kTooManySenders); break;
   }
-  return true;
+  return false;
 }
 
-bool accept_reply(std::span<const uint8_t> packet, uint32_t campaign, const MacKey& key, ProbeType want,
-                  ProbeStats& stats, ProbeHeader* h) {
+bool accept_reply(std::span<const uint8_t> packet, const FiveTuple& seen, uint32_t campaign, const MacKey& key,
+                  ProbeType want, ProbeStats& stats, ProbeHeader* h) {
   Reject why{};
   if (!parse_probe(packet, h, &why)) {
     stats.reject(why);
@@ -112,6 +107,10 @@ bool accept_reply(std::span<const uint8_t> packet, uint32_t campaign, const MacK
   }
   if (!verify_probe_mac(packet, key)) {
     stats.reject(Reject::kBadMac);
+    return false;
+  }
+  if (!tuple_matches(*h, seen, &why)) {
+    stats.reject(why);
     return false;
   }
   return true;

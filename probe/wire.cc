@@ -4,6 +4,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace weft::probe {
@@ -30,8 +31,12 @@ std::string_view reject_name(Reject r) {
     case Reject::kBadType: return "bad_type";
     case Reject::kUnknownCampaign: return "unknown_campaign";
     case Reject::kBadMac: return "bad_mac";
+    case Reject::kBadSource: return "bad_source";
+    case Reject::kBadDestination: return "bad_destination";
     case Reject::kStale: return "stale";
     case Reject::kReplayed: return "replayed";
+    case Reject::kBehindWindow: return "behind_window";
+    case Reject::kTooManySenders: return "too_many_senders";
     case Reject::kUnexpected: return "unexpected";
     case Reject::kLate: return "late";
     case Reject::kCount: break;
@@ -51,8 +56,13 @@ size_t encode_probe(const ProbeHeader& h, const MacKey& key, std::span<uint8_t, 
   put(w.sport, h.sport);
   put(w.dport, h.dport);
   w.spine = h.spine;
+  w.protocol = h.tuple.proto;
   put(w.reply_port, h.reply_port);
   put(w.send_time_ns, h.send_time_ns);
+  put(w.src_ip, h.tuple.src_ip);
+  put(w.dst_ip, h.tuple.dst_ip);
+  put(w.src_port, h.tuple.sport);
+  put(w.dst_port, h.tuple.dport);
   std::memcpy(out.data(), &w, kProbeSize);
   const Digest d = key.mac(std::span<const uint8_t>(out.data(), kMacOffset));
   std::memcpy(out.data() + kMacOffset, d.data(), sizeof(w.mac));
@@ -60,18 +70,22 @@ size_t encode_probe(const ProbeHeader& h, const MacKey& key, std::span<uint8_t, 
 }
 
 bool parse_probe(std::span<const uint8_t> packet, ProbeHeader* h, Reject* why) {
-  if (packet.size() < kProbeSize) {
+  if (packet.size() < kProbePrefix) {
     *why = Reject::kTruncated;
     return false;
   }
-  WireProbe w;
-  std::memcpy(&w, packet.data(), kProbeSize);
+  WireProbe w{};
+  std::memcpy(&w, packet.data(), std::min(packet.size(), kProbeSize));
   if (get(w.magic) != kProbeMagic) {
     *why = Reject::kBadMagic;
     return false;
   }
   if (w.version != kProbeVersion) {
     *why = Reject::kBadVersion;
+    return false;
+  }
+  if (packet.size() < kProbeSize) {
+    *why = Reject::kTruncated;
     return false;
   }
   if (w.type != static_cast<uint8_t>(ProbeType::kRequest) && w.type != static_cast<uint8_t>(ProbeType::kReply)) {
@@ -89,6 +103,23 @@ bool parse_probe(std::span<const uint8_t> packet, ProbeHeader* h, Reject* why) {
   h->spine = w.spine;
   h->reply_port = static_cast<uint16_t>(get(w.reply_port));
   h->send_time_ns = get(w.send_time_ns);
+  h->tuple.src_ip = static_cast<uint32_t>(get(w.src_ip));
+  h->tuple.dst_ip = static_cast<uint32_t>(get(w.dst_ip));
+  h->tuple.sport = static_cast<uint16_t>(get(w.src_port));
+  h->tuple.dport = static_cast<uint16_t>(get(w.dst_port));
+  h->tuple.proto = w.protocol;
+  return true;
+}
+
+bool tuple_matches(const ProbeHeader& h, const FiveTuple& seen, Reject* why) {
+  if (h.tuple.src_ip != seen.src_ip || h.tuple.sport != seen.sport) {
+    *why = Reject::kBadSource;
+    return false;
+  }
+  if (h.tuple.dst_ip != seen.dst_ip || h.tuple.dport != seen.dport || h.tuple.proto != seen.proto) {
+    *why = Reject::kBadDestination;
+    return false;
+  }
   return true;
 }
 

@@ -28,12 +28,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     encode_probe(h, key, out);
     ProbeHeader back;
     if (!parse_probe(out, &back, &why) || back.sequence != h.sequence || back.send_time_ns != h.send_time_ns ||
-        back.reply_port != h.reply_port || !verify_probe_mac(out, key)) {
+        back.reply_port != h.reply_port || !(back.tuple == h.tuple) || !verify_probe_mac(out, key) ||
+        !tuple_matches(back, h.tuple, &why)) {
       __builtin_trap();
     }
   }
-  (void)acceptor.accept(pkt, 0x0a000001, 4791, realtime_ns(), &h);
-  (void)accept_reply(pkt, 1, key, ProbeType::kReply, stats, &h);
-  (void)accept_reply(pkt, 1, key, ProbeType::kRequest, stats, &h);
+  // The seed corpus's request (corpus/probe/request.bin) was sent 10.0.0.2:49152 -> 10.0.0.1:4791.
+  const FiveTuple request{.src_ip = 0x0a000002, .dst_ip = 0x0a000001, .proto = 17, .sport = 49152, .dport = 4791};
+  const FiveTuple reply{.src_ip = 0x0a000001, .dst_ip = 0x0a000002, .proto = 17, .sport = 4791, .dport = 49152};
+  (void)acceptor.accept(pkt, request, realtime_ns(), &h);
+  (void)accept_reply(pkt, reply, 1, key, ProbeType::kReply, stats, &h);
+  (void)accept_reply(pkt, request, 1, key, ProbeType::kRequest, stats, &h);
   return 0;
 }

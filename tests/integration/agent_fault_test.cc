@@ -159,6 +159,7 @@ TEST(AgentFaultTest, FloodsOfBadPacketsAndMessagesAreCountedByReasonAndNeverStor
     h.campaign = run;
     h.sport = 40000;
     h.dport = 4791;
+    h.tuple = {.src_ip = 0x0a000102, .dst_ip = 0x0a000201, .proto = 17, .sport = 40000, .dport = 4791};
     std::array<uint8_t, probe::kProbeSize> b;
     uint32_t seq = 1;
     for (int i = 0; i < 2000; ++i) {  // forged: a random MAC

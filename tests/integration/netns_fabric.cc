@@ -2,6 +2,7 @@
 // (system(3) with files) — these are tests, and the script is the interface.
 #include "netns_fabric.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -41,6 +42,25 @@ std::string slurp(const fs::path& p) {
 }
 
 }  // namespace
+
+uint32_t ipv4_of(const std::string& dotted) {
+  in_addr a{};
+  if (::inet_pton(AF_INET, dotted.c_str(), &a) != 1) return 0;
+  return ntohl(a.s_addr);
+}
+
+std::string ipv4_str(uint32_t ip) {
+  return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff, ip & 0xff);
+}
+
+Status enter_netns(const std::string& ns) {
+  const int fd = ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return io_error("/run/netns/" + ns, errno);
+  const int rc = ::setns(fd, CLONE_NEWNET);
+  const int err = errno;
+  ::close(fd);
+  return rc == 0 ? Status::ok() : io_error("setns " + ns, err);
+}
 
 std::string netns_unavailable_reason() {
   if (::geteuid() != 0) return "needs root (network namespaces, veth, nftables)";

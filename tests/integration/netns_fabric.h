@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,13 @@ struct FiveTuple {
 
 // Why this machine cannot run netns tests ("" when it can).
 std::string netns_unavailable_reason();
+
+// The host-order IPv4 address of a dotted quad (0 when it is not one), and back.
+uint32_t ipv4_of(const std::string& dotted);
+std::string ipv4_str(uint32_t ip);
+// Moves the calling thread into the named namespace (setns(2) is per thread;
+// threads it starts afterwards are born there).
+Status enter_netns(const std::string& ns);
 
 #define WEFT_SKIP_UNLESS_NETNS()                                         \
   do {                                                                   \

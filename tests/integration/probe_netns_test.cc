@@ -5,9 +5,7 @@
 // UDP probes sent through DPDK (DSCP and TTL; skipped, saying why, when weft
 // was built without DPDK or its EAL cannot start).
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sched.h>
 
 #include <map>
 #include <mutex>
@@ -24,23 +22,11 @@ namespace {
 
 using probe::FlowResult;
 
-uint32_t ip_of(const std::string& s) {
-  in_addr a{};
-  ::inet_pton(AF_INET, s.c_str(), &a);
-  return ntohl(a.s_addr);
-}
-
-std::string ip_str(uint32_t ip) {
-  return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff, ip & 0xff);
-}
-
 // Runs fn on a thread inside namespace ns.
 std::thread in_netns(const std::string& ns, std::function<void()> fn) {
   return std::thread([ns, fn = std::move(fn)] {
-    const int fd = ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-    ASSERT_GE(fd, 0) << ns;
-    ASSERT_EQ(::setns(fd, CLONE_NEWNET), 0) << ns;
-    ::close(fd);
+    const Status st = enter_netns(ns);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
     fn();
   });
 }
@@ -75,7 +61,7 @@ TEST_P(ProbeNetnsTest, EveryObservationMatchesTheFabricsOwnRoute) {
     for (size_t i = 0; i < f.hosts().size(); ++i) {
       ts.push_back(in_netns(f.hosts()[i].ns, [&, i] {
         probe::ReflectorConfig rc;
-        rc.bind_ip = ip_of(f.hosts()[i].ip);
+        rc.bind_ip = ipv4_of(f.hosts()[i].ip);
         rc.udp_port = c.protocol == 17 ? c.dport : 4791;
         rc.tcp_port = c.protocol == 6 ? c.dport : 0;
         reflectors[i] = std::make_unique<probe::Reflector>(keys, rc);
@@ -95,7 +81,7 @@ TEST_P(ProbeNetnsTest, EveryObservationMatchesTheFabricsOwnRoute) {
     ts.push_back(in_netns(src.ns, [&, src] {
       probe::SenderConfig sc;
       sc.method = c.method;
-      sc.local_ip = ip_of(src.ip);
+      sc.local_ip = ipv4_of(src.ip);
       sc.dport = c.dport;
       sc.run = run;
       sc.key = key;
@@ -103,13 +89,13 @@ TEST_P(ProbeNetnsTest, EveryObservationMatchesTheFabricsOwnRoute) {
       ASSERT_TRUE(be) << be.status().to_string();
       probe::CampaignPlan plan;
       for (const auto& dst : f.hosts())
-        if (dst.ip != src.ip) plan.targets.push_back(ip_of(dst.ip));
+        if (dst.ip != src.ip) plan.targets.push_back(ipv4_of(dst.ip));
       plan.sport_first = 41000;
       plan.sport_count = kPorts;
       plan.probes_per_port = 2;
       auto out = probe::run_campaign(**be, plan, [&](const FlowResult& r) {
         std::lock_guard lock(mu);
-        tuples.push_back({src.ip, ip_str(r.dst_ip), c.protocol, r.sport, c.dport});
+        tuples.push_back({src.ip, ipv4_str(r.dst_ip), c.protocol, r.sport, c.dport});
         results.push_back(r);
       });
       ASSERT_TRUE(out) << out.status().to_string();
@@ -129,7 +115,7 @@ TEST_P(ProbeNetnsTest, EveryObservationMatchesTheFabricsOwnRoute) {
     int seen;
     if (c.method == probe::Method::kTtl) {
       // 10.254.0.N is spine N's loopback (scripts/netns-fabric.sh); no hop = same leaf.
-      seen = r.hop_ip == 0 ? (r.answered ? 0 : -1) : static_cast<int>(r.hop_ip - ip_of("10.254.0.0"));
+      seen = r.hop_ip == 0 ? (r.answered ? 0 : -1) : static_cast<int>(r.hop_ip - ipv4_of("10.254.0.0"));
     } else {
       seen = r.spine;
     }

@@ -5,9 +5,7 @@
 // arrived (>= 99% answered, under the campaign's key, sequences exact).
 // Skips, saying why, without root or without DPDK.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sched.h>
 
 #include <chrono>
 #include <cstdio>
@@ -23,17 +21,9 @@
 namespace weft::test {
 namespace {
 
-uint32_t ip_of(const std::string& s) {
-  in_addr a{};
-  ::inet_pton(AF_INET, s.c_str(), &a);
-  return ntohl(a.s_addr);
-}
-
 void enter(const std::string& ns) {
-  const int fd = ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0) << ns;
-  ASSERT_EQ(::setns(fd, CLONE_NEWNET), 0) << ns;
-  ::close(fd);
+  const Status st = enter_netns(ns);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
 }
 
 struct Rate {
@@ -103,7 +93,7 @@ TEST(ProbeRateTest, DpdkAgainstKernelSocketsOnOneVeth) {
   std::thread([&] {
     enter(dst.ns);
     probe::ReflectorConfig rc;
-    rc.bind_ip = ip_of(dst.ip);
+    rc.bind_ip = ipv4_of(dst.ip);
     reflector = std::make_unique<probe::Reflector>(keys, rc);
     const Status st = reflector->start();
     EXPECT_TRUE(st.is_ok()) << st.to_string();
@@ -114,8 +104,8 @@ TEST(ProbeRateTest, DpdkAgainstKernelSocketsOnOneVeth) {
   Rate sockets, dpdk_rate;
   std::thread([&] {
     enter(src.ns);
-    measure("udp", 1, key, ip_of(src.ip), ip_of(dst.ip), kTotal, &sockets);
-    measure("dpdk", 2, key, ip_of(src.ip), ip_of(dst.ip), kTotal, &dpdk_rate);
+    measure("udp", 1, key, ipv4_of(src.ip), ipv4_of(dst.ip), kTotal, &sockets);
+    measure("dpdk", 2, key, ipv4_of(src.ip), ipv4_of(dst.ip), kTotal, &dpdk_rate);
   }).join();
   reflector->stop();
   for (const Rate* r : {&sockets, &dpdk_rate}) {

@@ -10,6 +10,8 @@
 namespace weft::probe {
 namespace {
 
+constexpr uint32_t kSender = 0x0a000101, kReflector = 0x0a000201;  // 10.0.1.1 -> 10.0.2.1
+
 ProbeHeader request(uint32_t seq, uint16_t sport) {
   ProbeHeader h;
   h.type = ProbeType::kRequest;
@@ -18,6 +20,7 @@ ProbeHeader request(uint32_t seq, uint16_t sport) {
   h.sport = sport;
   h.dport = 4791;
   h.send_time_ns = realtime_ns();
+  h.tuple = {.src_ip = kSender, .dst_ip = kReflector, .proto = 17, .sport = sport, .dport = 4791};
   return h;
 }
 
@@ -39,9 +42,12 @@ TEST(WireTest, EncodesBigEndianFieldsAtTheirOffsets) {
   h.spine = 3;
   h.reply_port = 0x1234;
   h.send_time_ns = 0x0102030405060708ull;
+  h.tuple = {.src_ip = kReflector, .dst_ip = kSender, .proto = 17, .sport = 4791, .dport = 0x1234};
   const auto b = encode(h, MacKey::from_string("k"));
-  const std::array<uint8_t, 32> want = {0x57, 0x46, 0x50, 0x42, 1, 2, 1, 11, 0xa1, 0xb2, 0xc3, 0xd4, 0, 0, 0, 7,
-                                        0xc0, 0x01, 0x12, 0xb7, 3, 0, 0x12, 0x34, 1, 2, 3, 4, 5, 6, 7, 8};
+  const std::array<uint8_t, kMacOffset> want = {
+      0x57, 0x46, 0x50, 0x42, 2, 2, 1, 11, 0xa1, 0xb2, 0xc3, 0xd4, 0, 0, 0, 7,  //
+      0xc0, 0x01, 0x12, 0xb7, 3, 17, 0x12, 0x34, 1, 2, 3, 4, 5, 6, 7, 8,       //
+      10, 0, 2, 1, 10, 0, 1, 1, 0x12, 0xb7, 0x12, 0x34, 0, 0, 0, 0};
   EXPECT_TRUE(std::equal(want.begin(), want.end(), b.begin()));
   ProbeHeader back;
   Reject why{};
@@ -51,6 +57,7 @@ TEST(WireTest, EncodesBigEndianFieldsAtTheirOffsets) {
   EXPECT_EQ(back.reply_port, 0x1234);
   EXPECT_EQ(back.send_time_ns, h.send_time_ns);
   EXPECT_EQ(back.spine, 3);
+  EXPECT_EQ(back.tuple, h.tuple);
   EXPECT_TRUE(verify_probe_mac(b, MacKey::from_string("k")));
   EXPECT_FALSE(verify_probe_mac(b, MacKey::from_string("K")));
 }
@@ -73,7 +80,8 @@ class RequestAcceptorTest : public ::testing::Test {
   void SetUp() override { keys_.set(0x01020304, key_); }
   bool accept(std::span<const uint8_t> pkt, uint64_t now = realtime_ns()) {
     ProbeHeader h;
-    return acceptor_.accept(pkt, 0x0a000101, 49152, now, &h);
+    return acceptor_.accept(pkt, {.src_ip = kSender, .dst_ip = kReflector, .proto = 17, .sport = 49152, .dport = 4791},
+                            now, &h);
   }
   MacKey key_ = MacKey::from_string("campaign key");
   KeyRing keys_;
@@ -86,13 +94,20 @@ TEST_F(RequestAcceptorTest, EachMalformationIsCountedUnderItsReason) {
   EXPECT_TRUE(accept(good));
 
   auto truncated = encode(request(2, 49152), key_);
-  EXPECT_FALSE(accept(std::span<const uint8_t>(truncated.data(), 47)));
+  EXPECT_FALSE(accept(std::span<const uint8_t>(truncated.data(), kProbeSize - 1)));
+  EXPECT_FALSE(accept(std::span<const uint8_t>(truncated.data(), kProbePrefix - 1)));
   auto magic = encode(request(3, 49152), key_);
   magic[0] ^= 1;
   EXPECT_FALSE(accept(magic));
   auto version = encode(request(4, 49152), key_);
-  version[4] = 2;
+  version[4] = 3;
   EXPECT_FALSE(accept(version));
+  // A version-1 probe: 48 bytes, its MAC over bytes 0..31 only.
+  auto v1 = encode(request(4, 49152), key_);
+  v1[4] = 1;
+  const Digest v1_mac = key_.mac(std::span<const uint8_t>(v1.data(), 32));
+  std::copy(v1_mac.begin(), v1_mac.begin() + 16, v1.begin() + 32);
+  EXPECT_FALSE(accept(std::span<const uint8_t>(v1.data(), 48)));
   auto type = encode(request(5, 49152), key_);
   type[5] = 9;
   EXPECT_FALSE(accept(type));
@@ -111,25 +126,16 @@ TEST_F(RequestAcceptorTest, EachMalformationIsCountedUnderItsReason) {
   EXPECT_FALSE(accept(encode(old, key_)));
   EXPECT_FALSE(accept(good)) << "the same request twice is a replay";
 
-  EXPECT_EQ(stats_.rejected_for(Reject::kTruncated), 1u);
+  EXPECT_EQ(stats_.rejected_for(Reject::kTruncated), 2u);
   EXPECT_EQ(stats_.rejected_for(Reject::kBadMagic), 1u);
-  EXPECT_EQ(stats_.rejected_for(Reject::kBadVersion), 1u);
+  EXPECT_EQ(stats_.rejected_for(Reject::kBadVersion), 2u) << "version 1 is counted as bad_version, not truncated";
   EXPECT_EQ(stats_.rejected_for(Reject::kBadType), 2u);
   EXPECT_EQ(stats_.rejected_for(Reject::kUnknownCampaign), 1u);
   EXPECT_EQ(stats_.rejected_for(Reject::kBadMac), 2u);
   EXPECT_EQ(stats_.rejected_for(Reject::kStale), 1u);
   EXPECT_EQ(stats_.rejected_for(Reject::kReplayed), 1u);
-  EXPECT_EQ(stats_.rejected_total(), 10u);
+  EXPECT_EQ(stats_.rejected_total(), 12u);
   EXPECT_EQ(stats_.rejected_by_name().at("bad_mac"), 2);
-}
-
-TEST(ReplayGuardTest, ForgetsOldestBeyondCapacity) {
-  ReplayGuard g(3);
-  for (uint32_t s = 1; s <= 5; ++s) EXPECT_TRUE(g.first_sighting(1, s, 10, 20));
-  EXPECT_FALSE(g.first_sighting(1, 5, 10, 20));
-  EXPECT_FALSE(g.first_sighting(1, 3, 10, 20));
-  EXPECT_TRUE(g.first_sighting(1, 1, 10, 20)) << "sequence 1 was evicted (capacity 3)";
-  EXPECT_TRUE(g.first_sighting(1, 5, 11, 20)) << "another source is another probe";
 }
 
 TEST(MacTest, DerivedKeysDependOnEveryInput) {

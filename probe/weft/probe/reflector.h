@@ -11,6 +11,7 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <array>
 #include <atomic>
@@ -55,7 +56,9 @@ class Reflector {
   void stop_pcap();
   void pcap_loop();
   void handle_frame(const uint8_t* data, size_t caplen);
-  void answer(const ProbeHeader& req, uint8_t dscp_seen, uint32_t to_ip, uint16_t to_port);
+  // Queues the reply to `req`, which arrived at local address `at_ip`: the
+  // reply leaves from there (IP_PKTINFO) and from udp_port, to to_ip:to_port.
+  void answer(const ProbeHeader& req, uint8_t dscp_seen, uint32_t at_ip, uint32_t to_ip, uint16_t to_port);
   void flush_answers();
 
   const KeyRing& keys_;
@@ -69,6 +72,7 @@ class Reflector {
   struct Outgoing {
     std::array<uint8_t, kProbeSize> buf;
     sockaddr_in to;
+    alignas(cmsghdr) std::array<uint8_t, CMSG_SPACE(sizeof(in_pktinfo))> ctl;  // the source address
   };
   std::mutex out_mu_;  // answers queued by either loop, sent by flush_answers
   std::vector<Outgoing> out_;

@@ -1,18 +1,20 @@
 // Acceptance of probe packets: the checks every receiver runs before a packet
 // may influence anything (wire.h). A request is accepted by a reflector only
-// under a known campaign key, within the time window, and once; a reply is
-// accepted by a sender only under its campaign key (the sender then matches it
-// to an outstanding probe, or counts it as unexpected).
+// under a known campaign key, from and to the 5-tuple its MAC names, within
+// the time window, and once (replay_guard.h); a reply is accepted by a sender
+// only under its campaign key and from and to the 5-tuple its MAC names (the
+// sender then matches it to an outstanding probe, or counts it as unexpected).
+// Each check runs only on what passed the ones before it: a forged packet
+// fails the MAC before it can touch the replay guard.
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <shared_mutex>
 #include <span>
-#include <unordered_set>
 
+#include "weft/probe/replay_guard.h"
 #include "weft/probe/stats.h"
 
 namespace weft::probe {
@@ -31,40 +33,34 @@ class KeyRing {
   std::map<uint32_t, std::shared_ptr<const MacKey>> keys_;
 };
 
-// Remembers the last `capacity` accepted (campaign, sequence, source, sport)
-// tuples; a second sighting is a replay. Bounded memory under flood.
-class ReplayGuard {
- public:
-  explicit ReplayGuard(size_t capacity = 1 << 20) : capacity_(capacity) {}
-  // True the first time a tuple is seen (and remembers it).
-  bool first_sighting(uint32_t campaign, uint32_t sequence, uint32_t src_ip, uint16_t sport);
-
- private:
-  size_t capacity_;
-  std::unordered_set<uint64_t> seen_;
-  std::deque<uint64_t> order_;
-};
-
 struct AcceptOptions {
   uint64_t window_ns = 30'000'000'000ull;  // |now - send time| allowed (clock skew + queueing)
+  size_t max_senders = 16384;              // replay windows kept at once (replay_guard.h)
 };
 
 class RequestAcceptor {
  public:
   RequestAcceptor(const KeyRing& keys, ProbeStats& stats, AcceptOptions opt = {})
-      : keys_(keys), stats_(stats), opt_(opt) {}
-  // Full validation of a request from src_ip:sport; counts the reason on failure.
-  bool accept(std::span<const uint8_t> packet, uint32_t src_ip, uint16_t sport, uint64_t now_ns, ProbeHeader* h);
+      : keys_(keys), stats_(stats), opt_(opt), guard_({opt.max_senders, opt.window_ns}) {}
+  // Full validation of a request that arrived with 5-tuple `seen` (as the
+  // receiver read it off the wire); counts the reason on failure. `now_ns`
+  // is this host's CLOCK_REALTIME; the newest given is used, so a clock
+  // stepped back does not re-open requests already judged stale.
+  bool accept(std::span<const uint8_t> packet, const FiveTuple& seen, uint64_t now_ns, ProbeHeader* h);
+  const ReplayGuard& guard() const { return guard_; }
 
  private:
   const KeyRing& keys_;
   ProbeStats& stats_;
   AcceptOptions opt_;
   ReplayGuard guard_;
+  uint64_t now_ns_ = 0;
 };
 
-// Validates a reply (or the echoed request inside an ICMP error) for one campaign.
-bool accept_reply(std::span<const uint8_t> packet, uint32_t campaign, const MacKey& key, ProbeType want,
-                  ProbeStats& stats, ProbeHeader* h);
+// Validates a reply (or the echoed request inside an ICMP error) for one
+// campaign, received with 5-tuple `seen` (for an ICMP-quoted request: the
+// quoted one).
+bool accept_reply(std::span<const uint8_t> packet, const FiveTuple& seen, uint32_t campaign, const MacKey& key,
+                  ProbeType want, ProbeStats& stats, ProbeHeader* h);
 
 }  // namespace weft::probe
