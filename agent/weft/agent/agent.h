@@ -14,11 +14,13 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "weft/agent/control.h"
+#include "weft/agent/sweep_tally.h"
 #include "weft/probe/reflector.h"
 
 namespace weft::agent {
@@ -41,6 +43,15 @@ struct AgentCounters {
   uint64_t campaigns = 0;
 };
 
+// Everything the metrics endpoint reports (docs/metrics.md), read at one time.
+struct AgentSnapshot {
+  std::string name;
+  AgentCounters control;
+  int live_sessions = 0;
+  probe::ProbeStats reflector;
+  SweepTallySnapshot sweeps;
+};
+
 class Agent {
  public:
   explicit Agent(AgentConfig cfg);
@@ -54,6 +65,14 @@ class Agent {
   uint16_t control_port() const;
   AgentCounters counters() const;
   probe::ProbeStats reflector_stats() const;
+  AgentSnapshot snapshot() const;
+  // What SIGHUP may change while the agent runs: the secret (new handshakes and
+  // campaigns use it; running sweeps and authenticated sessions keep theirs).
+  void reload(const AgentConfig& next);
+  // SIGTERM: refuses new control connections, lets running sweeps finish for up
+  // to `grace` (then cancels them), lets their last frames go out, and stops.
+  // Returns at once; run() returns when the drain is over. Thread-safe.
+  void drain(std::chrono::milliseconds grace);
 
  private:
   struct Impl;
