@@ -145,8 +145,13 @@ void register_agent(CLI::App& app, Registry& reg) {
   cmd->add_option("--reply-dscp", a.reply_dscp, "DSCP of answers (must not be X)")
       ->capture_default_str()->check(CLI::Range(0, 63));
   cmd->add_option("--config", a.config, "TOML file of these flags without '--' (the command line overrides it)");
-  cmd->add_option("--metrics", a.metrics, "Serve Prometheus metrics on ADDR:PORT (default: off)");
-  cmd->add_option("--log-level", a.log_level, "trace, debug, info, warn, error, critical, off")->capture_default_str();
+  cmd->add_option("--metrics", a.metrics, "Serve Prometheus metrics on ADDR:PORT (default: off)")
+      ->check(CLI::Validator([](std::string& v) {
+        auto ep = parse_address_port(v, "--metrics");
+        return ep ? std::string() : ep.status().message();
+      }, "ADDR:PORT"));
+  cmd->add_option("--log-level", a.log_level, "Least severe messages logged")
+      ->capture_default_str()->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   cmd->add_option("--drain-timeout", a.drain_timeout, "SIGTERM: seconds running sweeps may take before they are cancelled")
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   cmd->add_flag("--print-config", a.print_config, "Print the effective configuration and exit");
