@@ -14,6 +14,7 @@
 
 #include <boost/asio.hpp>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 namespace weft::agent {
 
@@ -118,6 +119,7 @@ struct Agent::Impl {
   };
 
   void count(ControlReject r) {
+    spdlog::debug("control: refused ({})", control_reject_name(r));
     std::lock_guard lock(mu);
     ++counters.rejected[static_cast<size_t>(r)];
   }
@@ -213,34 +215,44 @@ struct Agent::Impl {
     }
   }
 
-  // Drain (Agent::drain): no new sessions; running sweeps finish, or are
-  // cancelled once `grace` has passed; their last frames are written; then stop.
+  // Drain (Agent::drain): no new sessions; the open ones may finish their
+  // campaign (the controller closes them when it is done: until then other
+  // hosts' sweeps may still probe this reflector). Once `grace` has passed,
+  // running sweeps are cancelled, their last frames written, and the agent stops.
   asio::awaitable<void> drain(std::chrono::milliseconds grace) {
     boost::system::error_code ec;
     acceptor.close(ec);
     asio::steady_timer tick(io);
     const auto now = [] { return std::chrono::steady_clock::now(); };
     const auto cancel_at = now() + grace;
-    const auto give_up = cancel_at + std::chrono::seconds(10);  // a window's retries after the cancel
-    bool cancelled = false, settled_before = false;
+    constexpr std::chrono::seconds kCancelWait(10);  // ample for a window's retries after the cancel
+    const auto give_up = cancel_at + kCancelWait;
+    bool expired = false, settled_before = false;
     for (;;) {
       bool running = false, flushing = false;
+      int open = 0;
       {
         std::lock_guard lock(mu);
+        open = live_sessions;
         for (const Sweep& sw : sweeps) {
           running |= !sw.finished->load();
           if (auto ss = sw.session.lock()) flushing |= !ss->closed && !ss->out.empty();
         }
-        if (running && !cancelled && now() >= cancel_at) {
+        if (!expired && now() >= cancel_at && (running || open > 0)) {
+          spdlog::warn("drain: {} ms passed with {} sweeps running and {} sessions open; cancelling", grace.count(),
+                       running ? "some" : "no", open);
           for (Sweep& sw : sweeps) sw.cancel->store(true);
-          cancelled = true;
+          expired = true;
         }
       }
       // A sweep posts its last frames before it sets its flag; they reach the
       // session's queue by the next pass, so "finished" must be seen twice.
-      if (!running && !flushing && settled_before) break;
+      if (!running && settled_before && (open == 0 || (expired && !flushing))) break;
       settled_before = !running;
-      if (now() >= give_up) break;
+      if (now() >= give_up) {
+        spdlog::error("drain: sweeps still running {} s after their cancel; stopping", kCancelWait.count());
+        break;
+      }
       tick.expires_after(std::chrono::milliseconds(20));
       co_await tick.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     }
@@ -278,6 +290,8 @@ struct Agent::Impl {
         ~Done() { f.store(true); }
       } done{*finished};
       SweepTally::Sweep tallied = tally.start(planned_flows(cmd.plan));
+      spdlog::info("campaign {}: sweep to {} hosts x {} ports started", cmd.run, cmd.plan.targets.size(),
+                   cmd.plan.sport_count);
       auto post = [&](json j) { asio::post(io, [ss, j = std::move(j)] { if (!ss->closed) ss->send(j); }); };
       probe::SenderConfig sc;
       sc.method = *probe::parse_method(cmd.method);
@@ -288,6 +302,7 @@ struct Agent::Impl {
       sc.key = key;
       auto be = probe::make_sender(cmd.backend, sc);
       if (!be) {
+        spdlog::error("campaign {}: {}", cmd.run, be.status().message());
         post({{"type", "error"}, {"run", cmd.run}, {"message", be.status().message()}});
         return;
       }
@@ -305,10 +320,13 @@ struct Agent::Impl {
       }, ss->cancel.get());
       if (!rows.empty()) post({{"type", "results"}, {"run", cmd.run}, {"rows", std::move(rows)}});
       if (!out) {
+        spdlog::error("campaign {}: {}", cmd.run, out.status().message());
         post({{"type", "error"}, {"run", cmd.run}, {"message", out.status().message()}});
         return;
       }
       tallied.finish(out->stats);
+      spdlog::info("campaign {}: sweep {}: {} probes sent, {} answered, {} timed out", cmd.run,
+                   out->cancelled ? "cancelled" : "done", out->stats.sent, out->stats.answered, out->stats.timed_out);
       json spend = json::array();
       for (const auto& s : out->spend) spend.push_back({s.dst_ip, s.probes, s.spines_found, s.complete});
       post({{"type", "done"}, {"run", cmd.run}, {"stats", encode_stats(out->stats)}, {"spend", spend},

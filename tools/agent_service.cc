@@ -101,7 +101,7 @@ SignalLoop::SignalLoop(agent::Agent& ag, std::function<void()> reload, std::chro
       if (s == SIGHUP) {
         reload();
       } else if ((s == SIGTERM || s == SIGINT) && !draining) {
-        spdlog::info("{}: draining (running sweeps get {:.1f} s); another signal stops at once", s == SIGINT ? "SIGINT" : "SIGTERM",
+        spdlog::info("{}: draining (open sessions and running sweeps get {:.1f} s); another signal stops at once", s == SIGINT ? "SIGINT" : "SIGTERM",
                      grace.count() / 1000.0);
         draining = true;
         ag.drain(grace);

@@ -105,14 +105,15 @@ int run_agent(const AgentArgs& a, const Reread& reread) {
     if (!next) return spdlog::error("reload: {}; the running configuration stays", next.status().message());
     auto new_secret = agent::load_secret(next->first.secret_file);
     if (!new_secret) return spdlog::error("reload: {}; the running configuration stays", new_secret.status().message());
-    if (Status st = set_log_level(next->first.log_level); !st) return spdlog::error("reload: {}", st.message());
     agent::AgentConfig live = cfg;
     live.secret = *new_secret;
     ag.reload(live);
     for (const std::string& key : next->second) {
       if (key != "secret-file" && key != "log-level") spdlog::warn("reload: '{}' changed; it takes a restart", key);
     }
+    // Logged at the old level: a quieter new one would hide it.
     spdlog::info("reload: secret and log level ({}) applied", next->first.log_level);
+    if (Status st = set_log_level(next->first.log_level); !st) spdlog::error("reload: {}", st.message());
   };
   {
     SignalLoop signals(ag, reload, std::chrono::milliseconds(static_cast<int64_t>(a.drain_timeout * 1000)));

@@ -69,8 +69,10 @@ class Agent {
   // What SIGHUP may change while the agent runs: the secret (new handshakes and
   // campaigns use it; running sweeps and authenticated sessions keep theirs).
   void reload(const AgentConfig& next);
-  // SIGTERM: refuses new control connections, lets running sweeps finish for up
-  // to `grace` (then cancels them), lets their last frames go out, and stops.
+  // SIGTERM: refuses new control connections and waits, for up to `grace`, until
+  // the sweeps have finished and the controllers have closed their sessions
+  // (other hosts' sweeps may need this reflector until then); then cancels
+  // what still runs, lets its last frames go out, and stops.
   // Returns at once; run() returns when the drain is over. Thread-safe.
   void drain(std::chrono::milliseconds grace);
 
