@@ -48,9 +48,6 @@ Result<uint32_t> ipv4(const std::string& s, const char* what) {
 int run_agent(const AgentArgs& a, const Reread& reread) {
   if (Status st = set_log_level(a.log_level); !st) return fail(st);
   if (a.secret_file.empty()) return fail(invalid_argument("give --secret-file (or secret-file in the --config file)"));
-  if (!a.metrics.empty()) {
-    if (auto m = parse_address_port(a.metrics, "--metrics"); !m) return fail(m.status());
-  }
   agent::AgentConfig cfg;
   const auto colon = a.listen.rfind(':');
   if (colon == std::string::npos) return fail(invalid_argument(fmt::format("--listen '{}' is not ADDR:PORT", a.listen)));
