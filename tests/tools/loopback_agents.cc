@@ -146,11 +146,11 @@ void LoopbackAgents::start_agent(int i, const std::vector<std::string>& args) {
   const std::string logf = path(fmt::format("agent{}.log", i));
   agents_[i] = std::make_unique<Child>(argv, path(fmt::format("agent{}.out", i)), logf);
   std::smatch m;
+  std::string l;  // m points into it
   const std::regex control(R"(control on 127\.0\.0\.\d+:(\d+))"), metrics(R"(metrics on http://127\.0\.0\.1:(\d+)/)");
-  ASSERT_TRUE(wait_until([&] { const std::string l = slurp(logf); return std::regex_search(l, m, control); }, 20000))
+  ASSERT_TRUE(wait_until([&] { l = slurp(logf); return std::regex_search(l, m, control); }, 20000))
       << "agent " << i << " did not start: " << slurp(logf);
   control_port_[i] = static_cast<uint16_t>(std::stoi(m[1]));
-  const std::string l = slurp(logf);
   metrics_port_[i] = std::regex_search(l, m, metrics) ? static_cast<uint16_t>(std::stoi(m[1])) : 0;
 }
 
