@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -159,6 +160,25 @@ TEST_F(AgentService, ASecondSigtermStopsAtOnce) {
   EXPECT_TRUE(exited_zero(status)) << status << "\n" << log(0);
   EXPECT_LT(ms, 3000);
   EXPECT_NE(log(0).find("SIGTERM while draining: stopping now"), std::string::npos) << log(0);
+}
+
+// systemd names the stream it connects stderr to in $JOURNAL_STREAM
+// (systemd.exec(5)); the agent then starts each line with its syslog priority.
+TEST_F(AgentService, UnderSystemdEveryLineCarriesItsSyslogPriority) {
+  write_config(0);
+  write("agent0.log", "");  // the child reopens it for writing: same inode
+  struct stat st{};
+  ASSERT_EQ(::stat(path("agent0.log").c_str(), &st), 0);
+  ::setenv("JOURNAL_STREAM", fmt::format("{}:{}", st.st_dev, st.st_ino).c_str(), 1);
+  start_agent(0);
+  ::unsetenv("JOURNAL_STREAM");
+  agents_[0]->signal(SIGTERM);
+  EXPECT_TRUE(exited_zero(agents_[0]->wait(10000)));
+  const std::string l = log(0);
+  EXPECT_NE(l.find("<6>metrics on http://127.0.0.1:"), std::string::npos) << l;
+  EXPECT_NE(l.find("\n<6>SIGTERM: draining"), std::string::npos) << l;
+  EXPECT_NE(l.find("\n<6>stopped\n"), std::string::npos) << l;
+  EXPECT_EQ(l.find(" [info] "), std::string::npos) << l;
 }
 
 }  // namespace
