@@ -101,7 +101,7 @@ TEST_F(AgentPrometheus, AScrapingServerReturnsTheCountersTheAgentsServe) {
     served_answered[instance] = metric(*body, "weft_agent_probes_answered_total");
     served_timed_out[instance] = metric(*body, "weft_agent_probes_timed_out_total");
     served_peer_sent[instance] =
-        metric(*body, fmt::format("weft_agent_peer_probes_sent_total{{peer=\"127.0.0.{}\"}}", 2 - i));
+        metric(*body, fmt::format("weft_agent_peer_probes_sent_total{{peer=\"{}\"}}", ip(1 - i)));
   }
   double sum_sent = 0, sum_answered = 0;
   for (const auto& [inst, v] : served_sent) sum_sent += v;

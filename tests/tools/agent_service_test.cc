@@ -26,12 +26,12 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-bool control_port_refuses(uint16_t port) {
+bool control_port_refuses(const std::string& ip, uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
   const bool refused = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 && errno == ECONNREFUSED;
   ::close(fd);
   return refused;
@@ -112,7 +112,7 @@ TEST_F(AgentService, SigtermDuringACampaignLetsItCompleteAndExitsZero) {
   ASSERT_TRUE(wait_until([&] { return log(0).find("ports started") != std::string::npos; }, 10000)) << log(0);
   agents_[0]->signal(SIGTERM);
   ASSERT_TRUE(wait_until([&] { return log(0).find("SIGTERM: draining") != std::string::npos; }, 5000)) << log(0);
-  EXPECT_TRUE(wait_until([&] { return control_port_refuses(control_port_[0]); }, 2000))
+  EXPECT_TRUE(wait_until([&] { return control_port_refuses(ip(0), control_port_[0]); }, 2000))
       << "a draining agent still accepts control connections";
   const int agent_status = agents_[0]->wait(20000);
   const int probe_status = campaign->wait(20000);

@@ -123,6 +123,11 @@ void LoopbackAgents::SetUp() {
   ASSERT_NE(udp_port_, 0);
 }
 
+std::string LoopbackAgents::ip(int i) const {
+  const int pid = ::getpid();
+  return fmt::format("127.{}.{}.{}", 1 + pid / 250 % 250, pid % 250, i + 1);
+}
+
 void LoopbackAgents::TearDown() {
   for (auto& a : agents_) a.reset();
   std::filesystem::remove_all(dir_);
@@ -134,9 +139,9 @@ void LoopbackAgents::write(const std::string& name, const std::string& text) con
 
 void LoopbackAgents::write_config(int i, const std::string& extra, uint16_t udp_port) const {
   write(fmt::format("agent{}.toml", i),
-        fmt::format("# agent {}\nsecret-file = \"{}\"\nip = \"127.0.0.{}\"\nlisten = \"127.0.0.{}:0\"\n"
+        fmt::format("# agent {}\nsecret-file = \"{}\"\nip = \"{}\"\nlisten = \"{}:0\"\n"
                     "name = \"a{}\"\nudp-port = {}\nmetrics = \"127.0.0.1:0\"\n{}",
-                    i, path("secret"), i + 1, i + 1, i, udp_port ? udp_port : udp_port_, extra));
+                    i, path("secret"), ip(i), ip(i), i, udp_port ? udp_port : udp_port_, extra));
 }
 
 void LoopbackAgents::start_agent(int i, const std::vector<std::string>& args) {
@@ -147,7 +152,7 @@ void LoopbackAgents::start_agent(int i, const std::vector<std::string>& args) {
   agents_[i] = std::make_unique<Child>(argv, path(fmt::format("agent{}.out", i)), logf);
   std::smatch m;
   std::string l;  // m points into it
-  const std::regex control(R"(control on 127\.0\.0\.\d+:(\d+))"), metrics(R"(metrics on http://127\.0\.0\.1:(\d+)/)");
+  const std::regex control(R"(control on 127\.\d+\.\d+\.\d+:(\d+))"), metrics(R"(metrics on http://127\.0\.0\.1:(\d+)/)");
   ASSERT_TRUE(wait_until([&] { l = slurp(logf); return std::regex_search(l, m, control); }, 20000))
       << "agent " << i << " did not start: " << slurp(logf);
   control_port_[i] = static_cast<uint16_t>(std::stoi(m[1]));
@@ -156,7 +161,7 @@ void LoopbackAgents::start_agent(int i, const std::vector<std::string>& args) {
 
 void LoopbackAgents::write_hosts() const {
   std::string hosts;
-  for (int i = 0; i < kAgents; ++i) hosts += fmt::format("a{} 127.0.0.{} {}\n", i, i + 1, control_port_[i]);
+  for (int i = 0; i < kAgents; ++i) hosts += fmt::format("a{} {} {}\n", i, ip(i), control_port_[i]);
   write("hosts", hosts);
 }
 

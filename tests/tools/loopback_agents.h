@@ -1,7 +1,9 @@
-// Two `weft agent` processes on loopback (127.0.0.1 and 127.0.0.2, a reflector
-// each on one free UDP port) started from TOML config files, and `weft probe`
-// between them: a campaign without namespaces or root. Every child is killed
-// by its PID and reaped when the fixture ends, also when a test fails.
+// Two `weft agent` processes on loopback (127.B.C.1 and 127.B.C.2, B.C from
+// the test's PID so that tests running at the same time bind different
+// addresses; a reflector each on one free UDP port) started from TOML config
+// files, and `weft probe` between them: a campaign without namespaces or root.
+// Every child is killed by its PID and reaped when the fixture ends, also when
+// a test fails.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -52,6 +54,8 @@ class LoopbackAgents : public ::testing::Test {
   void TearDown() override;
 
   std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  // Agent i's address.
+  std::string ip(int i) const;
   void write(const std::string& name, const std::string& text) const;
   // Agent i's config file: the keys every agent needs and `extra` TOML lines;
   // udp_port 0 = the fixture's.
