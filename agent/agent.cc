@@ -14,6 +14,7 @@
 
 #include <boost/asio.hpp>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 namespace weft::agent {
 
@@ -70,9 +71,12 @@ struct Agent::Impl {
   mutable std::mutex mu;  // counters, sweeps
   AgentCounters counters;
   int live_sessions = 0;
+  SweepTally tally;  // what the sweeps saw, for the metrics endpoint
+  struct Session;
   struct Sweep {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> cancel;
+    std::weak_ptr<Session> session;  // drain() waits until its last frames are written
     std::shared_ptr<std::atomic<bool>> finished = std::make_shared<std::atomic<bool>>(false);
   };
   std::list<Sweep> sweeps;
@@ -120,6 +124,7 @@ struct Agent::Impl {
   };
 
   void count(ControlReject r) {
+    spdlog::debug("control: refused ({})", control_reject_name(r));
     std::lock_guard lock(mu);
     ++counters.rejected[static_cast<size_t>(r)];
   }
@@ -247,6 +252,51 @@ struct Agent::Impl {
     }
   }
 
+  // Drain (Agent::drain): no new sessions; the open ones may finish their
+  // campaign (the controller closes them when it is done: until then other
+  // hosts' sweeps may still probe this reflector). Once `grace` has passed,
+  // running sweeps are cancelled, their last frames written, and the agent stops.
+  asio::awaitable<void> drain(std::chrono::milliseconds grace) {
+    boost::system::error_code ec;
+    acceptor.close(ec);
+    asio::steady_timer tick(io);
+    const auto now = [] { return std::chrono::steady_clock::now(); };
+    const auto cancel_at = now() + grace;
+    constexpr std::chrono::seconds kCancelWait(10);  // ample for a window's retries after the cancel
+    const auto give_up = cancel_at + kCancelWait;
+    bool expired = false, settled_before = false;
+    for (;;) {
+      bool running = false, flushing = false;
+      int open = 0;
+      {
+        std::lock_guard lock(mu);
+        open = live_sessions;
+        for (const Sweep& sw : sweeps) {
+          running |= !sw.finished->load();
+          if (auto ss = sw.session.lock()) flushing |= !ss->closed && !ss->out.empty();
+        }
+        if (!expired && now() >= cancel_at && (running || open > 0)) {
+          spdlog::warn("drain: {} ms passed with {} sweeps running and {} sessions open; cancelling", grace.count(),
+                       running ? "some" : "no", open);
+          for (Sweep& sw : sweeps) sw.cancel->store(true);
+          expired = true;
+        }
+      }
+      // A sweep posts its last frames before it sets its flag; they reach the
+      // session's queue by the next pass, so "finished" must be seen twice.
+      if (!running && settled_before && (open == 0 || (expired && !flushing))) break;
+      settled_before = !running;
+      if (now() >= give_up) {
+        spdlog::error("drain: sweeps still running {} s after their cancel; stopping", kCancelWait.count());
+        break;
+      }
+      tick.expires_after(std::chrono::milliseconds(20));
+      co_await tick.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+    io.stop();
+    if (reflector) reflector->stop();
+  }
+
   AgentCounters snapshot() const {
     std::lock_guard lock(mu);
     return counters;
@@ -254,7 +304,9 @@ struct Agent::Impl {
 
   // Runs the sweep on its own thread; results reach the session through the io thread.
   void start_sweep(const std::shared_ptr<Session>& ss, CampaignCommand cmd) {
-    keys.set(cmd.run, campaign_key(cfg.secret, cmd.run, cmd.nonce));
+    // Derived here, on the io thread: reload() may replace cfg.secret while the sweep runs.
+    const probe::MacKey key = campaign_key(cfg.secret, cmd.run, cmd.nonce);
+    keys.set(cmd.run, key);
     std::lock_guard lock(mu);
     ++counters.campaigns;
     for (auto it = sweeps.begin(); it != sweeps.end();) {  // reap finished sweeps
@@ -268,11 +320,15 @@ struct Agent::Impl {
     sweeps.push_back({});
     Sweep& sw = sweeps.back();
     sw.cancel = ss->cancel;
-    sw.thread = std::thread([this, ss, cmd = std::move(cmd), finished = sw.finished] {
+    sw.session = ss;
+    sw.thread = std::thread([this, ss, key, cmd = std::move(cmd), finished = sw.finished] {
       struct Done {
         std::atomic<bool>& f;
         ~Done() { f.store(true); }
       } done{*finished};
+      SweepTally::Sweep tallied = tally.start(planned_flows(cmd.plan));
+      spdlog::info("campaign {}: sweep to {} hosts x {} ports started", cmd.run, cmd.plan.targets.size(),
+                   cmd.plan.sport_count);
       auto post = [&](json j) { asio::post(io, [ss, j = std::move(j)] { if (!ss->closed) ss->send(j); }); };
       probe::SenderConfig sc;
       sc.method = *probe::parse_method(cmd.method);
@@ -280,15 +336,17 @@ struct Agent::Impl {
       sc.dport = cmd.dport;
       sc.probe_dscp = cmd.probe_dscp;
       sc.run = cmd.run;
-      sc.key = campaign_key(cfg.secret, cmd.run, cmd.nonce);
+      sc.key = key;
       auto be = cfg.make_sender ? cfg.make_sender(cmd.backend, sc) : probe::make_sender(cmd.backend, sc);
       if (!be) {
+        spdlog::error("campaign {}: {}", cmd.run, be.status().message());
         post({{"type", "error"}, {"run", cmd.run}, {"message", be.status().message()}});
         return;
       }
       json rows = json::array();
       auto last = std::chrono::steady_clock::now();
       auto out = probe::run_campaign(**be, cmd.plan, [&](const probe::FlowResult& f) {
+        tallied.flow(f);
         rows.push_back(encode_flow(f));
         const auto now = std::chrono::steady_clock::now();
         if (rows.size() >= 1024 || now - last > std::chrono::milliseconds(100)) {
@@ -299,9 +357,13 @@ struct Agent::Impl {
       }, ss->cancel.get());
       if (!rows.empty()) post({{"type", "results"}, {"run", cmd.run}, {"rows", std::move(rows)}});
       if (!out) {
+        spdlog::error("campaign {}: {}", cmd.run, out.status().message());
         post({{"type", "error"}, {"run", cmd.run}, {"message", out.status().message()}});
         return;
       }
+      tallied.finish(out->stats);
+      spdlog::info("campaign {}: sweep {}: {} probes sent, {} answered, {} timed out", cmd.run,
+                   out->cancelled ? "cancelled" : "done", out->stats.sent, out->stats.answered, out->stats.timed_out);
       json spend = json::array();
       for (const auto& s : out->spend) spend.push_back({s.dst_ip, s.probes, s.spines_found, s.complete});
       post({{"type", "done"}, {"run", cmd.run}, {"stats", encode_stats(out->stats)}, {"spend", spend},
@@ -365,6 +427,27 @@ AgentCounters Agent::counters() const { return impl_->snapshot(); }
 
 probe::ProbeStats Agent::reflector_stats() const {
   return impl_->reflector ? impl_->reflector->stats() : probe::ProbeStats{};
+}
+
+AgentSnapshot Agent::snapshot() const {
+  AgentSnapshot s;
+  s.name = impl_->cfg.name;  // fixed after construction
+  {
+    std::lock_guard lock(impl_->mu);
+    s.control = impl_->counters;
+    s.live_sessions = impl_->live_sessions;
+  }
+  s.reflector = reflector_stats();
+  s.sweeps = impl_->tally.snapshot();
+  return s;
+}
+
+void Agent::reload(const AgentConfig& next) {
+  asio::post(impl_->io, [this, secret = next.secret] { impl_->cfg.secret = secret; });
+}
+
+void Agent::drain(std::chrono::milliseconds grace) {
+  asio::co_spawn(impl_->io, impl_->drain(grace), asio::detached);
 }
 
 }  // namespace weft::agent

@@ -12,10 +12,12 @@ set -euo pipefail
 core=(
   build-essential cmake ninja-build pkg-config ccache git
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
-  libboost-dev libsqlite3-dev sqlite3 libpcap-dev libssl-dev
+  libboost-dev libsqlite3-dev sqlite3 libpcap-dev libssl-dev libtoml11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev   # libFuzzer targets (tests/fuzz)
   iproute2 nftables procps
+  # weft agent's metrics tests: Prometheus server and promtool (19 MB download, 96 MB installed)
+  prometheus
   # verbs transport + the soft-RoCE VM that the rdma tests boot (scripts/rxe-vm.sh)
   libibverbs-dev ibverbs-providers rdma-core
   qemu-system-x86 busybox-static kmod tcpdump
@@ -54,5 +56,11 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian's prometheus package enables its own server (port 9090, every
+# address); weft's tests start their own on loopback and need only the binaries.
+if [[ " ${missing[*]} " == *" prometheus "* && -d /run/systemd/system ]]; then
+  systemctl disable --now prometheus >/dev/null 2>&1 || true
+  echo "install-deps: disabled the prometheus service the package enabled (the tests start their own)"
+fi
 echo "install-deps: done"
 vm_kernel

@@ -8,6 +8,10 @@
 
 #include <fmt/format.h>
 
+#include <spdlog/spdlog.h>
+
+#include "agent_config.h"
+#include "agent_service.h"
 #include "cli_common.h"
 #include "weft/agent/agent.h"
 
@@ -23,7 +27,17 @@ struct AgentArgs {
   uint16_t tcp_port = 0;
   int probe_dscp = 8;
   int reply_dscp = 4;
+  // The service (agent_service.h) and its configuration file (agent_config.h).
+  std::string config;
+  std::string metrics;
+  std::string log_level = "info";
+  double drain_timeout = 30;
+  bool print_config = false;
 };
+
+// SIGHUP: the arguments as the command line and the re-read file give them,
+// and the keys that changed.
+using Reread = std::function<Result<std::pair<AgentArgs, std::set<std::string>>>()>;
 
 Result<uint32_t> ipv4(const std::string& s, const char* what) {
   in_addr a{};
@@ -31,7 +45,9 @@ Result<uint32_t> ipv4(const std::string& s, const char* what) {
   return ntohl(a.s_addr);
 }
 
-int run_agent(const AgentArgs& a) {
+int run_agent(const AgentArgs& a, const Reread& reread) {
+  if (Status st = set_log_level(a.log_level); !st) return fail(st);
+  if (a.secret_file.empty()) return fail(invalid_argument("give --secret-file (or secret-file in the --config file)"));
   agent::AgentConfig cfg;
   const auto colon = a.listen.rfind(':');
   if (colon == std::string::npos) return fail(invalid_argument(fmt::format("--listen '{}' is not ADDR:PORT", a.listen)));
@@ -62,25 +78,45 @@ int run_agent(const AgentArgs& a) {
   cfg.reflector.tcp_port = a.tcp_port;
   cfg.reflector.probe_dscp = static_cast<uint8_t>(a.probe_dscp);
   cfg.reflector.reply_dscp = static_cast<uint8_t>(a.reply_dscp);
+  if (a.print_config) {
+    fmt::print("{}", describe_config(cfg, {a.metrics, a.log_level, a.drain_timeout}));
+    return 0;
+  }
 
-  // SIGINT/SIGTERM end the daemon cleanly: block them here (threads inherit the
-  // mask) and wait for them on a dedicated thread (sigwait(3)).
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // SIGHUP, SIGINT and SIGTERM are handled on a dedicated thread (sigtimedwait(2)):
+  // block them here, threads inherit the mask.
+  SignalLoop::block_signals();
   agent::Agent ag(cfg);
   if (Status st = ag.start(); !st) return fail(st);
+  std::unique_ptr<agent::MetricsServer> metrics;
+  if (!a.metrics.empty()) {
+    auto m = start_metrics(a.metrics, ag);
+    if (!m) return fail(m.status());
+    metrics = std::move(*m);
+    spdlog::info("metrics on http://{}:{}/metrics", a.metrics.substr(0, a.metrics.rfind(':')), metrics->port());
+  }
   fmt::print(stderr, "weft agent {}: control on {}:{}, reflector on udp {}{}\n", a.name.empty() ? ip : a.name,
              cfg.listen_ip, ag.control_port(), a.udp_port, a.tcp_port ? fmt::format(", tcp-syn capture on {}", a.tcp_port) : "");
-  std::thread sig([&] {
-    int s = 0;
-    sigwait(&set, &s);
-    ag.stop();
-  });
-  ag.run();  // returns once the signal thread stopped the agent
-  sig.join();
+  auto reload = [&] {
+    auto next = reread();
+    if (!next) return spdlog::error("reload: {}; the running configuration stays", next.status().message());
+    auto new_secret = agent::load_secret(next->first.secret_file);
+    if (!new_secret) return spdlog::error("reload: {}; the running configuration stays", new_secret.status().message());
+    agent::AgentConfig live = cfg;
+    live.secret = *new_secret;
+    ag.reload(live);
+    for (const std::string& key : next->second) {
+      if (key != "secret-file" && key != "log-level") spdlog::warn("reload: '{}' changed; it takes a restart", key);
+    }
+    // Logged at the old level: a quieter new one would hide it.
+    spdlog::info("reload: secret and log level ({}) applied", next->first.log_level);
+    if (Status st = set_log_level(next->first.log_level); !st) spdlog::error("reload: {}", st.message());
+  };
+  {
+    SignalLoop signals(ag, reload, std::chrono::milliseconds(static_cast<int64_t>(a.drain_timeout * 1000)));
+    ag.run();  // returns once a signal stopped or drained the agent
+  }
+  spdlog::info("stopped");
   return 0;
 }
 
@@ -97,14 +133,46 @@ void register_agent(CLI::App& app, Registry& reg) {
       "--tcp-port (libpcap capture of TCP SYN probes) and the tcp-syn backend.\n"
       "Example: weft agent --secret-file /etc/weft/secret --ip 10.0.1.1");
   cmd->add_option("--listen", a.listen, "Control-plane address ADDR:PORT")->capture_default_str();
-  cmd->add_option("--secret-file", a.secret_file, "Shared secret (>= 16 bytes, mode 600)")->required();
+  cmd->add_option("--secret-file", a.secret_file, "Shared secret (>= 16 bytes, mode 600); required");
   cmd->add_option("--ip", a.ip, "This host's address on the fabric (probes leave from it)");
   cmd->add_option("--name", a.name, "Name reported to the controller (default: hostname)");
   cmd->add_option("--udp-port", a.udp_port, "UDP port probes arrive at (RoCEv2: 4791)")->capture_default_str();
   cmd->add_option("--tcp-port", a.tcp_port, "Capture TCP SYN probes to this data port (0 = off)")->capture_default_str();
-  cmd->add_option("--probe-dscp", a.probe_dscp, "X: spine N rewrites DSCP X to X+N")->capture_default_str();
-  cmd->add_option("--reply-dscp", a.reply_dscp, "DSCP of answers (must not be X)")->capture_default_str();
-  cmd->callback([&reg] { reg.run = [] { return run_agent(a); }; });
+  cmd->add_option("--probe-dscp", a.probe_dscp, "X: spine N rewrites DSCP X to X+N")
+      ->capture_default_str()->check(CLI::Range(0, 63));
+  cmd->add_option("--reply-dscp", a.reply_dscp, "DSCP of answers (must not be X)")
+      ->capture_default_str()->check(CLI::Range(0, 63));
+  cmd->add_option("--config", a.config, "TOML file of these flags without '--' (the command line overrides it)");
+  cmd->add_option("--metrics", a.metrics, "Serve Prometheus metrics on ADDR:PORT (default: off)")
+      ->check(CLI::Validator([](std::string& v) {
+        auto ep = parse_address_port(v, "--metrics");
+        return ep ? std::string() : ep.status().message();
+      }, "ADDR:PORT"));
+  cmd->add_option("--log-level", a.log_level, "Least severe messages logged")
+      ->capture_default_str()->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  cmd->add_option("--drain-timeout", a.drain_timeout, "SIGTERM: seconds running sweeps may take before they are cancelled")
+      ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  cmd->add_flag("--print-config", a.print_config, "Print the effective configuration and exit");
+  static AgentArgs from_cli;          // the command line's values, before the file
+  static std::set<std::string> given;  // the flags the command line gave
+  cmd->callback([&reg, cmd] {
+    reg.run = [cmd] {
+      given = keys_given(*cmd);
+      from_cli = a;
+      if (!a.config.empty()) {
+        if (Status st = apply_config_file(*cmd, a.config, given); !st) return fail(st);
+      }
+      return run_agent(a, [cmd]() -> Result<std::pair<AgentArgs, std::set<std::string>>> {
+        const AgentArgs running = a;
+        auto changed = reapply_config_file(*cmd, a.config, given, [] { a = from_cli; });
+        std::pair<AgentArgs, std::set<std::string>> next{a, {}};
+        a = running;
+        if (!changed) return changed.status();
+        next.second = *changed;
+        return next;
+      });
+    };
+  });
 }
 
 }  // namespace weft::cli

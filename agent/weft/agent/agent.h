@@ -14,6 +14,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -21,6 +22,7 @@
 #include <string_view>
 
 #include "weft/agent/control.h"
+#include "weft/agent/sweep_tally.h"
 #include "weft/probe/backend.h"
 #include "weft/probe/reflector.h"
 
@@ -48,6 +50,15 @@ struct AgentCounters {
   uint64_t campaigns = 0;
 };
 
+// Everything the metrics endpoint reports (docs/metrics.md), read at one time.
+struct AgentSnapshot {
+  std::string name;
+  AgentCounters control;
+  int live_sessions = 0;
+  probe::ProbeStats reflector;
+  SweepTallySnapshot sweeps;
+};
+
 class Agent {
  public:
   explicit Agent(AgentConfig cfg);
@@ -61,6 +72,16 @@ class Agent {
   uint16_t control_port() const;
   AgentCounters counters() const;
   probe::ProbeStats reflector_stats() const;
+  AgentSnapshot snapshot() const;
+  // What SIGHUP may change while the agent runs: the secret (new handshakes and
+  // campaigns use it; running sweeps and authenticated sessions keep theirs).
+  void reload(const AgentConfig& next);
+  // SIGTERM: refuses new control connections and waits, for up to `grace`, until
+  // the sweeps have finished and the controllers have closed their sessions
+  // (other hosts' sweeps may need this reflector until then); then cancels
+  // what still runs, lets its last frames go out, and stops.
+  // Returns at once; run() returns when the drain is over. Thread-safe.
+  void drain(std::chrono::milliseconds grace);
 
  private:
   struct Impl;

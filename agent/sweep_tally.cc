@@ -1,0 +1,94 @@
+// SweepTally (sweep_tally.h): per-peer and per-path totals of this agent's sweeps.
+#include "weft/agent/sweep_tally.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace weft::agent {
+namespace {
+
+std::string dotted(uint32_t ip) {
+  return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff, ip & 0xff);
+}
+
+// The tally of `label`, or of kOtherLabel once `cap` labels have their own.
+PathTally& bounded(std::map<std::string, PathTally>& m, const std::string& label, size_t cap) {
+  if (auto it = m.find(label); it != m.end()) return it->second;
+  const size_t own = m.size() - m.count(kOtherLabel);
+  return m[own < cap ? label : std::string(kOtherLabel)];
+}
+
+}  // namespace
+
+void PathTally::add(const probe::FlowResult& f) {
+  ++flows;
+  probes_sent += static_cast<uint64_t>(f.sent);
+  probes_answered += static_cast<uint64_t>(f.answered);
+  if (f.answered == 0) return;
+  const double rtt = static_cast<double>(f.min_rtt_ns) * 1e-9;
+  ++rtt_count;
+  rtt_sum_seconds += rtt;
+  for (size_t b = 0; b < kRttBuckets.size(); ++b) {
+    if (rtt <= kRttBuckets[b]) {
+      ++rtt_buckets[b];
+      break;
+    }
+  }
+}
+
+std::string path_label(const probe::FlowResult& f) {
+  if (f.answered == 0) return kNoPathLabel;
+  if (f.spine >= 0) return std::to_string(f.spine);
+  return f.hop_ip == 0 ? "0" : dotted(f.hop_ip);
+}
+
+uint64_t planned_flows(const probe::CampaignPlan& plan) {
+  uint64_t skipped = 0;
+  for (const auto& [ip, port] : plan.skip) {
+    const bool in_range = port >= plan.sport_first && port - plan.sport_first < plan.sport_count;
+    if (in_range && std::find(plan.targets.begin(), plan.targets.end(), ip) != plan.targets.end()) ++skipped;
+  }
+  return plan.targets.size() * uint64_t{plan.sport_count} - skipped;
+}
+
+SweepTally::Sweep SweepTally::start(uint64_t planned) {
+  std::lock_guard lock(mu_);
+  ++s_.sweeps_started;
+  ++s_.running;
+  s_.running_planned += planned;
+  return Sweep(this, planned);
+}
+
+SweepTallySnapshot SweepTally::snapshot() const {
+  std::lock_guard lock(mu_);
+  return s_;
+}
+
+void SweepTally::Sweep::flow(const probe::FlowResult& f) {
+  std::lock_guard lock(t_->mu_);
+  SweepTallySnapshot& s = t_->s_;
+  ++settled_;
+  ++s.flows_settled;
+  ++s.running_settled;
+  bounded(s.peers, dotted(f.dst_ip), kMaxPeers).add(f);
+  bounded(s.paths, path_label(f), kMaxPaths).add(f);
+}
+
+void SweepTally::Sweep::finish(const probe::ProbeStats& stats) {
+  std::lock_guard lock(t_->mu_);
+  t_->s_.finished += stats;
+  finished_ = true;
+}
+
+SweepTally::Sweep::~Sweep() {
+  if (!t_) return;
+  std::lock_guard lock(t_->mu_);
+  SweepTallySnapshot& s = t_->s_;
+  --s.running;
+  s.running_planned -= planned_;
+  s.running_settled -= settled_;
+  if (!finished_) ++s.sweeps_failed;
+}
+
+}  // namespace weft::agent
