@@ -2,6 +2,7 @@
 #include "weft/agent/sweep_tally.h"
 
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -44,11 +45,10 @@ std::string path_label(const probe::FlowResult& f) {
 }
 
 uint64_t planned_flows(const probe::CampaignPlan& plan) {
+  const uint32_t last = uint32_t{plan.sport_first} + plan.sport_count - 1;
+  std::set<uint32_t> targets(plan.targets.begin(), plan.targets.end());
   uint64_t skipped = 0;
-  for (const auto& [ip, port] : plan.skip) {
-    const bool in_range = port >= plan.sport_first && port - plan.sport_first < plan.sport_count;
-    if (in_range && std::find(plan.targets.begin(), plan.targets.end(), ip) != plan.targets.end()) ++skipped;
-  }
+  for (uint32_t t : targets) skipped += plan.skip.ports_within(t, plan.sport_first, static_cast<uint16_t>(last));
   return plan.targets.size() * uint64_t{plan.sport_count} - skipped;
 }
 

@@ -30,6 +30,17 @@ bool SkipSet::contains(uint32_t dst, uint16_t port) const {
   return r != v.begin() && (r - 1)->last >= port;
 }
 
+uint64_t SkipSet::ports_within(uint32_t dst, uint16_t first, uint16_t last) const {
+  auto it = by_dst_.find(dst);
+  if (it == by_dst_.end()) return 0;
+  uint64_t n = 0;
+  for (const auto& r : it->second) {
+    const uint32_t lo = std::max(r.first, first), hi = std::min(r.last, last);
+    if (lo <= hi) n += hi - lo + 1;
+  }
+  return n;
+}
+
 size_t SkipSet::ranges() const {
   size_t n = 0;
   for (const auto& [dst, v] : by_dst_) n += v.size();

@@ -46,7 +46,9 @@ TEST(SweepTallyTest, PlannedFlowsLeaveOutSkippedOnesInsideThePlan) {
   p.targets = {7, 9, 11};
   p.sport_first = 100;
   p.sport_count = 13;
-  p.skip = {{7, 100}, {9, 112}, {9, 113}, {5, 101}};  // (9,113) is past the range, 5 no target
+  p.skip.add(7, 100);
+  p.skip.add(9, 112, 113);  // 113 is past the range
+  p.skip.add(5, 101);       // 5 is no target
   EXPECT_EQ(planned_flows(p), 3u * 13 - 2);
 }
 

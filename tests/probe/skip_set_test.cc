@@ -35,6 +35,12 @@ TEST_P(SkipSetMerge, HoldsExactlyThePortsAddedAsFewestRanges) {
     ASSERT_EQ(s.contains(9, static_cast<uint16_t>(p)), ports.count(p) == 1) << p;
   }
   EXPECT_FALSE(s.contains(10, GetParam().add.front().first));
+  for (const auto& [lo, hi] : {std::pair<uint32_t, uint32_t>{0, 65535}, {5, 9}, {6, 11}, {100, 100}, {150, 305}}) {
+    uint64_t want = 0;
+    for (uint32_t p : ports) want += p >= lo && p <= hi;
+    EXPECT_EQ(s.ports_within(9, static_cast<uint16_t>(lo), static_cast<uint16_t>(hi)), want) << lo << ".." << hi;
+  }
+  EXPECT_EQ(s.ports_within(10, 0, 65535), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -31,6 +31,8 @@ class SkipSet {
   void add(uint32_t dst, uint16_t first, uint16_t last);
   void add(uint32_t dst, uint16_t port) { add(dst, port, port); }
   bool contains(uint32_t dst, uint16_t port) const;
+  // How many of ports first..last (inclusive) of `dst` the set holds.
+  uint64_t ports_within(uint32_t dst, uint16_t first, uint16_t last) const;
 
   bool empty() const { return by_dst_.empty(); }
   size_t ranges() const;  // over all destinations
