@@ -15,7 +15,8 @@ namespace weft::cli {
 namespace {
 
 struct AgentArgs {
-  std::string listen = "0.0.0.0:7400";
+  std::string listen;  // default: the --ip address, port 7400
+  double max_rate = 100000;
   std::string secret_file;
   std::string ip;
   std::string name;
@@ -33,16 +34,20 @@ Result<uint32_t> ipv4(const std::string& s, const char* what) {
 
 int run_agent(const AgentArgs& a) {
   agent::AgentConfig cfg;
-  const auto colon = a.listen.rfind(':');
-  if (colon == std::string::npos) return fail(invalid_argument(fmt::format("--listen '{}' is not ADDR:PORT", a.listen)));
-  cfg.listen_ip = a.listen.substr(0, colon);
+  if (a.ip.empty() && a.listen.empty()) return fail(invalid_argument("give --ip: the host address probes are sent from"));
+  // The control port listens on the fabric address, not on every interface,
+  // unless --listen says otherwise.
+  const std::string listen = a.listen.empty() ? a.ip + ":7400" : a.listen;
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos) return fail(invalid_argument(fmt::format("--listen '{}' is not ADDR:PORT", listen)));
+  cfg.listen_ip = listen.substr(0, colon);
   if (auto addr = ipv4(cfg.listen_ip, "--listen address"); !addr) return fail(addr.status());
   // The whole rest must be the port: atoi read ":abc" as port 0 (any port).
-  const std::string_view digits = std::string_view(a.listen).substr(colon + 1);
+  const std::string_view digits = std::string_view(listen).substr(colon + 1);
   unsigned port = 0;
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
   if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || port > 65535) {
-    return fail(invalid_argument(fmt::format("--listen port '{}' in '{}' is not a number 0..65535", digits, a.listen)));
+    return fail(invalid_argument(fmt::format("--listen port '{}' in '{}' is not a number 0..65535", digits, listen)));
   }
   cfg.listen_port = static_cast<uint16_t>(port);
   auto secret = agent::load_secret(a.secret_file);
@@ -56,6 +61,8 @@ int run_agent(const AgentArgs& a) {
     return fail(invalid_argument("DSCP values are 0..63 (6 bits)"));
   }
   cfg.probe_ip = *probe_ip;
+  cfg.max_rate_pps = a.max_rate;
+  if (Status st = cfg.validate(); !st) return fail(st.with_context("--max-rate"));
   cfg.name = a.name;
   cfg.reflector.bind_ip = *probe_ip;
   cfg.reflector.udp_port = a.udp_port;
@@ -96,9 +103,14 @@ void register_agent(CLI::App& app, Registry& reg) {
       "Capabilities: none for UDP probes (dscp and ttl methods); CAP_NET_RAW for\n"
       "--tcp-port (libpcap capture of TCP SYN probes) and the tcp-syn backend.\n"
       "Example: weft agent --secret-file /etc/weft/secret --ip 10.0.1.1");
-  cmd->add_option("--listen", a.listen, "Control-plane address ADDR:PORT")->capture_default_str();
+  cmd->add_option("--listen", a.listen,
+                  "Control-plane address ADDR:PORT (default: the --ip address, port 7400; 0.0.0.0 listens on "
+                  "every interface)");
   cmd->add_option("--secret-file", a.secret_file, "Shared secret (>= 16 bytes, mode 600)")->required();
   cmd->add_option("--ip", a.ip, "This host's address on the fabric (probes leave from it)");
+  cmd->add_option("--max-rate", a.max_rate,
+                  "Most probes/s a campaign may send from this host; faster or unpaced (0) requests are capped to it")
+      ->capture_default_str();
   cmd->add_option("--name", a.name, "Name reported to the controller (default: hostname)");
   cmd->add_option("--udp-port", a.udp_port, "UDP port probes arrive at (RoCEv2: 4791)")->capture_default_str();
   cmd->add_option("--tcp-port", a.tcp_port, "Capture TCP SYN probes to this data port (0 = off)")->capture_default_str();

@@ -1,0 +1,115 @@
+// Test harness for the control plane on loopback: in-process agents, a
+// blocking control client that speaks the sealed channel, and a
+// man-in-the-middle TCP proxy that can inject, replay, swap, cut and alter
+// frames between a controller and an agent.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/agent/agent.h"
+#include "weft/agent/channel.h"
+#include "weft/agent/controller.h"
+
+namespace weft::agent::testing {
+
+const probe::MacKey& test_secret();
+
+// A UDP port free on 127.0.0.1 and 127.0.0.2 a moment ago (for the reflectors).
+uint16_t free_udp_port();
+
+// An agent on `ip` (a loopback address), control port chosen by the kernel,
+// running on its own thread until destroyed.
+class LoopbackAgent {
+ public:
+  static std::unique_ptr<LoopbackAgent> start(const std::string& ip, uint16_t udp_port,
+                                              const std::function<void(AgentConfig&)>& tweak = {});
+  ~LoopbackAgent();
+  Agent& agent() { return *agent_; }
+  uint16_t port() const { return agent_->control_port(); }
+  const std::string& ip() const { return ip_; }
+  uint64_t rejected(ControlReject r) const { return agent_->counters().rejected[static_cast<size_t>(r)]; }
+
+ private:
+  std::string ip_;
+  std::unique_ptr<Agent> agent_;
+  std::thread thread_;
+};
+
+// A blocking control client with 5 s timeouts, from `source` if given.
+class Client {
+ public:
+  Client(const std::string& ip, uint16_t port, const std::string& source = "");
+  ~Client();
+  bool connected() const { return fd_ >= 0; }
+  bool send_raw(const std::string& bytes);
+  bool send_plain(const nlohmann::json& j);  // a pre-authentication frame
+  bool send(const nlohmann::json& j);        // sealed once authenticated
+  // The next frame's JSON (opened once authenticated), or discarded on EOF,
+  // timeout or a frame that fails its seal.
+  nlohmann::json read();
+  // Handshake as a controller of `version`, then (version 2) the host list.
+  bool authenticate(const probe::MacKey& secret, const std::vector<uint32_t>& hosts, int version = kControlVersion);
+  // The agent's hello (read once, then remembered).
+  nlohmann::json hello();
+  bool closed_by_peer();
+  // Whether the peer closes within `ms` (no data arrives meanwhile).
+  bool closed_within(int ms);
+
+ private:
+  bool read_n(uint8_t* p, size_t n);
+  int fd_ = -1;
+  nlohmann::json hello_;
+  std::unique_ptr<Sealer> sealer_;
+  std::unique_ptr<Opener> opener_;
+};
+
+enum class Toward { kAgent, kController };
+
+// What the proxy does with one frame: send these byte strings instead, then
+// (cut) close both connections.
+struct Action {
+  std::vector<std::string> send;
+  bool cut = false;
+};
+
+// Forwards whole frames between a controller and the agent at ip:port, each
+// through hook(direction, index of the frame in that direction, frame bytes).
+// Calls to the hook are serialised.
+class MitmProxy {
+ public:
+  using Hook = std::function<Action(Toward, int, const std::string&)>;
+  MitmProxy(const std::string& agent_ip, uint16_t agent_port, Hook hook);
+  ~MitmProxy();
+  uint16_t port() const { return port_; }
+
+ private:
+  void accept_loop();
+  void pump(int from, int to, Toward dir);
+  std::string agent_ip_;
+  uint16_t agent_port_;
+  Hook hook_;
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  std::mutex mu_;
+  std::vector<int> fds_;
+  std::vector<std::thread> threads_;
+  std::thread acceptor_;
+  bool stopping_ = false;
+};
+
+// The JSON of a frame as the proxy sees it (sealed frames carry plain JSON
+// after the seal); null when it does not parse.
+nlohmann::json frame_json(const std::string& frame, bool sealed);
+// A frame that looks sealed but whose tag is random: what an attacker without
+// the session key can build.
+std::string forged_frame(const nlohmann::json& j, uint64_t counter);
+
+}  // namespace weft::agent::testing
