@@ -210,6 +210,7 @@ struct Agent::Impl {
       }
       ss->send({{"type", "status"}, {"host", cfg.name}, {"reflector", encode_stats(reflector->stats())},
                 {"control_rejected", rej}, {"sessions", c.sessions}, {"campaigns", c.campaigns},
+                {"strangers", c.strangers}, {"authenticated", c.authenticated}, {"rate_capped", c.rate_capped},
                 {"keys", keys.size()}});
     } else if (m.type == "campaign") {
       CampaignCommand cmd = *decode_campaign(m.body);
