@@ -119,7 +119,11 @@ bool Client::send_raw(const std::string& bytes) { return write_all(fd_, bytes); 
 
 bool Client::send_plain(const json& j) { return send_raw(frame(j)); }
 
-bool Client::send(const json& j) { return send_raw(sealer_ ? sealer_->seal(j) : frame(j)); }
+bool Client::send(const json& j) { return send_text(j.dump()); }
+
+bool Client::send_text(const std::string& text) {
+  return send_raw(sealer_ ? sealer_->seal_text(text) : be32(text.size()) + text);
+}
 
 bool Client::read_n(uint8_t* p, size_t n) { return read_all(fd_, p, n); }
 

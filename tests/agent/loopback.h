@@ -52,6 +52,7 @@ class Client {
   bool send_raw(const std::string& bytes);
   bool send_plain(const nlohmann::json& j);  // a pre-authentication frame
   bool send(const nlohmann::json& j);        // sealed once authenticated
+  bool send_text(const std::string& text);   // any bytes as a frame body, sealed once authenticated
   // The next frame's JSON (opened once authenticated), or discarded on EOF,
   // timeout or a frame that fails its seal.
   nlohmann::json read();
