@@ -35,6 +35,9 @@ Result<uint32_t> ipv4(const std::string& s, const char* what) {
 int run_agent(const AgentArgs& a) {
   agent::AgentConfig cfg;
   if (a.ip.empty() && a.listen.empty()) return fail(invalid_argument("give --ip: the host address probes are sent from"));
+  if (!(a.max_rate > 0 && a.max_rate <= 1e9)) {
+    return fail(invalid_argument(fmt::format("--max-rate {} is not a rate in (0, 1e9] probes/s", a.max_rate)));
+  }
   // The control port listens on the fabric address, not on every interface,
   // unless --listen says otherwise.
   const std::string listen = a.listen.empty() ? a.ip + ":7400" : a.listen;
@@ -62,7 +65,6 @@ int run_agent(const AgentArgs& a) {
   }
   cfg.probe_ip = *probe_ip;
   cfg.max_rate_pps = a.max_rate;
-  if (Status st = cfg.validate(); !st) return fail(st.with_context("--max-rate"));
   cfg.name = a.name;
   cfg.reflector.bind_ip = *probe_ip;
   cfg.reflector.udp_port = a.udp_port;

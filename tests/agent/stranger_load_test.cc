@@ -43,18 +43,19 @@ long rss_kib(pid_t pid) {
   return -1;
 }
 
-// A `weft agent` child on 127.0.0.1, killed and reaped on destruction.
+// A `weft agent` child on `ip`, killed and reaped on destruction.
 class AgentProcess {
  public:
-  AgentProcess(const std::string& dir, uint16_t udp_port) : log_(dir + "/agent.log") {
+  AgentProcess(const std::string& dir, const std::string& ip, uint16_t udp_port, std::vector<std::string> extra)
+      : log_(dir + "/agent.log") {
     const std::string secret = dir + "/secret";
     {
       std::ofstream(secret) << "the loopback test's shared secret\n";
       ::chmod(secret.c_str(), 0600);
     }
-    const std::vector<std::string> argv = {std::string(WEFT_BINARY_DIR) + "/weft", "agent", "--secret-file", secret,
-                                           "--ip", "127.0.0.1", "--listen", "127.0.0.1:0", "--name", "a",
-                                           "--udp-port", std::to_string(udp_port)};
+    std::vector<std::string> argv = {std::string(WEFT_BINARY_DIR) + "/weft", "agent", "--secret-file", secret, "--ip",
+                                     ip, "--name", "a", "--udp-port", std::to_string(udp_port)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
     pid_ = ::fork();
     if (pid_ == 0) {
       const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -67,8 +68,8 @@ class AgentProcess {
     }
     for (int i = 0; i < 500 && port_ == 0; ++i) {  // up to 10 s: the ASan build starts slowly
       const std::string text = slurp(log_);
-      if (auto at = text.find("control on 127.0.0.1:"); at != std::string::npos) {
-        port_ = static_cast<uint16_t>(std::stoi(text.substr(at + 21)));
+      if (auto at = text.find("control on " + ip + ":"); at != std::string::npos) {
+        port_ = static_cast<uint16_t>(std::stoi(text.substr(at + 12 + ip.size())));
       } else {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
@@ -102,7 +103,7 @@ TEST(StrangerLoadTest, FiveHundredStrangersNeitherBloatTheAgentNorLockOutTheCont
   ::mkdir(dir.c_str(), 0700);
   const uint16_t udp = free_udp_port();
   {
-    AgentProcess a(dir, udp);
+    AgentProcess a(dir, "127.0.0.1", udp, {"--listen", "127.0.0.1:0"});
     ASSERT_GT(a.port(), 0) << a.log();
     auto b = LoopbackAgent::start("127.0.0.2", udp);
     ASSERT_TRUE(b);
@@ -154,6 +155,31 @@ TEST(StrangerLoadTest, FiveHundredStrangersNeitherBloatTheAgentNorLockOutTheCont
   for (const char* f : {"/secret", "/agent.log", "/fabric.db", "/fabric.db-wal", "/fabric.db-shm"}) {
     std::remove((dir + f).c_str());
   }
+  ::rmdir(dir.c_str());
+}
+
+// Without --listen the control port is the --ip address's port 7400, not
+// every interface's.
+TEST(AgentProcessTest, ListensOnTheIpAddressByDefault) {
+  const std::string dir = fmt::format("/tmp/weft-listen-test-{}", ::getpid());
+  ::mkdir(dir.c_str(), 0700);
+  {
+    AgentProcess a(dir, "127.0.0.9", free_udp_port(), {});
+    ASSERT_EQ(a.port(), 7400) << a.log();
+    Client c("127.0.0.9", 7400);
+    EXPECT_EQ(c.hello().value("type", ""), "hello");
+    std::ifstream tcp("/proc/net/tcp");  // proc(5): local address in hex, state 0A = LISTEN
+    std::string line;
+    int listening = 0;
+    while (std::getline(tcp, line)) {
+      if (line.find(":1CE8 ") != std::string::npos && line.find(" 0A ") != std::string::npos) {
+        EXPECT_NE(line.find("0900007F:1CE8"), std::string::npos) << "port 7400 listens beyond 127.0.0.9: " << line;
+        ++listening;
+      }
+    }
+    EXPECT_GE(listening, 1);
+  }
+  for (const char* f : {"/secret", "/agent.log"}) std::remove((dir + f).c_str());
   ::rmdir(dir.c_str());
 }
 
