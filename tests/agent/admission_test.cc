@@ -185,6 +185,8 @@ struct RateCase {
   bool capped;
 };
 
+void PrintTo(const RateCase& r, std::ostream* os) { *os << "asked " << r.asked << (r.capped ? ", capped" : ""); }
+
 class RateCapTest : public AdmissionTest, public ::testing::WithParamInterface<RateCase> {};
 
 // 60 probes at the agent's 300/s take >= 0.15 s (the pacer may send a first

@@ -31,6 +31,7 @@ struct Attack {
 };
 
 std::string print(const ::testing::TestParamInfo<Attack>& p) { return p.param.name; }
+void PrintTo(const Attack& a, std::ostream* os) { *os << a.name; }
 
 ProbeRunConfig quick_campaign() {
   ProbeRunConfig c;
