@@ -1,9 +1,6 @@
 // Who gets in and what they may ask: pre-authentication limits, stranger
 // budgets, the host list, the rate cap and the protocol version.
-#include <signal.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -11,8 +8,6 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <optional>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -222,6 +217,31 @@ TEST_F(AdmissionTest, AControllerOfTheOldProtocolIsToldWhy) {
             "this agent speaks control protocol version 2, the controller 1: run the same weft version on both");
   EXPECT_TRUE(c.closed_by_peer());
   EXPECT_EQ(a_->rejected(ControlReject::kVersion), 1u);
+}
+
+// Without --listen the control port is the --ip address's port 7400, not
+// every interface's.
+TEST(AgentProcessTest, ListensOnTheIpAddressByDefault) {
+  const std::string dir = fmt::format("/tmp/weft-listen-test-{}", ::getpid());
+  ::mkdir(dir.c_str(), 0700);
+  {
+    AgentProcess a(dir, "127.0.0.9", free_udp_port(), {});
+    ASSERT_EQ(a.port(), 7400) << a.log();
+    Client c("127.0.0.9", 7400);
+    EXPECT_EQ(c.hello().value("type", ""), "hello");
+    std::ifstream tcp("/proc/net/tcp");  // proc(5): local address in hex, state 0A = LISTEN
+    std::string line;
+    int listening = 0;
+    while (std::getline(tcp, line)) {
+      if (line.find(":1CE8 ") != std::string::npos && line.find(" 0A ") != std::string::npos) {
+        EXPECT_NE(line.find("0900007F:1CE8"), std::string::npos) << "port 7400 listens beyond 127.0.0.9: " << line;
+        ++listening;
+      }
+    }
+    EXPECT_GE(listening, 1);
+  }
+  for (const char* f : {"/secret", "/agent.log"}) std::remove((dir + f).c_str());
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace

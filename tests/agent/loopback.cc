@@ -2,12 +2,18 @@
 #include "loopback.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -248,6 +254,52 @@ void MitmProxy::pump(int from, int to, Toward dir) {
   ::shutdown(from, SHUT_RDWR);
   ::shutdown(to, SHUT_RDWR);
 }
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+AgentProcess::AgentProcess(const std::string& dir, const std::string& ip, uint16_t udp_port,
+                           std::vector<std::string> extra)
+    : log_(dir + "/agent.log") {
+  const std::string secret = dir + "/secret";
+  std::ofstream(secret) << "the loopback test's shared secret\n";  // test_secret()
+  ::chmod(secret.c_str(), 0600);
+  std::vector<std::string> argv = {std::string(WEFT_BINARY_DIR) + "/weft", "agent", "--secret-file", secret, "--ip",
+                                   ip, "--name", "a", "--udp-port", std::to_string(udp_port)};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  std::vector<char*> args;  // built before fork(): the child of a threaded process may not allocate
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::dup2(fd, 2);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(fd);
+  for (int i = 0; i < 500 && port_ == 0; ++i) {  // up to 10 s: a sanitizer build starts slowly
+    const std::string text = slurp(log_);
+    if (auto at = text.find("control on " + ip + ":"); at != std::string::npos) {
+      port_ = static_cast<uint16_t>(std::stoi(text.substr(at + 12 + ip.size())));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
+AgentProcess::~AgentProcess() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGTERM);
+  int st = 0;
+  ::waitpid(pid_, &st, 0);
+}
+
+std::string AgentProcess::log() const { return slurp(log_); }
 
 json frame_json(const std::string& f, bool sealed) {
   const size_t skip = 4 + (sealed ? kSealOverhead : 0);

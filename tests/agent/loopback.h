@@ -4,6 +4,8 @@
 // frames between a controller and an agent.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -71,6 +73,24 @@ class Client {
   std::unique_ptr<Sealer> sealer_;
   std::unique_ptr<Opener> opener_;
 };
+
+// A `weft agent` process (the build's binary) on `ip` with the test secret,
+// plus `extra` arguments; killed and reaped on destruction.
+class AgentProcess {
+ public:
+  AgentProcess(const std::string& dir, const std::string& ip, uint16_t udp_port, std::vector<std::string> extra);
+  ~AgentProcess();
+  pid_t pid() const { return pid_; }
+  uint16_t port() const { return port_; }  // 0: it did not start (see log())
+  std::string log() const;
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+};
+
+std::string slurp(const std::string& path);
 
 enum class Toward { kAgent, kController };
 

@@ -2,11 +2,8 @@
 // process: the agent's resident
 // memory stays under 64 MiB and the real controller still gets in and
 // completes its campaign.
-#include <fcntl.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -14,7 +11,6 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -26,13 +22,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string slurp(const std::string& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // VmRSS of `pid` in KiB (proc(5)), or -1.
 long rss_kib(pid_t pid) {
   std::ifstream in(fmt::format("/proc/{}/status", pid));
@@ -43,56 +32,11 @@ long rss_kib(pid_t pid) {
   return -1;
 }
 
-// A `weft agent` child on `ip`, killed and reaped on destruction.
-class AgentProcess {
- public:
-  AgentProcess(const std::string& dir, const std::string& ip, uint16_t udp_port, std::vector<std::string> extra)
-      : log_(dir + "/agent.log") {
-    const std::string secret = dir + "/secret";
-    {
-      std::ofstream(secret) << "the loopback test's shared secret\n";
-      ::chmod(secret.c_str(), 0600);
-    }
-    std::vector<std::string> argv = {std::string(WEFT_BINARY_DIR) + "/weft", "agent", "--secret-file", secret, "--ip",
-                                     ip, "--name", "a", "--udp-port", std::to_string(udp_port)};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      ::dup2(fd, 2);
-      std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      ::_exit(127);
-    }
-    for (int i = 0; i < 500 && port_ == 0; ++i) {  // up to 10 s: the ASan build starts slowly
-      const std::string text = slurp(log_);
-      if (auto at = text.find("control on " + ip + ":"); at != std::string::npos) {
-        port_ = static_cast<uint16_t>(std::stoi(text.substr(at + 12 + ip.size())));
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    }
-  }
-  ~AgentProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int st = 0;
-      ::waitpid(pid_, &st, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  uint16_t port() const { return port_; }
-  std::string log() const { return slurp(log_); }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-  uint16_t port_ = 0;
-};
-
 TEST(StrangerLoadTest, FiveHundredStrangersNeitherBloatTheAgentNorLockOutTheController) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "the RSS of an AddressSanitizer build is mostly shadow memory (~230 MiB idle); the bound is "
+                  "checked in the uninstrumented build (label perf)";
+#endif
   rlimit nofile{};
   ::getrlimit(RLIMIT_NOFILE, &nofile);
   if (nofile.rlim_cur < 2048 && nofile.rlim_max >= 2048) {
@@ -155,31 +99,6 @@ TEST(StrangerLoadTest, FiveHundredStrangersNeitherBloatTheAgentNorLockOutTheCont
   for (const char* f : {"/secret", "/agent.log", "/fabric.db", "/fabric.db-wal", "/fabric.db-shm"}) {
     std::remove((dir + f).c_str());
   }
-  ::rmdir(dir.c_str());
-}
-
-// Without --listen the control port is the --ip address's port 7400, not
-// every interface's.
-TEST(AgentProcessTest, ListensOnTheIpAddressByDefault) {
-  const std::string dir = fmt::format("/tmp/weft-listen-test-{}", ::getpid());
-  ::mkdir(dir.c_str(), 0700);
-  {
-    AgentProcess a(dir, "127.0.0.9", free_udp_port(), {});
-    ASSERT_EQ(a.port(), 7400) << a.log();
-    Client c("127.0.0.9", 7400);
-    EXPECT_EQ(c.hello().value("type", ""), "hello");
-    std::ifstream tcp("/proc/net/tcp");  // proc(5): local address in hex, state 0A = LISTEN
-    std::string line;
-    int listening = 0;
-    while (std::getline(tcp, line)) {
-      if (line.find(":1CE8 ") != std::string::npos && line.find(" 0A ") != std::string::npos) {
-        EXPECT_NE(line.find("0900007F:1CE8"), std::string::npos) << "port 7400 listens beyond 127.0.0.9: " << line;
-        ++listening;
-      }
-    }
-    EXPECT_GE(listening, 1);
-  }
-  for (const char* f : {"/secret", "/agent.log"}) std::remove((dir + f).c_str());
   ::rmdir(dir.c_str());
 }
 
