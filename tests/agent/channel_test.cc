@@ -1,6 +1,9 @@
 // The sealed control channel: what passes, and why each altered frame fails.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "weft/agent/channel.h"
 
 namespace weft::agent {
@@ -121,6 +124,28 @@ TEST(ChannelTest, KeysDependOnDirectionNoncesAndSecret) {
                         .to_agent,
                     Direction::kToAgent));
   EXPECT_FALSE(fails(k.to_agent, Direction::kToAgent));
+}
+
+// The fuzzer's seed session was sealed by a separate implementation of the
+// format in docs/agent.md (Python's hmac); the channel must open every frame.
+TEST(ChannelTest, OpensFramesSealedFromTheDocumentedFormat) {
+  std::ifstream in(std::string(WEFT_SOURCE_DIR) + "/tests/fuzz/corpus/sealed/stream-session", std::ios::binary);
+  const std::string seed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(seed.size(), 1u);
+  const SessionKeys k = session_keys(probe::MacKey::from_string("weft fuzz secret"), std::string(32, 'a'),
+                                     std::string(32, 'c'));
+  Opener opener(k.to_agent, Direction::kToAgent);
+  std::string_view rest = std::string_view(seed).substr(1);  // the fuzzer's mode byte
+  std::vector<std::string> types;
+  while (rest.size() >= 4) {
+    const uint32_t n = frame_length(reinterpret_cast<const uint8_t*>(rest.data()));
+    ControlReject why{};
+    auto text = opener.open(rest.substr(4, n), &why);
+    ASSERT_TRUE(text) << "frame " << types.size() << ": " << control_reject_name(why);
+    types.push_back(json::parse(*text).value("type", ""));
+    rest.remove_prefix(4 + n);
+  }
+  EXPECT_EQ(types, (std::vector<std::string>{"hosts", "announce", "campaign", "status", "retire"}));
 }
 
 }  // namespace
