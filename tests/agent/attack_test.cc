@@ -20,13 +20,11 @@ namespace {
 
 using nlohmann::json;
 
-enum class Kind { kForged, kPlaintext, kReplay, kSwap, kShortenRefit, kShortenBelowSeal, kCutMidFrame };
-
 struct Attack {
   const char* name;
   Toward toward;
   const char* trigger;  // the type of the first sealed frame attacked
-  Kind kind;
+  Tamper kind;
   ControlReject reason;  // as the receiver counts it
 };
 
@@ -43,61 +41,6 @@ ProbeRunConfig quick_campaign() {
   c.retries = 0;
   c.connect_timeout_ms = 3000;
   return c;
-}
-
-uint64_t counter_of(const std::string& f) {
-  uint64_t v = 0;
-  for (size_t i = 4; i < 12; ++i) v = v << 8 | static_cast<uint8_t>(f[i]);
-  return v;
-}
-
-std::string reframe(const std::string& body) {
-  std::string h(4, '\0');
-  for (int i = 0; i < 4; ++i) h[static_cast<size_t>(i)] = static_cast<char>((body.size() >> (24 - 8 * i)) & 0xff);
-  return h + body;
-}
-
-// What the attacker sends in place of frame `f`, the first frame of the
-// trigger type; `held` carries a frame to the next one for a swap.
-Action attack(const Attack& a, const std::string& f, std::optional<std::string>& held) {
-  const std::string body = f.substr(4);
-  switch (a.kind) {
-    case Kind::kForged: {
-      json forged;
-      if (a.toward == Toward::kAgent) {  // a campaign to a real host: only the seal stops it
-        CampaignCommand c;
-        c.run = 99;
-        c.nonce = std::string(32, 'e');
-        c.plan.targets = {0x7f000002};
-        c.plan.sport_first = 40000;
-        c.plan.sport_count = 4;
-        c.plan.rate_pps = 0;
-        forged = encode_campaign(c);
-      } else {  // a result for a port outside the campaign
-        probe::FlowResult r;
-        r.dst_ip = 0x7f000002;
-        r.sport = 1234;
-        r.sent = 1;
-        r.answered = 1;
-        r.spine = 7;
-        forged = {{"type", "results"}, {"run", frame_json(f, true).value("run", 1)}, {"rows", {encode_flow(r)}}};
-      }
-      return {{forged_frame(forged, counter_of(f)), f}};
-    }
-    case Kind::kPlaintext: {  // the old, unsealed protocol's campaign frame
-      CampaignCommand c;
-      c.run = 98;
-      c.nonce = std::string(32, 'e');
-      c.plan.targets = {0x7f000002};
-      return {{frame(encode_campaign(c)), f}};
-    }
-    case Kind::kReplay: return {{f, f}};
-    case Kind::kSwap: held = f; return {};
-    case Kind::kShortenRefit: return {{reframe(body.substr(0, body.size() - 5))}};
-    case Kind::kShortenBelowSeal: return {{reframe(body.substr(0, 20))}};
-    case Kind::kCutMidFrame: return {{f.substr(0, f.size() / 2)}, true};
-  }
-  return {};
 }
 
 class AttackTest : public ::testing::TestWithParam<Attack> {
@@ -143,7 +86,7 @@ TEST_P(AttackTest, IsRejectedCountedAndTakesNoAction) {
     if (frame_json(f, true).value("type", "") != at.trigger) return {{f}};
     done = true;
     ++attacked;
-    return attack(at, f, held);
+    return tamper(at.kind, at.toward, f, held);
   });
 
   auto attacked_run = run_probe(*db_, hosts(proxy.port()), test_secret(), quick_campaign());
@@ -175,17 +118,17 @@ TEST_P(AttackTest, IsRejectedCountedAndTakesNoAction) {
 INSTANTIATE_TEST_SUITE_P(
     Frames, AttackTest,
     ::testing::Values(
-        Attack{"ForgedCampaign", Toward::kAgent, "announce", Kind::kForged, ControlReject::kBadTag},
-        Attack{"PlaintextCampaign", Toward::kAgent, "announce", Kind::kPlaintext, ControlReject::kBadTag},
-        Attack{"ReplayedCommand", Toward::kAgent, "announce", Kind::kReplay, ControlReject::kReplayed},
-        Attack{"ShortenedCommand", Toward::kAgent, "announce", Kind::kShortenRefit, ControlReject::kBadTag},
-        Attack{"CommandShorterThanItsSeal", Toward::kAgent, "announce", Kind::kShortenBelowSeal,
+        Attack{"ForgedCampaign", Toward::kAgent, "announce", Tamper::kForged, ControlReject::kBadTag},
+        Attack{"PlaintextCampaign", Toward::kAgent, "announce", Tamper::kPlaintext, ControlReject::kBadTag},
+        Attack{"ReplayedCommand", Toward::kAgent, "announce", Tamper::kReplay, ControlReject::kReplayed},
+        Attack{"ShortenedCommand", Toward::kAgent, "announce", Tamper::kShortenRefit, ControlReject::kBadTag},
+        Attack{"CommandShorterThanItsSeal", Toward::kAgent, "announce", Tamper::kShortenBelowSeal,
                ControlReject::kTruncated},
-        Attack{"CommandCutMidFrame", Toward::kAgent, "campaign", Kind::kCutMidFrame, ControlReject::kTruncated},
-        Attack{"ForgedResults", Toward::kController, "results", Kind::kForged, ControlReject::kBadTag},
-        Attack{"ReplayedResults", Toward::kController, "results", Kind::kReplay, ControlReject::kReplayed},
-        Attack{"SwappedResults", Toward::kController, "results", Kind::kSwap, ControlReject::kOutOfOrder},
-        Attack{"ShortenedResults", Toward::kController, "results", Kind::kShortenRefit, ControlReject::kBadTag}),
+        Attack{"CommandCutMidFrame", Toward::kAgent, "campaign", Tamper::kCutMidFrame, ControlReject::kTruncated},
+        Attack{"ForgedResults", Toward::kController, "results", Tamper::kForged, ControlReject::kBadTag},
+        Attack{"ReplayedResults", Toward::kController, "results", Tamper::kReplay, ControlReject::kReplayed},
+        Attack{"SwappedResults", Toward::kController, "results", Tamper::kSwap, ControlReject::kOutOfOrder},
+        Attack{"ShortenedResults", Toward::kController, "results", Tamper::kShortenRefit, ControlReject::kBadTag}),
     print);
 
 // The controller waits for each answer, so only a client that sends two

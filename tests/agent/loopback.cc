@@ -183,10 +183,13 @@ bool Client::closed_by_peer() {
   return ::recv(fd_, &c, 1, 0) == 0;
 }
 
-MitmProxy::MitmProxy(const std::string& agent_ip, uint16_t agent_port, Hook hook)
+MitmProxy::MitmProxy(const std::string& agent_ip, uint16_t agent_port, Hook hook, const std::string& listen_ip,
+                     uint16_t listen_port)
     : agent_ip_(agent_ip), agent_port_(agent_port), hook_(std::move(hook)) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a = addr_of("127.0.0.1", 0);
+  const int one = 1;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a = addr_of(listen_ip, listen_port);
   ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
   ::listen(listen_fd_, 16);
   socklen_t len = sizeof a;
@@ -306,6 +309,59 @@ json frame_json(const std::string& f, bool sealed) {
   if (f.size() < skip) return nullptr;
   json j = json::parse(f.substr(skip), nullptr, false);
   return j.is_discarded() ? json(nullptr) : j;
+}
+
+namespace {
+
+uint64_t counter_of(const std::string& f) {
+  uint64_t v = 0;
+  for (size_t i = 4; i < 12; ++i) v = v << 8 | static_cast<uint8_t>(f[i]);
+  return v;
+}
+
+std::string reframe(const std::string& body) { return be32(body.size()) + body; }
+
+}  // namespace
+
+Action tamper(Tamper kind, Toward toward, const std::string& f, std::optional<std::string>& held) {
+  const std::string body = f.substr(4);
+  switch (kind) {
+    case Tamper::kForged: {
+      json forged;
+      if (toward == Toward::kAgent) {  // a campaign to a real host: only the seal stops it
+        CampaignCommand c;
+        c.run = 99;
+        c.nonce = std::string(32, 'e');
+        c.plan.targets = {0x7f000002};
+        c.plan.sport_first = 40000;
+        c.plan.sport_count = 4;
+        c.plan.rate_pps = 0;
+        forged = encode_campaign(c);
+      } else {  // a result for a port outside the campaign
+        probe::FlowResult r;
+        r.dst_ip = 0x7f000002;
+        r.sport = 1234;
+        r.sent = 1;
+        r.answered = 1;
+        r.spine = 7;
+        forged = {{"type", "results"}, {"run", frame_json(f, true).value("run", 1)}, {"rows", {encode_flow(r)}}};
+      }
+      return {{forged_frame(forged, counter_of(f)), f}};
+    }
+    case Tamper::kPlaintext: {  // the old, unsealed protocol's campaign frame
+      CampaignCommand c;
+      c.run = 98;
+      c.nonce = std::string(32, 'e');
+      c.plan.targets = {0x7f000002};
+      return {{frame(encode_campaign(c)), f}};
+    }
+    case Tamper::kReplay: return {{f, f}};
+    case Tamper::kSwap: held = f; return {};
+    case Tamper::kShortenRefit: return {{reframe(body.substr(0, body.size() - 5))}};
+    case Tamper::kShortenBelowSeal: return {{reframe(body.substr(0, 20))}};
+    case Tamper::kCutMidFrame: return {{f.substr(0, f.size() / 2)}, true};
+  }
+  return {};
 }
 
 std::string forged_frame(const json& j, uint64_t counter) {

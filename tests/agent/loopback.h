@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -107,7 +108,9 @@ struct Action {
 class MitmProxy {
  public:
   using Hook = std::function<Action(Toward, int, const std::string&)>;
-  MitmProxy(const std::string& agent_ip, uint16_t agent_port, Hook hook);
+  // Listens on listen_ip:listen_port (port 0: any).
+  MitmProxy(const std::string& agent_ip, uint16_t agent_port, Hook hook, const std::string& listen_ip = "127.0.0.1",
+            uint16_t listen_port = 0);
   ~MitmProxy();
   uint16_t port() const { return port_; }
 
@@ -125,6 +128,20 @@ class MitmProxy {
   std::thread acceptor_;
   bool stopping_ = false;
 };
+
+// What an attacker does to one frame (the first of the type it waits for).
+enum class Tamper {
+  kForged,            // inject a frame with a random tag before it: a campaign to a real host, or a result
+  kPlaintext,         // inject an unsealed campaign frame before it
+  kReplay,            // send it twice
+  kSwap,              // hold it back and send it after the next frame of its direction
+  kShortenRefit,      // cut 5 bytes off its end and fix the length
+  kShortenBelowSeal,  // cut its body to 20 bytes (shorter than the seal) and fix the length
+  kCutMidFrame,       // send half of it, then close both connections
+};
+// The frames the attacker sends in place of `f`; `held` carries a frame to the
+// next one of the same direction for a swap.
+Action tamper(Tamper kind, Toward toward, const std::string& f, std::optional<std::string>& held);
 
 // The JSON of a frame as the proxy sees it (sealed frames carry plain JSON
 // after the seal); null when it does not parse.
