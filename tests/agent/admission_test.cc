@@ -20,7 +20,7 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kA = 0x7f000001, kB = 0x7f000002;
+const uint32_t kA = own_ip_u32(1), kB = own_ip_u32(2);
 
 // Waits up to 3 s for pred().
 template <typename F>
@@ -42,8 +42,8 @@ class AdmissionTest : public ::testing::Test {
  protected:
   void start(const std::function<void(AgentConfig&)>& tweak = {}) {
     const uint16_t udp = free_udp_port();
-    a_ = LoopbackAgent::start("127.0.0.1", udp, tweak);
-    b_ = LoopbackAgent::start("127.0.0.2", udp);
+    a_ = LoopbackAgent::start(own_ip(1), udp, tweak);
+    b_ = LoopbackAgent::start(own_ip(2), udp);
     ASSERT_TRUE(a_ && b_);
   }
   AgentCounters counters() const { return a_->agent().counters(); }
@@ -52,7 +52,7 @@ class AdmissionTest : public ::testing::Test {
 
 TEST_F(AdmissionTest, APreAuthFrameOverOneKibIsRefusedUnread) {
   start();
-  Client c("127.0.0.1", a_->port());
+  Client c(own_ip(1), a_->port());
   ASSERT_TRUE(c.read().is_object());  // hello
   ASSERT_TRUE(c.send_raw(header(kMaxPreAuthFrame + 1)));
   EXPECT_TRUE(c.closed_by_peer());
@@ -61,7 +61,7 @@ TEST_F(AdmissionTest, APreAuthFrameOverOneKibIsRefusedUnread) {
 
 TEST_F(AdmissionTest, AMaximalPreAuthFrameIsReadAndJudged) {
   start();
-  Client c("127.0.0.1", a_->port());
+  Client c(own_ip(1), a_->port());
   ASSERT_TRUE(c.read().is_object());
   ASSERT_TRUE(c.send_raw(header(kMaxPreAuthFrame) + std::string(kMaxPreAuthFrame, '{')));
   EXPECT_TRUE(c.closed_by_peer());
@@ -72,7 +72,7 @@ TEST_F(AdmissionTest, AMaximalPreAuthFrameIsReadAndJudged) {
 TEST_F(AdmissionTest, AFailedHandshakeFreesItsSlotAtOnce) {
   start([](AgentConfig& c) { c.max_strangers_per_source = 2; });
   for (int i = 0; i < 7; ++i) {
-    Client c("127.0.0.1", a_->port());
+    Client c(own_ip(1), a_->port());
     ASSERT_TRUE(c.read().is_object());
     c.send_plain({{"type", "auth"}, {"version", kControlVersion}, {"nonce", std::string(32, 'a')},
                   {"mac", std::string(64, 'b')}});
@@ -90,10 +90,10 @@ TEST_F(AdmissionTest, StrangersFromOneAddressEvictOnlyTheirOwnOldest) {
     c.max_strangers_per_source = 4;
     c.max_strangers = 100;
   });
-  Client other("127.0.0.1", a_->port(), "127.0.0.3");
+  Client other(own_ip(1), a_->port(), own_ip(3));
   ASSERT_TRUE(other.connected());
   std::vector<std::unique_ptr<Client>> idle;
-  for (int i = 0; i < 13; ++i) idle.push_back(std::make_unique<Client>("127.0.0.1", a_->port(), "127.0.0.4"));
+  for (int i = 0; i < 13; ++i) idle.push_back(std::make_unique<Client>(own_ip(1), a_->port(), own_ip(4)));
   ASSERT_TRUE(eventually([&] { return counters().sessions == 14; }));
   EXPECT_EQ(a_->rejected(ControlReject::kEvicted), 9u);
   EXPECT_EQ(counters().strangers, 5);
@@ -110,8 +110,8 @@ TEST_F(AdmissionTest, TheOldestStrangerMakesRoomWhenAllSlotsAreTaken) {
     c.max_strangers = 3;
   });
   std::vector<std::unique_ptr<Client>> idle;
-  for (const char* src : {"127.0.0.5", "127.0.0.6", "127.0.0.7", "127.0.0.8"}) {
-    idle.push_back(std::make_unique<Client>("127.0.0.1", a_->port(), src));
+  for (const std::string& src : {own_ip(5), own_ip(6), own_ip(7), own_ip(8)}) {
+    idle.push_back(std::make_unique<Client>(own_ip(1), a_->port(), src));
     ASSERT_TRUE(idle.back()->hello().is_object());
   }
   EXPECT_TRUE(idle[0]->closed_within(1000));
@@ -123,7 +123,7 @@ TEST_F(AdmissionTest, TheOldestStrangerMakesRoomWhenAllSlotsAreTaken) {
 
 TEST_F(AdmissionTest, TheFirstSealedFrameMustBeTheHostList) {
   start();
-  Client c("127.0.0.1", a_->port());
+  Client c(own_ip(1), a_->port());
   json hello = c.read();
   const std::string cn(32, 'c');
   c.send_plain({{"type", "auth"}, {"version", kControlVersion}, {"nonce", cn},
@@ -161,13 +161,13 @@ json until_done(Client& c) {
 
 TEST_F(AdmissionTest, ACampaignTargetOutsideTheHostListIsRefused) {
   start();
-  Client c("127.0.0.1", a_->port());
+  Client c(own_ip(1), a_->port());
   ASSERT_TRUE(c.authenticate(test_secret(), {kA, kB}));
-  c.send(encode_campaign(campaign_to(0x7f000009, 4, 1000)));
+  c.send(encode_campaign(campaign_to(own_ip_u32(9), 4, 1000)));
   json m = c.read();
   EXPECT_EQ(m.value("type", ""), "error");
   EXPECT_EQ(m.value("message", ""),
-            "campaign 4242 refused: target 127.0.0.9 is not in the controller's host list");
+            "campaign 4242 refused: target " + own_ip(9) + " is not in the controller's host list");
   EXPECT_EQ(a_->rejected(ControlReject::kTargetRefused), 1u);
   EXPECT_EQ(counters().campaigns, 0u);
   c.send(encode_campaign(campaign_to(kB, 4, 1000)));  // the session goes on
@@ -188,7 +188,7 @@ class RateCapTest : public AdmissionTest, public ::testing::WithParamInterface<R
 // burst); unpaced they take milliseconds.
 TEST_P(RateCapTest, FasterOrUnpacedCampaignsRunAtTheAgentMaximum) {
   start([](AgentConfig& c) { c.max_rate_pps = 300; });
-  Client c("127.0.0.1", a_->port());
+  Client c(own_ip(1), a_->port());
   ASSERT_TRUE(c.authenticate(test_secret(), {kA, kB}));
   const auto t0 = Clock::now();
   c.send(encode_campaign(campaign_to(kB, 60, GetParam().asked)));
@@ -205,7 +205,7 @@ INSTANTIATE_TEST_SUITE_P(Rates, RateCapTest,
 
 TEST_F(AdmissionTest, AControllerOfTheOldProtocolIsToldWhy) {
   start();
-  Client c("127.0.0.1", a_->port());
+  Client c(own_ip(1), a_->port());
   json hello = c.read();
   EXPECT_EQ(hello.value("version", 0), kControlVersion);
   const std::string cn(32, 'c');
@@ -225,16 +225,19 @@ TEST(AgentProcessTest, ListensOnTheIpAddressByDefault) {
   const std::string dir = fmt::format("/tmp/weft-listen-test-{}", ::getpid());
   ::mkdir(dir.c_str(), 0700);
   {
-    AgentProcess a(dir, "127.0.0.9", free_udp_port(), {});
+    AgentProcess a(dir, own_ip(9), free_udp_port(), {});
     ASSERT_EQ(a.port(), 7400) << a.log();
-    Client c("127.0.0.9", 7400);
+    Client c(own_ip(9), 7400);
     EXPECT_EQ(c.hello().value("type", ""), "hello");
     std::ifstream tcp("/proc/net/tcp");  // proc(5): local address in hex, state 0A = LISTEN
     std::string line;
     int listening = 0;
     while (std::getline(tcp, line)) {
       if (line.find(":1CE8 ") != std::string::npos && line.find(" 0A ") != std::string::npos) {
-        EXPECT_NE(line.find("0900007F:1CE8"), std::string::npos) << "port 7400 listens beyond 127.0.0.9: " << line;
+        const uint32_t ip = own_ip_u32(9);  // as proc(5) prints it: the address's bytes in host order
+        const std::string hex = fmt::format("{:02X}{:02X}{:02X}{:02X}:1CE8", ip & 0xff, ip >> 8 & 0xff, ip >> 16 & 0xff,
+                                            ip >> 24);
+        EXPECT_NE(line.find(hex), std::string::npos) << "port 7400 listens beyond " << own_ip(9) << ": " << line;
         ++listening;
       }
     }

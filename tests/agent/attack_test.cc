@@ -47,8 +47,8 @@ class AttackTest : public ::testing::TestWithParam<Attack> {
  protected:
   void SetUp() override {
     const uint16_t udp = free_udp_port();
-    a_ = LoopbackAgent::start("127.0.0.1", udp);
-    b_ = LoopbackAgent::start("127.0.0.2", udp);
+    a_ = LoopbackAgent::start(own_ip(1), udp);
+    b_ = LoopbackAgent::start(own_ip(2), udp);
     ASSERT_TRUE(a_ && b_);
     db_path_ = fmt::format("/tmp/weft-attack-test-{}-{}.db", ::getpid(), GetParam().name);
     auto db = db::Database::open(db_path_);
@@ -60,7 +60,7 @@ class AttackTest : public ::testing::TestWithParam<Attack> {
     for (const char* ext : {"", "-wal", "-shm"}) std::remove((db_path_ + ext).c_str());
   }
   std::vector<HostEntry> hosts(uint16_t port_a) const {
-    return {{"a", "127.0.0.1", port_a}, {"b", "127.0.0.2", b_->port()}};
+    return {{"a", own_ip(1), port_a}, {"b", own_ip(2), b_->port()}};
   }
   int64_t rows_outside_campaign_ports() {
     return *db_->query_int("SELECT COUNT(*) FROM observations WHERE sport NOT BETWEEN 50000 AND 50007");
@@ -76,7 +76,7 @@ TEST_P(AttackTest, IsRejectedCountedAndTakesNoAction) {
   bool done = false;
   std::optional<std::string> held;
   int attacked = 0;
-  MitmProxy proxy("127.0.0.1", a_->port(), [&](Toward d, int index, const std::string& f) -> Action {
+  MitmProxy proxy(own_ip(1), a_->port(), [&](Toward d, int index, const std::string& f) -> Action {
     if (held && d == at.toward) {  // the swap: the next frame first, then the held one
       Action act{{f, *held}};
       held.reset();
@@ -87,7 +87,7 @@ TEST_P(AttackTest, IsRejectedCountedAndTakesNoAction) {
     done = true;
     ++attacked;
     return tamper(at.kind, at.toward, f, held);
-  });
+  }, own_ip(1));
 
   auto attacked_run = run_probe(*db_, hosts(proxy.port()), test_secret(), quick_campaign());
   ASSERT_EQ(attacked, 1) << "the attack never happened";
@@ -135,10 +135,10 @@ INSTANTIATE_TEST_SUITE_P(
 // commands back to back gives the attacker two frames to swap.
 TEST(PipelinedAttackTest, SwappedCommandsAreOutOfOrderAndNeitherRuns) {
   const uint16_t udp = free_udp_port();
-  auto a = LoopbackAgent::start("127.0.0.1", udp);
+  auto a = LoopbackAgent::start(own_ip(1), udp);
   ASSERT_TRUE(a);
   std::optional<std::string> held;
-  MitmProxy proxy("127.0.0.1", a->port(), [&](Toward d, int index, const std::string& f) -> Action {
+  MitmProxy proxy(own_ip(1), a->port(), [&](Toward d, int index, const std::string& f) -> Action {
     if (d != Toward::kAgent || index < 2) return {{f}};
     const std::string type = frame_json(f, true).value("type", "");
     if (type == "announce") {
@@ -151,13 +151,13 @@ TEST(PipelinedAttackTest, SwappedCommandsAreOutOfOrderAndNeitherRuns) {
       return act;
     }
     return {{f}};
-  });
-  Client c("127.0.0.1", proxy.port());
-  ASSERT_TRUE(c.authenticate(test_secret(), {0x7f000001}));
+  }, own_ip(1));
+  Client c(own_ip(1), proxy.port());
+  ASSERT_TRUE(c.authenticate(test_secret(), {own_ip_u32(1)}));
   CampaignCommand cmd;
   cmd.run = 7;
   cmd.nonce = std::string(32, 'e');
-  cmd.plan.targets = {0x7f000001};
+  cmd.plan.targets = {own_ip_u32(1)};
   cmd.plan.sport_count = 4;
   c.send({{"type", "announce"}, {"run", 7}, {"nonce", std::string(32, 'e')}});
   c.send(encode_campaign(cmd));

@@ -75,6 +75,17 @@ const probe::MacKey& test_secret() {
   return k;
 }
 
+uint32_t own_ip_u32(int k) {
+  const uint32_t pid = static_cast<uint32_t>(::getpid());
+  return 127u << 24 | (1 + (pid >> 8) % 254) << 16 | (pid & 0xff) << 8 | static_cast<uint32_t>(k);
+}
+
+std::string own_ip(int k) {
+  const uint32_t a = own_ip_u32(k);
+  return std::to_string(a >> 24) + "." + std::to_string(a >> 16 & 0xff) + "." + std::to_string(a >> 8 & 0xff) + "." +
+         std::to_string(a & 0xff);
+}
+
 uint16_t free_udp_port() {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   sockaddr_in a = addr_of("127.0.0.1", 0);

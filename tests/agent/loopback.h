@@ -25,6 +25,11 @@ namespace weft::agent::testing {
 
 const probe::MacKey& test_secret();
 
+// Loopback addresses of this process's own, 127.X.Y.k with X.Y from the pid:
+// tests that run in parallel (ctest -j) never share a source address and port.
+std::string own_ip(int k);
+uint32_t own_ip_u32(int k);
+
 // A UDP port free on 127.0.0.1 and 127.0.0.2 a moment ago (for the reflectors).
 uint16_t free_udp_port();
 

@@ -47,9 +47,9 @@ TEST(StrangerLoadTest, FiveHundredStrangersNeitherBloatTheAgentNorLockOutTheCont
   ::mkdir(dir.c_str(), 0700);
   const uint16_t udp = free_udp_port();
   {
-    AgentProcess a(dir, "127.0.0.1", udp, {"--listen", "127.0.0.1:0"});
+    AgentProcess a(dir, own_ip(1), udp, {"--listen", own_ip(1) + ":0"});
     ASSERT_GT(a.port(), 0) << a.log();
-    auto b = LoopbackAgent::start("127.0.0.2", udp);
+    auto b = LoopbackAgent::start(own_ip(2), udp);
     ASSERT_TRUE(b);
     const long idle_kib = rss_kib(a.pid());
 
@@ -59,7 +59,7 @@ TEST(StrangerLoadTest, FiveHundredStrangersNeitherBloatTheAgentNorLockOutTheCont
     // read it before authentication would have to buffer.
     std::vector<std::unique_ptr<Client>> strangers;
     for (int i = 0; i < 500; ++i) {
-      strangers.push_back(std::make_unique<Client>("127.0.0.1", a.port(), fmt::format("127.0.1.{}", 1 + i % 50)));
+      strangers.push_back(std::make_unique<Client>(own_ip(1), a.port(), fmt::format("127.0.1.{}", 1 + i % 50)));
       ASSERT_TRUE(strangers.back()->connected()) << i;
       const uint32_t n = i % 2 ? kMaxFrame : kMaxPreAuthFrame;
       std::string f = {static_cast<char>(n >> 24), static_cast<char>(n >> 16 & 0xff), static_cast<char>(n >> 8 & 0xff),
@@ -80,13 +80,13 @@ TEST(StrangerLoadTest, FiveHundredStrangersNeitherBloatTheAgentNorLockOutTheCont
       cfg.rate_pps = 2000;
       cfg.timeout_ms = 100;
       cfg.retries = 0;
-      const std::vector<HostEntry> hosts = {{"a", "127.0.0.1", a.port()}, {"b", "127.0.0.2", b->port()}};
+      const std::vector<HostEntry> hosts = {{"a", own_ip(1), a.port()}, {"b", own_ip(2), b->port()}};
       auto sum = run_probe(*db, hosts, test_secret(), cfg);
       ASSERT_TRUE(sum) << sum.status().to_string() << "\n" << a.log();
       EXPECT_EQ(sum->flows_total, 2 * 8);
     }
-    Client admin("127.0.0.1", a.port(), "127.0.0.1");
-    ASSERT_TRUE(admin.authenticate(test_secret(), {0x7f000001}));
+    Client admin(own_ip(1), a.port(), own_ip(1));
+    ASSERT_TRUE(admin.authenticate(test_secret(), {own_ip_u32(1)}));
     admin.send({{"type", "status"}});
     const json st = admin.read();
     EXPECT_LE(st.value("strangers", 1000), 128);
