@@ -31,18 +31,6 @@ struct Attack {
 std::string print(const ::testing::TestParamInfo<Attack>& p) { return p.param.name; }
 void PrintTo(const Attack& a, std::ostream* os) { *os << a.name; }
 
-ProbeRunConfig quick_campaign() {
-  ProbeRunConfig c;
-  c.sport_first = 50000;
-  c.sport_count = 8;
-  c.port_window = 4;  // two results frames per sender
-  c.rate_pps = 2000;
-  c.timeout_ms = 100;
-  c.retries = 0;
-  c.connect_timeout_ms = 3000;
-  return c;
-}
-
 class AttackTest : public ::testing::TestWithParam<Attack> {
  protected:
   void SetUp() override {

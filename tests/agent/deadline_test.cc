@@ -13,12 +13,19 @@ namespace {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
-TEST(DeadlineTest, AHandlerQueuedAfterTheDeadlineIsGoneTouchesNothing) {
+// A connected pair of sockets on loopback; `a` is the one a Deadline guards.
+class DeadlineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tcp::acceptor acc(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    a.connect(acc.local_endpoint());
+    acc.accept(b);
+  }
   asio::io_context io;
-  tcp::acceptor acc(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  tcp::socket a(io), b(io);
-  a.connect(acc.local_endpoint());
-  acc.accept(b);
+  tcp::socket a{io}, b{io};
+};
+
+TEST_F(DeadlineTest, AHandlerQueuedAfterTheDeadlineIsGoneTouchesNothing) {
 
   // A read on `a` that nothing will satisfy; only a cancel would end it.
   bool read_done = false;
@@ -44,12 +51,7 @@ TEST(DeadlineTest, AHandlerQueuedAfterTheDeadlineIsGoneTouchesNothing) {
   EXPECT_TRUE(read_done);
 }
 
-TEST(DeadlineTest, CancelsThePendingOperationWhenItPasses) {
-  asio::io_context io;
-  tcp::acceptor acc(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  tcp::socket a(io), b(io);
-  a.connect(acc.local_endpoint());
-  acc.accept(b);
+TEST_F(DeadlineTest, CancelsThePendingOperationWhenItPasses) {
   boost::system::error_code read_ec;
   uint8_t byte = 0;
   Deadline d(a, std::chrono::milliseconds(20));

@@ -86,6 +86,18 @@ std::string own_ip(int k) {
          std::to_string(a & 0xff);
 }
 
+ProbeRunConfig quick_campaign() {
+  ProbeRunConfig c;
+  c.sport_first = 50000;
+  c.sport_count = 8;
+  c.port_window = 4;
+  c.rate_pps = 2000;
+  c.timeout_ms = 100;
+  c.retries = 0;
+  c.connect_timeout_ms = 3000;
+  return c;
+}
+
 uint16_t free_udp_port() {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   sockaddr_in a = addr_of("127.0.0.1", 0);

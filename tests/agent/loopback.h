@@ -30,6 +30,10 @@ const probe::MacKey& test_secret();
 std::string own_ip(int k);
 uint32_t own_ip_u32(int k);
 
+// Two hosts x 8 source ports at 2000/s, answers within 100 ms, two results
+// frames per sender: a campaign of well under a second (sports 50000..50007).
+ProbeRunConfig quick_campaign();
+
 // A UDP port free on 127.0.0.1 and 127.0.0.2 a moment ago (for the reflectors).
 uint16_t free_udp_port();
 

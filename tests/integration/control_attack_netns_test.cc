@@ -4,9 +4,7 @@
 // one attack per session; each is rejected and counted by reason, no forged
 // sweep starts, no forged row is stored, and then, with the attacker still on
 // the path but passing frames, the controller completes its campaign.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -27,14 +25,6 @@ using agent::testing::Action;
 using agent::testing::Tamper;
 using agent::testing::Toward;
 using nlohmann::json;
-
-// Moves the calling thread (and threads it starts) into a namespace.
-void enter_netns(const std::string& ns) {
-  const int fd = ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0) << ns;
-  ASSERT_EQ(::setns(fd, CLONE_NEWNET), 0) << ns;
-  ::close(fd);
-}
 
 struct Step {
   Toward toward;
@@ -98,7 +88,7 @@ TEST(ControlAttackNetnsTest, AnOnPathAttackerIsRejectedCountedAndCannotStopTheCa
   };
   std::unique_ptr<agent::testing::MitmProxy> proxy;
   std::thread([&] {
-    enter_netns(leaf);
+    ASSERT_TRUE(enter_netns(leaf));
     proxy = std::make_unique<agent::testing::MitmProxy>("10.0.2.1", 7400, hook, "0.0.0.0", 7401);
   }).join();
 
@@ -106,16 +96,10 @@ TEST(ControlAttackNetnsTest, AnOnPathAttackerIsRejectedCountedAndCannotStopTheCa
   json status;
   int64_t flows_total = 0, rows_outside = -1;
   std::thread([&] {
-    enter_netns(f.host("h1-1").ns);
+    ASSERT_TRUE(enter_netns(f.host("h1-1").ns));
     auto db = db::Database::open((*fleet)->db_path());
     ASSERT_TRUE(db);
-    agent::ProbeRunConfig cfg;
-    cfg.sport_first = 50000;
-    cfg.sport_count = 8;
-    cfg.port_window = 4;
-    cfg.rate_pps = 2000;
-    cfg.timeout_ms = 100;
-    cfg.retries = 0;
+    const agent::ProbeRunConfig cfg = agent::testing::quick_campaign();
     for (size_t i = 0; i < steps.size(); ++i) {
       auto r = agent::run_probe(*db, *hosts, *secret, cfg);
       errors.push_back(r ? "completed" : r.status().message());
