@@ -99,13 +99,19 @@ ProbeRunConfig quick_campaign() {
 }
 
 uint16_t free_udp_port() {
-  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a = addr_of("127.0.0.1", 0);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  // Below the ephemeral range (32768..60999) and the campaigns' source ports,
+  // and free on both of this process's agent addresses.
+  auto bindable = [](const std::string& ip, uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    const sockaddr_in a = addr_of(ip, port);
+    const bool ok = ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+  };
+  for (uint32_t i = 0;; ++i) {
+    const auto port = static_cast<uint16_t>(20000 + (static_cast<uint32_t>(::getpid()) * 7 + i * 131) % 10000);
+    if (bindable(own_ip(1), port) && bindable(own_ip(2), port)) return port;
+  }
 }
 
 std::unique_ptr<LoopbackAgent> LoopbackAgent::start(const std::string& ip, uint16_t udp_port,
