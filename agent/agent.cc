@@ -7,8 +7,8 @@
 
 #include <unistd.h>
 
-#include <deque>
 #include <list>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -16,51 +16,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "agent_session.h"
+
 namespace weft::agent {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
+using internal::Session;
 using nlohmann::json;
-
-namespace {
-
-// Reads one frame; closes the socket when `timeout_ms` passes first.
-asio::awaitable<Result<std::string>> read_frame(tcp::socket& s, int timeout_ms, ControlReject* why) {
-  asio::steady_timer timer(s.get_executor());
-  bool timed_out = false;
-  timer.expires_after(std::chrono::milliseconds(timeout_ms));
-  timer.async_wait([&](boost::system::error_code ec) {
-    if (!ec) {
-      timed_out = true;
-      boost::system::error_code ignore;
-      s.cancel(ignore);
-    }
-  });
-  uint8_t hdr[4];
-  boost::system::error_code ec;
-  co_await asio::async_read(s, asio::buffer(hdr), asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) {
-    timer.cancel();
-    *why = ControlReject::kTimeout;
-    co_return Result<std::string>(unavailable(timed_out ? "peer silent" : ec.message()));
-  }
-  const uint32_t n = frame_length(hdr);
-  if (n > kMaxFrame) {
-    timer.cancel();
-    *why = ControlReject::kOversize;
-    co_return Result<std::string>(invalid_argument(fmt::format("frame of {} bytes exceeds {}", n, kMaxFrame)));
-  }
-  std::string body(n, '\0');
-  co_await asio::async_read(s, asio::buffer(body), asio::redirect_error(asio::use_awaitable, ec));
-  timer.cancel();
-  if (ec) {
-    *why = ControlReject::kTimeout;
-    co_return Result<std::string>(unavailable(timed_out ? "peer silent mid-frame" : ec.message()));
-  }
-  co_return Result<std::string>(std::move(body));
-}
-
-}  // namespace
 
 struct Agent::Impl {
   AgentConfig cfg;
@@ -70,9 +33,7 @@ struct Agent::Impl {
   std::unique_ptr<probe::Reflector> reflector;
   mutable std::mutex mu;  // counters, sweeps
   AgentCounters counters;
-  int live_sessions = 0;
   SweepTally tally;  // what the sweeps saw, for the metrics endpoint
-  struct Session;
   struct Sweep {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> cancel;
@@ -80,53 +41,51 @@ struct Agent::Impl {
     std::shared_ptr<std::atomic<bool>> finished = std::make_shared<std::atomic<bool>>(false);
   };
   std::list<Sweep> sweeps;
-
-  struct Session : std::enable_shared_from_this<Session> {
-    explicit Session(tcp::socket s) : sock(std::move(s)), wake(sock.get_executor()) {}
-    tcp::socket sock;
-    asio::steady_timer wake;
-    std::deque<std::string> out;
-    bool closed = false;
-    // Resume: the skip set of the next campaign of skip_run, as its "skip"
-    // frames arrive (control.h).
-    uint32_t skip_run = 0;
-    uint32_t skip_frames = 0;
-    probe::SkipSet skip;
-    std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
-
-    void send(const json& j) {
-      out.push_back(frame(j));
-      wake.cancel();
-    }
-    asio::awaitable<void> writer() {
-      auto self = shared_from_this();
-      while (!closed) {
-        if (out.empty()) {
-          wake.expires_at(asio::steady_timer::time_point::max());
-          boost::system::error_code ec;
-          co_await wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-          continue;
-        }
-        boost::system::error_code ec;
-        co_await asio::async_write(sock, asio::buffer(out.front()), asio::redirect_error(asio::use_awaitable, ec));
-        out.pop_front();
-        if (ec) closed = true;
-      }
-    }
-    void close() {
-      closed = true;
-      cancel->store(true);
-      boost::system::error_code ec;
-      sock.shutdown(tcp::socket::shutdown_both, ec);
-      sock.close(ec);
-      wake.cancel();
-    }
-  };
+  // Admission (agent.h), io thread only: strangers oldest first, and per address.
+  std::list<std::shared_ptr<Session>> strangers;
+  std::map<asio::ip::address, int> strangers_from;
 
   void count(ControlReject r) {
     spdlog::debug("control: refused ({})", control_reject_name(r));
     std::lock_guard lock(mu);
     ++counters.rejected[static_cast<size_t>(r)];
+  }
+
+  // Takes a stranger out of its budget: on eviction, failure or success.
+  void leave_strangers(Session& s) {
+    if (!s.stranger) return;
+    s.stranger = false;
+    strangers.erase(s.stranger_pos);
+    if (--strangers_from[s.peer] == 0) strangers_from.erase(s.peer);
+    std::lock_guard lock(mu);
+    counters.strangers = static_cast<int>(strangers.size());
+  }
+
+  void evict(Session& s) {
+    leave_strangers(s);
+    count(ControlReject::kEvicted);
+    s.close();  // its pending read fails and its coroutine ends
+  }
+
+  // Gives a new connection a stranger slot, closing the oldest stranger of the
+  // same address, or else the oldest of all, when a budget is full.
+  void admit(const std::shared_ptr<Session>& ss) {
+    if (strangers_from[ss->peer] >= cfg.max_strangers_per_source) {
+      for (auto& s : strangers) {
+        if (s->peer == ss->peer) {
+          evict(*s);
+          break;
+        }
+      }
+    } else if (static_cast<int>(strangers.size()) >= cfg.max_strangers) {
+      evict(*strangers.front());
+    }
+    ss->stranger = true;
+    ss->stranger_pos = strangers.insert(strangers.end(), ss);
+    ++strangers_from[ss->peer];
+    std::lock_guard lock(mu);
+    ++counters.sessions;
+    counters.strangers = static_cast<int>(strangers.size());
   }
 
   asio::awaitable<void> accept_loop() {
@@ -137,32 +96,37 @@ struct Agent::Impl {
         if (ec == asio::error::operation_aborted) co_return;
         continue;
       }
-      {
-        std::lock_guard lock(mu);
-        if (live_sessions >= cfg.max_sessions) continue;  // socket closes on scope exit
-        ++live_sessions;
-        ++counters.sessions;
-      }
-      s.set_option(tcp::no_delay(true));
-      asio::co_spawn(io, session(std::make_shared<Session>(std::move(s))), asio::detached);
+      s.set_option(tcp::no_delay(true), ec);
+      auto ss = std::make_shared<Session>(std::move(s));
+      admit(ss);
+      asio::co_spawn(io, session(ss), asio::detached);
     }
   }
 
   asio::awaitable<void> session(std::shared_ptr<Session> ss) {
     asio::co_spawn(io, ss->writer(), asio::detached);
     co_await converse(ss);
-    ss->close();
-    std::lock_guard lock(mu);
-    --live_sessions;
+    leave_strangers(*ss);  // a failed handshake frees its slot here, at once
+    if (ss->authenticated) {
+      std::lock_guard lock(mu);
+      --counters.authenticated;
+    }
+    ss->close_after_flush(1000);
+  }
+
+  // Counts a frame that ends the session and tells the peer why.
+  void refuse(const std::shared_ptr<Session>& ss, ControlReject why, const std::string& message) {
+    count(why);
+    ss->send({{"type", "error"}, {"message", message.substr(0, 200)}});
   }
 
   asio::awaitable<void> converse(std::shared_ptr<Session> ss) {
     const std::string nonce = probe::to_hex(probe::random_bytes(16));
     ss->send({{"type", "hello"}, {"version", kControlVersion}, {"host", cfg.name}, {"nonce", nonce}});
     ControlReject why{};
-    auto first = co_await read_frame(ss->sock, cfg.handshake_timeout_ms, &why);
+    auto first = co_await internal::read_frame(ss->sock, kMaxPreAuthFrame, cfg.handshake_timeout_ms, &why);
     if (!first) {
-      count(why);
+      if (why != ControlReject::kCount) count(why);
       co_return;
     }
     auto auth = parse_control(*first);
@@ -172,17 +136,43 @@ struct Agent::Impl {
                                                                     : ControlReject::kBadMessage);
       co_return;
     }
+    if (const int v = peer_version(auth->body); v != kControlVersion) {
+      refuse(ss, ControlReject::kVersion,
+             fmt::format("this agent speaks control protocol version {}, the controller {}: run the same weft "
+                         "version on both",
+                         kControlVersion, v));
+      co_return;
+    }
     const std::string client_nonce = auth->body["nonce"].get<std::string>();
     if (!proof_matches(client_proof(cfg.secret, nonce, client_nonce), auth->body["mac"].get<std::string>())) {
       count(ControlReject::kBadAuth);
       co_return;
     }
+    leave_strangers(*ss);
+    {
+      std::lock_guard lock(mu);
+      if (counters.authenticated >= cfg.max_sessions) {
+        ++counters.rejected[static_cast<size_t>(ControlReject::kSessionsFull)];
+        ss->send({{"type", "error"}, {"message", fmt::format("agent has {} sessions, its limit", cfg.max_sessions)}});
+        co_return;
+      }
+      ++counters.authenticated;
+    }
+    ss->authenticated = true;
     ss->send({{"type", "auth_ok"}, {"mac", agent_proof(cfg.secret, client_nonce, nonce)}});
+    const SessionKeys k = session_keys(cfg.secret, nonce, client_nonce);
+    ss->sealer.emplace(k.to_controller, Direction::kToController);
+    ss->opener.emplace(k.to_agent, Direction::kToAgent);
     for (;;) {
-      auto body = co_await read_frame(ss->sock, cfg.idle_timeout_ms, &why);
-      if (!body) {
-        if (why == ControlReject::kOversize) count(why);
-        co_return;  // peer closed or went silent
+      auto sealed = co_await internal::read_frame(ss->sock, kMaxFrame, cfg.idle_timeout_ms, &why);
+      if (!sealed) {
+        if (why != ControlReject::kCount) count(why);
+        co_return;  // peer closed, went silent, or cut a frame
+      }
+      auto body = ss->opener->open(*sealed, &why);
+      if (!body) {  // a strict sequence cannot skip a frame: the session ends
+        refuse(ss, why, body.status().message());
+        co_return;
       }
       auto msg = parse_control(*body);
       if (!msg) {
@@ -190,12 +180,25 @@ struct Agent::Impl {
         ss->send({{"type", "error"}, {"message", msg.status().message().substr(0, 200)}});
         continue;
       }
+      if (!ss->hosts && msg->type != "hosts") {
+        refuse(ss, ControlReject::kBadMessage, "the first frame after authentication must be 'hosts'");
+        co_return;
+      }
       handle(ss, *msg);
     }
   }
 
   void handle(const std::shared_ptr<Session>& ss, const ControlMessage& m) {
-    if (m.type == "announce") {
+    if (m.type == "hosts") {
+      if (ss->hosts) {
+        count(ControlReject::kBadMessage);
+        ss->send({{"type", "error"}, {"message", "the host list is sent once per session"}});
+        return;
+      }
+      ss->hosts.emplace();
+      for (const auto& ip : m.body["ips"]) ss->hosts->insert(ip.get<uint32_t>());
+      ss->send({{"type", "ok"}, {"hosts", ss->hosts->size()}});
+    } else if (m.type == "announce") {
       const uint32_t run = m.body["run"].get<uint32_t>();
       keys.set(run, campaign_key(cfg.secret, run, m.body["nonce"].get<std::string>()));
       ss->send({{"type", "ok"}, {"run", run}});
@@ -211,6 +214,7 @@ struct Agent::Impl {
       }
       ss->send({{"type", "status"}, {"host", cfg.name}, {"reflector", encode_stats(reflector->stats())},
                 {"control_rejected", rej}, {"sessions", c.sessions}, {"campaigns", c.campaigns},
+                {"strangers", c.strangers}, {"authenticated", c.authenticated}, {"rate_capped", c.rate_capped},
                 {"keys", keys.size()}});
     } else if (m.type == "skip") {
       const uint32_t run = m.body["run"].get<uint32_t>();
@@ -241,10 +245,25 @@ struct Agent::Impl {
                   {"message", fmt::format("campaign {} counts {} skip frames, {} arrived", cmd.run, cmd.skip_frames, got)}});
         return;
       }
-      if (got > 0) cmd.plan.skip = std::move(ss->skip);
+      probe::SkipSet skip = std::move(ss->skip);
       ss->skip = {};
       ss->skip_run = 0;
       ss->skip_frames = 0;
+      for (uint32_t t : cmd.plan.targets) {
+        if (!ss->hosts->contains(t)) {
+          count(ControlReject::kTargetRefused);
+          ss->send({{"type", "error"}, {"run", cmd.run},
+                    {"message", fmt::format("campaign {} refused: target {}.{}.{}.{} is not in the controller's host "
+                                            "list", cmd.run, t >> 24, (t >> 16) & 0xff, (t >> 8) & 0xff, t & 0xff)}});
+          return;
+        }
+      }
+      if (cmd.plan.rate_pps == 0 || cmd.plan.rate_pps > cfg.max_rate_pps) {
+        cmd.plan.rate_pps = cfg.max_rate_pps;
+        std::lock_guard lock(mu);
+        ++counters.rate_capped;
+      }
+      if (got > 0) cmd.plan.skip = std::move(skip);
       start_sweep(ss, std::move(cmd));
     } else {
       count(ControlReject::kBadMessage);
@@ -270,7 +289,7 @@ struct Agent::Impl {
       int open = 0;
       {
         std::lock_guard lock(mu);
-        open = live_sessions;
+        open = counters.strangers + counters.authenticated;
         for (const Sweep& sw : sweeps) {
           running |= !sw.finished->load();
           if (auto ss = sw.session.lock()) flushing |= !ss->closed && !ss->out.empty();
@@ -329,7 +348,7 @@ struct Agent::Impl {
       SweepTally::Sweep tallied = tally.start(planned_flows(cmd.plan));
       spdlog::info("campaign {}: sweep to {} hosts x {} ports started", cmd.run, cmd.plan.targets.size(),
                    cmd.plan.sport_count);
-      auto post = [&](json j) { asio::post(io, [ss, j = std::move(j)] { if (!ss->closed) ss->send(j); }); };
+      auto post = [&](json j) { asio::post(io, [ss, j = std::move(j)] { ss->send(j); }); };
       probe::SenderConfig sc;
       sc.method = *probe::parse_method(cmd.method);
       sc.local_ip = cfg.probe_ip;
@@ -390,8 +409,23 @@ Agent::~Agent() {
   }
 }
 
+Status AgentConfig::validate() const {
+  if (max_sessions < 1) return invalid_argument(fmt::format("max sessions must be >= 1, got {}", max_sessions));
+  if (max_strangers < 1) return invalid_argument(fmt::format("max strangers must be >= 1, got {}", max_strangers));
+  if (max_strangers_per_source < 1 || max_strangers_per_source > max_strangers) {
+    return invalid_argument(fmt::format("max strangers per source must be 1..{}, got {}", max_strangers,
+                                        max_strangers_per_source));
+  }
+  if (!(max_rate_pps > 0 && max_rate_pps <= 1e9)) {
+    return invalid_argument(fmt::format("max rate must be > 0 and <= 1e9 probes/s, got {}", max_rate_pps));
+  }
+  if (handshake_timeout_ms < 1 || idle_timeout_ms < 1) return invalid_argument("timeouts must be >= 1 ms");
+  return Status::ok();
+}
+
 Status Agent::start() {
   Impl& m = *impl_;
+  WEFT_RETURN_IF_ERROR(m.cfg.validate());
   m.reflector = std::make_unique<probe::Reflector>(m.keys, m.cfg.reflector);
   WEFT_RETURN_IF_ERROR(m.reflector->start().with_context("agent reflector"));
   boost::system::error_code ec;
@@ -435,7 +469,7 @@ AgentSnapshot Agent::snapshot() const {
   {
     std::lock_guard lock(impl_->mu);
     s.control = impl_->counters;
-    s.live_sessions = impl_->live_sessions;
+    s.live_sessions = s.control.strangers + s.control.authenticated;
   }
   s.reflector = reflector_stats();
   s.sweeps = impl_->tally.snapshot();
@@ -443,7 +477,12 @@ AgentSnapshot Agent::snapshot() const {
 }
 
 void Agent::reload(const AgentConfig& next) {
-  asio::post(impl_->io, [this, secret = next.secret] { impl_->cfg.secret = secret; });
+  // On the io thread, where the handshake reads the secret and a campaign
+  // its rate cap; a running sweep keeps the key and rate it started with.
+  asio::post(impl_->io, [this, secret = next.secret, rate = next.max_rate_pps] {
+    impl_->cfg.secret = secret;
+    impl_->cfg.max_rate_pps = rate;
+  });
 }
 
 void Agent::drain(std::chrono::milliseconds grace) {

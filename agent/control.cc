@@ -80,6 +80,7 @@ Status validate(const std::string& type, const json& j) {
     return need_hex(j, "nonce", 32, 32);
   }
   if (type == "auth") {
+    if (j.contains("version")) WEFT_RETURN_IF_ERROR(uint_in(j, "version", 1, 1000).status());
     WEFT_RETURN_IF_ERROR(need_hex(j, "nonce", 32, 32));
     return need_hex(j, "mac", 64, 64);
   }
@@ -87,6 +88,15 @@ Status validate(const std::string& type, const json& j) {
   if (type == "announce") {
     WEFT_RETURN_IF_ERROR(uint_in(j, "run", 1, 0xffffffff).status());
     return need_hex(j, "nonce", 32, 32);
+  }
+  if (type == "hosts") {
+    WEFT_RETURN_IF_ERROR(need(j, "ips", json::value_t::array));
+    for (const auto& ip : j["ips"]) {
+      if (!ip.is_number_unsigned() || ip.get<uint64_t>() == 0 || ip.get<uint64_t>() > 0xffffffffu) {
+        return invalid_argument("a host is not an IPv4 address as a number");
+      }
+    }
+    return Status::ok();
   }
   if (type == "retire") return uint_in(j, "run", 1, 0xffffffff).status();
   if (type == "skip") return validate_skip(j);
@@ -121,6 +131,14 @@ std::string_view control_reject_name(ControlReject r) {
     case ControlReject::kBadAuth: return "bad_auth";
     case ControlReject::kUnauthenticated: return "unauthenticated";
     case ControlReject::kTimeout: return "timeout";
+    case ControlReject::kBadTag: return "bad_tag";
+    case ControlReject::kReplayed: return "replayed";
+    case ControlReject::kOutOfOrder: return "out_of_order";
+    case ControlReject::kTruncated: return "truncated";
+    case ControlReject::kVersion: return "version";
+    case ControlReject::kEvicted: return "evicted";
+    case ControlReject::kSessionsFull: return "sessions_full";
+    case ControlReject::kTargetRefused: return "target_not_in_hosts";
     case ControlReject::kCount: break;
   }
   return "?";
@@ -329,6 +347,11 @@ std::string frame(const json& j) {
   out.reserve(4 + body.size());
   for (int i = 3; i >= 0; --i) out += static_cast<char>((n >> (8 * i)) & 0xff);
   return out + body;
+}
+
+int peer_version(const json& body) {
+  auto v = body.find("version");
+  return v != body.end() && v->is_number_unsigned() ? static_cast<int>(v->get<uint64_t>()) : 1;
 }
 
 uint32_t frame_length(const uint8_t h[4]) {

@@ -6,11 +6,15 @@
 
 #include <arpa/inet.h>
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <boost/asio.hpp>
 #include <fmt/format.h>
 
+#include "deadline.h"
+#include "weft/agent/channel.h"
 #include "weft/agent/control.h"
 #include "weft/agent/controller.h"
 
@@ -45,33 +49,14 @@ struct Conn {
   probe::ProbeStats reflector_before, reflector_after;
   std::string error;
   bool done = false;
+  // After the handshake: the sealed channel (channel.h).
+  std::optional<Sealer> sealer;
+  std::optional<Opener> opener;
   std::string where() const { return fmt::format("agent {} ({}:{})", host.name, host.ip, host.control_port); }
 };
 
-// Runs `op` with a deadline: when it passes, the socket is cancelled and the
-// pending read or write fails.
-class Deadline {
- public:
-  Deadline(tcp::socket& s, int ms) : timer_(s.get_executor()) {
-    timer_.expires_after(std::chrono::milliseconds(ms));
-    timer_.async_wait([&s, this](boost::system::error_code ec) {
-      if (!ec) {
-        expired_ = true;
-        boost::system::error_code ignore;
-        s.cancel(ignore);
-      }
-    });
-  }
-  ~Deadline() { timer_.cancel(); }
-  bool expired() const { return expired_; }
-
- private:
-  asio::steady_timer timer_;
-  bool expired_ = false;
-};
-
 inline asio::awaitable<Status> write_msg(Conn& c, const json& j, int timeout_ms) {
-  const std::string f = frame(j);
+  const std::string f = c.sealer ? c.sealer->seal(j) : frame(j);
   Deadline d(c.sock, timeout_ms);
   boost::system::error_code ec;
   co_await asio::async_write(c.sock, asio::buffer(f), asio::redirect_error(asio::use_awaitable, ec));
@@ -89,10 +74,27 @@ inline asio::awaitable<Result<ControlMessage>> read_msg(Conn& c, int timeout_ms)
         "{}: {}", c.where(), d.expired() ? "no answer in time" : "connection lost (" + ec.message() + ")")));
   }
   const uint32_t n = frame_length(hdr);
-  if (n > kMaxFrame) co_return Result<ControlMessage>(data_loss(c.where() + ": oversized frame"));
+  const uint32_t limit = c.opener ? kMaxFrame : kMaxPreAuthFrame;
+  if (n > limit) {
+    co_return Result<ControlMessage>(data_loss(fmt::format("{}: frame of {} bytes over {}", c.where(), n, limit)));
+  }
   std::string body(n, '\0');
   co_await asio::async_read(c.sock, asio::buffer(body), asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return Result<ControlMessage>(unavailable(c.where() + ": connection lost mid-frame"));
+  if (c.opener) {
+    // The agent's frames are sealed like ours: a forged, replayed, reordered or
+    // truncated one ends the session (its reason in the message).
+    ControlReject why{};
+    auto text = c.opener->open(body, &why);
+    if (!text) {
+      boost::system::error_code ignore;
+      c.sock.close(ignore);
+      co_return Result<ControlMessage>(Status(text.status().code(),
+          fmt::format("{}: control frame rejected ({}): {}", c.where(), control_reject_name(why),
+                      text.status().message())));
+    }
+    body = std::move(*text);
+  }
   auto m = parse_control(body);
   if (!m) co_return Result<ControlMessage>(m.status().with_context(c.where()));
   if (m->type == "error") {
@@ -110,7 +112,10 @@ inline asio::awaitable<Result<ControlMessage>> expect(Conn& c, const std::string
   co_return m;
 }
 
-inline asio::awaitable<Status> connect_and_auth(Conn& c, const probe::MacKey& secret, int timeout_ms) {
+// Connects, authenticates both ways, switches to the sealed channel and sends
+// the host list (`hosts`: every host of the campaign, host order).
+inline asio::awaitable<Status> connect_and_auth(Conn& c, const probe::MacKey& secret, const std::vector<uint32_t>& hosts,
+                                                int timeout_ms) {
   boost::system::error_code ec;
   const auto addr = asio::ip::make_address(c.host.ip, ec);
   if (ec) co_return invalid_argument(c.where() + ": bad address");
@@ -125,17 +130,27 @@ inline asio::awaitable<Status> connect_and_auth(Conn& c, const probe::MacKey& se
   c.sock.set_option(tcp::no_delay(true));
   auto hello = co_await expect(c, "hello", timeout_ms);
   if (!hello) co_return hello.status();
+  if (const int v = peer_version(hello->body); v != kControlVersion) {
+    co_return failed_precondition(fmt::format("{}: the agent speaks control protocol version {}, this controller {}: "
+                                              "run the same weft version on both", c.where(), v, kControlVersion));
+  }
   const std::string agent_nonce = hello->body["nonce"].get<std::string>();
   const std::string nonce = probe::to_hex(probe::random_bytes(16));
   // (GCC 12 rejects braced JSON temporaries inside co_await: build messages first.)
-  const json auth = {{"type", "auth"}, {"nonce", nonce}, {"mac", client_proof(secret, agent_nonce, nonce)}};
+  const json auth = {{"type", "auth"}, {"version", kControlVersion}, {"nonce", nonce},
+                     {"mac", client_proof(secret, agent_nonce, nonce)}};
   WEFT_CO_RETURN_IF_ERROR(co_await write_msg(c, auth, timeout_ms));
   auto ok = co_await expect(c, "auth_ok", timeout_ms);
   if (!ok) co_return ok.status().with_context("authentication (is the secret the same on both ends?)");
   if (!proof_matches(agent_proof(secret, nonce, agent_nonce), ok->body["mac"].get<std::string>())) {
     co_return Status(StatusCode::kPermissionDenied, c.where() + ": agent failed to prove it knows the secret");
   }
-  co_return Status::ok();
+  const SessionKeys k = session_keys(secret, agent_nonce, nonce);
+  c.sealer.emplace(k.to_agent, Direction::kToAgent);
+  c.opener.emplace(k.to_controller, Direction::kToController);
+  const json list = {{"type", "hosts"}, {"ips", hosts}};
+  WEFT_CO_RETURN_IF_ERROR(co_await write_msg(c, list, timeout_ms));
+  co_return (co_await expect(c, "ok", timeout_ms)).status();
 }
 
 inline asio::awaitable<Result<probe::ProbeStats>> reflector_stats(Conn& c, int timeout_ms) {

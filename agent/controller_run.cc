@@ -275,11 +275,13 @@ Result<ProbeSummary> run_probe(db::Database& db, const std::vector<HostEntry>& h
   }();
   const std::string nonce = probe::to_hex(probe::random_bytes(16));
   const int to = cfg.connect_timeout_ms;
+  std::vector<uint32_t> host_ips;
+  for (const auto& h : hosts) host_ips.push_back(parse_ip(h.ip));
 
   // 1. connect, authenticate, announce the key, read reflector counters.
   run_all(io, conns.size(), [&](size_t i) -> asio::awaitable<void> {  // NOLINT
     Conn& c = *conns[i];
-    Status st = co_await connect_and_auth(c, secret, to);
+    Status st = co_await connect_and_auth(c, secret, host_ips, to);
     const json announce = {{"type", "announce"}, {"run", run_id}, {"nonce", nonce}};
     if (st) st = co_await write_msg(c, announce, to);
     if (st) st = (co_await expect(c, "ok", to)).status();

@@ -26,14 +26,14 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/n
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -L 'perf|netns|rdma|torch|scale' --timeout 900
 
-# libFuzzer (clang) on the probe packet and control-message parsers and the
+# libFuzzer (clang) on the probe packet, control-message and sealed-frame parsers and the
 # TCP store's protocol, bounded in time (WEFT_FUZZ_SECONDS per target); a
 # crash fails the run.
-echo "== fuzz: probe packet, control-message and store protocol parsers, ${WEFT_FUZZ_SECONDS:-60} s each"
+echo "== fuzz: probe packet, control-message, sealed control-frame and store protocol parsers, ${WEFT_FUZZ_SECONDS:-60} s each"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_FUZZ=ON \
   -DWEFT_BUILD_TESTS=OFF -DWEFT_BUILD_BENCH=OFF -DWEFT_WERROR=OFF "${launcher[@]}" >/dev/null
-cmake --build build-fuzz -j "$jobs" --target probe_packet_fuzz control_message_fuzz store_protocol_fuzz
-for t in probe_packet control_message store_protocol; do
+cmake --build build-fuzz -j "$jobs" --target probe_packet_fuzz control_message_fuzz sealed_frame_fuzz store_protocol_fuzz
+for t in probe_packet control_message sealed_frame store_protocol; do
   corpus=$(mktemp -d)
   cp tests/fuzz/corpus/${t%%_*}/* "$corpus/" 2>/dev/null || true
   ./build-fuzz/${t}_fuzz -max_total_time="${WEFT_FUZZ_SECONDS:-60}" -print_final_stats=1 "$corpus" 2>&1 | tail -4

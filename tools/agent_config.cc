@@ -145,6 +145,9 @@ std::string describe_config(const agent::AgentConfig& c, const ServiceSettings& 
       {"handshake_timeout_ms", c.handshake_timeout_ms},
       {"idle_timeout_ms", c.idle_timeout_ms},
       {"max_sessions", c.max_sessions},
+      {"max_strangers", c.max_strangers},
+      {"max_strangers_per_source", c.max_strangers_per_source},
+      {"max_rate_pps", c.max_rate_pps},
       {"metrics", svc.metrics},
       {"log_level", svc.log_level},
       {"drain_timeout_s", svc.drain_timeout_s}};

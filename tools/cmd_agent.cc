@@ -19,7 +19,8 @@ namespace weft::cli {
 namespace {
 
 struct AgentArgs {
-  std::string listen = "0.0.0.0:7400";
+  std::string listen;  // default: the --ip address, port 7400
+  double max_rate = 100000;
   std::string secret_file;
   std::string ip;
   std::string name;
@@ -49,16 +50,20 @@ int run_agent(const AgentArgs& a, const Reread& reread) {
   if (Status st = set_log_level(a.log_level); !st) return fail(st);
   if (a.secret_file.empty()) return fail(invalid_argument("give --secret-file (or secret-file in the --config file)"));
   agent::AgentConfig cfg;
-  const auto colon = a.listen.rfind(':');
-  if (colon == std::string::npos) return fail(invalid_argument(fmt::format("--listen '{}' is not ADDR:PORT", a.listen)));
-  cfg.listen_ip = a.listen.substr(0, colon);
+  if (a.ip.empty() && a.listen.empty()) return fail(invalid_argument("give --ip: the host address probes are sent from"));
+  // The control port listens on the fabric address, not on every interface,
+  // unless --listen says otherwise.
+  const std::string listen = a.listen.empty() ? a.ip + ":7400" : a.listen;
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos) return fail(invalid_argument(fmt::format("--listen '{}' is not ADDR:PORT", listen)));
+  cfg.listen_ip = listen.substr(0, colon);
   if (auto addr = ipv4(cfg.listen_ip, "--listen address"); !addr) return fail(addr.status());
   // The whole rest must be the port: atoi read ":abc" as port 0 (any port).
-  const std::string_view digits = std::string_view(a.listen).substr(colon + 1);
+  const std::string_view digits = std::string_view(listen).substr(colon + 1);
   unsigned port = 0;
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
   if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || port > 65535) {
-    return fail(invalid_argument(fmt::format("--listen port '{}' in '{}' is not a number 0..65535", digits, a.listen)));
+    return fail(invalid_argument(fmt::format("--listen port '{}' in '{}' is not a number 0..65535", digits, listen)));
   }
   cfg.listen_port = static_cast<uint16_t>(port);
   auto secret = agent::load_secret(a.secret_file);
@@ -72,6 +77,7 @@ int run_agent(const AgentArgs& a, const Reread& reread) {
     return fail(invalid_argument("DSCP values are 0..63 (6 bits)"));
   }
   cfg.probe_ip = *probe_ip;
+  cfg.max_rate_pps = a.max_rate;
   cfg.name = a.name;
   cfg.reflector.bind_ip = *probe_ip;
   cfg.reflector.udp_port = a.udp_port;
@@ -102,14 +108,22 @@ int run_agent(const AgentArgs& a, const Reread& reread) {
     if (!next) return spdlog::error("reload: {}; the running configuration stays", next.status().message());
     auto new_secret = agent::load_secret(next->first.secret_file);
     if (!new_secret) return spdlog::error("reload: {}; the running configuration stays", new_secret.status().message());
+    const double rate = next->first.max_rate;
+    if (!(rate > 0 && rate <= 1e9)) {
+      return spdlog::error("reload: max-rate {} is not a rate in (0, 1e9] probes/s; the running configuration stays",
+                           rate);
+    }
     agent::AgentConfig live = cfg;
     live.secret = *new_secret;
+    live.max_rate_pps = rate;
     ag.reload(live);
     for (const std::string& key : next->second) {
-      if (key != "secret-file" && key != "log-level") spdlog::warn("reload: '{}' changed; it takes a restart", key);
+      if (key != "secret-file" && key != "log-level" && key != "max-rate") {
+        spdlog::warn("reload: '{}' changed; it takes a restart", key);
+      }
     }
     // Logged at the old level: a quieter new one would hide it.
-    spdlog::info("reload: secret and log level ({}) applied", next->first.log_level);
+    spdlog::info("reload: secret, max rate ({} probes/s) and log level ({}) applied", rate, next->first.log_level);
     if (Status st = set_log_level(next->first.log_level); !st) spdlog::error("reload: {}", st.message());
   };
   {
@@ -132,9 +146,20 @@ void register_agent(CLI::App& app, Registry& reg) {
       "Capabilities: none for UDP probes (dscp and ttl methods); CAP_NET_RAW for\n"
       "--tcp-port (libpcap capture of TCP SYN probes) and the tcp-syn backend.\n"
       "Example: weft agent --secret-file /etc/weft/secret --ip 10.0.1.1");
-  cmd->add_option("--listen", a.listen, "Control-plane address ADDR:PORT")->capture_default_str();
+  cmd->add_option("--listen", a.listen,
+                  "Control-plane address ADDR:PORT (default: the --ip address, port 7400; 0.0.0.0 listens on "
+                  "every interface)");
   cmd->add_option("--secret-file", a.secret_file, "Shared secret (>= 16 bytes, mode 600); required");
   cmd->add_option("--ip", a.ip, "This host's address on the fabric (probes leave from it)");
+  cmd->add_option("--max-rate", a.max_rate,
+                  "Most probes/s a campaign may send from this host; faster or unpaced (0) requests are capped to it")
+      ->capture_default_str()
+      ->check(CLI::Validator([](std::string& v) {
+        double x = 0;
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+        const bool ok = ec == std::errc() && end == v.data() + v.size() && x > 0 && x <= 1e9;
+        return ok ? std::string() : fmt::format("{} is not a rate in (0, 1e9] probes/s", v);
+      }, "RATE"));
   cmd->add_option("--name", a.name, "Name reported to the controller (default: hostname)");
   cmd->add_option("--udp-port", a.udp_port, "UDP port probes arrive at (RoCEv2: 4791)")->capture_default_str();
   cmd->add_option("--tcp-port", a.tcp_port, "Capture TCP SYN probes to this data port (0 = off)")->capture_default_str();

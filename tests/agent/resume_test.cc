@@ -93,7 +93,7 @@ TEST_P(ResumeTest, AKilledCampaignResumesProbingOnlyWhatWasNotRecordedInBoundedF
   ProbeRunConfig cfg;
   cfg.sport_first = 1024;
   cfg.sport_count = v.ports;
-  cfg.rate_pps = 0;
+  cfg.rate_pps = 1e9;  // no packets leave: pace for nothing
   cfg.timeout_ms = 1;
   cfg.retries = 0;
   cfg.port_window = 4096;
@@ -111,6 +111,7 @@ TEST_P(ResumeTest, AKilledCampaignResumesProbingOnlyWhatWasNotRecordedInBoundedF
     a.secret = secret;
     a.reflector.bind_ip = loopback(i);
     a.reflector.udp_port = 0;
+    a.max_rate_pps = 1e9;
     a.make_sender = [i, rec, &sent, &repeated](std::string_view, const probe::SenderConfig&)
         -> Result<std::unique_ptr<probe::SenderBackend>> {
       return std::unique_ptr<probe::SenderBackend>(std::make_unique<SyntheticSender>(i, rec, &sent, &repeated));

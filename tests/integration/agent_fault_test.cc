@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "agent_fleet.h"
+#include "loopback.h"
 #include "weft/agent/control.h"
 #include "weft/probe/wire.h"
 
@@ -26,65 +27,9 @@ namespace {
 
 using nlohmann::json;
 
-// A blocking control-plane client with timeouts (the test's view of the agent).
-class Client {
- public:
-  Client(const std::string& ip, uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    timeval tv{5, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    ::inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  }
-  ~Client() { ::close(fd_); }
-  bool connected() const { return connected_; }
-  bool send_raw(const std::string& bytes) {
-    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
-  }
-  bool send_body(const std::string& body) {
-    std::string f(4, '\0');
-    for (int i = 0; i < 4; ++i) f[static_cast<size_t>(i)] = static_cast<char>((body.size() >> (24 - 8 * i)) & 0xff);
-    return send_raw(f + body);
-  }
-  // Next frame's JSON, or a discarded value on EOF/timeout.
-  json read() {
-    uint8_t h[4];
-    if (!read_n(h, 4)) return json(json::value_t::discarded);
-    std::string body(agent::frame_length(h), '\0');
-    if (!read_n(reinterpret_cast<uint8_t*>(body.data()), body.size())) return json(json::value_t::discarded);
-    return json::parse(body, nullptr, false);
-  }
-  bool closed_by_peer() {
-    uint8_t c;
-    return ::recv(fd_, &c, 1, 0) == 0;
-  }
-  bool authenticate(const probe::MacKey& secret) {
-    json hello = read();
-    if (!hello.is_object() || hello.value("type", "") != "hello") return false;
-    const std::string an = hello["nonce"], cn = probe::to_hex(probe::random_bytes(16));
-    send_body(json{{"type", "auth"}, {"nonce", cn}, {"mac", agent::client_proof(secret, an, cn)}}.dump());
-    json ok = read();
-    return ok.is_object() && ok.value("type", "") == "auth_ok" &&
-           agent::proof_matches(agent::agent_proof(secret, cn, an), ok.value("mac", ""));
-  }
-
- private:
-  bool read_n(uint8_t* p, size_t n) {
-    while (n > 0) {
-      const ssize_t r = ::recv(fd_, p, n, 0);
-      if (r <= 0) return false;
-      p += r;
-      n -= static_cast<size_t>(r);
-    }
-    return true;
-  }
-  int fd_ = -1;
-  bool connected_ = false;
-};
+// The test's view of the agent: a blocking client that speaks the sealed
+// channel once authenticated (tests/agent/loopback.h).
+using agent::testing::Client;
 
 void enter_netns(const std::string& ns) {
   const int fd = ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
@@ -135,11 +80,11 @@ TEST(AgentFaultTest, FloodsOfBadPacketsAndMessagesAreCountedByReasonAndNeverStor
     enter_netns(f.host("h1-2").ns);
     Client admin("10.0.2.1", 7400);
     ASSERT_TRUE(admin.connected());
-    ASSERT_TRUE(admin.authenticate(*secret));
+    ASSERT_TRUE(admin.authenticate(*secret, {0x0a000101, 0x0a000102, 0x0a000201, 0x0a000202}));
     // Our own campaign key lets us forge packets that pass every check but one.
     const uint32_t run = 0xabcd0001;
     const std::string nonce = probe::to_hex(probe::random_bytes(16));
-    admin.send_body(json{{"type", "announce"}, {"run", run}, {"nonce", nonce}}.dump());
+    admin.send({{"type", "announce"}, {"run", run}, {"nonce", nonce}});
     ASSERT_EQ(admin.read().value("type", ""), "ok");
     const probe::MacKey key = agent::campaign_key(*secret, run, nonce);
 
@@ -202,16 +147,17 @@ TEST(AgentFaultTest, FloodsOfBadPacketsAndMessagesAreCountedByReasonAndNeverStor
       Client c("10.0.2.1", 7400);
       ASSERT_TRUE(c.connected());
       ASSERT_TRUE(c.read().is_object());  // hello
-      if (i % 2) c.send_body("{not json at all");
-      else c.send_body(json{{"type", "auth"}, {"nonce", std::string(32, 'a')}, {"mac", std::string(64, 'b')}}.dump());
+      if (i % 2) c.send_text("{not json at all");
+      else c.send({{"type", "auth"}, {"version", agent::kControlVersion}, {"nonce", std::string(32, 'a')},
+                   {"mac", std::string(64, 'b')}});
       EXPECT_TRUE(c.closed_by_peer()) << "a failed handshake must end the connection";
     }
     for (int i = 0; i < 9000; ++i) {
-      if (i % 2) admin.send_body(std::string("\x7f\x00garbage ") + std::to_string(i));
-      else admin.send_body(json{{"type", "campaign"}, {"run", "seven"}}.dump());
+      if (i % 2) admin.send_text(std::string("\x7f\x00garbage ") + std::to_string(i));
+      else admin.send({{"type", "campaign"}, {"run", "seven"}});
       ASSERT_EQ(admin.read().value("type", ""), "error") << i;
     }
-    admin.send_body(json{{"type", "status"}}.dump());
+    admin.send({{"type", "status"}});
     status = admin.read();
   });
   attacker.join();

@@ -12,8 +12,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -71,6 +73,16 @@ std::string netns_unavailable_reason() {
   }
   if (::access(kScript.c_str(), R_OK) != 0) return "missing " + kScript;
   return "";
+}
+
+Status enter_netns(const std::string& ns) {
+  const int fd = ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return unavailable(fmt::format("namespace {}: {}", ns, std::strerror(errno)));
+  const int rc = ::setns(fd, CLONE_NEWNET);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return unavailable(fmt::format("setns {}: {}", ns, std::strerror(err)));
+  return Status::ok();
 }
 
 Result<std::string> run_shell(const std::string& cmd, const std::string& stdin_text, int timeout_s) {

@@ -31,6 +31,7 @@ const Setting kSettings[] = {
     {"metrics", "127.0.0.1:9999", "\"127.0.0.1:9999\""},
     {"log-level", "debug", "\"debug\""},
     {"drain-timeout", "2.5", "2.5"},
+    {"max-rate", "2500.5", "2500.5"},
 };
 
 class AgentConfigFile : public Cli {
@@ -139,6 +140,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{"MetricsNotAnAddress", "metrics = \"localhost:9100\"\n",
                 "key 'metrics': --metrics: --metrics address 'localhost' is not an IPv4 address"},
         BadFile{"NegativeDrain", "drain-timeout = -1\n", "key 'drain-timeout': --drain-timeout: Value -1 not in range"},
+        BadFile{"UnpacedRateCap", "max-rate = 0\n", "key 'max-rate': --max-rate: 0 is not a rate in (0, 1e9] probes/s"},
         BadFile{"ADateIsNoValue", "name = 1979-05-27\n", "key 'name': a local_date is not a flag's value"},
         BadFile{"SyntaxError", "udp-port = \n", "[error] toml::parse_key_value_pair"}),
     [](const auto& p) { return std::string(p.param.name); });

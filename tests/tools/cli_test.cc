@@ -108,6 +108,17 @@ TEST_F(Cli, AgentRejectsAListenPortThatIsNotWhollyANumber) {
   EXPECT_NE(r.err.find("--listen address '300.1.2.3' is not an IPv4 address"), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, AgentRejectsAMaxRateOutsideItsRange) {
+  for (const char* rate : {"0", "-5", "2e9", "fast"}) {
+    const CliRun r = weft(std::string("agent --secret-file none --ip 127.0.0.1 --max-rate ") + rate);
+    EXPECT_NE(r.rc, 0) << rate;
+    EXPECT_NE(r.err.find("is not a rate in (0, 1e9] probes/s"), std::string::npos) << r.err;
+  }
+  const CliRun r = weft("agent --secret-file none");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("give --ip"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, GenRejectsBadSizesWithoutWriting) {
   CliRun r = weft("topo gen bigraph --switches 5 --subnodes 2 -o " + path("bg.json"));
   EXPECT_NE(r.rc, 0);

@@ -28,26 +28,44 @@
 
 namespace weft::agent {
 
+// Admission: strangers (connections that have not authenticated yet) and
+// authenticated sessions have separate budgets, so strangers can never take
+// the controller's slots. A new connection always gets a stranger slot: when
+// its source address already holds max_strangers_per_source, or all
+// max_strangers are taken, the oldest such stranger is closed (counted as
+// "evicted"). A stranger leaves its slot the moment its handshake fails or
+// succeeds. A controller that shares an address with an attacker still gets
+// in unless the attacker opens max_strangers_per_source connections within
+// the controller's one round trip of handshake.
 struct AgentConfig {
   std::string name;                  // reported in hello; default: hostname
-  std::string listen_ip = "0.0.0.0";
+  std::string listen_ip = "127.0.0.1";
   uint16_t listen_port = 7400;       // 0 = any (tests)
   uint32_t probe_ip = 0;             // host order: local address probes are sent from
   probe::MacKey secret;
   probe::ReflectorConfig reflector;  // data-plane ports and DSCPs
   int handshake_timeout_ms = 5000;
   int idle_timeout_ms = 600000;
-  int max_sessions = 64;
+  int max_sessions = 64;             // authenticated sessions
+  int max_strangers = 128;           // unauthenticated sessions, all sources
+  int max_strangers_per_source = 8;  // unauthenticated sessions from one address
+  // Probes per second a campaign may ask of this host: a faster rate, or 0
+  // (unpaced), is capped to it (counted in rate_capped).
+  double max_rate_pps = 100000;
   // Where sweeps get their sender; empty = probe::make_sender. Tests put a
   // synthetic backend here to drive the real agent and controller at volume.
   std::function<Result<std::unique_ptr<probe::SenderBackend>>(std::string_view backend, const probe::SenderConfig&)>
       make_sender;
+  Status validate() const;
 };
 
 struct AgentCounters {
   std::array<uint64_t, static_cast<size_t>(ControlReject::kCount)> rejected{};
-  uint64_t sessions = 0;
-  uint64_t campaigns = 0;
+  uint64_t sessions = 0;        // connections admitted
+  uint64_t campaigns = 0;       // sweeps started
+  uint64_t rate_capped = 0;     // campaigns whose rate was capped to max_rate_pps
+  int strangers = 0;            // now: unauthenticated sessions
+  int authenticated = 0;        // now: authenticated sessions
 };
 
 // Everything the metrics endpoint reports (docs/metrics.md), read at one time.
@@ -74,7 +92,8 @@ class Agent {
   probe::ProbeStats reflector_stats() const;
   AgentSnapshot snapshot() const;
   // What SIGHUP may change while the agent runs: the secret (new handshakes and
-  // campaigns use it; running sweeps and authenticated sessions keep theirs).
+  // campaigns use it; running sweeps and authenticated sessions keep theirs)
+  // and max_rate_pps (campaigns started from then on are capped to it).
   void reload(const AgentConfig& next);
   // SIGTERM: refuses new control connections and waits, for up to `grace`, until
   // the sweeps have finished and the controllers have closed their sessions

@@ -1,13 +1,19 @@
 // The agent control plane's messages: framing, parsing, authentication.
 //
-// Frames: a 4-byte big-endian length, then that many bytes of JSON (an object
-// with a "type"). Frames over kMaxFrame are refused before reading them.
+// Frames: a 4-byte big-endian length, then that many bytes. Before
+// authentication a frame is at most kMaxPreAuthFrame bytes of JSON (an object
+// with a "type"); after it, a sealed body (channel.h: counter, HMAC tag, JSON)
+// of at most kMaxFrame bytes. Longer frames are refused before reading them.
 //
 // Handshake (mutual, shared secret, neither side sends the secret):
-//   agent  -> {"type":"hello","version":1,"host":NAME,"nonce":A}
-//   client -> {"type":"auth","nonce":C,"mac":HMAC(secret,"weft-ctl-client|"+A+"|"+C)}
+//   agent  -> {"type":"hello","version":2,"host":NAME,"nonce":A}
+//   client -> {"type":"auth","version":2,"nonce":C,"mac":HMAC(secret,"weft-ctl-client|"+A+"|"+C)}
 //   agent  -> {"type":"auth_ok","mac":HMAC(secret,"weft-ctl-agent|"+C+"|"+A)}
-// Nonces are 16 random bytes in hex. Then the client sends commands:
+// Nonces are 16 random bytes in hex. A peer of another version is refused with
+// an "error" naming both versions. From here on every frame in both directions
+// is sealed under the session keys (channel.h), and the client's first frame is
+//   hosts {ips}                the controller's host list; campaign targets must lie in it
+// then commands:
 //   announce {run, nonce}      derive the campaign key, let the reflector accept it
 //   skip {run, dsts}           resume: 5-tuples the next campaign of `run` must not
 //                              probe (as port ranges per destination), sent before it
@@ -15,8 +21,9 @@
 //                              stream "results" frames, then "done"
 //   status                     reflector statistics and health
 //   retire {run}               forget a campaign key
-// Every malformed frame is answered by {"type":"error","message":...} or, before
-// authentication, by closing the connection; each is counted by reason.
+// A frame that fails its seal ends the session; a sealed but malformed frame is
+// answered by {"type":"error","message":...}; before authentication any bad
+// frame closes the connection. Each is counted by reason.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +42,9 @@
 namespace weft::agent {
 
 inline constexpr uint32_t kMaxFrame = 4u << 20;
-inline constexpr int kControlVersion = 1;
+inline constexpr uint32_t kMaxPreAuthFrame = 1024;  // hello, auth, auth_ok, error: all well under
+// 2: sealed frames after the handshake, "version" in auth, the hosts frame.
+inline constexpr int kControlVersion = 2;
 
 enum class ControlReject : uint8_t {
   kOversize,         // a frame longer than kMaxFrame
@@ -44,6 +53,14 @@ enum class ControlReject : uint8_t {
   kBadAuth,          // wrong MAC in the handshake
   kUnauthenticated,  // a command before the handshake finished
   kTimeout,          // the peer went silent mid-frame or mid-handshake
+  kBadTag,           // a sealed frame whose tag fails: forged, altered, or from another session
+  kReplayed,         // a sealed frame whose counter was already used
+  kOutOfOrder,       // a sealed frame ahead of the next counter: one was dropped or swapped
+  kTruncated,        // the stream ended inside a frame, or a body shorter than its seal
+  kVersion,          // a peer of another control-protocol version
+  kEvicted,          // an unauthenticated session closed to make room for a newer one
+  kSessionsFull,     // authenticated, but every authenticated session slot is taken
+  kTargetRefused,    // a campaign target outside the controller's host list
   kCount
 };
 std::string_view control_reject_name(ControlReject r);
@@ -99,6 +116,8 @@ probe::MacKey campaign_key(const probe::MacKey& secret, uint32_t run, std::strin
 
 // Frame helpers: 4-byte length prefix + body.
 std::string frame(const nlohmann::json& j);
+// The version a peer announced in hello or auth (absent before version 2: 1).
+int peer_version(const nlohmann::json& body);
 uint32_t frame_length(const uint8_t header[4]);
 
 // Reads a shared secret file (trailing newline ignored); refuses empty files and

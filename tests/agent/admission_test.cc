@@ -1,0 +1,251 @@
+// Who gets in and what they may ask: pre-authentication limits, stranger
+// budgets, the host list, the rate cap and the protocol version.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "loopback.h"
+#include "weft/db/stores.h"
+
+namespace weft::agent::testing {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+const uint32_t kA = own_ip_u32(1), kB = own_ip_u32(2);
+
+// Waits up to 3 s for pred().
+template <typename F>
+bool eventually(F pred) {
+  const auto end = Clock::now() + std::chrono::seconds(3);
+  while (!pred()) {
+    if (Clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+std::string header(uint32_t n) {
+  return {static_cast<char>(n >> 24), static_cast<char>(n >> 16 & 0xff), static_cast<char>(n >> 8 & 0xff),
+          static_cast<char>(n & 0xff)};
+}
+
+class AdmissionTest : public ::testing::Test {
+ protected:
+  void start(const std::function<void(AgentConfig&)>& tweak = {}) {
+    const uint16_t udp = free_udp_port();
+    a_ = LoopbackAgent::start(own_ip(1), udp, tweak);
+    b_ = LoopbackAgent::start(own_ip(2), udp);
+    ASSERT_TRUE(a_ && b_);
+  }
+  AgentCounters counters() const { return a_->agent().counters(); }
+  std::unique_ptr<LoopbackAgent> a_, b_;
+};
+
+TEST_F(AdmissionTest, APreAuthFrameOverOneKibIsRefusedUnread) {
+  start();
+  Client c(own_ip(1), a_->port());
+  ASSERT_TRUE(c.read().is_object());  // hello
+  ASSERT_TRUE(c.send_raw(header(kMaxPreAuthFrame + 1)));
+  EXPECT_TRUE(c.closed_by_peer());
+  EXPECT_EQ(a_->rejected(ControlReject::kOversize), 1u);
+}
+
+TEST_F(AdmissionTest, AMaximalPreAuthFrameIsReadAndJudged) {
+  start();
+  Client c(own_ip(1), a_->port());
+  ASSERT_TRUE(c.read().is_object());
+  ASSERT_TRUE(c.send_raw(header(kMaxPreAuthFrame) + std::string(kMaxPreAuthFrame, '{')));
+  EXPECT_TRUE(c.closed_by_peer());
+  EXPECT_EQ(a_->rejected(ControlReject::kBadJson), 1u);
+  EXPECT_EQ(a_->rejected(ControlReject::kOversize), 0u);
+}
+
+TEST_F(AdmissionTest, AFailedHandshakeFreesItsSlotAtOnce) {
+  start([](AgentConfig& c) { c.max_strangers_per_source = 2; });
+  for (int i = 0; i < 7; ++i) {
+    Client c(own_ip(1), a_->port());
+    ASSERT_TRUE(c.read().is_object());
+    c.send_plain({{"type", "auth"}, {"version", kControlVersion}, {"nonce", std::string(32, 'a')},
+                  {"mac", std::string(64, 'b')}});
+    EXPECT_TRUE(c.closed_by_peer());
+    EXPECT_TRUE(eventually([&] { return counters().strangers == 0; })) << i;
+  }
+  EXPECT_EQ(a_->rejected(ControlReject::kBadAuth), 7u);
+  EXPECT_EQ(a_->rejected(ControlReject::kEvicted), 0u) << "a failed handshake kept its slot";
+}
+
+// An address that opens more than its share of strangers loses its own oldest
+// ones; a stranger from another address keeps its slot and can authenticate.
+TEST_F(AdmissionTest, StrangersFromOneAddressEvictOnlyTheirOwnOldest) {
+  start([](AgentConfig& c) {
+    c.max_strangers_per_source = 4;
+    c.max_strangers = 100;
+  });
+  Client other(own_ip(1), a_->port(), own_ip(3));
+  ASSERT_TRUE(other.connected());
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < 13; ++i) idle.push_back(std::make_unique<Client>(own_ip(1), a_->port(), own_ip(4)));
+  ASSERT_TRUE(eventually([&] { return counters().sessions == 14; }));
+  EXPECT_EQ(a_->rejected(ControlReject::kEvicted), 9u);
+  EXPECT_EQ(counters().strangers, 5);
+  EXPECT_TRUE(other.authenticate(test_secret(), {kA, kB}));
+  for (int i = 0; i < 13; ++i) {
+    ASSERT_TRUE(idle[static_cast<size_t>(i)]->hello().is_object()) << i;  // every one got its hello
+    EXPECT_EQ(idle[static_cast<size_t>(i)]->closed_within(i < 9 ? 1000 : 20), i < 9) << i;
+  }
+}
+
+TEST_F(AdmissionTest, TheOldestStrangerMakesRoomWhenAllSlotsAreTaken) {
+  start([](AgentConfig& c) {
+    c.max_strangers_per_source = 3;
+    c.max_strangers = 3;
+  });
+  std::vector<std::unique_ptr<Client>> idle;
+  for (const std::string& src : {own_ip(5), own_ip(6), own_ip(7), own_ip(8)}) {
+    idle.push_back(std::make_unique<Client>(own_ip(1), a_->port(), src));
+    ASSERT_TRUE(idle.back()->hello().is_object());
+  }
+  EXPECT_TRUE(idle[0]->closed_within(1000));
+  for (size_t i = 1; i < idle.size(); ++i) EXPECT_FALSE(idle[i]->closed_within(20)) << i;
+  EXPECT_EQ(a_->rejected(ControlReject::kEvicted), 1u);
+  EXPECT_TRUE(idle[1]->authenticate(test_secret(), {kA}));
+  EXPECT_TRUE(eventually([&] { return counters().strangers == 2 && counters().authenticated == 1; }));
+}
+
+TEST_F(AdmissionTest, TheFirstSealedFrameMustBeTheHostList) {
+  start();
+  Client c(own_ip(1), a_->port());
+  json hello = c.read();
+  const std::string cn(32, 'c');
+  c.send_plain({{"type", "auth"}, {"version", kControlVersion}, {"nonce", cn},
+                {"mac", client_proof(test_secret(), hello["nonce"].get<std::string>(), cn)}});
+  ASSERT_EQ(c.read().value("type", ""), "auth_ok");
+  const SessionKeys k = session_keys(test_secret(), hello["nonce"].get<std::string>(), cn);
+  Sealer out(k.to_agent, Direction::kToAgent);
+  c.send_raw(out.seal(json{{"type", "status"}}));
+  EXPECT_TRUE(eventually([&] { return a_->rejected(ControlReject::kBadMessage) == 1; }));
+  c.read();  // the agent's (sealed) error
+  EXPECT_TRUE(c.closed_by_peer());
+}
+
+CampaignCommand campaign_to(uint32_t target, int ports, double rate) {
+  CampaignCommand c;
+  c.run = 4242;
+  c.nonce = std::string(32, 'f');
+  c.plan.targets = {target};
+  c.plan.sport_first = 51000;
+  c.plan.sport_count = static_cast<uint16_t>(ports);
+  c.plan.port_window = 64;
+  c.plan.rate_pps = rate;
+  c.plan.timeout_ms = 100;
+  c.plan.retries = 0;
+  return c;
+}
+
+// Reads until "done" or "error"; returns it.
+json until_done(Client& c) {
+  for (;;) {
+    json m = c.read();
+    if (!m.is_object() || m["type"] == "done" || m["type"] == "error") return m;
+  }
+}
+
+TEST_F(AdmissionTest, ACampaignTargetOutsideTheHostListIsRefused) {
+  start();
+  Client c(own_ip(1), a_->port());
+  ASSERT_TRUE(c.authenticate(test_secret(), {kA, kB}));
+  c.send(encode_campaign(campaign_to(own_ip_u32(9), 4, 1000)));
+  json m = c.read();
+  EXPECT_EQ(m.value("type", ""), "error");
+  EXPECT_EQ(m.value("message", ""),
+            "campaign 4242 refused: target " + own_ip(9) + " is not in the controller's host list");
+  EXPECT_EQ(a_->rejected(ControlReject::kTargetRefused), 1u);
+  EXPECT_EQ(counters().campaigns, 0u);
+  c.send(encode_campaign(campaign_to(kB, 4, 1000)));  // the session goes on
+  EXPECT_EQ(until_done(c).value("type", ""), "done");
+  EXPECT_EQ(counters().campaigns, 1u);
+}
+
+struct RateCase {
+  double asked;
+  bool capped;
+};
+
+void PrintTo(const RateCase& r, std::ostream* os) { *os << "asked " << r.asked << (r.capped ? ", capped" : ""); }
+
+class RateCapTest : public AdmissionTest, public ::testing::WithParamInterface<RateCase> {};
+
+// 60 probes at the agent's 300/s take >= 0.15 s (the pacer may send a first
+// burst); unpaced they take milliseconds.
+TEST_P(RateCapTest, FasterOrUnpacedCampaignsRunAtTheAgentMaximum) {
+  start([](AgentConfig& c) { c.max_rate_pps = 300; });
+  Client c(own_ip(1), a_->port());
+  ASSERT_TRUE(c.authenticate(test_secret(), {kA, kB}));
+  const auto t0 = Clock::now();
+  c.send(encode_campaign(campaign_to(kB, 60, GetParam().asked)));
+  json done = until_done(c);
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_EQ(done.value("type", ""), "done") << done.dump();
+  EXPECT_EQ(counters().rate_capped, GetParam().capped ? 1u : 0u);
+  EXPECT_GE(secs, 0.15) << "60 probes at <= 300/s";
+}
+
+INSTANTIATE_TEST_SUITE_P(Rates, RateCapTest,
+                         ::testing::Values(RateCase{0, true}, RateCase{1e9, true}, RateCase{300.5, true},
+                                           RateCase{250, false}));
+
+TEST_F(AdmissionTest, AControllerOfTheOldProtocolIsToldWhy) {
+  start();
+  Client c(own_ip(1), a_->port());
+  json hello = c.read();
+  EXPECT_EQ(hello.value("version", 0), kControlVersion);
+  const std::string cn(32, 'c');
+  c.send_plain({{"type", "auth"}, {"nonce", cn},  // version 1 sent none
+                {"mac", client_proof(test_secret(), hello["nonce"].get<std::string>(), cn)}});
+  json m = c.read();
+  EXPECT_EQ(m.value("type", ""), "error");
+  EXPECT_EQ(m.value("message", ""),
+            "this agent speaks control protocol version 2, the controller 1: run the same weft version on both");
+  EXPECT_TRUE(c.closed_by_peer());
+  EXPECT_EQ(a_->rejected(ControlReject::kVersion), 1u);
+}
+
+// Without --listen the control port is the --ip address's port 7400, not
+// every interface's.
+TEST(AgentProcessTest, ListensOnTheIpAddressByDefault) {
+  const std::string dir = fmt::format("/tmp/weft-listen-test-{}", ::getpid());
+  ::mkdir(dir.c_str(), 0700);
+  {
+    AgentProcess a(dir, own_ip(9), free_udp_port(), {});
+    ASSERT_EQ(a.port(), 7400) << a.log();
+    Client c(own_ip(9), 7400);
+    EXPECT_EQ(c.hello().value("type", ""), "hello");
+    std::ifstream tcp("/proc/net/tcp");  // proc(5): local address in hex, state 0A = LISTEN
+    std::string line;
+    int listening = 0;
+    while (std::getline(tcp, line)) {
+      if (line.find(":1CE8 ") != std::string::npos && line.find(" 0A ") != std::string::npos) {
+        const uint32_t ip = own_ip_u32(9);  // as proc(5) prints it: the address's bytes in host order
+        const std::string hex = fmt::format("{:02X}{:02X}{:02X}{:02X}:1CE8", ip & 0xff, ip >> 8 & 0xff, ip >> 16 & 0xff,
+                                            ip >> 24);
+        EXPECT_NE(line.find(hex), std::string::npos) << "port 7400 listens beyond " << own_ip(9) << ": " << line;
+        ++listening;
+      }
+    }
+    EXPECT_GE(listening, 1);
+  }
+  for (const char* f : {"/secret", "/agent.log"}) std::remove((dir + f).c_str());
+  ::rmdir(dir.c_str());
+}
+
+}  // namespace
+}  // namespace weft::agent::testing
