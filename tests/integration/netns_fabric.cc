@@ -75,16 +75,6 @@ std::string netns_unavailable_reason() {
   return "";
 }
 
-Status enter_netns(const std::string& ns) {
-  const int fd = ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return unavailable(fmt::format("namespace {}: {}", ns, std::strerror(errno)));
-  const int rc = ::setns(fd, CLONE_NEWNET);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return unavailable(fmt::format("setns {}: {}", ns, std::strerror(err)));
-  return Status::ok();
-}
-
 Result<std::string> run_shell(const std::string& cmd, const std::string& stdin_text, int timeout_s) {
   static int counter = 0;
   const fs::path dir = fs::temp_directory_path() / fmt::format("weft-sh-{}-{}", ::getpid(), counter++);

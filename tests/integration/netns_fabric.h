@@ -119,10 +119,6 @@ class NetnsFabric {
   bool up_ = false;
 };
 
-// Moves the calling thread into network namespace `ns` (setns(2) is per thread;
-// threads it starts afterwards inherit the namespace).
-Status enter_netns(const std::string& ns);
-
 // Runs a shell command (sh -c) with a timeout; returns stdout, or an error with
 // the exit code and stderr's first line.
 Result<std::string> run_shell(const std::string& cmd, const std::string& stdin_text = "", int timeout_s = 120);
