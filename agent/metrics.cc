@@ -133,6 +133,13 @@ std::string render_metrics(const AgentSnapshot& s) {
   }
   e.single("weft_agent_sessions", "gauge", "Control sessions open now.", static_cast<double>(s.live_sessions));
   e.single("weft_agent_sessions_total", "counter", "Control sessions accepted.", static_cast<double>(s.control.sessions));
+  e.single("weft_agent_sessions_unauthenticated", "gauge", "Control sessions still in their handshake now.",
+           s.control.strangers);
+  e.single("weft_agent_sessions_authenticated", "gauge", "Authenticated control sessions now.",
+           s.control.authenticated);
+  e.single("weft_agent_campaigns_rate_capped_total", "counter",
+           "Campaigns whose rate (faster than --max-rate, or unpaced) was capped to --max-rate.",
+           static_cast<double>(s.control.rate_capped));
 
   // Campaigns and their progress.
   e.single("weft_agent_campaigns_started_total", "counter", "Campaign sweeps started on this agent.",

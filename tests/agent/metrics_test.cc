@@ -113,6 +113,10 @@ TEST(MetricsTest, RendersEveryFamilyWithHelpTypeAndExactValues) {
   s.control.sessions = 9;
   s.control.rejected[static_cast<size_t>(ControlReject::kBadAuth)] = 4;
   s.live_sessions = 2;
+  s.control.strangers = 1;
+  s.control.authenticated = 1;
+  s.control.rate_capped = 5;
+  s.control.rejected[static_cast<size_t>(ControlReject::kReplayed)] = 6;
   s.reflector.answered = 123;
   s.reflector.reject(probe::Reject::kReplayed);
   SweepTally t;
@@ -145,6 +149,12 @@ TEST(MetricsTest, RendersEveryFamilyWithHelpTypeAndExactValues) {
            "# TYPE weft_agent_sessions gauge",
            "weft_agent_sessions 2",
            "weft_agent_sessions_total 9",
+           "weft_agent_control_rejected_total{reason=\"replayed\"} 6",
+           "weft_agent_control_rejected_total{reason=\"target_not_in_hosts\"} 0",
+           "weft_agent_sessions_unauthenticated 1",
+           "weft_agent_sessions_authenticated 1",
+           "# TYPE weft_agent_campaigns_rate_capped_total counter",
+           "weft_agent_campaigns_rate_capped_total 5",
            "weft_agent_campaigns_started_total 1",
            "weft_agent_campaigns_running 0",
            "weft_agent_flows_settled_total 1",
@@ -167,7 +177,7 @@ TEST(MetricsTest, RendersEveryFamilyWithHelpTypeAndExactValues) {
     const std::string name = m.substr(at + 7, m.find(' ', at + 7) - at - 7);
     EXPECT_NE(m.rfind("# HELP " + name + " ", at), std::string::npos) << name;
   }
-  EXPECT_EQ(types, 27u);
+  EXPECT_EQ(types, 30u);
 }
 
 // A client of the server: one request, the whole answer (until close or timeout).

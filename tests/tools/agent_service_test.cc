@@ -1,5 +1,5 @@
 // weft agent as a service, as systemd runs it: SIGHUP re-reads the config
-// file (the secret and log level live, the rest at the next start), SIGTERM
+// file (the secret, the rate cap and log level live, the rest at the next start), SIGTERM
 // drains (no new sessions; the campaign in progress completes; past the
 // drain timeout running sweeps are cancelled), and every exit is status 0.
 #include <arpa/inet.h>
@@ -49,11 +49,12 @@ TEST_F(AgentService, SighupRotatesTheSecretAndKeepsWhatNeedsARestart) {
   ::chmod(path("old-secret").c_str(), 0600);
   write("secret", "weft-loopback-rotated-secret\n");
   write_config(0, "", static_cast<uint16_t>(udp_port_ + 1));  // needs a restart
+  write_config(1, "max-rate = 2500\n");                          // live
   for (int i = 0; i < kAgents; ++i) agents_[i]->signal(SIGHUP);
   for (int i = 0; i < kAgents; ++i) {
-    ASSERT_TRUE(wait_until([&] { return log(i).find("reload: secret and log level (info) applied") != std::string::npos; },
-                           10000))
-        << log(i);
+    const std::string want =
+        fmt::format("reload: secret, max rate ({} probes/s) and log level (info) applied", i == 1 ? 2500 : 100000);
+    ASSERT_TRUE(wait_until([&] { return log(i).find(want) != std::string::npos; }, 10000)) << log(i);
   }
   EXPECT_NE(log(0).find("reload: 'udp-port' changed; it takes a restart"), std::string::npos) << log(0);
   EXPECT_EQ(log(1).find("changed; it takes a restart"), std::string::npos) << log(1);
@@ -65,6 +66,13 @@ TEST_F(AgentService, SighupRotatesTheSecretAndKeepsWhatNeedsARestart) {
   const Probe rotated = probe("--ports 8");
   ASSERT_TRUE(rotated.ok()) << rotated.err;
   EXPECT_NE(rotated.out.find("16 5-tuples (16 answered)"), std::string::npos) << rotated.out;
+  // The controller asked for its default 100000 probes/s: agent 1 capped it
+  // to the 2500 its reloaded file gives, agent 0 did not.
+  for (int i = 0; i < kAgents; ++i) {
+    auto body = http_get(metrics_port_[i], "/metrics");
+    ASSERT_TRUE(body) << body.status().to_string();
+    EXPECT_EQ(metric(*body, "weft_agent_campaigns_rate_capped_total"), i == 1 ? 1 : 0) << i;
+  }
 }
 
 TEST_F(AgentService, ABrokenFileOnSighupKeepsTheRunningConfiguration) {
