@@ -1,10 +1,16 @@
 // An attacker on the control path: a TCP proxy in leaf 2's namespace, to which
-// nftables redirects every connection for h2-1's control port. The real
+// nftables redirects h1-1's connections for h2-1's control port. The real
 // controller in h1-1 meets forged, replayed, swapped and cut frames through it,
 // one attack per session; each is rejected and counted by reason, no forged
-// sweep starts, no forged row is stored, and then, with the attacker still on
-// the path but passing frames, the controller completes its campaign.
+// sweep starts, no forged row is stored. Then, while a second attacker host
+// (h1-2) holds 500 idle connections to h2-1's control port and the proxy
+// stays on the path passing frames, the controller completes its campaign.
+// The agent's rejections are read from its Prometheus endpoint.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -26,6 +32,31 @@ using agent::testing::Tamper;
 using agent::testing::Toward;
 using nlohmann::json;
 
+// GET http://127.0.0.1:port/metrics in the calling thread's namespace.
+std::string scrape(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string body;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+      char buf[65536];
+      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) body.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  return body;
+}
+
+// The value of one sample ("name{labels}") in a Prometheus text body; -1 if absent.
+double sample(const std::string& text, const std::string& series) {
+  const size_t at = text.find("\n" + series + " ");
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 2));
+}
+
 struct Step {
   Toward toward;
   const char* trigger;
@@ -39,7 +70,8 @@ TEST(ControlAttackNetnsTest, AnOnPathAttackerIsRejectedCountedAndCannotStopTheCa
   ASSERT_TRUE(fabric) << fabric.status().to_string();
   NetnsFabric& f = **fabric;
   const std::string dir = fmt::format("/tmp/weft-control-attack-{}", ::getpid());
-  auto fleet = AgentFleet::start(f, dir);
+  constexpr uint16_t kMetricsPort = 9740;  // in each host's own namespace
+  auto fleet = AgentFleet::start(f, dir, {"--metrics", fmt::format("127.0.0.1:{}", kMetricsPort)});
   ASSERT_TRUE(fleet) << fleet.status().to_string();
   auto secret = agent::load_secret((*fleet)->secret_path());
   ASSERT_TRUE(secret);
@@ -49,12 +81,13 @@ TEST(ControlAttackNetnsTest, AnOnPathAttackerIsRejectedCountedAndCannotStopTheCa
   auto hosts = agent::parse_hosts(hs.str(), "hosts");
   ASSERT_TRUE(hosts);
 
-  // nftables in leaf 2 (a router on every path to h2-1) hands h2-1's control
-  // connections to the attacker's proxy on the leaf itself.
+  // nftables in leaf 2 (a router on every path to h2-1) hands the
+  // controller's control connections to h2-1 to the attacker's proxy on the
+  // leaf itself.
   const std::string leaf = f.prefix() + "l2";
   auto nft = run_shell("ip netns exec " + leaf + " nft -f -",
                        "table ip mitm {\n  chain pre {\n    type nat hook prerouting priority dstnat;\n"
-                       "    ip daddr 10.0.2.1 tcp dport 7400 redirect to :7401\n  }\n}\n");
+                       "    ip saddr 10.0.1.1 ip daddr 10.0.2.1 tcp dport 7400 redirect to :7401\n  }\n}\n");
   ASSERT_TRUE(nft) << nft.status().to_string();
 
   const std::vector<Step> steps = {
@@ -92,8 +125,11 @@ TEST(ControlAttackNetnsTest, AnOnPathAttackerIsRejectedCountedAndCannotStopTheCa
     proxy = std::make_unique<agent::testing::MitmProxy>("10.0.2.1", 7400, hook, "0.0.0.0", 7401);
   }).join();
 
+  constexpr int kIdle = 500;
+  int connected = 0;
   std::vector<std::string> errors;
   json status;
+  std::string metrics;
   int64_t flows_total = 0, rows_outside = -1;
   std::thread([&] {
     ASSERT_TRUE(enter_netns(f.host("h1-1").ns));
@@ -104,7 +140,27 @@ TEST(ControlAttackNetnsTest, AnOnPathAttackerIsRejectedCountedAndCannotStopTheCa
       auto r = agent::run_probe(*db, *hosts, *secret, cfg);
       errors.push_back(r ? "completed" : r.status().message());
     }
+    // The second attacker, h1-2, connects 500 times to h2-1's control port
+    // and sends nothing; the honest run goes through the proxy meanwhile.
+    std::vector<int> idle;
+    std::thread([&] {
+      ASSERT_TRUE(enter_netns(f.host("h1-2").ns));
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_port = htons(7400);
+      ::inet_pton(AF_INET, "10.0.2.1", &to.sin_addr);
+      for (int i = 0; i < kIdle; ++i) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0) {
+          idle.push_back(fd);
+        } else {
+          ::close(fd);
+        }
+      }
+    }).join();
     auto honest = agent::run_probe(*db, *hosts, *secret, cfg);  // through the proxy, which now passes frames
+    for (int fd : idle) ::close(fd);
+    connected = static_cast<int>(idle.size());
     ASSERT_TRUE(honest) << honest.status().to_string();
     flows_total = honest->flows_total;
     rows_outside = *db->query_int("SELECT COUNT(*) FROM observations WHERE sport NOT BETWEEN 50000 AND 50007");
@@ -112,6 +168,10 @@ TEST(ControlAttackNetnsTest, AnOnPathAttackerIsRejectedCountedAndCannotStopTheCa
     ASSERT_TRUE(admin.authenticate(*secret, {0x0a000201}));
     admin.send({{"type", "status"}});
     status = admin.read();
+  }).join();
+  std::thread([&] {
+    ASSERT_TRUE(enter_netns(f.host("h2-1").ns));
+    metrics = scrape(kMetricsPort);
   }).join();
 
   EXPECT_EQ(strikes, static_cast<int>(steps.size()));
@@ -134,6 +194,19 @@ TEST(ControlAttackNetnsTest, AnOnPathAttackerIsRejectedCountedAndCannotStopTheCa
   // h2-1 started sweeps only in the sessions whose commands arrived intact: the
   // two attacked on results, and the honest one.
   EXPECT_EQ(status.value("campaigns", 0), 3) << status.dump();
+  // The idle connections: h1-2 may hold 8 unauthenticated sessions at a time;
+  // each one past that evicted its oldest, and the controller got in anyway.
+  EXPECT_EQ(connected, kIdle);
+  EXPECT_EQ(cr.value("evicted", 0), kIdle - 8) << cr.dump();
+  // The same counts on the agent's Prometheus endpoint.
+  const auto rejected = [&](const char* reason) {
+    return sample(metrics, fmt::format("weft_agent_control_rejected_total{{reason=\"{}\"}}", reason));
+  };
+  EXPECT_EQ(rejected("bad_tag"), 1) << metrics;
+  EXPECT_EQ(rejected("replayed"), 1);
+  EXPECT_EQ(rejected("truncated"), 1);
+  EXPECT_EQ(rejected("evicted"), kIdle - 8);
+  EXPECT_EQ(sample(metrics, "weft_agent_campaigns_started_total"), 3);
   proxy.reset();
 }
 
