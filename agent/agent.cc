@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "accept_each.h"
 #include "agent_session.h"
 
 namespace weft::agent {
@@ -89,19 +90,15 @@ struct Agent::Impl {
   }
 
   asio::awaitable<void> accept_loop() {
-    for (;;) {
+    return internal::accept_each(acceptor, [this](tcp::socket s) {
       boost::system::error_code ec;
-      tcp::socket s = co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) {
-        if (ec == asio::error::operation_aborted) co_return;
-        continue;
-      }
       s.set_option(tcp::no_delay(true), ec);
       auto ss = std::make_shared<Session>(std::move(s));
       admit(ss);
       asio::co_spawn(io, session(ss), asio::detached);
-    }
+    });
   }
+
 
   asio::awaitable<void> session(std::shared_ptr<Session> ss) {
     asio::co_spawn(io, ss->writer(), asio::detached);

@@ -12,6 +12,7 @@
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
 
+#include "accept_each.h"
 #include "weft/agent/metrics.h"
 
 namespace weft::agent {
@@ -66,18 +67,13 @@ struct MetricsServer::Impl {
   std::thread thread;
 
   asio::awaitable<void> accept_loop() {
-    for (;;) {
-      boost::system::error_code ec;
-      tcp::socket s = co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) {
-        if (ec == asio::error::operation_aborted) co_return;
-        continue;
-      }
-      if (connections >= cfg.max_connections) continue;  // closes on scope exit
+    return internal::accept_each(acceptor, [this](tcp::socket s) {
+      if (connections >= cfg.max_connections) return;  // closes on scope exit
       ++connections;
       asio::co_spawn(io, serve(beast::tcp_stream(std::move(s))), [this](std::exception_ptr) { --connections; });
-    }
+    });
   }
+
 
   asio::awaitable<void> serve(beast::tcp_stream stream) {
     beast::flat_buffer buf(kMaxHeaderBytes);
