@@ -95,9 +95,207 @@ std::optional<Clos3Key> Clos3Shape::key(std::span<const int> rt) const {
   return Clos3Key{slot_[static_cast<size_t>(rt[1])], index_[static_cast<size_t>(rt[2])]};
 }
 
+// ---- Tier 2 with pods paired one to one ----------------------------------
+//
+// Every cross-pod flow of pod P goes to one pod P', and P' receives from P
+// alone (HD on contiguous leaf sets): the flows of (P, slot s) load the links
+// P.s -> core c and c -> P'.s alike, so each (P, s) is a b-matching of flows
+// to cores, capacity `target` per core. Kuhn's augmenting paths (H. W. Kuhn,
+// Naval Res. Logist. Q. 2, 1955; Schrijver, Combinatorial Optimization, Ch. 21
+// for b-matchings) place a flow whenever any assignment of the flows held so
+// far exists. Where none does — ports hashed by related functions pin many
+// flows of a pod to one core of a plane (measured: 9-11 of 128 where 8 fit)
+// — a flow swaps slots with a flow of the same leaf pair: tier 1's loads are
+// unchanged (both flows leave and enter the same leaves), and each is placed
+// in its new slot by an augmenting path, or the swap is undone.
+
+size_t Clos3Colorer::cell(int pod, int s, int c) const {
+  return (static_cast<size_t>(pod) * static_cast<size_t>(shape_.slots()) + static_cast<size_t>(s)) *
+             static_cast<size_t>(shape_.plane_size()) +
+         static_cast<size_t>(c);
+}
+
+void Clos3Colorer::move(int f, int to, bool log) {
+  const int from = cell_of_[static_cast<size_t>(f)];
+  if (from >= 0) {
+    auto& h = held_[static_cast<size_t>(from)];
+    h.erase(std::find(h.begin(), h.end(), f));
+  }
+  if (to >= 0) held_[static_cast<size_t>(to)].push_back(f);
+  cell_of_[static_cast<size_t>(f)] = to;
+  if (log) undo_.emplace_back(f, from);
+}
+
+void Clos3Colorer::rollback(size_t mark) {
+  while (undo_.size() > mark) {
+    const auto [f, from] = undo_.back();
+    undo_.pop_back();
+    move(f, from, false);
+  }
+}
+
+// Places flow f (slot slot_[f]) on a core of its list: one with room, else
+// one whose flows can move along an alternating path (each cell once per
+// search).
+bool Clos3Colorer::augment(int f) {
+  const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
+  const int s = slot_[static_cast<size_t>(f)], pod = shape_.pod(fl.src_leaf);
+  int best = -1;
+  for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+    if (keys_[k].slot != s) continue;
+    const size_t c = cell(pod, s, keys_[k].core);
+    if (static_cast<int>(held_[c].size()) >= target_) continue;
+    if (best < 0 || held_[c].size() < held_[static_cast<size_t>(best)].size()) best = static_cast<int>(c);
+  }
+  if (best >= 0) {
+    move(f, best, true);
+    return true;
+  }
+  for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+    if (keys_[k].slot != s) continue;
+    const size_t c = cell(pod, s, keys_[k].core);
+    if (seen_[c] == search_) continue;
+    seen_[c] = search_;
+    for (size_t j = 0; j < held_[c].size(); ++j) {
+      if (augment(held_[c][j])) {  // that flow left c: take its place
+        move(f, static_cast<int>(c), true);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool Clos3Colorer::has_slot(int f, int s) const {
+  const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
+  for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+    if (keys_[k].slot == s) return true;
+  }
+  return false;
+}
+
+// Swaps unplaced flow f's slot with a placed flow of its leaf pair.
+bool Clos3Colorer::swap_in(int f, std::span<const int> pair) {
+  const int s = slot_[static_cast<size_t>(f)];
+  for (int g : pair) {
+    const int t = slot_[static_cast<size_t>(g)];
+    if (t == s || cell_of_[static_cast<size_t>(g)] < 0 || !has_slot(f, t) || !has_slot(g, s)) continue;
+    const size_t mark = undo_.size();
+    move(g, -1, true);
+    slot_[static_cast<size_t>(f)] = t, slot_[static_cast<size_t>(g)] = s;
+    ++search_;
+    if (augment(f)) {
+      ++search_;
+      if (augment(g)) return true;
+    }
+    rollback(mark);
+    slot_[static_cast<size_t>(f)] = s, slot_[static_cast<size_t>(g)] = t;
+  }
+  return false;
+}
+
+// Tier 2 for every slot at once when pods are paired; false when they are not.
+bool Clos3Colorer::tier2_paired() {
+  const int P = shape_.pods();
+  partner_.assign(2 * static_cast<size_t>(P), -1);
+  cross_.clear();
+  for (size_t i = 0; i < flows_.size(); ++i) {
+    const int a = shape_.pod(flows_[i].src_leaf), b = shape_.pod(flows_[i].dst_leaf);
+    if (a == b) continue;
+    int& to = partner_[static_cast<size_t>(a)];
+    int& from = partner_[static_cast<size_t>(P + b)];
+    if ((to >= 0 && to != b) || (from >= 0 && from != a)) return false;
+    to = b, from = a;
+    cross_.push_back(static_cast<int>(i));
+  }
+  held_.resize(static_cast<size_t>(P) * static_cast<size_t>(shape_.slots()) * static_cast<size_t>(shape_.plane_size()));
+  for (auto& h : held_) h.clear();
+  seen_.assign(held_.size(), 0);
+  cell_of_.assign(flows_.size(), -1);
+  undo_.clear();
+  // Most constrained first: fewest cores in the chosen slot.
+  auto cores = [&](int f) {
+    int n = 0;
+    const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
+    for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) n += keys_[k].slot == slot_[static_cast<size_t>(f)];
+    return n;
+  };
+  order_ = cross_;
+  std::stable_sort(order_.begin(), order_.end(), [&](int a, int b) { return cores(a) < cores(b); });
+  unplaced_.clear();
+  over_.clear();
+  for (int f : order_) {
+    ++search_;
+    if (!augment(f)) unplaced_.push_back(f);
+    undo_.clear();
+  }
+  if (unplaced_.empty()) return true;
+  // Leaf pairs: the flows a flow may swap with.
+  std::stable_sort(cross_.begin(), cross_.end(), [&](int a, int b) {
+    const Clos3Flow &x = flows_[static_cast<size_t>(a)], &y = flows_[static_cast<size_t>(b)];
+    return x.src_leaf != y.src_leaf ? x.src_leaf < y.src_leaf : x.dst_leaf < y.dst_leaf;
+  });
+  for (int f : unplaced_) {
+    const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
+    auto same = [&](int g) {
+      const Clos3Flow& x = flows_[static_cast<size_t>(g)];
+      return std::pair(x.src_leaf, x.dst_leaf) < std::pair(fl.src_leaf, fl.dst_leaf);
+    };
+    const auto lo = std::partition_point(cross_.begin(), cross_.end(), same);
+    auto hi = lo;
+    while (hi != cross_.end() && flows_[static_cast<size_t>(*hi)].src_leaf == fl.src_leaf &&
+           flows_[static_cast<size_t>(*hi)].dst_leaf == fl.dst_leaf) {
+      ++hi;
+    }
+    swap_in(f, std::span<const int>(&*lo, static_cast<size_t>(hi - lo)));
+    undo_.clear();
+  }
+  // What no swap placed goes to its least loaded core (over the target).
+  for (int f : unplaced_) {
+    if (cell_of_[static_cast<size_t>(f)] >= 0) continue;
+    over_.push_back(f);
+    const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
+    int best = -1;
+    for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+      if (keys_[k].slot != slot_[static_cast<size_t>(f)]) continue;
+      const size_t c = cell(shape_.pod(fl.src_leaf), slot_[static_cast<size_t>(f)], keys_[k].core);
+      if (best < 0 || held_[c].size() < held_[static_cast<size_t>(best)].size()) best = static_cast<int>(c);
+    }
+    move(f, best, false);
+  }
+  for (int f : order_) core_[static_cast<size_t>(f)] = cell_of_[static_cast<size_t>(f)] % shape_.plane_size();
+  return true;
+}
+
+// Tier 2 slot by slot by list edge colouring (pods not paired).
+Status Clos3Colorer::tier2_lists(int budget) {
+  for (int s = 0; s < shape_.slots(); ++s) {
+    size_t m = 0;
+    tier2_flow_.clear();
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      const Clos3Flow& fl = flows_[i];
+      if (slot_[i] != s || shape_.pod(fl.src_leaf) == shape_.pod(fl.dst_leaf)) continue;
+      if (tier2_.size() <= m) tier2_.resize(m + 1);
+      auto& e = tier2_[m++];
+      e.left = shape_.pod(fl.src_leaf), e.right = shape_.pod(fl.dst_leaf);
+      e.colours.clear();
+      for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+        if (keys_[k].slot == s) e.colours.push_back(keys_[k].core);
+      }
+      tier2_flow_.push_back(static_cast<int>(i));
+    }
+    if (m == 0) continue;
+    tier2_.resize(m);
+    WEFT_ASSIGN_OR_RETURN(auto t2, color_list_edges(shape_.pods(), shape_.pods(), shape_.plane_size(), tier2_,
+                                                    {.min_load = target_, .budget = budget}));
+    for (size_t j = 0; j < m; ++j) core_[static_cast<size_t>(tier2_flow_[j])] = t2.colour[j];
+  }
+  return Status::ok();
+}
+
 Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std::span<const Clos3Key> keys,
                                           const Clos3Options& opt) {
-  const int S = shape_.slots(), C = shape_.plane_size(), P = shape_.pods();
+  const int S = shape_.slots(), C = shape_.plane_size();
   for (size_t i = 0; i < flows.size(); ++i) {
     const Clos3Flow& fl = flows[i];
     if (fl.n == 0) return invalid_argument(fmt::format("flow {} has no usable route", i));
@@ -110,92 +308,74 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
       }
     }
   }
+  flows_ = flows, keys_ = keys;
   Clos3Coloring out;
-  struck_.assign(keys.size(), 0);
-  slot_.assign(flows.size(), -1);
-  core_.assign(flows.size(), -1);
-  tier1_.resize(flows.size());  // reused: the colour lists keep their capacity
+  // Tier 1 (slots), then tier 2 (cores). Flows that tier 2 left above the
+  // target strike their slot, and both tiers are coloured again; the
+  // attempt with the fewest such flows is kept.
   const int ns = shape_.num_switches();
-  std::vector<int> up, down;  // tier-2 loads: [(pod * S + s) * C + c]
+  struck_.assign(keys.size(), 0);
+  tier1_.resize(flows.size());  // reused: the colour lists keep their capacity
+  size_t best_over = 0;
   for (int attempt = 0;; ++attempt) {
-    // Tier 1: slots, from the keys not struck (all of them again if a flow
-    // had every slot struck).
     for (size_t i = 0; i < flows.size(); ++i) {
-      const Clos3Flow& fl = flows[i];
       auto& e = tier1_[i];
-      e.left = fl.src_leaf, e.right = fl.dst_leaf;
+      e.left = flows[i].src_leaf, e.right = flows[i].dst_leaf;
       e.colours.clear();
-      for (int pass = 0; pass < 2 && e.colours.empty(); ++pass) {
-        for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+      for (int pass = 0; pass < 2 && e.colours.empty(); ++pass) {  // every slot struck: all of them again
+        for (uint32_t k = flows[i].at; k < flows[i].at + flows[i].n; ++k) {
           if (pass == 0 && struck_[k]) continue;
           if (std::find(e.colours.begin(), e.colours.end(), keys[k].slot) == e.colours.end()) e.colours.push_back(keys[k].slot);
         }
       }
     }
     WEFT_ASSIGN_OR_RETURN(auto t1, color_list_edges(ns, ns, S, tier1_, {.min_load = opt.min_load, .budget = opt.budget}));
-    out.target = std::max(opt.min_load, t1.lower_bound);
-    out.max_load = t1.max_load;
-    for (size_t i = 0; i < flows.size(); ++i) slot_[i] = t1.colour[i];
-    // Tier 2, slot by slot: cores of the plane, aiming at the tier-1 target.
-    up.assign(static_cast<size_t>(P) * static_cast<size_t>(S) * static_cast<size_t>(C), 0);
-    down.assign(up.size(), 0);
-    auto at = [&](int pod, int s, int c) {
-      return (static_cast<size_t>(pod) * static_cast<size_t>(S) + static_cast<size_t>(s)) * static_cast<size_t>(C) +
-             static_cast<size_t>(c);
-    };
-    for (int s = 0; s < S; ++s) {
-      size_t m = 0;
-      tier2_flow_.clear();
-      for (size_t i = 0; i < flows.size(); ++i) {
-        const Clos3Flow& fl = flows[i];
-        if (slot_[i] != s || shape_.pod(fl.src_leaf) == shape_.pod(fl.dst_leaf)) continue;
-        if (tier2_.size() <= m) tier2_.resize(m + 1);
-        auto& e = tier2_[m++];
-        e.left = shape_.pod(fl.src_leaf), e.right = shape_.pod(fl.dst_leaf);
-        e.colours.clear();
-        for (int pass = 0; pass < 2 && e.colours.empty(); ++pass) {
-          for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
-            if (keys[k].slot == s && (pass == 1 || !struck_[k])) e.colours.push_back(keys[k].core);
-          }
-        }
-        tier2_flow_.push_back(static_cast<int>(i));
-      }
-      if (m == 0) continue;
-      tier2_.resize(m);
-      WEFT_ASSIGN_OR_RETURN(auto t2, color_list_edges(P, P, C, tier2_, {.min_load = out.target, .budget = opt.budget}));
-      for (size_t j = 0; j < m; ++j) {
-        const int i = tier2_flow_[j];
-        core_[static_cast<size_t>(i)] = t2.colour[j];
-        ++up[at(tier2_[j].left, s, t2.colour[j])];
-        ++down[at(tier2_[j].right, s, t2.colour[j])];
+    target_ = std::max(opt.min_load, t1.lower_bound);
+    if (attempt == 0) out.target = target_;
+    target_ = out.target;  // struck lists may raise tier 1's own bound: keep aiming at the first
+    slot_ = std::move(t1.colour);
+    core_.assign(flows.size(), -1);
+    if (!tier2_paired()) {
+      WEFT_RETURN_IF_ERROR(tier2_lists(opt.budget));
+      break;
+    }
+    if (attempt == 0 || over_.size() < best_over) {
+      best_over = over_.size();
+      best_slot_ = slot_, best_core_ = core_;
+    }
+    if (over_.empty() || attempt >= opt.repairs) {
+      slot_.swap(best_slot_), core_.swap(best_core_);
+      break;
+    }
+    // Every flow on an overloaded core link moves: the link's pinned flows
+    // came from several leaves, and which of them should leave the slot is
+    // tier 1's choice.
+    for (int f : over_) {
+      for (int g : held_[static_cast<size_t>(cell_of_[static_cast<size_t>(f)])]) {
+        const Clos3Flow& fl = flows[static_cast<size_t>(g)];
+        for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) struck_[k] = struck_[k] || keys[k].slot == slot_[static_cast<size_t>(g)];
       }
     }
-    // Flows on an overloaded core link strike their slot and try again.
-    bool over = false;
-    for (size_t i = 0; i < flows.size(); ++i) {
-      const Clos3Flow& fl = flows[i];
-      if (core_[i] < 0 || shape_.pod(fl.src_leaf) == shape_.pod(fl.dst_leaf)) continue;
-      const int u = up[at(shape_.pod(fl.src_leaf), slot_[i], core_[i])];
-      const int d = down[at(shape_.pod(fl.dst_leaf), slot_[i], core_[i])];
-      out.max_load = std::max({out.max_load, u, d});
-      if (u <= out.target && d <= out.target) continue;
-      over = true;
-      if (attempt >= opt.repairs) continue;
-      for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) struck_[k] = struck_[k] || keys[k].slot == slot_[i];
-    }
-    if (!over || attempt >= opt.repairs) break;
     ++out.repairs;
-    for (size_t i = 0; i < flows.size(); ++i) core_[i] = -1;
   }
-  out.chosen.resize(flows.size());
+  // Loads, counted from the result (tier 1 may move under tier 2's swaps).
+  std::vector<int> leaf_up(static_cast<size_t>(ns) * static_cast<size_t>(S), 0), leaf_down(leaf_up.size(), 0);
+  std::vector<int> up(static_cast<size_t>(shape_.pods()) * static_cast<size_t>(S) * static_cast<size_t>(C), 0),
+      down(up.size(), 0);
+  out.chosen.assign(flows.size(), -1);
   for (size_t i = 0; i < flows.size(); ++i) {
     const Clos3Flow& fl = flows[i];
-    for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
-      if (keys[k].slot == slot_[i] && keys[k].core == core_[i]) {
-        out.chosen[i] = static_cast<int>(k - fl.at);
-        break;
-      }
+    const int s = slot_[i];
+    out.max_load = std::max({out.max_load, ++leaf_up[static_cast<size_t>(fl.src_leaf) * static_cast<size_t>(S) + static_cast<size_t>(s)],
+                             ++leaf_down[static_cast<size_t>(fl.dst_leaf) * static_cast<size_t>(S) + static_cast<size_t>(s)]});
+    if (core_[i] >= 0) {
+      out.max_load = std::max({out.max_load, ++up[cell(shape_.pod(fl.src_leaf), s, core_[i])],
+                               ++down[cell(shape_.pod(fl.dst_leaf), s, core_[i])]});
     }
+    for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+      if (keys[k].slot == s && keys[k].core == core_[i]) out.chosen[i] = static_cast<int>(k - fl.at);
+    }
+    if (out.chosen[i] < 0) return internal_error(fmt::format("flow {}: no route for slot {} core {}", i, s, core_[i]));
   }
   return out;
 }

@@ -34,17 +34,30 @@
 // bound, and the result says so (max_load > target).
 //
 // Lists. A flow may only take routes its source ports reach over links that
-// are up (planner.h, 2), so both tiers are list edge colourings, solved by
-// list_edge_coloring.h's alternating-chain search (exact by König when the
-// lists are full). A tier-1 colour whose tier-2 list then leaves a flow on an
-// overloaded core link is struck from that flow's tier-1 list and both tiers
-// are coloured again (at most `repairs` times): a search, not a proof, when
-// lists are short; the caller reports max_load beside the checker's bound.
+// are up (planner.h, 2), so tier 1 is a list edge colouring
+// (list_edge_coloring.h: exact by König when the lists are full, an
+// alternating-chain search otherwise). Tier 2:
+//   - pods paired one to one (every cross-pod flow of P goes to one P', and
+//     P' hears from P alone; HD on contiguous leaf sets): each (pod, slot) is
+//     a b-matching of flows to cores, solved by augmenting paths (Kuhn 1955;
+//     Schrijver Ch. 21), which place every flow whenever the flows' lists
+//     allow it at all. Where they do not — a CRC is affine, so an
+//     aggregation switch's choice can be tied to the leaf's and many flows of
+//     a pod reach one core of a plane only (measured: 9-11 of 128 where 8
+//     fit) — a flow swaps slots with one of its leaf pair (tier 1's loads
+//     stay), and if that fails too, every flow on the overloaded core link
+//     strikes that slot from its tier-1 list and both tiers are coloured
+//     again, at most `repairs` times, keeping the attempt that left the
+//     fewest flows above the target. A search, not a proof.
+//   - otherwise: list edge colouring of (source pod x destination pod) per
+//     slot, once.
+// The caller reports max_load beside the checker's bound (link_load.h).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "weft/common/status.h"
@@ -95,7 +108,7 @@ struct Clos3Flow {
 struct Clos3Options {
   int min_load = 1;      // never aim below this (the step's access-link bound)
   int budget = 20000;    // list colouring: ejections per edge insertion
-  int repairs = 8;       // times a tier-1 colour may be struck and both tiers redone
+  int repairs = 16;      // times tier 2's overloaded flows may strike their slot and both tiers be redone
 };
 
 struct Clos3Coloring {
@@ -115,11 +128,33 @@ class Clos3Colorer {
                               const Clos3Options& opt = {});
 
  private:
+  size_t cell(int pod, int s, int c) const;
+  void move(int f, int to, bool log);
+  void rollback(size_t mark);
+  bool augment(int f);
+  bool has_slot(int f, int s) const;
+  bool swap_in(int f, std::span<const int> pair);
+  bool tier2_paired();
+  Status tier2_lists(int budget);
+
   const Clos3Shape& shape_;
+  std::span<const Clos3Flow> flows_;
+  std::span<const Clos3Key> keys_;
+  int target_ = 1;
+  std::vector<int> slot_, core_;    // per flow: chosen (core -1 inside a pod)
   std::vector<ListEdge> tier1_, tier2_;
   std::vector<int> tier2_flow_;     // tier2_[i] is flow tier2_flow_[i]
-  std::vector<char> struck_;        // per key: its slot was struck for its flow
-  std::vector<int> slot_, core_;    // per flow: chosen
+  // Paired tier 2: flows per (pod, slot, core) cell, each flow's cell, the
+  // search stamps, and an undo log of moves for a swap that fails.
+  std::vector<std::vector<int>> held_;
+  std::vector<int> cell_of_;
+  std::vector<unsigned> seen_;
+  unsigned search_ = 0;
+  std::vector<std::pair<int, int>> undo_;
+  std::vector<int> partner_, cross_, order_, unplaced_;
+  std::vector<int> over_;           // flows tier 2 left above the target
+  std::vector<int> best_slot_, best_core_;
+  std::vector<char> struck_;        // per key: its slot is struck for its flow
 };
 
 }  // namespace weft::routing
