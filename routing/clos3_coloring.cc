@@ -229,7 +229,13 @@ bool Clos3Colorer::tier2_paired() {
     if (!augment(f)) unplaced_.push_back(f);
     undo_.clear();
   }
-  if (unplaced_.empty()) return true;
+  if (!unplaced_.empty()) repair_unplaced();
+  for (int f : order_) core_[static_cast<size_t>(f)] = cell_of_[static_cast<size_t>(f)] % shape_.plane_size();
+  return true;
+}
+
+// Swaps, then the least loaded core for what no swap placed.
+void Clos3Colorer::repair_unplaced() {
   // Leaf pairs: the flows a flow may swap with.
   std::stable_sort(cross_.begin(), cross_.end(), [&](int a, int b) {
     const Clos3Flow &x = flows_[static_cast<size_t>(a)], &y = flows_[static_cast<size_t>(b)];
@@ -263,8 +269,6 @@ bool Clos3Colorer::tier2_paired() {
     }
     move(f, best, false);
   }
-  for (int f : order_) core_[static_cast<size_t>(f)] = cell_of_[static_cast<size_t>(f)] % shape_.plane_size();
-  return true;
 }
 
 // Tier 2 slot by slot by list edge colouring (pods not paired).

@@ -135,6 +135,7 @@ class Clos3Colorer {
   bool has_slot(int f, int s) const;
   bool swap_in(int f, std::span<const int> pair);
   bool tier2_paired();
+  void repair_unplaced();
   Status tier2_lists(int budget);
 
   const Clos3Shape& shape_;
