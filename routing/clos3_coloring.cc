@@ -223,7 +223,6 @@ bool Clos3Colorer::tier2_paired() {
   order_ = cross_;
   std::stable_sort(order_.begin(), order_.end(), [&](int a, int b) { return cores(a) < cores(b); });
   unplaced_.clear();
-  over_.clear();
   for (int f : order_) {
     ++search_;
     if (!augment(f)) unplaced_.push_back(f);
@@ -259,7 +258,6 @@ void Clos3Colorer::repair_unplaced() {
   // What no swap placed goes to its least loaded core (over the target).
   for (int f : unplaced_) {
     if (cell_of_[static_cast<size_t>(f)] >= 0) continue;
-    over_.push_back(f);
     const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
     int best = -1;
     for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
@@ -339,9 +337,21 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
     target_ = out.target;  // struck lists may raise tier 1's own bound: keep aiming at the first
     slot_ = std::move(t1.colour);
     core_.assign(flows.size(), -1);
-    if (!tier2_paired()) {
-      WEFT_RETURN_IF_ERROR(tier2_lists(opt.budget));
-      break;
+    if (!tier2_paired()) WEFT_RETURN_IF_ERROR(tier2_lists(opt.budget));
+    // Flows on core links above the target (either direction).
+    up_.assign(static_cast<size_t>(shape_.pods()) * static_cast<size_t>(S) * static_cast<size_t>(C), 0);
+    down_.assign(up_.size(), 0);
+    for (size_t i = 0; i < flows.size(); ++i) {
+      if (core_[i] < 0) continue;
+      ++up_[cell(shape_.pod(flows[i].src_leaf), slot_[i], core_[i])];
+      ++down_[cell(shape_.pod(flows[i].dst_leaf), slot_[i], core_[i])];
+    }
+    over_.clear();
+    for (size_t i = 0; i < flows.size(); ++i) {
+      if (core_[i] >= 0 && (up_[cell(shape_.pod(flows[i].src_leaf), slot_[i], core_[i])] > target_ ||
+                            down_[cell(shape_.pod(flows[i].dst_leaf), slot_[i], core_[i])] > target_)) {
+        over_.push_back(static_cast<int>(i));
+      }
     }
     if (attempt == 0 || over_.size() < best_over) {
       best_over = over_.size();
@@ -355,10 +365,8 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
     // came from several leaves, and which of them should leave the slot is
     // tier 1's choice.
     for (int f : over_) {
-      for (int g : held_[static_cast<size_t>(cell_of_[static_cast<size_t>(f)])]) {
-        const Clos3Flow& fl = flows[static_cast<size_t>(g)];
-        for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) struck_[k] = struck_[k] || keys[k].slot == slot_[static_cast<size_t>(g)];
-      }
+      const Clos3Flow& fl = flows[static_cast<size_t>(f)];
+      for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) struck_[k] = struck_[k] || keys[k].slot == slot_[static_cast<size_t>(f)];
     }
     ++out.repairs;
   }

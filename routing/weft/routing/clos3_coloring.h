@@ -153,7 +153,8 @@ class Clos3Colorer {
   unsigned search_ = 0;
   std::vector<std::pair<int, int>> undo_;
   std::vector<int> partner_, cross_, order_, unplaced_;
-  std::vector<int> over_;           // flows tier 2 left above the target
+  std::vector<int> over_;           // flows on core links above the target
+  std::vector<int> up_, down_;      // core link loads per cell
   std::vector<int> best_slot_, best_core_;
   std::vector<char> struck_;        // per key: its slot is struck for its flow
 };
