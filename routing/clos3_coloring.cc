@@ -43,7 +43,7 @@ std::optional<Clos3Shape> Clos3Shape::of(const topo::Fabric& f) {
     s.index_[sw] = in_plane[static_cast<size_t>(plane)]++;
     s.plane_ = std::max(s.plane_, s.index_[sw] + 1);
   }
-  if (s.slots_ == 0) return std::nullopt;
+  if (s.slots_ == 0 || s.slots_ > 64) return std::nullopt;  // slots as bits of a word (Clos3Colorer)
   s.leaf_up_.assign(n * static_cast<size_t>(s.slots_), 0);
   s.agg_up_.assign(n * static_cast<size_t>(std::max(s.plane_, 1)), 0);
   for (const auto& l : f.links) {
@@ -174,24 +174,57 @@ bool Clos3Colorer::has_slot(int f, int s) const {
   return false;
 }
 
-// Swaps unplaced flow f's slot with a placed flow of its leaf pair.
-bool Clos3Colorer::swap_in(int f, std::span<const int> pair) {
+// Places unplaced flow f by a swap of slots inside one leaf pair (tier 1's
+// loads stay): f with a flow of its own pair, or — when the flows holding
+// f's cores are what blocks it (pinned there from other leaves) — one of
+// those flows h with a flow g of h's pair, which frees h's core for f.
+bool Clos3Colorer::swap_in(int f) {
   const int s = slot_[static_cast<size_t>(f)];
-  for (int g : pair) {
+  const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
+  // Tries h <-> g (h = f: f is unplaced, so nothing to free).
+  auto attempt = [&](int h, int g) {
     const int t = slot_[static_cast<size_t>(g)];
-    if (t == s || cell_of_[static_cast<size_t>(g)] < 0 || !has_slot(f, t) || !has_slot(g, s)) continue;
+    if (t == s || cell_of_[static_cast<size_t>(g)] < 0 || !has_slot(h, t) || !has_slot(g, s)) return false;
     const size_t mark = undo_.size();
+    if (h != f) move(h, -1, true);
     move(g, -1, true);
-    slot_[static_cast<size_t>(f)] = t, slot_[static_cast<size_t>(g)] = s;
-    ++search_;
-    if (augment(f)) {
+    slot_[static_cast<size_t>(h)] = t, slot_[static_cast<size_t>(g)] = s;
+    bool ok = true;
+    for (int x : {f, g, h}) {  // f takes h's core when h != f
+      if (!ok) break;
+      if (cell_of_[static_cast<size_t>(x)] >= 0) continue;
       ++search_;
-      if (augment(g)) return true;
+      ok = augment(x);
     }
+    if (ok) return true;
     rollback(mark);
-    slot_[static_cast<size_t>(f)] = s, slot_[static_cast<size_t>(g)] = t;
+    slot_[static_cast<size_t>(h)] = s, slot_[static_cast<size_t>(g)] = t;
+    return false;
+  };
+  for (int g : pair_of(f)) {
+    if (attempt(f, g)) return true;
+  }
+  // The cores f reaches by alternating paths (all full): what a failed
+  // search visited. Any flow held there, once gone, opens a path for f.
+  ++search_;
+  if (augment(f)) return true;
+  const unsigned visited = search_;
+  const int pod = shape_.pod(fl.src_leaf);
+  for (int c = 0; c < shape_.plane_size(); ++c) {
+    if (seen_[cell(pod, s, c)] != visited) continue;
+    held_copy_ = held_[cell(pod, s, c)];
+    for (int h : held_copy_) {
+      for (int g : pair_of(h)) {
+        if (attempt(h, g)) return true;
+      }
+    }
   }
   return false;
+}
+
+std::span<const int> Clos3Colorer::pair_of(int f) const {
+  const auto& [lo, hi] = pair_range_[static_cast<size_t>(f)];
+  return {cross_.data() + lo, static_cast<size_t>(hi - lo)};
 }
 
 // Tier 2 for every slot at once when pods are paired; false when they are not.
@@ -213,15 +246,22 @@ bool Clos3Colorer::tier2_paired() {
   seen_.assign(held_.size(), 0);
   cell_of_.assign(flows_.size(), -1);
   undo_.clear();
-  // Most constrained first: fewest cores in the chosen slot.
-  auto cores = [&](int f) {
-    int n = 0;
+  // Most constrained first: fewest cores in the chosen slot (a counting
+  // sort: a flow has at most one key per core).
+  const int C = shape_.plane_size();
+  bucket_.assign(static_cast<size_t>(C) + 2, 0);
+  ncores_.resize(cross_.size());
+  for (size_t j = 0; j < cross_.size(); ++j) {
+    const int f = cross_[j];
     const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
+    int n = 0;
     for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) n += keys_[k].slot == slot_[static_cast<size_t>(f)];
-    return n;
-  };
-  order_ = cross_;
-  std::stable_sort(order_.begin(), order_.end(), [&](int a, int b) { return cores(a) < cores(b); });
+    ncores_[j] = std::min(n, C);
+    ++bucket_[static_cast<size_t>(ncores_[j]) + 1];
+  }
+  for (size_t b = 1; b < bucket_.size(); ++b) bucket_[b] += bucket_[b - 1];
+  order_.resize(cross_.size());
+  for (size_t j = 0; j < cross_.size(); ++j) order_[static_cast<size_t>(bucket_[static_cast<size_t>(ncores_[j])]++)] = cross_[j];
   unplaced_.clear();
   for (int f : order_) {
     ++search_;
@@ -240,20 +280,24 @@ void Clos3Colorer::repair_unplaced() {
     const Clos3Flow &x = flows_[static_cast<size_t>(a)], &y = flows_[static_cast<size_t>(b)];
     return x.src_leaf != y.src_leaf ? x.src_leaf < y.src_leaf : x.dst_leaf < y.dst_leaf;
   });
-  for (int f : unplaced_) {
-    const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
-    auto same = [&](int g) {
-      const Clos3Flow& x = flows_[static_cast<size_t>(g)];
-      return std::pair(x.src_leaf, x.dst_leaf) < std::pair(fl.src_leaf, fl.dst_leaf);
-    };
-    const auto lo = std::partition_point(cross_.begin(), cross_.end(), same);
-    auto hi = lo;
-    while (hi != cross_.end() && flows_[static_cast<size_t>(*hi)].src_leaf == fl.src_leaf &&
-           flows_[static_cast<size_t>(*hi)].dst_leaf == fl.dst_leaf) {
-      ++hi;
+  pair_range_.resize(flows_.size());
+  for (size_t b = 0; b < cross_.size();) {
+    size_t e = b;
+    const Clos3Flow& x = flows_[static_cast<size_t>(cross_[b])];
+    while (e < cross_.size() && flows_[static_cast<size_t>(cross_[e])].src_leaf == x.src_leaf &&
+           flows_[static_cast<size_t>(cross_[e])].dst_leaf == x.dst_leaf) {
+      ++e;
     }
-    swap_in(f, std::span<const int>(&*lo, static_cast<size_t>(hi - lo)));
-    undo_.clear();
+    for (size_t k = b; k < e; ++k) pair_range_[static_cast<size_t>(cross_[k])] = {static_cast<int>(b), static_cast<int>(e)};
+    b = e;
+  }
+  // Passes until one places nothing: each swap changes what the next can do.
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int f : unplaced_) {
+      if (cell_of_[static_cast<size_t>(f)] < 0 && swap_in(f)) moved = true;
+      undo_.clear();
+    }
   }
   // What no swap placed goes to its least loaded core (over the target).
   for (int f : unplaced_) {
@@ -316,7 +360,7 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
   // target strike their slot, and both tiers are coloured again; the
   // attempt with the fewest such flows is kept.
   const int ns = shape_.num_switches();
-  struck_.assign(keys.size(), 0);
+  struck_.assign(flows.size(), 0);
   tier1_.resize(flows.size());  // reused: the colour lists keep their capacity
   size_t best_over = 0;
   for (int attempt = 0;; ++attempt) {
@@ -324,11 +368,16 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
       auto& e = tier1_[i];
       e.left = flows[i].src_leaf, e.right = flows[i].dst_leaf;
       e.colours.clear();
-      for (int pass = 0; pass < 2 && e.colours.empty(); ++pass) {  // every slot struck: all of them again
-        for (uint32_t k = flows[i].at; k < flows[i].at + flows[i].n; ++k) {
-          if (pass == 0 && struck_[k]) continue;
-          if (std::find(e.colours.begin(), e.colours.end(), keys[k].slot) == e.colours.end()) e.colours.push_back(keys[k].slot);
-        }
+      // Slots as bits (Clos3Shape: at most 64), listed in the keys' order.
+      uint64_t has = 0;
+      for (uint32_t k = flows[i].at; k < flows[i].at + flows[i].n; ++k) has |= uint64_t{1} << keys[k].slot;
+      const uint64_t allowed = (has & ~struck_[i]) != 0 ? has & ~struck_[i] : has;  // all struck: all again
+      uint64_t listed = 0;
+      for (uint32_t k = flows[i].at; k < flows[i].at + flows[i].n; ++k) {
+        const uint64_t bit = uint64_t{1} << keys[k].slot;
+        if ((allowed & bit) == 0 || (listed & bit) != 0) continue;
+        listed |= bit;
+        e.colours.push_back(keys[k].slot);
       }
     }
     WEFT_ASSIGN_OR_RETURN(auto t1, color_list_edges(ns, ns, S, tier1_, {.min_load = opt.min_load, .budget = opt.budget}));
@@ -365,8 +414,7 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
     // came from several leaves, and which of them should leave the slot is
     // tier 1's choice.
     for (int f : over_) {
-      const Clos3Flow& fl = flows[static_cast<size_t>(f)];
-      for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) struck_[k] = struck_[k] || keys[k].slot == slot_[static_cast<size_t>(f)];
+      struck_[static_cast<size_t>(f)] |= uint64_t{1} << slot_[static_cast<size_t>(f)];
     }
     ++out.repairs;
   }

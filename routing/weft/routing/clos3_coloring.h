@@ -133,7 +133,8 @@ class Clos3Colorer {
   void rollback(size_t mark);
   bool augment(int f);
   bool has_slot(int f, int s) const;
-  bool swap_in(int f, std::span<const int> pair);
+  bool swap_in(int f);
+  std::span<const int> pair_of(int f) const;  // f's leaf pair, f included
   bool tier2_paired();
   void repair_unplaced();
   Status tier2_lists(int budget);
@@ -156,7 +157,9 @@ class Clos3Colorer {
   std::vector<int> over_;           // flows on core links above the target
   std::vector<int> up_, down_;      // core link loads per cell
   std::vector<int> best_slot_, best_core_;
-  std::vector<char> struck_;        // per key: its slot is struck for its flow
+  std::vector<uint64_t> struck_;    // per flow: slots struck from its tier-1 list
+  std::vector<int> bucket_, ncores_, held_copy_;
+  std::vector<std::pair<int, int>> pair_range_;  // per cross-pod flow: its leaf pair in cross_
 };
 
 }  // namespace weft::routing
