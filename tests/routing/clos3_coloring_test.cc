@@ -60,23 +60,25 @@ int count_max_load(const Clos3Shape& shape, std::span<const Clos3Flow> flows, st
   return m;
 }
 
-// Random flows between leaves with every route listed.
-void random_full(const topo::Fabric& f, const Clos3Shape& shape, int n, uint32_t seed, std::vector<Clos3Flow>& flows,
-                 std::vector<Clos3Key>& keys) {
+// n random flows between leaves; `keep` is the chance a route is listed (1:
+// full lists; every flow keeps at least one).
+void random_flows(const topo::Fabric& f, const Clos3Shape& shape, int n, uint32_t seed, double keep,
+                  std::vector<Clos3Flow>& flows, std::vector<Clos3Key>& keys) {
   std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
   const auto leaves = leaves_of(f);
-  std::uniform_int_distribution<size_t> pick(0, leaves.size() - 1);
   for (int i = 0; i < n; ++i) {
-    int a = leaves[pick(rng)], b = leaves[pick(rng)];
-    while (b == a) b = leaves[pick(rng)];
+    const int a = leaves[rng() % leaves.size()];
+    int b = leaves[rng() % leaves.size()];
+    while (b == a) b = leaves[rng() % leaves.size()];
+    const bool inside = shape.pod(a) == shape.pod(b);
     Clos3Flow fl{a, b, static_cast<uint32_t>(keys.size()), 0};
     for (int s = 0; s < shape.slots(); ++s) {
-      if (shape.pod(a) == shape.pod(b)) {
-        keys.push_back({s, -1});
-      } else {
-        for (int c = 0; c < shape.plane_size(); ++c) keys.push_back({s, c});
+      for (int c = inside ? -1 : 0; c < (inside ? 0 : shape.plane_size()); ++c) {
+        if (keep >= 1.0 || u(rng) < keep) keys.push_back({s, c});
       }
     }
+    if (keys.size() == fl.at) keys.push_back({static_cast<int>(rng() % static_cast<uint32_t>(shape.slots())), inside ? -1 : 0});
     fl.n = static_cast<uint32_t>(keys.size()) - fl.at;
     flows.push_back(fl);
   }
@@ -92,7 +94,7 @@ TEST_P(Clos3FullLists, MaxLoadIsTierOnesBoundWhenAggregationIsNotOversubscribed)
   for (uint32_t seed = 1; seed <= 5; ++seed) {
     std::vector<Clos3Flow> flows;
     std::vector<Clos3Key> keys;
-    random_full(f, *shape, n, seed, flows, keys);
+    random_flows(f, *shape, n, seed, 1.0, flows, keys);
     Clos3Colorer colorer(*shape);
     auto col = colorer.color(flows, keys);
     ASSERT_TRUE(col) << col.status().message();
@@ -125,32 +127,8 @@ int brute_force(const Clos3Shape& shape, std::span<const Clos3Flow> flows, std::
   }
 }
 
-// A random small step: 3 pods x 2 leaves, 2 slots of 2 cores (a cross-pod
-// flow has 4 routes, a pod-internal one 2); `keep` is the chance a route is
-// listed (1: full lists; every flow keeps at least one).
-void random_small(const topo::Fabric& f, const Clos3Shape& shape, uint32_t seed, double keep,
-                  std::vector<Clos3Flow>& flows, std::vector<Clos3Key>& keys) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(0, 1);
-  const auto leaves = leaves_of(f);
-  const int n = 5 + static_cast<int>(seed % 4);
-  for (int i = 0; i < n; ++i) {
-    const int a = leaves[rng() % leaves.size()];
-    int b = leaves[rng() % leaves.size()];
-    while (b == a) b = leaves[rng() % leaves.size()];
-    const bool inside = shape.pod(a) == shape.pod(b);
-    Clos3Flow fl{a, b, static_cast<uint32_t>(keys.size()), 0};
-    for (int s = 0; s < 2; ++s) {
-      for (int c = inside ? -1 : 0; c < (inside ? 0 : 2); ++c) {
-        if (u(rng) < keep) keys.push_back({s, c});
-      }
-    }
-    if (keys.size() == fl.at) keys.push_back({static_cast<int>(rng() % 2), inside ? -1 : 0});
-    fl.n = static_cast<uint32_t>(keys.size()) - fl.at;
-    flows.push_back(fl);
-  }
-}
-
+// Small steps: 3 pods x 2 leaves, 2 slots of 2 cores (a cross-pod flow has 4
+// routes, a pod-internal one 2), 5-8 flows.
 TEST(Clos3BruteForce, FullListsGiveTheOptimumAndShortListsNearlyAlways) {
   const auto f = clos3({3, 2, 2, 4, 1});
   const auto shape = Clos3Shape::of(f);
@@ -161,7 +139,7 @@ TEST(Clos3BruteForce, FullListsGiveTheOptimumAndShortListsNearlyAlways) {
     for (const double keep : {1.0, 0.65}) {
       std::vector<Clos3Flow> flows;
       std::vector<Clos3Key> keys;
-      random_small(f, *shape, seed, keep, flows, keys);
+      random_flows(f, *shape, 5 + static_cast<int>(seed % 4), seed, keep, flows, keys);
       Clos3Colorer colorer(*shape);
       auto col = colorer.color(flows, keys);
       ASSERT_TRUE(col) << col.status().message();
