@@ -1,6 +1,7 @@
 #include "weft/routing/clos3_coloring.h"
 
 #include <algorithm>
+#include <array>
 
 #include <fmt/format.h>
 
@@ -283,13 +284,20 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
       uint64_t has = 0;
       for (uint32_t k = flows[i].at; k < flows[i].at + flows[i].n; ++k) has |= uint64_t{1} << keys[k].slot;
       const uint64_t allowed = (has & ~struck_[i]) != 0 ? has & ~struck_[i] : has;  // all struck: all again
+      // More cores first: tier 1 breaks ties of load by list order, and a
+      // slot where the flow reaches many cores leaves tier 2 room.
+      std::array<int, 64> n_cores{};
       uint64_t listed = 0;
       for (uint32_t k = flows[i].at; k < flows[i].at + flows[i].n; ++k) {
         const uint64_t bit = uint64_t{1} << keys[k].slot;
+        ++n_cores[static_cast<size_t>(keys[k].slot)];
         if ((allowed & bit) == 0 || (listed & bit) != 0) continue;
         listed |= bit;
         e.colours.push_back(keys[k].slot);
       }
+      std::stable_sort(e.colours.begin(), e.colours.end(), [&](int a, int b) {
+        return n_cores[static_cast<size_t>(a)] > n_cores[static_cast<size_t>(b)];
+      });
     }
     WEFT_ASSIGN_OR_RETURN(auto t1, color_list_edges(ns, ns, S, tier1_, {.min_load = opt.min_load, .budget = opt.budget}));
     target_ = std::max(opt.min_load, t1.lower_bound);
