@@ -225,6 +225,53 @@ void Clos3Colorer::repair_unplaced() {
   }
 }
 
+// Where the repairs did not reach the target: each flow on a link above it
+// moves, over all its routes (slot and core), to the one whose busiest link
+// is least busy with it (min-congestion, one flow at a time, as
+// route_assignment.h): the overload is spread instead of left on the core
+// link the pinned flows share.
+void Clos3Colorer::settle(int min_load) {
+  const size_t S = static_cast<size_t>(shape_.slots());
+  leaf_up_.assign(static_cast<size_t>(shape_.num_switches()) * S, 0);
+  leaf_down_.assign(leaf_up_.size(), 0);
+  up_.assign(static_cast<size_t>(shape_.pods()) * S * static_cast<size_t>(shape_.plane_size()), 0);
+  down_.assign(up_.size(), 0);
+  auto links = [&](size_t i, int s, int c) {
+    const Clos3Flow& fl = flows_[i];
+    std::array<int*, 4> at{&leaf_up_[static_cast<size_t>(fl.src_leaf) * S + static_cast<size_t>(s)],
+                           &leaf_down_[static_cast<size_t>(fl.dst_leaf) * S + static_cast<size_t>(s)], nullptr, nullptr};
+    if (c >= 0) at[2] = &up_[cell(shape_.pod(fl.src_leaf), s, c)], at[3] = &down_[cell(shape_.pod(fl.dst_leaf), s, c)];
+    return at;
+  };
+  auto add = [&](size_t i, int s, int c, int d) {
+    for (int* l : links(i, s, c)) {
+      if (l) *l += d;
+    }
+  };
+  for (size_t i = 0; i < flows_.size(); ++i) add(i, slot_[i], core_[i], +1);
+  const int target = std::max(min_load, target_);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      int worst = 0;
+      for (int* l : links(i, slot_[i], core_[i])) worst = std::max(worst, l ? *l : 0);
+      if (worst <= target) continue;
+      add(i, slot_[i], core_[i], -1);
+      const Clos3Flow& fl = flows_[i];
+      int best_worst = 0, best_sum = 0;
+      for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+        int w = 0, sum = 0;
+        for (int* l : links(i, keys_[k].slot, keys_[k].core)) {
+          if (l) w = std::max(w, *l + 1), sum += *l;
+        }
+        if (k == fl.at || std::pair(w, sum) < std::pair(best_worst, best_sum)) {
+          best_worst = w, best_sum = sum, slot_[i] = keys_[k].slot, core_[i] = keys_[k].core;
+        }
+      }
+      add(i, slot_[i], core_[i], +1);
+    }
+  }
+}
+
 // Tier 2 slot by slot by list edge colouring (pods not paired).
 Status Clos3Colorer::tier2_lists(int budget) {
   for (int s = 0; s < shape_.slots(); ++s) {
@@ -274,7 +321,7 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
   const int ns = shape_.num_switches();
   struck_.assign(flows.size(), 0);
   tier1_.resize(flows.size());  // reused: the colour lists keep their capacity
-  size_t best_over = 0;
+  size_t best_over = 0;  // of the attempt kept
   for (int attempt = 0;; ++attempt) {
     for (size_t i = 0; i < flows.size(); ++i) {
       auto& e = tier1_[i];
@@ -337,6 +384,7 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
     }
     ++out.repairs;
   }
+  if (best_over > 0) settle(opt.min_load);
   // Loads, counted from the result (tier 1 may move under tier 2's swaps).
   std::vector<int> leaf_up(static_cast<size_t>(ns) * static_cast<size_t>(S), 0), leaf_down(leaf_up.size(), 0);
   std::vector<int> up(static_cast<size_t>(shape_.pods()) * static_cast<size_t>(S) * static_cast<size_t>(C), 0),

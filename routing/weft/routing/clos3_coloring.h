@@ -138,6 +138,7 @@ class Clos3Colorer {
   bool tier2_paired();
   void repair_unplaced();
   Status tier2_lists(int budget);
+  void settle(int min_load);
 
   const Clos3Shape& shape_;
   std::span<const Clos3Flow> flows_;
@@ -156,6 +157,7 @@ class Clos3Colorer {
   std::vector<int> partner_, cross_, order_, unplaced_;
   std::vector<int> over_;           // flows on core links above the target
   std::vector<int> up_, down_;      // core link loads per cell
+  std::vector<int> leaf_up_, leaf_down_;  // leaf link loads per (leaf, slot)
   std::vector<int> best_slot_, best_core_;
   std::vector<uint64_t> struck_;    // per flow: slots struck from its tier-1 list
   std::vector<int> bucket_, ncores_, held_copy_;
