@@ -48,7 +48,9 @@
 //     stay), and if that fails too, every flow on the overloaded core link
 //     strikes that slot from its tier-1 list and both tiers are coloured
 //     again, at most `repairs` times, keeping the attempt that left the
-//     fewest flows above the target. A search, not a proof.
+//     fewest flows above the target; if that is still above it, each flow on
+//     an overloaded link moves to its least busy route (min-congestion, one
+//     flow at a time). A search, not a proof.
 //   - otherwise: list edge colouring of (source pod x destination pod) per
 //     slot, once.
 // The caller reports max_load beside the checker's bound (link_load.h).
