@@ -52,7 +52,7 @@
 //     an overloaded link moves to its least busy route (min-congestion, one
 //     flow at a time). A search, not a proof.
 //   - otherwise: list edge colouring of (source pod x destination pod) per
-//     slot, once.
+//     slot, with the same repairs and settling.
 // The caller reports max_load beside the checker's bound (link_load.h).
 #pragma once
 
