@@ -322,6 +322,8 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
   struck_.assign(flows.size(), 0);
   tier1_.resize(flows.size());  // reused: the colour lists keep their capacity
   size_t best_over = 0;  // of the attempt kept
+  constexpr int kPatience = 6;  // attempts in a row without fewer flows above the target
+  int since_better = 0;
   for (int attempt = 0;; ++attempt) {
     for (size_t i = 0; i < flows.size(); ++i) {
       auto& e = tier1_[i];
@@ -371,8 +373,13 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
     if (attempt == 0 || over_.size() < best_over) {
       best_over = over_.size();
       best_slot_ = slot_, best_core_ = core_;
+      since_better = 0;
+    } else {
+      ++since_better;
     }
-    if (over_.empty() || attempt >= opt.repairs) {
+    // Attempts that stopped helping do not start to again often enough to
+    // pay for a full colouring of both tiers each.
+    if (over_.empty() || attempt >= opt.repairs || since_better >= kPatience) {
       slot_.swap(best_slot_), core_.swap(best_core_);
       break;
     }

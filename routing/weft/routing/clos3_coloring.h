@@ -47,7 +47,8 @@
 //     fit) — a flow swaps slots with one of its leaf pair (tier 1's loads
 //     stay), and if that fails too, every flow on the overloaded core link
 //     strikes that slot from its tier-1 list and both tiers are coloured
-//     again, at most `repairs` times, keeping the attempt that left the
+//     again, at most `repairs` times (and not after 6 attempts in a row that
+//     left no fewer flows above it), keeping the attempt that left the
 //     fewest flows above the target; if that is still above it, each flow on
 //     an overloaded link moves to its least busy route (min-congestion, one
 //     flow at a time). A search, not a proof.
