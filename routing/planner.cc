@@ -1,12 +1,14 @@
 #include "weft/routing/planner.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "weft/common/huge_pages.h"
 
 #include "weft/routing/candidates.h"
+#include "weft/routing/clos3_coloring.h"
 #include "weft/routing/link_load.h"
 #include "weft/routing/list_edge_coloring.h"
 #include "weft/routing/rounds.h"
@@ -102,6 +104,8 @@ class Planner {
           const PlannerOptions& opt, std::vector<uint16_t> dports)
       : f_(f), order_(order), s_(s), table_(table), opt_(opt), dports_(std::move(dports)), pf_(f),
         two_tier_(is_two_tier(f)), colour_of_(f.switches.size(), -1), used_(f.hosts.size()) {
+    if (!two_tier_) clos3_ = Clos3Shape::of(f);
+    if (clos3_) colorer3_.emplace(*clos3_);
     for (size_t sw = 0; sw < f.switches.size(); ++sw) {
       if (f.switches[sw].tier == topo::kTierSpine) colour_of_[sw] = n_colours_++;
     }
@@ -200,13 +204,24 @@ class Planner {
     fi.ci = cands_.add(
         answer_,
         [&](std::span<const int> rt) { return !rt.empty() && rt.front() == ls && rt.back() == ld && route_is_up(rt); },
-        [&](std::span<const int> rt) { return two_tier_ && rt.size() == 3 ? colour_of_[static_cast<size_t>(rt[1])] : -1; });
+        [&](std::span<const int> rt) { return colour(rt); });
     return Status::ok();
   }
 
+  // A usable route's colour: its spine on a 2-tier Clos, its packed
+  // (slot, core) key on a 3-tier one (clos3_coloring.h); -1 for none.
+  int colour(std::span<const int> rt) const {
+    if (two_tier_) return rt.size() == 3 ? colour_of_[static_cast<size_t>(rt[1])] : -1;
+    if (!clos3_ || rt.size() == 1) return -1;
+    const auto k = clos3_->key(rt);
+    return k ? k->slot * (clos3_->plane_size() + 1) + k->core + 1 : -1;
+  }
+
   // Consecutive switches linked by links that are up; on a 2-tier Clos a
-  // cross-leaf route is leaf, spine, leaf (a lookup in up_).
+  // cross-leaf route is leaf, spine, leaf (a lookup in up_), on a 3-tier one
+  // a route with a key (clos3_coloring.h: lookups too).
   bool route_is_up(std::span<const int> rt) const {
+    if (clos3_ && rt.size() != 1) return clos3_->key(rt).has_value();
     if (two_tier_ && rt.size() != 1) {
       if (rt.size() != 3) return false;
       const int c = colour_of_[static_cast<size_t>(rt[1])];
@@ -295,6 +310,7 @@ class Planner {
       }
       return Status::ok();
     }
+    if (clos3_) return choose_clos3(fabric, stats);
     // Candidates as the switch-to-switch links they load (a flow's access
     // links are the same whichever route it takes); buffers reused.
     if (choices_.size() < fabric.size()) choices_.resize(fabric.size());
@@ -319,6 +335,27 @@ class Planner {
     auto a = assign_routes(2 * static_cast<int>(f_.links.size()), choices);
     for (size_t i = 0; i < fabric.size(); ++i) {
       flows_[static_cast<size_t>(fabric[i])].route = route_ids_[i][static_cast<size_t>(a.chosen[i])];
+    }
+    return Status::ok();
+  }
+
+  // 3-tier Clos: slots, then cores (clos3_coloring.h).
+  Status choose_clos3(const std::vector<int>& fabric, PlanStats& stats) {
+    flows3_.resize(fabric.size());
+    keys3_.clear();
+    const int stride = clos3_->plane_size() + 1;
+    for (size_t i = 0; i < fabric.size(); ++i) {
+      const FlowInfo& fi = flows_[static_cast<size_t>(fabric[i])];
+      const auto colours = cands_.colours(fi.ci);
+      flows3_[i] = {f_.nic_switch(fi.src_nic), f_.nic_switch(fi.dst_nic), static_cast<uint32_t>(keys3_.size()),
+                    static_cast<uint32_t>(colours.size())};
+      for (int c : colours) keys3_.push_back({c / stride, c % stride - 1});
+    }
+    WEFT_ASSIGN_OR_RETURN(auto col, colorer3_->color(flows3_, keys3_, {.budget = opt_.budget}));
+    stats.exact_classes += col.max_load <= col.target;
+    for (size_t i = 0; i < fabric.size(); ++i) {
+      FlowInfo& fi = flows_[static_cast<size_t>(fabric[i])];
+      fi.route = cands_.colour_routes(fi.ci)[static_cast<size_t>(col.chosen[i])];
     }
     return Status::ok();
   }
@@ -472,6 +509,10 @@ class Planner {
   bool two_tier_;
   std::vector<int> colour_of_;  // switch -> spine colour, -1 for leaves
   std::vector<char> up_;        // 2-tier: [leaf * spines + colour] link is up
+  std::optional<Clos3Shape> clos3_;         // 3-tier Clos with planes
+  std::optional<Clos3Colorer> colorer3_;
+  std::vector<Clos3Flow> flows3_;
+  std::vector<Clos3Key> keys3_;
   int n_colours_ = 0;
   std::vector<FlowInfo> flows_;
   std::vector<int> class_of_;

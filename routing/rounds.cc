@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "weft/routing/bipartite_rounds.h"
+
 namespace weft::routing {
 
 int RoundAssigner::assign(std::span<const RoundFlow> flows, std::vector<int>& round) {
@@ -14,6 +16,8 @@ int RoundAssigner::assign(std::span<const RoundFlow> flows, std::vector<int>& ro
     if (x.fabric_links.size() != y.fabric_links.size()) return x.fabric_links.size() > y.fabric_links.size();
     return x.src != y.src ? x.src < y.src : x.dst < y.dst;
   });
+  // Bipartite conflicts: König, max load rounds (bipartite_rounds.h).
+  if (const int r = bipartite_rounds(flows, order_, static_cast<int>(used_.size()), round); r > 0) return r;
   int rounds = 1;
   touched_.clear();
   for (size_t i : order_) {

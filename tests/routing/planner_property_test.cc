@@ -16,7 +16,8 @@
 //  4. Rounds: on random Clos fabrics with failed links, HD and random
 //     permutation steps split into rounds have max load 1 on every switch
 //     link in every round, whenever every flow has a live path (300 cases);
-//     how often first-fit needed more rounds than one round's bound is
+//     how often the round colouring (König where the conflicts are
+//     bipartite, first-fit otherwise) needed more rounds than one round's bound is
 //     printed.
 // Property 1 runs in 4 shards so ctest spreads it over the cores.
 #include <gtest/gtest.h>

@@ -23,7 +23,9 @@
 //      destination leaf) coloured with the spines, each flow restricted to
 //      the spines its ports reach (list_edge_coloring.h: exact by König when
 //      every spine is reachable, alternating-chain search otherwise).
-//      Other fabrics: min-congestion route assignment (route_assignment.h).
+//      3-tier Clos with planes: slots, then cores, each a colouring of its
+//      own (clos3_coloring.h). Other fabrics: min-congestion route
+//      assignment (route_assignment.h).
 //   4. Each flow gets the first candidate port on its route that its source
 //      host does not use yet: a sport is used by at most one flow per source
 //      host, so a TCP transport binds it without SO_REUSEADDR tricks and
@@ -36,8 +38,9 @@
 //      to widen (the port range, ports per pair) or re-probe, by how much.
 //   5. Rounds (rounds.h, docs/route-plan.md "Rounds"): a class whose flows
 //      still share a directed switch-to-switch link (a failed link left a
-//      leaf fewer uplinks than flows) is split into rounds by first-fit
-//      colouring; every step of the class gets the same rounds.
+//      leaf fewer uplinks than flows) is split into rounds: König colouring
+//      where its conflicts are bipartite, first-fit otherwise; every step of
+//      the class gets the same rounds.
 //   6. The plan's per-step max_load is counted by the link-load checker over
 //      the plan's paths and rounds (per round), beside the checker's lower
 //      bound.

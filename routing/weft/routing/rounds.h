@@ -3,7 +3,10 @@
 //
 // When a failed link leaves a leaf fewer live uplinks than flows that must
 // leave it, no choice of ports gives every flow a link of its own; the
-// planner then splits the step into rounds. The assignment is first-fit
+// planner then splits the step into rounds. Where the step's conflicts form a
+// bipartite graph (a 2-tier Clos; a 3-tier one with leaves and pods paired
+// one to one) König colouring gives max load rounds (bipartite_rounds.h).
+// Otherwise the assignment is first-fit
 // colouring of the flows' conflict graph (two flows conflict when they share
 // a directed fabric link), in a fixed order: flows crossing more fabric links
 // first (they conflict most), then by (src, dst) rank, so the same plan comes

@@ -1,0 +1,417 @@
+#include "weft/routing/clos3_coloring.h"
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+namespace weft::routing {
+
+// ---- Tier 2 with pods paired one to one ----------------------------------
+//
+// Every cross-pod flow of pod P goes to one pod P', and P' receives from P
+// alone (HD on contiguous leaf sets): the flows of (P, slot s) load the links
+// P.s -> core c and c -> P'.s alike, so each (P, s) is a b-matching of flows
+// to cores, capacity `target` per core. Kuhn's augmenting paths (H. W. Kuhn,
+// Naval Res. Logist. Q. 2, 1955; Schrijver, Combinatorial Optimization, Ch. 21
+// for b-matchings) place a flow whenever any assignment of the flows held so
+// far exists. Where none does — ports hashed by related functions pin many
+// flows of a pod to one core of a plane (measured: 9-11 of 128 where 8 fit)
+// — a flow swaps slots with a flow of the same leaf pair: tier 1's loads are
+// unchanged (both flows leave and enter the same leaves), and each is placed
+// in its new slot by an augmenting path, or the swap is undone.
+
+size_t Clos3Colorer::cell(int pod, int s, int c) const {
+  return (static_cast<size_t>(pod) * static_cast<size_t>(shape_.slots()) + static_cast<size_t>(s)) *
+             static_cast<size_t>(shape_.plane_size()) +
+         static_cast<size_t>(c);
+}
+
+void Clos3Colorer::move(int f, int to, bool log) {
+  const int from = cell_of_[static_cast<size_t>(f)];
+  if (from >= 0) {
+    auto& h = held_[static_cast<size_t>(from)];
+    h.erase(std::find(h.begin(), h.end(), f));
+  }
+  if (to >= 0) held_[static_cast<size_t>(to)].push_back(f);
+  cell_of_[static_cast<size_t>(f)] = to;
+  if (log) undo_.emplace_back(f, from);
+}
+
+void Clos3Colorer::rollback(size_t mark) {
+  while (undo_.size() > mark) {
+    const auto [f, from] = undo_.back();
+    undo_.pop_back();
+    move(f, from, false);
+  }
+}
+
+// Places flow f (slot slot_[f]) on a core of its list: one with room, else
+// one whose flows can move along an alternating path (each cell once per
+// search).
+bool Clos3Colorer::augment(int f) {
+  const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
+  const int s = slot_[static_cast<size_t>(f)], pod = shape_.pod(fl.src_leaf);
+  int best = -1;
+  for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+    if (keys_[k].slot != s) continue;
+    const size_t c = cell(pod, s, keys_[k].core);
+    if (static_cast<int>(held_[c].size()) >= target_) continue;
+    if (best < 0 || held_[c].size() < held_[static_cast<size_t>(best)].size()) best = static_cast<int>(c);
+  }
+  if (best >= 0) {
+    move(f, best, true);
+    return true;
+  }
+  for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+    if (keys_[k].slot != s) continue;
+    const size_t c = cell(pod, s, keys_[k].core);
+    if (seen_[c] == search_) continue;
+    seen_[c] = search_;
+    for (size_t j = 0; j < held_[c].size(); ++j) {
+      if (augment(held_[c][j])) {  // that flow left c: take its place
+        move(f, static_cast<int>(c), true);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool Clos3Colorer::has_slot(int f, int s) const {
+  const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
+  for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+    if (keys_[k].slot == s) return true;
+  }
+  return false;
+}
+
+// Places unplaced flow f by a swap of slots inside one leaf pair (tier 1's
+// loads stay): f with a flow of its own pair, or — when the flows holding
+// f's cores are what blocks it (pinned there from other leaves) — one of
+// those flows h with a flow g of h's pair, which frees h's core for f.
+bool Clos3Colorer::swap_in(int f) {
+  const int s = slot_[static_cast<size_t>(f)];
+  const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
+  // Tries h <-> g (h = f: f is unplaced, so nothing to free).
+  auto attempt = [&](int h, int g) {
+    const int t = slot_[static_cast<size_t>(g)];
+    if (t == s || cell_of_[static_cast<size_t>(g)] < 0 || !has_slot(h, t) || !has_slot(g, s)) return false;
+    const size_t mark = undo_.size();
+    if (h != f) move(h, -1, true);
+    move(g, -1, true);
+    slot_[static_cast<size_t>(h)] = t, slot_[static_cast<size_t>(g)] = s;
+    bool ok = true;
+    for (int x : {f, g, h}) {  // f takes h's core when h != f
+      if (!ok) break;
+      if (cell_of_[static_cast<size_t>(x)] >= 0) continue;
+      ++search_;
+      ok = augment(x);
+    }
+    if (ok) return true;
+    rollback(mark);
+    slot_[static_cast<size_t>(h)] = s, slot_[static_cast<size_t>(g)] = t;
+    return false;
+  };
+  for (int g : pair_of(f)) {
+    if (attempt(f, g)) return true;
+  }
+  // The cores f reaches by alternating paths (all full): what a failed
+  // search visited. Any flow held there, once gone, opens a path for f.
+  ++search_;
+  if (augment(f)) return true;
+  const unsigned visited = search_;
+  const int pod = shape_.pod(fl.src_leaf);
+  for (int c = 0; c < shape_.plane_size(); ++c) {
+    if (seen_[cell(pod, s, c)] != visited) continue;
+    held_copy_ = held_[cell(pod, s, c)];
+    for (int h : held_copy_) {
+      for (int g : pair_of(h)) {
+        if (attempt(h, g)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+std::span<const int> Clos3Colorer::pair_of(int f) const {
+  const auto& [lo, hi] = pair_range_[static_cast<size_t>(f)];
+  return {cross_.data() + lo, static_cast<size_t>(hi - lo)};
+}
+
+// Tier 2 for every slot at once when pods are paired; false when they are not.
+bool Clos3Colorer::tier2_paired() {
+  const int P = shape_.pods();
+  partner_.assign(2 * static_cast<size_t>(P), -1);
+  cross_.clear();
+  for (size_t i = 0; i < flows_.size(); ++i) {
+    const int a = shape_.pod(flows_[i].src_leaf), b = shape_.pod(flows_[i].dst_leaf);
+    if (a == b) continue;
+    int& to = partner_[static_cast<size_t>(a)];
+    int& from = partner_[static_cast<size_t>(P + b)];
+    if ((to >= 0 && to != b) || (from >= 0 && from != a)) return false;
+    to = b, from = a;
+    cross_.push_back(static_cast<int>(i));
+  }
+  held_.resize(static_cast<size_t>(P) * static_cast<size_t>(shape_.slots()) * static_cast<size_t>(shape_.plane_size()));
+  for (auto& h : held_) h.clear();
+  seen_.assign(held_.size(), 0);
+  cell_of_.assign(flows_.size(), -1);
+  undo_.clear();
+  // Most constrained first: fewest cores in the chosen slot (a counting
+  // sort: a flow has at most one key per core).
+  const int C = shape_.plane_size();
+  bucket_.assign(static_cast<size_t>(C) + 2, 0);
+  ncores_.resize(cross_.size());
+  for (size_t j = 0; j < cross_.size(); ++j) {
+    const int f = cross_[j];
+    const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
+    int n = 0;
+    for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) n += keys_[k].slot == slot_[static_cast<size_t>(f)];
+    ncores_[j] = std::min(n, C);
+    ++bucket_[static_cast<size_t>(ncores_[j]) + 1];
+  }
+  for (size_t b = 1; b < bucket_.size(); ++b) bucket_[b] += bucket_[b - 1];
+  order_.resize(cross_.size());
+  for (size_t j = 0; j < cross_.size(); ++j) order_[static_cast<size_t>(bucket_[static_cast<size_t>(ncores_[j])]++)] = cross_[j];
+  unplaced_.clear();
+  for (int f : order_) {
+    ++search_;
+    if (!augment(f)) unplaced_.push_back(f);
+    undo_.clear();
+  }
+  if (!unplaced_.empty()) repair_unplaced();
+  for (int f : order_) core_[static_cast<size_t>(f)] = cell_of_[static_cast<size_t>(f)] % shape_.plane_size();
+  return true;
+}
+
+// Swaps, then the least loaded core for what no swap placed.
+void Clos3Colorer::repair_unplaced() {
+  // Leaf pairs: the flows a flow may swap with.
+  std::stable_sort(cross_.begin(), cross_.end(), [&](int a, int b) {
+    const Clos3Flow &x = flows_[static_cast<size_t>(a)], &y = flows_[static_cast<size_t>(b)];
+    return x.src_leaf != y.src_leaf ? x.src_leaf < y.src_leaf : x.dst_leaf < y.dst_leaf;
+  });
+  pair_range_.resize(flows_.size());
+  for (size_t b = 0; b < cross_.size();) {
+    size_t e = b;
+    const Clos3Flow& x = flows_[static_cast<size_t>(cross_[b])];
+    while (e < cross_.size() && flows_[static_cast<size_t>(cross_[e])].src_leaf == x.src_leaf &&
+           flows_[static_cast<size_t>(cross_[e])].dst_leaf == x.dst_leaf) {
+      ++e;
+    }
+    for (size_t k = b; k < e; ++k) pair_range_[static_cast<size_t>(cross_[k])] = {static_cast<int>(b), static_cast<int>(e)};
+    b = e;
+  }
+  // Passes until one places nothing: each swap changes what the next can do.
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int f : unplaced_) {
+      if (cell_of_[static_cast<size_t>(f)] < 0 && swap_in(f)) moved = true;
+      undo_.clear();
+    }
+  }
+  // What no swap placed goes to its least loaded core (over the target).
+  for (int f : unplaced_) {
+    if (cell_of_[static_cast<size_t>(f)] >= 0) continue;
+    const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
+    int best = -1;
+    for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+      if (keys_[k].slot != slot_[static_cast<size_t>(f)]) continue;
+      const size_t c = cell(shape_.pod(fl.src_leaf), slot_[static_cast<size_t>(f)], keys_[k].core);
+      if (best < 0 || held_[c].size() < held_[static_cast<size_t>(best)].size()) best = static_cast<int>(c);
+    }
+    move(f, best, false);
+  }
+}
+
+// Where the repairs did not reach the target: each flow on a link above it
+// moves, over all its routes (slot and core), to the one whose busiest link
+// is least busy with it (min-congestion, one flow at a time, as
+// route_assignment.h): the overload is spread instead of left on the core
+// link the pinned flows share.
+void Clos3Colorer::settle(int min_load) {
+  const size_t S = static_cast<size_t>(shape_.slots());
+  leaf_up_.assign(static_cast<size_t>(shape_.num_switches()) * S, 0);
+  leaf_down_.assign(leaf_up_.size(), 0);
+  up_.assign(static_cast<size_t>(shape_.pods()) * S * static_cast<size_t>(shape_.plane_size()), 0);
+  down_.assign(up_.size(), 0);
+  auto links = [&](size_t i, int s, int c) {
+    const Clos3Flow& fl = flows_[i];
+    std::array<int*, 4> at{&leaf_up_[static_cast<size_t>(fl.src_leaf) * S + static_cast<size_t>(s)],
+                           &leaf_down_[static_cast<size_t>(fl.dst_leaf) * S + static_cast<size_t>(s)], nullptr, nullptr};
+    if (c >= 0) at[2] = &up_[cell(shape_.pod(fl.src_leaf), s, c)], at[3] = &down_[cell(shape_.pod(fl.dst_leaf), s, c)];
+    return at;
+  };
+  auto add = [&](size_t i, int s, int c, int d) {
+    for (int* l : links(i, s, c)) {
+      if (l) *l += d;
+    }
+  };
+  for (size_t i = 0; i < flows_.size(); ++i) add(i, slot_[i], core_[i], +1);
+  const int target = std::max(min_load, target_);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      int worst = 0;
+      for (int* l : links(i, slot_[i], core_[i])) worst = std::max(worst, l ? *l : 0);
+      if (worst <= target) continue;
+      add(i, slot_[i], core_[i], -1);
+      const Clos3Flow& fl = flows_[i];
+      int best_worst = 0, best_sum = 0;
+      for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+        int w = 0, sum = 0;
+        for (int* l : links(i, keys_[k].slot, keys_[k].core)) {
+          if (l) w = std::max(w, *l + 1), sum += *l;
+        }
+        if (k == fl.at || std::pair(w, sum) < std::pair(best_worst, best_sum)) {
+          best_worst = w, best_sum = sum, slot_[i] = keys_[k].slot, core_[i] = keys_[k].core;
+        }
+      }
+      add(i, slot_[i], core_[i], +1);
+    }
+  }
+}
+
+// Tier 2 slot by slot by list edge colouring (pods not paired).
+Status Clos3Colorer::tier2_lists(int budget) {
+  for (int s = 0; s < shape_.slots(); ++s) {
+    size_t m = 0;
+    tier2_flow_.clear();
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      const Clos3Flow& fl = flows_[i];
+      if (slot_[i] != s || shape_.pod(fl.src_leaf) == shape_.pod(fl.dst_leaf)) continue;
+      if (tier2_.size() <= m) tier2_.resize(m + 1);
+      auto& e = tier2_[m++];
+      e.left = shape_.pod(fl.src_leaf), e.right = shape_.pod(fl.dst_leaf);
+      e.colours.clear();
+      for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+        if (keys_[k].slot == s) e.colours.push_back(keys_[k].core);
+      }
+      tier2_flow_.push_back(static_cast<int>(i));
+    }
+    if (m == 0) continue;
+    tier2_.resize(m);
+    WEFT_ASSIGN_OR_RETURN(auto t2, color_list_edges(shape_.pods(), shape_.pods(), shape_.plane_size(), tier2_,
+                                                    {.min_load = target_, .budget = budget}));
+    for (size_t j = 0; j < m; ++j) core_[static_cast<size_t>(tier2_flow_[j])] = t2.colour[j];
+  }
+  return Status::ok();
+}
+
+Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std::span<const Clos3Key> keys,
+                                          const Clos3Options& opt) {
+  const int S = shape_.slots(), C = shape_.plane_size();
+  for (size_t i = 0; i < flows.size(); ++i) {
+    const Clos3Flow& fl = flows[i];
+    if (fl.n == 0) return invalid_argument(fmt::format("flow {} has no usable route", i));
+    if (static_cast<size_t>(fl.at) + fl.n > keys.size()) return invalid_argument(fmt::format("flow {}: keys out of range", i));
+    const bool cross = shape_.pod(fl.src_leaf) != shape_.pod(fl.dst_leaf);
+    for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+      const Clos3Key& key = keys[k];
+      if (key.slot < 0 || key.slot >= S || (cross ? key.core < 0 || key.core >= C : key.core != -1)) {
+        return invalid_argument(fmt::format("flow {}: route ({}, {}) is not one of this fabric", i, key.slot, key.core));
+      }
+    }
+  }
+  flows_ = flows, keys_ = keys;
+  Clos3Coloring out;
+  // Tier 1 (slots), then tier 2 (cores). Flows that tier 2 left above the
+  // target strike their slot, and both tiers are coloured again; the
+  // attempt with the fewest such flows is kept.
+  const int ns = shape_.num_switches();
+  struck_.assign(flows.size(), 0);
+  tier1_.resize(flows.size());  // reused: the colour lists keep their capacity
+  size_t best_over = 0;  // of the attempt kept
+  constexpr int kPatience = 6;  // attempts in a row without fewer flows above the target
+  int since_better = 0;
+  for (int attempt = 0;; ++attempt) {
+    for (size_t i = 0; i < flows.size(); ++i) {
+      auto& e = tier1_[i];
+      e.left = flows[i].src_leaf, e.right = flows[i].dst_leaf;
+      e.colours.clear();
+      // Slots as bits (Clos3Shape: at most 64), listed in the keys' order.
+      uint64_t has = 0;
+      for (uint32_t k = flows[i].at; k < flows[i].at + flows[i].n; ++k) has |= uint64_t{1} << keys[k].slot;
+      const uint64_t allowed = (has & ~struck_[i]) != 0 ? has & ~struck_[i] : has;  // all struck: all again
+      // More cores first: tier 1 breaks ties of load by list order, and a
+      // slot where the flow reaches many cores leaves tier 2 room.
+      std::array<int, 64> n_cores{};
+      uint64_t listed = 0;
+      for (uint32_t k = flows[i].at; k < flows[i].at + flows[i].n; ++k) {
+        const uint64_t bit = uint64_t{1} << keys[k].slot;
+        ++n_cores[static_cast<size_t>(keys[k].slot)];
+        if ((allowed & bit) == 0 || (listed & bit) != 0) continue;
+        listed |= bit;
+        e.colours.push_back(keys[k].slot);
+      }
+      std::stable_sort(e.colours.begin(), e.colours.end(), [&](int a, int b) {
+        return n_cores[static_cast<size_t>(a)] > n_cores[static_cast<size_t>(b)];
+      });
+    }
+    WEFT_ASSIGN_OR_RETURN(auto t1, color_list_edges(ns, ns, S, tier1_, {.min_load = opt.min_load, .budget = opt.budget}));
+    target_ = std::max(opt.min_load, t1.lower_bound);
+    if (attempt == 0) out.target = target_;
+    target_ = out.target;  // struck lists may raise tier 1's own bound: keep aiming at the first
+    slot_ = std::move(t1.colour);
+    core_.assign(flows.size(), -1);
+    if (!tier2_paired()) WEFT_RETURN_IF_ERROR(tier2_lists(opt.budget));
+    // Flows on core links above the target (either direction).
+    up_.assign(static_cast<size_t>(shape_.pods()) * static_cast<size_t>(S) * static_cast<size_t>(C), 0);
+    down_.assign(up_.size(), 0);
+    for (size_t i = 0; i < flows.size(); ++i) {
+      if (core_[i] < 0) continue;
+      ++up_[cell(shape_.pod(flows[i].src_leaf), slot_[i], core_[i])];
+      ++down_[cell(shape_.pod(flows[i].dst_leaf), slot_[i], core_[i])];
+    }
+    over_.clear();
+    for (size_t i = 0; i < flows.size(); ++i) {
+      if (core_[i] >= 0 && (up_[cell(shape_.pod(flows[i].src_leaf), slot_[i], core_[i])] > target_ ||
+                            down_[cell(shape_.pod(flows[i].dst_leaf), slot_[i], core_[i])] > target_)) {
+        over_.push_back(static_cast<int>(i));
+      }
+    }
+    if (attempt == 0 || over_.size() < best_over) {
+      best_over = over_.size();
+      best_slot_ = slot_, best_core_ = core_;
+      since_better = 0;
+    } else {
+      ++since_better;
+    }
+    // Attempts that stopped helping do not start to again often enough to
+    // pay for a full colouring of both tiers each.
+    if (over_.empty() || attempt >= opt.repairs || since_better >= kPatience) {
+      slot_.swap(best_slot_), core_.swap(best_core_);
+      break;
+    }
+    // Every flow on an overloaded core link moves: the link's pinned flows
+    // came from several leaves, and which of them should leave the slot is
+    // tier 1's choice.
+    for (int f : over_) {
+      struck_[static_cast<size_t>(f)] |= uint64_t{1} << slot_[static_cast<size_t>(f)];
+    }
+    ++out.repairs;
+  }
+  if (best_over > 0) settle(opt.min_load);
+  // Loads, counted from the result (tier 1 may move under tier 2's swaps).
+  std::vector<int> leaf_up(static_cast<size_t>(ns) * static_cast<size_t>(S), 0), leaf_down(leaf_up.size(), 0);
+  std::vector<int> up(static_cast<size_t>(shape_.pods()) * static_cast<size_t>(S) * static_cast<size_t>(C), 0),
+      down(up.size(), 0);
+  out.chosen.assign(flows.size(), -1);
+  for (size_t i = 0; i < flows.size(); ++i) {
+    const Clos3Flow& fl = flows[i];
+    const int s = slot_[i];
+    out.max_load = std::max({out.max_load, ++leaf_up[static_cast<size_t>(fl.src_leaf) * static_cast<size_t>(S) + static_cast<size_t>(s)],
+                             ++leaf_down[static_cast<size_t>(fl.dst_leaf) * static_cast<size_t>(S) + static_cast<size_t>(s)]});
+    if (core_[i] >= 0) {
+      out.max_load = std::max({out.max_load, ++up[cell(shape_.pod(fl.src_leaf), s, core_[i])],
+                               ++down[cell(shape_.pod(fl.dst_leaf), s, core_[i])]});
+    }
+    for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+      if (keys[k].slot == s && keys[k].core == core_[i]) out.chosen[i] = static_cast<int>(k - fl.at);
+    }
+    if (out.chosen[i] < 0) return internal_error(fmt::format("flow {}: no route for slot {} core {}", i, s, core_[i]));
+  }
+  return out;
+}
+
+}  // namespace weft::routing
