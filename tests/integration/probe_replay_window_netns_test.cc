@@ -51,27 +51,54 @@ constexpr double kAttackPps = 100000;  // `weft agent --max-rate`'s default
 constexpr auto kWindow = std::chrono::seconds(30);
 constexpr auto kGuard = milliseconds(150);  // no copy is sent this close to its 30 s mark
 
-// weft_agent_reflector_rejected_total by reason, summed over the hosts.
-std::map<std::string, int64_t> reflector_rejections(NetnsFabric& f) {
-  std::map<std::string, int64_t> out;
-  const std::string prefix = "weft_agent_reflector_rejected_total{reason=\"";
+// The reflectors' counters on the agents' Prometheus endpoints, summed over
+// the hosts: weft_agent_reflector_rejected_total by reason, and
+// weft_agent_reflector_answered_total.
+struct ReflectorCounters {
+  std::map<std::string, int64_t> rejected;
+  int64_t answered = 0;
+};
+
+ReflectorCounters reflector_counters(NetnsFabric& f) {
+  ReflectorCounters out;
+  const std::string rejected = "weft_agent_reflector_rejected_total{reason=\"", answered =
+                                                                                 "weft_agent_reflector_answered_total ";
   for (const auto& h : f.hosts()) {
     auto body = f.run_in(h.name, fmt::format("curl -sf http://127.0.0.1:{}/metrics", kMetricsPort));
     EXPECT_TRUE(body) << h.name << ": " << body.status().to_string();
     if (!body) continue;
     std::istringstream in(*body);
     for (std::string line; std::getline(in, line);) {
-      if (line.rfind(prefix, 0) != 0) continue;
-      const size_t q = line.find('"', prefix.size());
-      out[line.substr(prefix.size(), q - prefix.size())] += static_cast<int64_t>(std::stod(line.substr(q + 3)));
+      if (line.rfind(answered, 0) == 0) out.answered += static_cast<int64_t>(std::stod(line.substr(answered.size())));
+      if (line.rfind(rejected, 0) != 0) continue;
+      const size_t q = line.find('"', rejected.size());
+      out.rejected[line.substr(rejected.size(), q - rejected.size())] +=
+          static_cast<int64_t>(std::stod(line.substr(q + 3)));
     }
   }
   return out;
 }
 
-std::map<std::string, int64_t> minus(std::map<std::string, int64_t> a, const std::map<std::string, int64_t>& b) {
-  for (const auto& [k, v] : b) a[k] -= v;
-  std::erase_if(a, [](const auto& kv) { return kv.second == 0; });
+// UDP datagrams the hosts' kernels dropped for a full receive buffer
+// (RcvbufErrors, /proc/net/snmp): copies that never reached a reflector.
+int64_t udp_rcvbuf_errors(NetnsFabric& f) {
+  int64_t sum = 0;
+  for (const auto& h : f.hosts()) {
+    auto snmp = f.run_in(h.name, "grep '^Udp: [0-9]' /proc/net/snmp");
+    if (!snmp) continue;
+    std::istringstream in(*snmp);
+    std::string field;
+    for (int i = 0; i <= 5 && in >> field; ++i) {
+      if (i == 5) sum += std::stoll(field);
+    }
+  }
+  return sum;
+}
+
+ReflectorCounters minus(ReflectorCounters a, const ReflectorCounters& b) {
+  for (const auto& [k, v] : b.rejected) a.rejected[k] -= v;
+  std::erase_if(a.rejected, [](const auto& kv) { return kv.second == 0; });
+  a.answered -= b.answered;
   return a;
 }
 
@@ -178,7 +205,8 @@ TEST(ProbeReplayWindowNetnsTest, CopiesReplayedAtMaxRateForTheWholeWindowAreRefu
   // old, kAttackPps copies a second over all copies so far, each from 2 ms
   // after its capture (after the original arrived: a copy that overtook its
   // original would be the original, docs/probe.md "Replays").
-  const auto before = reflector_rejections(f);
+  const auto before = reflector_counters(f);
+  const int64_t drops_before = udp_rcvbuf_errors(f);
   AttackCounts sent;
   Clock::time_point attack_start, attack_end;
   std::atomic<bool> attacking{true};
@@ -275,16 +303,19 @@ TEST(ProbeReplayWindowNetnsTest, CopiesReplayedAtMaxRateForTheWholeWindowAreRefu
     capture_over = true;
   }
   ASSERT_GE(captured, 16u);
+  const ReflectorCounters before_second = reflector_counters(f);  // the first campaign's sweeps have ended
 
   // While it runs: the second campaign through the real controller, and the
   // rejections just before the first copy turns 30 s old.
   auto second = fleet.probe("--sport-first 51000 --ports 16", 30000);
   const bool second_during_attack = attacking.load();
   std::this_thread::sleep_until(first_capture + kWindow - milliseconds(600));
-  const auto at_29s = minus(reflector_rejections(f), before);
+  const auto at_29s = minus(reflector_counters(f), before).rejected;
   attack.join();
   std::this_thread::sleep_for(milliseconds(300));  // the last copies reach the reflectors
-  const auto after = minus(reflector_rejections(f), before);
+  const ReflectorCounters end = reflector_counters(f);
+  const auto after = minus(end, before).rejected;
+  const int64_t drops = udp_rcvbuf_errors(f) - drops_before;
 
   const double seconds = std::chrono::duration<double>(attack_end - attack_start).count();
   std::printf("captured %zu requests; attack %.1f s, %lu copies (%.0f/s; %lu own fresh, %lu own stale, %lu spoofed, "
@@ -292,6 +323,8 @@ TEST(ProbeReplayWindowNetnsTest, CopiesReplayedAtMaxRateForTheWholeWindowAreRefu
               captured, seconds, sent.total(), sent.total() / seconds, sent.own_fresh, sent.own_stale,
               sent.spoofed, sent.readdressed, sent.failed);
   for (const auto& [why, n] : after) std::printf("reflectors refused %s: %ld\n", why.c_str(), n);
+  std::printf("reflectors answered %ld during the second campaign; hosts dropped %ld datagrams (receive buffer)\n",
+              minus(end, before_second).answered, drops);
 
   // The second campaign: completed while the attack ran.
   ASSERT_TRUE(second.ok()) << second.out << second.err;
@@ -309,6 +342,19 @@ TEST(ProbeReplayWindowNetnsTest, CopiesReplayedAtMaxRateForTheWholeWindowAreRefu
               0)
         << "a forged observation was stored";
     EXPECT_EQ(*db->query_int("SELECT COUNT(*) FROM observations WHERE dport != 4791"), 0);
+    EXPECT_EQ(*db->query_int("SELECT COUNT(*) FROM campaigns WHERE id = 2 AND state = 'done'"), 1);
+    // The reflectors answered the second campaign's requests and no copy: at
+    // least every answer its senders received, at most every request sent.
+    const int64_t answered = minus(end, before_second).answered;
+    EXPECT_GE(answered, *db->query_int("SELECT SUM(answered) FROM observations WHERE campaign_id = 2"));
+    EXPECT_LE(answered, *db->query_int("SELECT SUM(sent) FROM observations WHERE campaign_id = 2"));
+    // The controller stored the copies refused during its campaign by reason.
+    for (const char* why : {"replayed", "bad_source", "bad_destination"}) {
+      EXPECT_GT(*db->query_int(fmt::format(
+                    "SELECT COALESCE(SUM(count), 0) FROM rejections WHERE campaign_id = 2 AND reason = '{}'", why)),
+                0)
+          << why;
+    }
   }
   for (int64_t campaign : {1, 2}) {
     auto rows = load_paths(fleet.db_path(), campaign);
@@ -346,7 +392,9 @@ TEST(ProbeReplayWindowNetnsTest, CopiesReplayedAtMaxRateForTheWholeWindowAreRefu
   EXPECT_EQ(count(after, "bad_destination"), static_cast<int64_t>(sent.readdressed));
   int64_t total = 0;
   for (const auto& [why, n] : after) total += n;
-  EXPECT_EQ(total, static_cast<int64_t>(sent.total())) << "every copy that reached a reflector, and nothing else";
+  EXPECT_EQ(total, static_cast<int64_t>(sent.total()))
+      << "every copy that reached a reflector, and nothing else; the hosts dropped " << drops
+      << " datagrams for a full receive buffer";
   EXPECT_GT(sent.own_stale, 0u);
   EXPECT_EQ(count(at_29s, "stale"), 0) << "a copy younger than 30 s was refused as stale";
   EXPECT_GT(count(at_29s, "replayed"), 0);
