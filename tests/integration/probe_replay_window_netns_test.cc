@@ -15,10 +15,7 @@
 // only the two campaigns' 5-tuples are stored, each the fabric's own route.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <linux/if_ether.h>
-#include <linux/if_packet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -36,6 +33,7 @@
 #include <fmt/format.h>
 
 #include "agent_fleet.h"
+#include "request_tap.h"
 #include "weft/agent/control.h"
 #include "weft/agent/controller.h"
 #include "weft/probe/fd.h"
@@ -102,10 +100,6 @@ ReflectorCounters minus(ReflectorCounters a, const ReflectorCounters& b) {
   return a;
 }
 
-void put_ip(std::vector<uint8_t>& pkt, size_t at, uint32_t ip) {
-  for (int i = 0; i < 4; ++i) pkt[at + static_cast<size_t>(i)] = static_cast<uint8_t>(ip >> (24 - 8 * i));
-}
-
 struct Copy {
   std::vector<uint8_t> ip;  // IPv4 header onwards, checksums zeroed
   Clock::time_point captured;
@@ -143,10 +137,10 @@ void add_copies(std::deque<Copy>& out, std::vector<uint8_t> pkt, Clock::time_poi
   for (uint32_t src : spoof_from) {
     if (src == dst) continue;
     out.push_back({pkt, at, kSpoofed});
-    put_ip(out.back().ip, 12, src);
+    put_ipv4(out.back().ip, 12, src);
   }
   out.push_back({pkt, at, kReaddressed});
-  put_ip(out.back().ip, 16, dst == elsewhere ? elsewhere2 : elsewhere);
+  put_ipv4(out.back().ip, 16, dst == elsewhere ? elsewhere2 : elsewhere);
 }
 
 TEST(ProbeReplayWindowNetnsTest, CopiesReplayedAtMaxRateForTheWholeWindowAreRefusedByReasonWhileACampaignCompletes) {
@@ -176,29 +170,14 @@ TEST(ProbeReplayWindowNetnsTest, CopiesReplayedAtMaxRateForTheWholeWindowAreRefu
   // Set on every way out: the threads end before the fabric is torn down.
   std::atomic<bool> tap_stop{false}, tap_ready{false}, abort{false};
   std::jthread tap([&] {
-    ASSERT_TRUE(enter_netns(sender.ns));
-    probe::UniqueFd fd(::socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_ALL)));
-    ASSERT_TRUE(fd) << "AF_PACKET socket: " << std::strerror(errno);
-    tap_ready = true;
-    std::array<uint8_t, 2048> buf;
-    while (!tap_stop && !abort) {
-      pollfd p{fd.get(), POLLIN, 0};
-      if (::poll(&p, 1, 20) != 1) continue;
-      sockaddr_ll from{};
-      socklen_t len = sizeof from;
-      const ssize_t n = ::recvfrom(fd.get(), buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&from), &len);
-      if (n < 28 || from.sll_pkttype != PACKET_OUTGOING || from.sll_protocol != htons(ETH_P_IP) ||
-          buf[9] != IPPROTO_UDP) {
-        continue;
-      }
-      const size_t ihl = (buf[0] & 0x0fu) * 4;
-      if (static_cast<size_t>(n) < ihl + 8 || (buf[ihl + 2] << 8 | buf[ihl + 3]) != 4791) continue;
+    const Status st = tap_outgoing_udp(sender.ns, 4791, tap_stop, tap_ready, [&](std::vector<uint8_t> pkt) {
       const Clock::time_point now = Clock::now();
       std::lock_guard lock(mu);
-      add_copies(copies, std::vector<uint8_t>(buf.begin(), buf.begin() + n), now, spoof_from, h21, h12);
+      add_copies(copies, std::move(pkt), now, spoof_from, h21, h12);
       if (captured++ == 0) first_capture = now;
       last_capture = now;
-    }
+    });
+    EXPECT_TRUE(st.is_ok()) << st.to_string();
   });
 
   // The attacker: from the first capture until every copy is more than 30 s
@@ -268,7 +247,7 @@ TEST(ProbeReplayWindowNetnsTest, CopiesReplayedAtMaxRateForTheWholeWindowAreRefu
     attack_end = Clock::now();
     attacking = false;
   });
-  const OnExit stop_threads([&] { abort = true; });
+  const OnExit stop_threads([&] { abort = tap_stop = true; });
 
   // The first campaign, whose controller is killed once the tap has seen some
   // of its requests (the agents keep its key). 3 targets x 16 ports at 40
