@@ -8,10 +8,7 @@
 // the fabric's own routes.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <linux/if_ether.h>
-#include <linux/if_packet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "netns_fabric.h"
+#include "request_tap.h"
 #include "weft/probe/campaign.h"
 #include "weft/probe/fd.h"
 #include "weft/probe/reflector.h"
@@ -37,10 +35,6 @@ using Clock = std::chrono::steady_clock;
 void enter(const std::string& ns) {
   const Status st = enter_netns(ns);
   ASSERT_TRUE(st.is_ok()) << st.to_string();
-}
-
-void put_ip(std::vector<uint8_t>& pkt, size_t at, uint32_t ip) {
-  for (int i = 0; i < 4; ++i) pkt[at + static_cast<size_t>(i)] = static_cast<uint8_t>(ip >> (24 - 8 * i));
 }
 
 struct Captured {
@@ -82,28 +76,12 @@ TEST(ProbeSpoofNetnsTest, CapturedProbesSentAgainFromSpoofedSourcesAreRefusedByR
   uint64_t captured = 0;
   std::atomic<bool> campaign_done{false}, tap_ready{false};
   std::thread tap([&] {
-    enter(sender.ns);
-    // ETH_P_ALL: only such taps see outgoing frames (packet(7)).
-    probe::UniqueFd fd(::socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_ALL)));
-    ASSERT_TRUE(fd) << "AF_PACKET socket: " << std::strerror(errno);
-    tap_ready = true;
-    std::array<uint8_t, 2048> buf;
-    while (!campaign_done) {
-      pollfd p{fd.get(), POLLIN, 0};
-      if (::poll(&p, 1, 20) != 1) continue;
-      sockaddr_ll from{};
-      socklen_t len = sizeof from;
-      const ssize_t n = ::recvfrom(fd.get(), buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&from), &len);
-      if (n < 28 || from.sll_pkttype != PACKET_OUTGOING || from.sll_protocol != htons(ETH_P_IP) ||
-          buf[9] != IPPROTO_UDP) {
-        continue;
-      }
-      const size_t ihl = (buf[0] & 0x0fu) * 4;
-      if (static_cast<size_t>(n) < ihl + 8 || (buf[ihl + 2] << 8 | buf[ihl + 3]) != 4791) continue;
+    const Status st = tap_outgoing_udp(sender.ns, 4791, campaign_done, tap_ready, [&](std::vector<uint8_t> pkt) {
       std::lock_guard lock(mu);
-      queue.push_back({std::vector<uint8_t>(buf.begin(), buf.begin() + n), Clock::now()});
+      queue.push_back({std::move(pkt), Clock::now()});
       ++captured;
-    }
+    });
+    EXPECT_TRUE(st.is_ok()) << st.to_string();
   });
 
   // The attacker: each copy, 2 ms after it was captured (after the original
@@ -157,10 +135,10 @@ TEST(ProbeSpoofNetnsTest, CapturedProbesSentAgainFromSpoofedSourcesAreRefusedByR
         // (a martian, ip(7)); such a copy would not reach the reflector.
         if (src == dst && src != ipv4_of(attacker.ip)) continue;
         spoofed.push_back(pkt);
-        put_ip(spoofed.back(), 12, src);
+        put_ipv4(spoofed.back(), 12, src);
       }
       std::vector<uint8_t> moved = pkt;
-      put_ip(moved, 16, dst == other ? leaf_mate : other);
+      put_ipv4(moved, 16, dst == other ? leaf_mate : other);
       for (int round = 0; round < kRounds; ++round) {
         send(pkt, &sent.own_source);
         for (const auto& p : spoofed) send(p, &sent.spoofed);
