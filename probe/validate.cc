@@ -32,7 +32,14 @@ ProbeStats& ProbeStats::operator+=(const ProbeStats& o) {
 
 void KeyRing::set(uint32_t campaign, const MacKey& key) {
   std::unique_lock lock(mu_);
-  keys_[campaign] = std::make_shared<const MacKey>(key);
+  keys_[campaign] = {std::make_shared<const MacKey>(key), ++sets_};
+  if (keys_.size() <= capacity_) return;
+  auto oldest = keys_.begin();
+  for (auto it = keys_.begin(); it != keys_.end(); ++it) {
+    if (it->second.set_at < oldest->second.set_at) oldest = it;
+  }
+  keys_.erase(oldest);
+  ++forgotten_;
 }
 
 void KeyRing::erase(uint32_t campaign) {
@@ -43,12 +50,17 @@ void KeyRing::erase(uint32_t campaign) {
 std::shared_ptr<const MacKey> KeyRing::find(uint32_t campaign) const {
   std::shared_lock lock(mu_);
   auto it = keys_.find(campaign);
-  return it == keys_.end() ? nullptr : it->second;
+  return it == keys_.end() ? nullptr : it->second.key;
 }
 
 size_t KeyRing::size() const {
   std::shared_lock lock(mu_);
   return keys_.size();
+}
+
+uint64_t KeyRing::forgotten() const {
+  std::shared_lock lock(mu_);
+  return forgotten_;
 }
 
 bool RequestAcceptor::accept(std::span<const uint8_t> packet, const FiveTuple& seen, uint64_t now_ns,

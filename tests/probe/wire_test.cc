@@ -156,3 +156,46 @@ TEST(MacTest, DerivedKeysDependOnEveryInput) {
 
 }  // namespace
 }  // namespace weft::probe
+
+namespace weft::probe {
+namespace {
+
+// Keys a dead controller never retired cannot pile up: past its capacity the
+// ring forgets the key set longest ago, and setting a key again renews it.
+class KeyRingCapacity : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(KeyRingCapacity, HoldsAtMostItsCapacityAndForgetsTheLongestAgoSet) {
+  const size_t cap = GetParam();
+  KeyRing ring(cap);
+  const MacKey k = MacKey::from_string("campaign key");
+  for (uint32_t c = 1; c <= cap + 5; ++c) {
+    ring.set(c, k);
+    if (c == 2) ring.set(1, k);  // campaign 1 set again: now newer than 2 (the ring still has room)
+  }
+  EXPECT_EQ(ring.size(), cap);
+  EXPECT_EQ(ring.forgotten(), 5u);
+  // Forgotten, oldest first: 2, then 1 (renewed after 2), then 3, 4, 5.
+  std::vector<uint32_t> gone;
+  for (uint32_t c = 1; c <= cap + 5; ++c) {
+    if (!ring.find(c)) gone.push_back(c);
+  }
+  EXPECT_EQ(gone, (std::vector<uint32_t>{1, 2, 3, 4, 5}));
+  ring.erase(cap + 5);
+  EXPECT_EQ(ring.size(), cap - 1);
+  EXPECT_EQ(ring.forgotten(), 5u);  // an erase is no forgetting
+}
+
+INSTANTIATE_TEST_SUITE_P(Capacities, KeyRingCapacity, ::testing::Values(2, 3, 256));
+
+TEST(KeyRing, ACapacityOfOneKeepsTheNewestKey) {
+  KeyRing ring(1);
+  const MacKey k = MacKey::from_string("campaign key");
+  ring.set(7, k);
+  ring.set(8, k);
+  EXPECT_FALSE(ring.find(7));
+  EXPECT_TRUE(ring.find(8));
+  EXPECT_EQ(ring.forgotten(), 1u);
+}
+
+}  // namespace
+}  // namespace weft::probe

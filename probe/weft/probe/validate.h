@@ -20,17 +20,29 @@
 namespace weft::probe {
 
 // Campaign keys known to a process (the agent's control plane adds them, the
-// reflector reads them). Thread-safe.
+// reflector reads them). Thread-safe. A controller that dies before it
+// retires its campaign leaves the key behind; an agent that runs for months
+// would pile them up, so the ring holds at most `capacity` keys and setting
+// one more forgets the one set (or set again) longest ago.
 class KeyRing {
  public:
+  static constexpr size_t kDefaultCapacity = 256;  // campaigns at once, far above what one fabric runs
+  explicit KeyRing(size_t capacity = kDefaultCapacity) : capacity_(capacity < 1 ? 1 : capacity) {}
   void set(uint32_t campaign, const MacKey& key);
   void erase(uint32_t campaign);
   std::shared_ptr<const MacKey> find(uint32_t campaign) const;
   size_t size() const;
+  uint64_t forgotten() const;  // keys dropped to make room
 
  private:
+  struct Entry {
+    std::shared_ptr<const MacKey> key;
+    uint64_t set_at = 0;  // order of set()
+  };
   mutable std::shared_mutex mu_;
-  std::map<uint32_t, std::shared_ptr<const MacKey>> keys_;
+  size_t capacity_;
+  uint64_t sets_ = 0, forgotten_ = 0;
+  std::map<uint32_t, Entry> keys_;
 };
 
 struct AcceptOptions {
