@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "agent_fleet.h"
+#include "http_get.h"
 #include "loopback.h"
 #include "weft/agent/controller.h"
 
@@ -31,31 +32,6 @@ using agent::testing::Action;
 using agent::testing::Tamper;
 using agent::testing::Toward;
 using nlohmann::json;
-
-// GET http://127.0.0.1:port/metrics in the calling thread's namespace.
-std::string scrape(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string body;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
-      char buf[65536];
-      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) body.append(buf, static_cast<size_t>(n));
-    }
-  }
-  ::close(fd);
-  return body;
-}
-
-// The value of one sample ("name{labels}") in a Prometheus text body; -1 if absent.
-double sample(const std::string& text, const std::string& series) {
-  const size_t at = text.find("\n" + series + " ");
-  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 2));
-}
 
 struct Step {
   Toward toward;
@@ -171,7 +147,9 @@ TEST(ControlAttackNetnsTest, AnOnPathAttackerIsRejectedCountedAndCannotStopTheCa
   }).join();
   std::thread([&] {
     ASSERT_TRUE(enter_netns(f.host("h2-1").ns));
-    metrics = scrape(kMetricsPort);
+    auto body = http_get(kMetricsPort, "/metrics");
+    ASSERT_TRUE(body) << body.status().to_string();
+    metrics = std::move(*body);
   }).join();
 
   EXPECT_EQ(strikes, static_cast<int>(steps.size()));
@@ -200,13 +178,13 @@ TEST(ControlAttackNetnsTest, AnOnPathAttackerIsRejectedCountedAndCannotStopTheCa
   EXPECT_EQ(cr.value("evicted", 0), kIdle - 8) << cr.dump();
   // The same counts on the agent's Prometheus endpoint.
   const auto rejected = [&](const char* reason) {
-    return sample(metrics, fmt::format("weft_agent_control_rejected_total{{reason=\"{}\"}}", reason));
+    return prometheus_sample(metrics, fmt::format("weft_agent_control_rejected_total{{reason=\"{}\"}}", reason));
   };
   EXPECT_EQ(rejected("bad_tag"), 1) << metrics;
   EXPECT_EQ(rejected("replayed"), 1);
   EXPECT_EQ(rejected("truncated"), 1);
   EXPECT_EQ(rejected("evicted"), kIdle - 8);
-  EXPECT_EQ(sample(metrics, "weft_agent_campaigns_started_total"), 3);
+  EXPECT_EQ(prometheus_sample(metrics, "weft_agent_campaigns_started_total"), 3);
   proxy.reset();
 }
 

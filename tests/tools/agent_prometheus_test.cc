@@ -97,11 +97,11 @@ TEST_F(AgentPrometheus, AScrapingServerReturnsTheCountersTheAgentsServe) {
     auto body = http_get(metrics_port_[i], "/metrics");
     ASSERT_TRUE(body) << body.status().to_string();
     const std::string instance = fmt::format("127.0.0.1:{}", metrics_port_[i]);
-    served_sent[instance] = metric(*body, "weft_agent_probes_sent_total");
-    served_answered[instance] = metric(*body, "weft_agent_probes_answered_total");
-    served_timed_out[instance] = metric(*body, "weft_agent_probes_timed_out_total");
+    served_sent[instance] = prometheus_sample(*body, "weft_agent_probes_sent_total");
+    served_answered[instance] = prometheus_sample(*body, "weft_agent_probes_answered_total");
+    served_timed_out[instance] = prometheus_sample(*body, "weft_agent_probes_timed_out_total");
     served_peer_sent[instance] =
-        metric(*body, fmt::format("weft_agent_peer_probes_sent_total{{peer=\"{}\"}}", ip(1 - i)));
+        prometheus_sample(*body, fmt::format("weft_agent_peer_probes_sent_total{{peer=\"{}\"}}", ip(1 - i)));
   }
   double sum_sent = 0, sum_answered = 0;
   for (const auto& [inst, v] : served_sent) sum_sent += v;

@@ -71,7 +71,7 @@ TEST_F(AgentService, SighupRotatesTheSecretAndKeepsWhatNeedsARestart) {
   for (int i = 0; i < kAgents; ++i) {
     auto body = http_get(metrics_port_[i], "/metrics");
     ASSERT_TRUE(body) << body.status().to_string();
-    EXPECT_EQ(metric(*body, "weft_agent_campaigns_rate_capped_total"), i == 1 ? 1 : 0) << i;
+    EXPECT_EQ(prometheus_sample(*body, "weft_agent_campaigns_rate_capped_total"), i == 1 ? 1 : 0) << i;
   }
 }
 

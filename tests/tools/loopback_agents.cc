@@ -78,40 +78,6 @@ uint16_t free_port(int type) {
   return port;
 }
 
-Result<std::string> http_get(uint16_t port, const std::string& target) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string resp;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    const std::string req = fmt::format("GET {} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", target);
-    if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
-      char buf[8192];
-      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) resp.append(buf, static_cast<size_t>(n));
-    }
-  }
-  ::close(fd);
-  const auto body = resp.find("\r\n\r\n");
-  if (resp.rfind("HTTP/1.1 200", 0) != 0 || body == std::string::npos) {
-    return unavailable(fmt::format("GET 127.0.0.1:{}{}: '{}'", port, target, resp.substr(0, 80)));
-  }
-  return resp.substr(body + 4);
-}
-
-double metric(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 && line[series.size()] == ' ') {
-      return std::stod(line.substr(series.size() + 1));
-    }
-  }
-  return -1;
-}
-
 void LoopbackAgents::SetUp() {
   dir_ = fmt::format("/tmp/weft-agents-{}-{}", ::getpid(),
                      ::testing::UnitTest::GetInstance()->current_test_info()->name());

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "http_get.h"  // http_get, prometheus_sample: the tests scrape agents
 #include "weft/common/status.h"
 
 namespace weft::test {
@@ -42,10 +43,6 @@ std::string slurp(const std::string& path);
 bool wait_until(const std::function<bool()>& done, int timeout_ms);
 // A port no socket of `type` (SOCK_STREAM, SOCK_DGRAM) on 127.0.0.1 holds now.
 uint16_t free_port(int type);
-// GET http://127.0.0.1:port/target; the body, or an error.
-Result<std::string> http_get(uint16_t port, const std::string& target);
-// A sample of a Prometheus text body, e.g. "weft_agent_probes_sent_total"; -1 if absent.
-double metric(const std::string& text, const std::string& series);
 
 class LoopbackAgents : public ::testing::Test {
  protected:
