@@ -220,18 +220,16 @@ struct Agent::Impl {
         ss->skip_frames = 0;
         ss->skip_run = run;
       }
-      probe::SkipSet more;
-      add_skip(m.body, more);
-      if (ss->skip.ranges() + more.ranges() > kMaxSkipRanges) {
+      // A validated frame holds at most kSkipRangesPerFrame ranges, so the
+      // set overshoots the limit by one frame at most before it is dropped.
+      add_skip(m.body, ss->skip);
+      if (ss->skip.ranges() > kMaxSkipRanges) {
         count(ControlReject::kBadMessage);
         ss->skip = {};
         ss->skip_run = 0;
         ss->send({{"type", "error"}, {"run", run}, {"message", fmt::format("skip set over {} ranges", kMaxSkipRanges)}});
         return;
       }
-      more.for_each([&](uint32_t dst, const std::vector<probe::PortRange>& rs) {
-        for (const auto& r : rs) ss->skip.add(dst, r.first, r.last);
-      });
       ++ss->skip_frames;
     } else if (m.type == "campaign") {
       CampaignCommand cmd = *decode_campaign(m.body);
