@@ -17,6 +17,13 @@
 #                       hop toward leaf M, as a routing protocol would)
 #   restore N M         undo `fail N M`
 #   failed              "N M" per failed link
+#   cut N M             a gray failure of link spine N <-> leaf M: spine N drops
+#                       every packet it would forward into or out of its port to
+#                       leaf M, while both ends stay up and no route changes (a
+#                       dying optic that keeps carrier; no routing protocol
+#                       notices, so ECMP keeps hashing flows onto it)
+#   mend N M            undo `cut N M`
+#   cuts                "N M" per cut link
 #   route SRC_IP DST_IP PROTO SPORT DPORT
 #                       ground truth: the spine the fabric forwards this 5-tuple
 #                       through (0 = same leaf, never leaves it; -1 = unreachable)
@@ -237,6 +244,35 @@ restore() {
   leaf_routes
 }
 
+# A cut is one nft table per spine (`ip weftcut`), a drop rule per cut port,
+# at the forward hook after the DSCP rewrite (priority filter > mangle), so the
+# spine's own counters still see what arrived.
+cut() {
+  check_link "$1" "$2"
+  grep -qxF "$1 $2" "$STATE/cuts" 2>/dev/null && return 0
+  nsx "${P}s$1" nft -f - <<EOF
+table ip weftcut {
+  chain drop_cut {
+    type filter hook forward priority filter; policy accept;
+  }
+}
+add rule ip weftcut drop_cut iifname "dn$2" counter drop comment "cut $1 $2"
+add rule ip weftcut drop_cut oifname "dn$2" counter drop comment "cut $1 $2"
+EOF
+  echo "$1 $2" >> "$STATE/cuts"
+}
+
+mend() {
+  check_link "$1" "$2"
+  local h
+  for h in $(nsx "${P}s$1" nft -a list chain ip weftcut drop_cut 2>/dev/null |
+             awk -v c="\"cut $1 $2\"" 'index($0, c) {print $NF}'); do
+    nsx "${P}s$1" nft delete rule ip weftcut drop_cut handle "$h"
+  done
+  grep -vxF "$1 $2" "$STATE/cuts" > "$STATE/cuts.tmp" 2>/dev/null || true
+  mv "$STATE/cuts.tmp" "$STATE/cuts"
+}
+
 down() {
   local ns pid
   for ns in $(ip netns list | awk '{print $1}' | grep -F -- "$P" | grep "^${P}" || true); do
@@ -339,9 +375,12 @@ case "$cmd" in
   fail) (($# == 2)) || die "usage: fail SPINE LEAF"; fail "$1" "$2" ;;
   restore) (($# == 2)) || die "usage: restore SPINE LEAF"; restore "$1" "$2" ;;
   failed) size; cat "$STATE/failed" ;;
+  cut) (($# == 2)) || die "usage: cut SPINE LEAF"; cut "$1" "$2" ;;
+  mend) (($# == 2)) || die "usage: mend SPINE LEAF"; mend "$1" "$2" ;;
+  cuts) size; cat "$STATE/cuts" 2>/dev/null || true ;;
   route) route "$@" ;;
   routes) routes ;;
   counters) counters ;;
   seed) (($# == 1)) || die "usage: seed N"; seed "$1" ;;
-  *) echo "usage: $0 up S L H | down | hosts | spines | exec HOST CMD... | fail N M | restore N M | failed | route SRC DST PROTO SPORT DPORT | routes | counters | seed N" >&2; exit 2 ;;
+  *) echo "usage: $0 up S L H | down | hosts | spines | exec HOST CMD... | fail N M | restore N M | failed | cut N M | mend N M | cuts | route SRC DST PROTO SPORT DPORT | routes | counters | seed N" >&2; exit 2 ;;
 esac

@@ -7,6 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -76,6 +81,85 @@ TEST(NetnsFabricTest, FailedLinkIsWithdrawnAndRestored) {
   ASSERT_TRUE(back);
   EXPECT_EQ(std::set<int>(back->begin(), back->end()), (std::set<int>{1, 2, 3}));
   EXPECT_EQ(*(*f)->script("failed"), "");
+}
+
+// The source ports of `sports` whose datagrams from `src` reach `dst` (UDP
+// port 9999): three copies each, the receiver waits 300 ms after the last.
+std::set<int> delivered(const FabricHost& src, const FabricHost& dst, const std::vector<int>& sports) {
+  std::set<int> got;
+  std::atomic<bool> bound{false};
+  std::thread rx([&] {
+    if (!enter_netns(dst.ns)) return;
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(9999);
+    timeval tv{0, 300000};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return void(::close(fd));
+    bound = true;
+    char b[16];
+    sockaddr_in from{};
+    socklen_t len = sizeof from;
+    while (::recvfrom(fd, b, sizeof b, 0, reinterpret_cast<sockaddr*>(&from), &len) >= 0) {
+      got.insert(ntohs(from.sin_port));
+      len = sizeof from;
+    }
+    ::close(fd);
+  });
+  while (!bound) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::thread tx([&] {
+    if (!enter_netns(src.ns)) return;
+    for (int p : sports) {
+      const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      sockaddr_in me{}, to{};
+      me.sin_family = to.sin_family = AF_INET;
+      me.sin_port = htons(static_cast<uint16_t>(p));
+      to.sin_port = htons(9999);
+      ::inet_pton(AF_INET, dst.ip.c_str(), &to.sin_addr);
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof me) == 0) {
+        for (int k = 0; k < 3; ++k) ::sendto(fd, "x", 1, 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
+      }
+      ::close(fd);
+    }
+  });
+  tx.join();
+  rx.join();
+  return got;
+}
+
+// A cut drops exactly the flows the fabric hashes over the link, in both
+// directions, and changes no route (ground truth before = after); mended,
+// every flow arrives again.
+TEST(NetnsFabricTest, ACutLinkDropsExactlyTheFlowsThatCrossItAndMovesNone) {
+  WEFT_SKIP_UNLESS_NETNS();
+  auto f = NetnsFabric::create(FabricOptions::clos(3, 3, 1));
+  ASSERT_TRUE(f) << f.status().to_string();
+  const FabricHost& l1 = (*f)->host("h1-1");
+  const FabricHost& l2 = (*f)->host("h2-1");
+  std::vector<int> sports;
+  for (int p = 50000; p < 50024; ++p) sports.push_back(p);
+  auto spines = [&](const FabricHost& a, const FabricHost& b) {
+    std::vector<FiveTuple> t;
+    for (int p : sports) t.push_back({a.ip, b.ip, 17, p, 9999});
+    return (*f)->ground_truth(t).value();
+  };
+  const std::vector<int> up = spines(l2, l1), down = spines(l1, l2);
+  ASSERT_TRUE((*f)->cut_link(2, 1).is_ok());
+  ASSERT_TRUE((*f)->cut_link(2, 1).is_ok()) << "cutting twice is cutting once";
+  EXPECT_EQ(*(*f)->script("cuts"), "2 1\n");
+  EXPECT_EQ(spines(l2, l1), up) << "a cut moves no route";
+  for (const auto& [src, dst, truth] : {std::tuple{&l2, &l1, up}, std::tuple{&l1, &l2, down}}) {
+    std::set<int> expect;
+    for (size_t i = 0; i < sports.size(); ++i) {
+      if (truth[i] != 2) expect.insert(sports[i]);
+    }
+    ASSERT_LT(expect.size(), sports.size()) << "some of 24 ports must hash onto spine 2";
+    EXPECT_EQ(delivered(*src, *dst, sports), expect) << src->name << " -> " << dst->name;
+  }
+  ASSERT_TRUE((*f)->mend_link(2, 1).is_ok());
+  EXPECT_EQ(*(*f)->script("cuts"), "");
+  EXPECT_EQ(delivered(l2, l1, sports), std::set<int>(sports.begin(), sports.end()));
 }
 
 bool namespaces_with_prefix(const std::string& prefix) {

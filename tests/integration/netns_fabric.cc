@@ -191,6 +191,8 @@ Status NetnsFabric::fail_link(int spine, int leaf) { return script(fmt::format("
 Status NetnsFabric::restore_link(int spine, int leaf) {
   return script(fmt::format("restore {} {}", spine, leaf)).status();
 }
+Status NetnsFabric::cut_link(int spine, int leaf) { return script(fmt::format("cut {} {}", spine, leaf)).status(); }
+Status NetnsFabric::mend_link(int spine, int leaf) { return script(fmt::format("mend {} {}", spine, leaf)).status(); }
 
 Status NetnsFabric::teardown() {
   for (pid_t pid : children_) {

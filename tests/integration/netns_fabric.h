@@ -103,6 +103,10 @@ class NetnsFabric {
   Result<std::vector<int>> ground_truth(const std::vector<FiveTuple>& tuples);
   Status fail_link(int spine, int leaf);
   Status restore_link(int spine, int leaf);
+  // A gray failure (scripts/netns-fabric.sh `cut`): the spine drops what it
+  // would forward over the link, routes stay as they are. mend_link undoes it.
+  Status cut_link(int spine, int leaf);
+  Status mend_link(int spine, int leaf);
   // Runs the fabric script with the given arguments; returns stdout.
   Result<std::string> script(const std::string& args, const std::string& stdin_text = "");
 
