@@ -24,6 +24,7 @@
 #include "demo/demo_report.h"
 #include "demo/demo_session.h"
 #include "demo/demo_sim.h"
+#include "demo/demo_timeline.h"
 #include "demo/demo_worker.h"
 #include "fabric_svg.h"
 
@@ -120,16 +121,57 @@ Result<std::pair<topo::Fabric, demo::Orders>> bring_up(demo::DemoSession& s, con
   return std::make_pair(std::move(f), std::move(o));
 }
 
+// --fail-during: plan once, then (a) and (b) as timelines of back-to-back
+// calls while the link fails and comes back (demo_timeline.h).
+Status run_timeline(demo::DemoSession& s, const DemoConfig& cfg, const std::string& dir, const topo::Fabric& fabric,
+                    const demo::Orders& orders) {
+  const std::string plan_path = fmt::format("{}/plan-timeline.json", dir);
+  WEFT_ASSIGN_OR_RETURN(demo::TrialPlan plan, demo::plan_trial(fabric, orders.weft, s.db_path(), cfg, plan_path));
+  const auto& f = *cfg.fail_during;
+  fmt::print("  route: {} flows planned on the probed ports, max load {} (lower bound {}) -> {}\n",
+             plan.plan.flows.size(), plan.check.max_load, plan.check.max_lower_bound, plan_path);
+  fmt::print("timeline: HD AllReduce of {} back to back for {:g} s; spine {} - leaf {} cut at {:g} s{}{}\n",
+             format_bytes(static_cast<double>(cfg.call_bytes)), cfg.timeline_s, f.spine, f.leaf, f.cut_s,
+             cfg.converge_ms > 0 ? fmt::format(", withdrawn by the routing {} ms later", cfg.converge_ms)
+                                 : " (never withdrawn: a gray failure)",
+             f.restore_s > 0 ? fmt::format(", restored at {:g} s", f.restore_s) : "");
+  std::vector<demo::TimelineRun> runs;
+  const std::vector<std::pair<std::string, std::pair<const ranking::RankOrder*, std::string>>> plans = {
+      {"(a) input order, ephemeral ports (ECMP)", {&orders.input, ""}},
+      {"(b) weft order + plan, no re-planning", {&orders.weft, plan_path}}};
+  for (const auto& [name, what] : plans) {
+    WEFT_RETURN_IF_ERROR(interrupted_check());
+    fmt::print("  {}: running...\n", name);
+    std::fflush(stdout);
+    demo::FaultSchedule faults(s.fabric(), cfg);
+    // 3 s of lead: every rank connects (and rank 0 serves the store) first.
+    WEFT_ASSIGN_OR_RETURN(auto calls, s.series(demo::host_names(fabric, *what.first), what.second,
+                                               name.substr(0, 3), 3.0, [&](double t) { return faults.at(t); }));
+    WEFT_RETURN_IF_ERROR(faults.heal());
+    runs.push_back({name, std::move(calls), faults.events()});
+    fmt::print("  {}: {} calls, every result verified\n", name, runs.back().calls.size());
+  }
+  fmt::print("\n{}", demo::timeline_table(cfg, runs));
+  if (!cfg.svg.empty()) {
+    WEFT_RETURN_IF_ERROR(emit(cfg.svg, demo::timeline_svg(cfg, runs)));
+    fmt::print("wrote {} (busbw per call over time)\n", cfg.svg);
+  }
+  if (!cfg.json.empty()) WEFT_RETURN_IF_ERROR(emit(cfg.json, demo::timeline_json(cfg, runs)));
+  return Status::ok();
+}
+
 Status run_emulated(const DemoConfig& cfg, const std::string& dir, bool own_dir) {
   const auto t0 = Clock::now();
   char exe[4096];
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return io_error("readlink /proc/self/exe", errno);
   const std::string weft(exe, static_cast<size_t>(n));
+  const std::string runs = cfg.fail_during ? fmt::format("a {:g} s timeline with a link failure", cfg.timeline_s)
+                                            : fmt::format("{} trial{}", cfg.trials, cfg.trials == 1 ? "" : "s");
   fmt::print("weft demo: HD AllReduce of {} over TCP on an emulated {}x{}x{} spine-leaf fabric\n"
-             "  links {} Mbit/s (tbf), MTU {}, ECMP on the L4 5-tuple (hash policy 3), {} trial{}; work dir {}\n",
-             format_bytes(static_cast<double>(cfg.bytes)), cfg.spines, cfg.leaves, cfg.hosts_per_leaf, cfg.rate_mbit,
-             cfg.mtu, cfg.trials, cfg.trials == 1 ? "" : "s", dir);
+             "  links {} Mbit/s (tbf), MTU {}, ECMP on the L4 5-tuple (hash policy 3), {}; work dir {}\n",
+             format_bytes(static_cast<double>(cfg.fail_during ? cfg.call_bytes : cfg.bytes)), cfg.spines, cfg.leaves,
+             cfg.hosts_per_leaf, cfg.rate_mbit, cfg.mtu, runs, dir);
   std::fflush(stdout);
   WEFT_ASSIGN_OR_RETURN(auto session, demo::DemoSession::start(cfg, weft, dir, own_dir));
   fmt::print("fabric up: namespaces {}*, {} agents running ({:.1f} s)\n", session->fabric().prefix(), cfg.hosts(),
@@ -143,6 +185,14 @@ Status run_emulated(const DemoConfig& cfg, const std::string& dir, bool own_dir)
              fmt::join(demo::host_names(fabric, orders.input), " "), fmt::join(demo::host_names(fabric, orders.weft), " "));
   std::fflush(stdout);
 
+  if (cfg.fail_during) {
+    WEFT_RETURN_IF_ERROR(run_timeline(*session, cfg, dir, fabric, orders));
+    const auto t_down = Clock::now();
+    WEFT_RETURN_IF_ERROR(session->fabric().teardown());
+    fmt::print("cleaned up: every process stopped, every namespace deleted ({:.1f} s); total {:.0f} s\n",
+               since(t_down), since(t0));
+    return Status::ok();
+  }
   Trial trial{*session, cfg, dir};
   std::vector<TrialResult> results;
   for (int t = 1; t <= cfg.trials; ++t) {
@@ -203,6 +253,10 @@ Status run_emulated(const DemoConfig& cfg, const std::string& dir, bool own_dir)
 int run_demo(const DemoConfig& cfg) {
   if (auto st = cfg.validate(); !st) return fail(st);
   const std::string why = demo::emulation_unavailable_reason();
+  if (cfg.fail_during && (cfg.simulate || !why.empty())) {
+    return fail(invalid_argument(fmt::format("--fail-during runs on the emulated fabric only{}",
+                                             why.empty() ? " (drop --simulate)" : ": " + why)));
+  }
   if (cfg.simulate || !why.empty()) {
     if (!cfg.simulate) fmt::print("weft demo: cannot emulate the fabric: {}.\nRunning the simulator on the same fabric instead.\n\n", why);
     auto st = demo::run_simulated(cfg);
@@ -250,11 +304,43 @@ bool parse_link(const std::string& s, std::pair<int, int>& out) {
   }
 }
 
+// Seconds as "10", "10s" or "2.5s"; false if it is not one.
+bool parse_seconds(const std::string& s, double& out) {
+  std::string t = s;
+  if (!t.empty() && t.back() == 's') t.pop_back();
+  try {
+    size_t used = 0;
+    out = std::stod(t, &used);
+    return used == t.size() && !t.empty();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// SPINE:LEAF@CUT[:RESTORE], e.g. 2:3@10s or 2:3@10s:25s; RESTORE defaults to
+// twice CUT (so a 30 s timeline shows 10 s before, 10 s cut, 10 s after).
+bool parse_fail_during(const std::string& s, DemoConfig::FaultDuring& out) {
+  const auto at = s.find('@');
+  if (at == std::string::npos) return false;
+  std::pair<int, int> link;
+  if (!parse_link(s.substr(0, at), link)) return false;
+  const std::string times = s.substr(at + 1);
+  const auto colon = times.find(':');
+  out.spine = link.first;
+  out.leaf = link.second;
+  if (!parse_seconds(times.substr(0, colon), out.cut_s)) return false;
+  if (colon == std::string::npos) {
+    out.restore_s = 2 * out.cut_s;
+    return true;
+  }
+  return parse_seconds(times.substr(colon + 1), out.restore_s);
+}
+
 }  // namespace
 
 void register_demo(CLI::App& app, Registry& reg) {
   static DemoConfig cfg;
-  static std::string size = "64MiB", fail_link, sockbuf = "0";
+  static std::string size = "64MiB", fail_link, sockbuf = "0", fail_during, call_size = "4MiB", timeline = "30s";
   auto* cmd = app.add_subcommand("demo", "weft end to end on an emulated fabric: probe, rank, route, AllReduce, measured");
   cmd->footer(
       "Builds a spine-leaf fabric of network namespaces (tbf-shaped links, ECMP on the L4\n"
@@ -266,6 +352,8 @@ void register_demo(CLI::App& app, Registry& reg) {
       "runs on the same fabric. Ctrl-C stops it cleanly. Walk-through: docs/demo.md.\n"
       "  weft demo                        # 4x4x4, 200 Mbit/s, 64 MiB, 5 trials\n"
       "  weft demo --fail 2:3             # then fail spine 2 - leaf 3, re-probe, re-plan, rerun\n"
+      "  weft demo --fail-during 2:3@10s  # calls back to back for 30 s; spine 2 - leaf 3 fails at\n"
+      "                                   # 10 s (the routing withdraws it 0.5 s later), back at 20 s\n"
       "  weft demo --size 16MiB --trials 3 --json out.json");
   cmd->add_option("--spines", cfg.spines, "Spines")->capture_default_str();
   cmd->add_option("--leaves", cfg.leaves, "Leaves")->capture_default_str();
@@ -277,6 +365,15 @@ void register_demo(CLI::App& app, Registry& reg) {
   cmd->add_option("--seed", cfg.seed, "First hash seed; also shuffles the allocation")->capture_default_str();
   cmd->add_option("--order", cfg.order, "Allocation order for (a): shuffled, interleaved, sorted")->capture_default_str();
   cmd->add_option("--fail", fail_link, "SPINE:LEAF: afterwards fail this link, re-probe, re-plan and rerun");
+  cmd->add_option("--fail-during", fail_during,
+                  "SPINE:LEAF@CUT[:RESTORE]: instead of trials, run (a) and (b) as timelines of back-to-back calls "
+                  "while this link fails at CUT seconds and comes back at RESTORE (default 2 x CUT)");
+  cmd->add_option("--timeline", timeline, "With --fail-during: how long each timeline runs")->capture_default_str();
+  cmd->add_option("--call-size", call_size, "With --fail-during: the size of each call")->capture_default_str();
+  cmd->add_option("--converge-ms", cfg.converge_ms,
+                  "With --fail-during: the routing withdraws the failed link this long after it stops carrying "
+                  "packets (0 = never: a gray failure that ECMP keeps hashing flows onto)")
+      ->capture_default_str();
   cmd->add_option("--probe-ports", cfg.probe_ports, "Source ports per pair in the bring-up campaign")->capture_default_str();
   cmd->add_option("--dport", cfg.dport, "TCP data port (probed; planned flows' destination)")->capture_default_str();
   cmd->add_option("--store-port", cfg.store_port, "TCP store port on rank 0's host")->capture_default_str();
@@ -309,6 +406,20 @@ void register_demo(CLI::App& app, Registry& reg) {
         std::pair<int, int> l;
         if (!parse_link(fail_link, l)) return fail(invalid_argument(fmt::format("--fail '{}' is not SPINE:LEAF", fail_link)));
         cfg.fail = l;
+      }
+      if (!fail_during.empty()) {
+        DemoConfig::FaultDuring f;
+        if (!parse_fail_during(fail_during, f)) {
+          return fail(invalid_argument(
+              fmt::format("--fail-during '{}' is not SPINE:LEAF@CUT[:RESTORE] (e.g. 2:3@10s)", fail_during)));
+        }
+        cfg.fail_during = f;
+        if (!parse_seconds(timeline, cfg.timeline_s)) {
+          return fail(invalid_argument(fmt::format("bad --timeline '{}' (e.g. 30s)", timeline)));
+        }
+        auto cb = parse_size(call_size);
+        if (!cb) return fail(invalid_argument(fmt::format("bad --call-size '{}' (e.g. 4MiB)", call_size)));
+        cfg.call_bytes = *cb;
       }
       return run_demo(cfg);
     };

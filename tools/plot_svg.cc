@@ -31,19 +31,23 @@ double tick_step(double hi, int n) {
 }  // namespace
 
 std::string line_plot_svg(const std::string& title, const std::string& x_label, const std::string& y_label,
-                          const std::vector<PlotSeries>& series) {
+                          const std::vector<PlotSeries>& series, const PlotAxes& axes) {
   const double W = 720, H = 440, L = 70, R = 200, T = 40, B = 60;
+  // Everything x is placed in axis units: log2(x), or x itself.
+  auto unit = [&](double x) { return axes.log2_x ? std::log2(x) : x; };
   double x_lo = INFINITY, x_hi = -INFINITY, y_hi = 0;
   for (const auto& s : series) {
-    for (double x : s.x) x_lo = std::min(x_lo, std::log2(x)), x_hi = std::max(x_hi, std::log2(x));
+    for (double x : s.x) x_lo = std::min(x_lo, unit(x)), x_hi = std::max(x_hi, unit(x));
     for (double y : s.y) y_hi = std::max(y_hi, y);
   }
+  for (const auto& m : axes.markers) x_lo = std::min(x_lo, unit(m.x)), x_hi = std::max(x_hi, unit(m.x));
   if (!(x_lo <= x_hi)) x_lo = 0, x_hi = 1;
+  if (!axes.log2_x) x_lo = std::min(x_lo, 0.0);
   if (x_hi - x_lo < 1) x_lo -= 0.5, x_hi += 0.5;
   if (y_hi <= 0) y_hi = 1;
   const double ystep = tick_step(y_hi, 5);
   y_hi = std::ceil(y_hi / ystep) * ystep;
-  auto px = [&](double x) { return L + (std::log2(x) - x_lo) / (x_hi - x_lo) * (W - L - R); };
+  auto px = [&](double x) { return L + (unit(x) - x_lo) / (x_hi - x_lo) * (W - L - R); };
   auto py = [&](double y) { return T + (1 - y / y_hi) * (H - T - B); };
   static const char* colours[] = {"#d62728", "#ff7f0e", "#2ca02c", "#1f77b4", "#9467bd", "#8c564b"};
   std::string svg = fmt::format(
@@ -56,8 +60,9 @@ std::string line_plot_svg(const std::string& title, const std::string& x_label, 
                        "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n",
                        L, py(y), W - R, py(y), L - 6, py(y) + 4, y);
   }
-  for (double lx = std::ceil(x_lo); lx <= x_hi + 1e-9; lx += 1) {
-    const double x = std::exp2(lx);
+  const double xstep = axes.log2_x ? 1 : tick_step(x_hi - x_lo, 8);
+  for (double lx = std::ceil(x_lo / xstep) * xstep; lx <= x_hi + 1e-9; lx += xstep) {
+    const double x = axes.log2_x ? std::exp2(lx) : lx;
     svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e5e5e5\"/>"
                        "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{:g}</text>\n",
                        px(x), T, px(x), H - B, px(x), H - B + 18, x);
@@ -68,6 +73,12 @@ std::string line_plot_svg(const std::string& title, const std::string& x_label, 
                      esc(x_label));
   svg += fmt::format("<text transform=\"translate(18,{:.1f}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
                      T + (H - T - B) / 2, esc(y_label));
+  for (size_t i = 0; i < axes.markers.size(); ++i) {  // labels staggered: events may be close in time
+    const PlotMarker& m = axes.markers[i];
+    svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#555\" "
+                       "stroke-dasharray=\"5,4\"/><text x=\"{3:.1f}\" y=\"{4:.1f}\" font-size=\"11\">{5}</text>\n",
+                       px(m.x), T, H - B, px(m.x) + 3, T + 12 + 13 * static_cast<double>(i % 3), esc(m.label));
+  }
   for (size_t i = 0; i < series.size(); ++i) {
     const auto& s = series[i];
     const char* c = colours[i % 6];

@@ -86,6 +86,48 @@ TEST(DemoNetnsTest, WeftsPlanReachesTheIdealAndBeatsEcmpAlsoAfterALinkFailsThenC
   fs::remove_all(dir);
 }
 
+// --fail-during: (a) and (b) each run back-to-back calls while spine 2 -
+// leaf 3 is cut, withdrawn 0.5 s later and restored; every event takes effect
+// within 0.2 s of its time, calls complete before, during and after the
+// fault, every call is verified (the demo fails otherwise), nothing is left.
+TEST(DemoNetnsTest, ALinkThatFailsMidJobIsCutWithdrawnAndRestoredOnTimeWithEveryCallVerified) {
+  WEFT_SKIP_UNLESS_NETNS();
+  const std::string dir = test_dir(), prefix = fmt::format("wfdt{}t-", ::getpid());
+  Demo d = start_demo(dir, {"--fail-during", "2:3@3s:7s", "--timeline", "10s", "--call-size", "2MiB", "--prefix",
+                            prefix, "--work-dir", dir + "/w", "--json", dir + "/t.json", "--svg", dir + "/t.svg"});
+  const int st = wait_for(d.pid, std::chrono::seconds(240));
+  const std::string out = slurp(d.out);
+  std::cout << out << slurp(d.err) << "[load] " << load_average() << "\n";
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "weft demo failed (its output above)";
+  const auto j = nlohmann::json::parse(slurp(dir + "/t.json"));
+  ASSERT_EQ(j["runs"].size(), 2u);
+  for (const auto& run : j["runs"]) {
+    const auto& ev = run["events"];
+    ASSERT_EQ(ev.size(), 3u) << run["name"];
+    const std::vector<std::pair<std::string, double>> planned = {{"cut", 3.0}, {"withdrawn", 3.5}, {"restored", 7.0}};
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(ev[i]["what"], planned[i].first);
+      EXPECT_NEAR(ev[i]["at_s"].get<double>(), planned[i].second, 0.2) << run["name"] << " " << planned[i].first;
+    }
+    int before = 0, after = 0;
+    double last_end = 0;
+    for (const auto& c : run["calls"]) {
+      const double at = c["at_s"].get<double>(), end = at + c["seconds"].get<double>();
+      EXPECT_GE(at + 1e-3, last_end) << "calls run one after another";
+      last_end = end;
+      before += end <= 3.0;
+      after += at >= 7.0;
+      EXPECT_GT(c["busbw_mbit"].get<double>(), 0);
+    }
+    EXPECT_GE(before, 1) << run["name"] << ": a call completes before the cut";
+    EXPECT_GE(after, 1) << run["name"] << ": calls run again after the restore";
+    EXPECT_GE(last_end, 10.0) << "the series runs its whole timeline";
+  }
+  EXPECT_NE(slurp(dir + "/t.svg").find(">restored</text>"), std::string::npos);
+  expect_clean(prefix, dir + "/w");
+  fs::remove_all(dir);
+}
+
 // Ctrl-C mid-run: weft stops waiting, stops every process, deletes every
 // namespace and its own work directory, and exits 130.
 TEST(DemoNetnsTest, SigintMidRunLeavesNothingBehind) {

@@ -97,7 +97,22 @@ INSTANTIATE_TEST_SUITE_P(
         BadDemo{"UnknownOrder", "--order random", "--order 'random' is not shuffled, interleaved or sorted"},
         BadDemo{"NoTrials", "--trials 0", "--trials 0 is not 1..100"},
         BadDemo{"OneHost", "--leaves 1 --hosts 1", "an AllReduce needs at least 2 hosts"},
-        BadDemo{"TooFewProbePorts", "--probe-ports 3", "--probe-ports 3 is not 4..4096 (at least one per spine)"}),
+        BadDemo{"TooFewProbePorts", "--probe-ports 3", "--probe-ports 3 is not 4..4096 (at least one per spine)"},
+        BadDemo{"FailDuringWithoutTime", "--fail-during 2:3",
+                "--fail-during '2:3' is not SPINE:LEAF@CUT[:RESTORE] (e.g. 2:3@10s)"},
+        BadDemo{"FailDuringBadTime", "--fail-during 2:3@soon", "--fail-during '2:3@soon' is not SPINE:LEAF@CUT[:RESTORE] (e.g. 2:3@10s)"},
+        BadDemo{"FailDuringNoSuchLink", "--fail-during 9:1@5s", "--fail-during 9:1: no such link (spines 1..4, leaves 1..4)"},
+        BadDemo{"FailDuringCutAfterTheEnd", "--fail-during 2:3@40s",
+                "--fail-during: the cut at 40 s must fall inside the 30 s timeline"},
+        BadDemo{"FailDuringRestoreBeforeTheCut", "--fail-during 2:3@10s:5s",
+                "--fail-during: the restore at 5 s must fall after the cut (10 s) and inside the 30 s timeline"},
+        BadDemo{"FailDuringRestoreAfterTheEnd", "--fail-during 2:3@10s --timeline 15s",
+                "--fail-during: the restore at 20 s must fall after the cut (10 s) and inside the 15 s timeline"},
+        BadDemo{"FailAndFailDuring", "--fail 2:3 --fail-during 2:3@5s",
+                "--fail and --fail-during do not go together (one failure at a time)"},
+        BadDemo{"NegativeConvergence", "--fail-during 2:3@5s --converge-ms -1", "--converge-ms -1 is not 0..60000"},
+        BadDemo{"FailDuringSimulated", "--fail-during 2:3@5s",
+                "--fail-during runs on the emulated fabric only (drop --simulate)"}),
     [](const auto& c) { return std::string(c.param.name); });
 
 }  // namespace

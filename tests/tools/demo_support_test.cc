@@ -7,9 +7,13 @@
 #include <cstring>
 #include <vector>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "bench_values.h"
 #include "demo/demo_plan.h"
 #include "demo/demo_report.h"
+#include "demo/demo_timeline.h"
 #include "weft/topology/builders.h"
 
 namespace weft::cli {
@@ -131,6 +135,49 @@ TEST(AllocationOrder, InterleavedGoesRoundRobinOverLeavesSortedKeepsShuffledPerm
   std::sort(s.begin(), s.end());
   EXPECT_EQ(s, hosts);
   EXPECT_EQ(demo::allocation_order(hosts, cfg), demo::allocation_order(hosts, cfg)) << "seeded";
+}
+
+}  // namespace
+}  // namespace weft::cli
+
+namespace weft::cli {
+namespace {
+
+using demo::SeriesCall;
+
+// busbw of a phase is its calls' bytes over their time, by start: calls of
+// 2 s at 10 MB/s and 1 s at 40 MB/s move 20 + 40 MB in 3 s = 20 MB/s.
+TEST(PhaseBusbw, IsTheBytesOfTheCallsThatStartedInThePhaseOverTheirTime) {
+  const std::vector<SeriesCall> calls = {{0.0, 2.0, 10e6, 0}, {2.0, 1.0, 40e6, 0}, {3.0, 4.0, 5e6, 0},
+                                         {7.0, 0.5, 40e6, 0}};
+  EXPECT_DOUBLE_EQ(demo::phase_busbw(calls, 0, 3), 20e6);
+  EXPECT_DOUBLE_EQ(demo::phase_busbw(calls, 3, 7), 5e6);
+  EXPECT_DOUBLE_EQ(demo::phase_busbw(calls, 7, 1e300), 40e6);
+  EXPECT_DOUBLE_EQ(demo::phase_busbw(calls, 2.5, 3), 0) << "no call started in it";
+  EXPECT_DOUBLE_EQ(demo::phase_busbw(calls, 0, 1e300), (20e6 + 40e6 + 20e6 + 20e6) / 7.5);
+}
+
+TEST(Timeline, TableSvgAndJsonSayWhatHappenedWhen) {
+  demo::DemoConfig cfg;
+  cfg.fail_during = demo::DemoConfig::FaultDuring{2, 3, 3.0, 6.0};
+  cfg.call_bytes = 4 << 20;
+  demo::TimelineRun run{"(a) ECMP",
+                        {{0.0, 1.0, 25e6, 0}, {1.0, 2.5, 10e6, 0}, {3.5, 3.0, 1e6, 0}, {6.5, 1.0, 25e6, 0}},
+                        {{3.0, 3.01, "cut"}, {3.5, 3.52, "withdrawn"}, {6.0, 6.0, "restored"}}};
+  const std::string table = demo::timeline_table(cfg, {run});
+  EXPECT_NE(table.find("(a) ECMP"), std::string::npos) << table;
+  // before: (25 + 25) MB in 3.5 s; during: 1 MB/s; after: 25 MB/s; longest 3 s.
+  EXPECT_NE(table.find(fmt::format("{:>11.1f} {:>11.1f} {:>11.1f} {:>11.2f} s", 50e6 / 3.5 * 8 / 1e6, 8.0, 200.0, 3.0)),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("cut at 3.0 s, withdrawn at 3.5 s, restored at 6.0 s"), std::string::npos) << table;
+  const std::string svg = demo::timeline_svg(cfg, {run});
+  EXPECT_NE(svg.find(">withdrawn</text>"), std::string::npos);
+  EXPECT_NE(svg.find("spine 2 - leaf 3 fails mid-job"), std::string::npos);
+  const auto j = nlohmann::json::parse(demo::timeline_json(cfg, {run}));
+  ASSERT_EQ(j["runs"][0]["calls"].size(), 4u);
+  EXPECT_DOUBLE_EQ(j["runs"][0]["calls"][2]["busbw_mbit"].get<double>(), 8.0);
+  EXPECT_DOUBLE_EQ(j["runs"][0]["events"][1]["at_s"].get<double>(), 3.52);
 }
 
 }  // namespace

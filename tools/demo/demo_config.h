@@ -26,6 +26,20 @@ struct DemoConfig {
   std::string order = "shuffled";  // the allocation's order: shuffled | interleaved | sorted
   // --fail SPINE:LEAF: after the trials, fail that link, re-probe, re-plan, rerun.
   std::optional<std::pair<int, int>> fail;
+  // --fail-during SPINE:LEAF@CUT[:RESTORE]: instead of trials, a timeline of
+  // back-to-back AllReduce calls of `call_bytes` for `timeline_s`, (a) and
+  // (b) in turn, during which the link is cut at CUT s (a gray failure:
+  // scripts/netns-fabric.sh `cut`), withdrawn by the routing `converge_ms`
+  // later (`fail`; 0 = never: the fabric keeps hashing flows onto it) and
+  // restored at RESTORE s (0 = never).
+  struct FaultDuring {
+    int spine = 0, leaf = 0;
+    double cut_s = 10, restore_s = 20;
+  };
+  std::optional<FaultDuring> fail_during;
+  double timeline_s = 30;
+  int converge_ms = 500;
+  uint64_t call_bytes = 4ull << 20;
   // Probing and ports.
   int probe_ports = 32;     // source ports per pair in the bring-up campaign
   uint16_t dport = 29500;   // the TCP data port (planned flows' dport, probed by TCP SYN)

@@ -42,6 +42,28 @@ Status DemoConfig::validate() const {
     return invalid_argument(fmt::format("--fail {}:{}: no such link (spines 1..{}, leaves 1..{})", fail->first,
                                         fail->second, spines, leaves));
   }
+  if (fail_during) {
+    const FaultDuring& f = *fail_during;
+    if (fail) return invalid_argument("--fail and --fail-during do not go together (one failure at a time)");
+    if (f.spine < 1 || f.spine > spines || f.leaf < 1 || f.leaf > leaves) {
+      return invalid_argument(fmt::format("--fail-during {}:{}: no such link (spines 1..{}, leaves 1..{})", f.spine,
+                                          f.leaf, spines, leaves));
+    }
+    if (!(f.cut_s > 0) || !(timeline_s > f.cut_s)) {
+      return invalid_argument(fmt::format("--fail-during: the cut at {:g} s must fall inside the {:g} s timeline",
+                                          f.cut_s, timeline_s));
+    }
+    if (f.restore_s != 0 && !(f.restore_s > f.cut_s && f.restore_s < timeline_s)) {
+      return invalid_argument(fmt::format("--fail-during: the restore at {:g} s must fall after the cut ({:g} s) and "
+                                          "inside the {:g} s timeline",
+                                          f.restore_s, f.cut_s, timeline_s));
+    }
+    if (converge_ms < 0 || converge_ms > 60000) {
+      return invalid_argument(fmt::format("--converge-ms {} is not 0..60000", converge_ms));
+    }
+    if (timeline_s > 3600) return invalid_argument(fmt::format("--timeline {:g} s is over an hour", timeline_s));
+    if (call_bytes < 4 || call_bytes % 4 != 0) return invalid_argument("--call-size must be a multiple of 4 bytes");
+  }
   if (probe_ports < spines || probe_ports > 4096) {
     return invalid_argument(fmt::format("--probe-ports {} is not {}..4096 (at least one per spine)", probe_ports, spines));
   }
@@ -173,7 +195,8 @@ Status DemoSession::start_workers() {
   for (const auto& h : fabric_->hosts()) {
     WEFT_ASSIGN_OR_RETURN(pid_t pid, fabric_->spawn(h.name,
                                                     {weft_, "demo", "worker", "--dir", dir_, "--host", h.name, "--ip",
-                                                     h.ip, "--max-bytes", std::to_string(cfg_.bytes)},
+                                                     h.ip, "--max-bytes",
+                                                     std::to_string(cfg_.fail_during ? cfg_.call_bytes : cfg_.bytes)},
                                                     {}, "/dev/null", fmt::format("{}/worker-{}.log", dir_, h.name)));
     workers_.push_back(pid);
     const auto deadline = Clock::now() + std::chrono::seconds(60);
@@ -190,21 +213,19 @@ Status DemoSession::start_workers() {
   return Status::ok();
 }
 
-Result<AllreduceRun> DemoSession::allreduce(const std::vector<std::string>& hosts, const std::string& plan,
-                                            const std::string& tag) {
+Result<std::vector<nlohmann::json>> DemoSession::run_job(const std::vector<std::string>& hosts, nlohmann::json job,
+                                                         const std::string& tag, int timeout_s,
+                                                         const std::function<Status()>& tick) {
   const int n = static_cast<int>(hosts.size());
   const int k = ++jobs_;
   WEFT_ASSIGN_OR_RETURN(const EmulatedHost* root, fabric_->host(hosts.front()));
   // A store port per job: a late client never meets the last job's store.
-  const nlohmann::json job = {{"hosts", hosts},
-                              {"store", fmt::format("tcp://{}:{}", root->ip, cfg_.store_port + k % 100)},
-                              {"bytes", cfg_.bytes},
-                              {"plan", plan},
-                              {"timeout_s", cfg_.timeout_s},
-                              {"socket_buffer", socket_buffer()}};
-  WEFT_ASSIGN_OR_RETURN(FabricCounters before, fabric_->counters());
+  job["hosts"] = hosts;
+  job["store"] = fmt::format("tcp://{}:{}", root->ip, cfg_.store_port + k % 100);
+  job["timeout_s"] = cfg_.timeout_s;
+  job["socket_buffer"] = socket_buffer();
   WEFT_RETURN_IF_ERROR(write_file_atomic(fmt::format("{}/job-{}.json", dir_, k), job.dump(1) + "\n"));
-  const auto deadline = Clock::now() + std::chrono::seconds(cfg_.timeout_s + 30);
+  const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
   std::vector<nlohmann::json> results(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     const std::string path = fmt::format("{}/result-{}-{}.json", dir_, k, hosts[static_cast<size_t>(r)]);
@@ -220,10 +241,10 @@ Result<AllreduceRun> DemoSession::allreduce(const std::vector<std::string>& host
       }
       if (InterruptGuard::interrupted()) return aborted(fmt::format("interrupted during AllReduce run {}", tag));
       if (Clock::now() > deadline) return deadline_exceeded(fmt::format("AllReduce run {} did not finish in time", tag));
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (tick) WEFT_RETURN_IF_ERROR(tick());
+      std::this_thread::sleep_for(std::chrono::milliseconds(tick ? 5 : 20));
     }
   }
-  WEFT_ASSIGN_OR_RETURN(FabricCounters after, fabric_->counters());
   for (int r = 0; r < n; ++r) {
     const auto& res = results[static_cast<size_t>(r)];
     if (!res.is_object() || !res.value("ok", false)) {
@@ -231,6 +252,16 @@ Result<AllreduceRun> DemoSession::allreduce(const std::vector<std::string>& host
                                         res.is_object() ? res.value("error", "unreadable result") : "unreadable result"));
     }
   }
+  return results;
+}
+
+Result<AllreduceRun> DemoSession::allreduce(const std::vector<std::string>& hosts, const std::string& plan,
+                                            const std::string& tag) {
+  const int n = static_cast<int>(hosts.size());
+  WEFT_ASSIGN_OR_RETURN(FabricCounters before, fabric_->counters());
+  WEFT_ASSIGN_OR_RETURN(auto results,
+                        run_job(hosts, {{"bytes", cfg_.bytes}, {"plan", plan}}, tag, cfg_.timeout_s + 30, {}));
+  WEFT_ASSIGN_OR_RETURN(FabricCounters after, fabric_->counters());
   AllreduceRun run;
   run.seconds = results[0].value("seconds", 0.0);
   run.wrong = results[0].value("wrong", int64_t{-1});
@@ -241,6 +272,39 @@ Result<AllreduceRun> DemoSession::allreduce(const std::vector<std::string>& host
     return data_loss(fmt::format("AllReduce run {}: {} elements differ from the exact sum", tag, run.wrong));
   }
   return run;
+}
+
+Result<std::vector<SeriesCall>> DemoSession::series(const std::vector<std::string>& hosts, const std::string& plan,
+                                                    const std::string& tag, double lead_s,
+                                                    const std::function<Status(double t)>& at) {
+  const int n = static_cast<int>(hosts.size());
+  const auto start = std::chrono::system_clock::now() + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                                            std::chrono::duration<double>(lead_s));
+  const int64_t start_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count();
+  const nlohmann::json job = {{"bytes", cfg_.call_bytes},
+                              {"plan", plan},
+                              {"series", {{"start_unix_ns", start_ns}, {"duration_s", cfg_.timeline_s}}}};
+  auto tick = [&]() -> Status {
+    return at(std::chrono::duration<double>(std::chrono::system_clock::now() - start).count());
+  };
+  // A call still running when the timeline ends finishes within the timeout.
+  WEFT_ASSIGN_OR_RETURN(auto results,
+                        run_job(hosts, job, tag, static_cast<int>(lead_s + cfg_.timeline_s) + cfg_.timeout_s + 30, tick));
+  std::vector<SeriesCall> calls;
+  const double bus = static_cast<double>(cfg_.call_bytes) * 2.0 * (n - 1) / n;
+  for (const auto& row : results[0].value("calls", nlohmann::json::array())) {
+    if (!row.is_array() || row.size() != 3) return internal_error(fmt::format("run {}: unreadable call row", tag));
+    SeriesCall c{row[0].get<double>(), row[1].get<double>(), 0, row[2].get<int64_t>()};
+    if (!(c.seconds > 0)) return internal_error(fmt::format("run {}: a call without a time", tag));
+    c.busbw_Bps = bus / c.seconds;
+    if (c.wrong != 0) {
+      return data_loss(fmt::format("run {}: the call at {:.2f} s had {} elements off the exact sum", tag, c.at_s, c.wrong));
+    }
+    calls.push_back(c);
+  }
+  if (calls.empty()) return internal_error(fmt::format("run {}: no call completed", tag));
+  return calls;
 }
 
 }  // namespace weft::cli::demo

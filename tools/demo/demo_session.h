@@ -16,9 +16,12 @@
 //   auto run = s->allreduce(hosts, "", "a1").value();   // ephemeral ports
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "demo_config.h"
 #include "emulated_fabric.h"
@@ -36,6 +39,14 @@ struct AllreduceRun {
   double busbw_Bps = 0;  // nccl-tests busbw: bytes x 2(n-1)/n / seconds
   int64_t wrong = -1;    // elements that missed the exact result, all ranks
   FabricCounters bytes;  // per link and direction, over the run
+};
+
+// One call of a series (DemoSession::series), every element verified.
+struct SeriesCall {
+  double at_s = 0;       // its start, seconds after the series began
+  double seconds = 0;    // from the first rank's start to the last rank's end
+  double busbw_Bps = 0;  // nccl-tests busbw of the call
+  int64_t wrong = 0;
 };
 
 class DemoSession {
@@ -58,11 +69,23 @@ class DemoSession {
   // `tag` names the run in messages.
   Result<AllreduceRun> allreduce(const std::vector<std::string>& hosts, const std::string& plan,
                                  const std::string& tag);
+  // Back-to-back HD AllReduce calls of cfg.call_bytes for cfg.timeline_s,
+  // starting lead_s from now on every rank at once; `at(t)` is called every
+  // few ms with the seconds since the start (negative before it), to act on
+  // the fabric meanwhile. An error from it ends the wait.
+  Result<std::vector<SeriesCall>> series(const std::vector<std::string>& hosts, const std::string& plan,
+                                         const std::string& tag, double lead_s,
+                                         const std::function<Status(double t)>& at);
 
  private:
   DemoSession() = default;
   Status start_agents();
   Status start_workers();
+  // Writes job k (hosts, store, timeout and socket buffer added) and waits
+  // for every rank's result, calling `tick` while it waits.
+  Result<std::vector<nlohmann::json>> run_job(const std::vector<std::string>& hosts, nlohmann::json job,
+                                              const std::string& tag, int timeout_s,
+                                              const std::function<Status()>& tick);
   int socket_buffer() const;
 
   DemoConfig cfg_;

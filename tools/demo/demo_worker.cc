@@ -28,6 +28,11 @@ struct Job {
   uint64_t bytes = 0;
   int timeout_s = 60;
   int socket_buffer = 0;
+  // "series": back-to-back calls from start_unix_ns (CLOCK_REALTIME, shared
+  // by every namespace of the machine) until duration_s has passed.
+  bool series = false;
+  int64_t start_unix_ns = 0;
+  double duration_s = 0;
 };
 
 Result<Job> parse_job(const std::string& text) {
@@ -40,6 +45,12 @@ Result<Job> parse_job(const std::string& text) {
     job.bytes = j.at("bytes").get<uint64_t>();
     job.timeout_s = j.at("timeout_s").get<int>();
     job.socket_buffer = j.at("socket_buffer").get<int>();
+    if (j.contains("series")) {
+      job.series = true;
+      job.start_unix_ns = j.at("series").at("start_unix_ns").get<int64_t>();
+      job.duration_s = j.at("series").at("duration_s").get<double>();
+      if (!(job.duration_s > 0)) return invalid_argument("series duration out of range");
+    }
     if (job.hosts.size() < 2 || job.bytes % 4 != 0 || job.timeout_s < 1) return invalid_argument("job out of range");
     return job;
   } catch (const std::exception& e) {
@@ -54,6 +65,33 @@ struct Outcome {
   double fill_s = 0, connect_s = 0, verify_s = 0;  // where the rest of a job's time goes
 };
 
+// A job's communicator and its store: rank 0's store serves the others, so
+// it stays up as long as the communicator (a late rank may still be reading).
+struct Connected {
+  std::unique_ptr<coll::Store> store;
+  std::unique_ptr<coll::Communicator> comm;
+};
+
+Result<Connected> connect(const WorkerArgs& a, const Job& job, int rank) {
+  const auto deadline = Clock::now() + std::chrono::seconds(job.timeout_s);
+  Connected c;
+  WEFT_ASSIGN_OR_RETURN(c.store, coll::open_store(job.store, rank, deadline));
+  coll::CommConfig cfg;
+  cfg.rank = rank;
+  cfg.size = static_cast<int>(job.hosts.size());
+  cfg.transport = "tcp";
+  cfg.host = a.host;
+  cfg.timeout = std::chrono::seconds(job.timeout_s);
+  cfg.tcp.listen_address = a.ip;
+  if (job.socket_buffer > 0) cfg.tcp.socket_buffer_bytes = job.socket_buffer;
+  cfg.scratch_reserve_bytes = job.bytes;  // recycled memory: no page faults inside the timed call
+  if (!job.plan.empty()) {
+    WEFT_ASSIGN_OR_RETURN(cfg.plan, routing::load_plan(job.plan));
+  }
+  WEFT_ASSIGN_OR_RETURN(c.comm, coll::Communicator::create(cfg, *c.store));
+  return c;
+}
+
 Result<Outcome> run_job(const WorkerArgs& a, const Job& job, int rank, HugeBuffer& data) {
   const int n = static_cast<int>(job.hosts.size());
   const size_t count = job.bytes / 4;
@@ -67,21 +105,8 @@ Result<Outcome> run_job(const WorkerArgs& a, const Job& job, int rank, HugeBuffe
   };
   fill_input("allreduce", coll::ReduceOp::kSum, coll::DataType::kF32, rank, count, data.data());
   out.fill_s = lap();
-  const auto deadline = Clock::now() + std::chrono::seconds(job.timeout_s);
-  WEFT_ASSIGN_OR_RETURN(auto store, coll::open_store(job.store, rank, deadline));
-  coll::CommConfig cfg;
-  cfg.rank = rank;
-  cfg.size = n;
-  cfg.transport = "tcp";
-  cfg.host = a.host;
-  cfg.timeout = std::chrono::seconds(job.timeout_s);
-  cfg.tcp.listen_address = a.ip;
-  if (job.socket_buffer > 0) cfg.tcp.socket_buffer_bytes = job.socket_buffer;
-  cfg.scratch_reserve_bytes = job.bytes;  // recycled memory: no page faults inside the timed call
-  if (!job.plan.empty()) {
-    WEFT_ASSIGN_OR_RETURN(cfg.plan, routing::load_plan(job.plan));
-  }
-  WEFT_ASSIGN_OR_RETURN(auto comm, coll::Communicator::create(cfg, *store));
+  WEFT_ASSIGN_OR_RETURN(Connected c, connect(a, job, rank));
+  coll::Communicator* comm = c.comm.get();
   coll::CollectiveOptions o;
   o.algorithm = coll::Algorithm::kHalvingDoubling;
   WEFT_RETURN_IF_ERROR(comm->barrier());
@@ -95,6 +120,55 @@ Result<Outcome> run_job(const WorkerArgs& a, const Job& job, int rank, HugeBuffe
   WEFT_RETURN_IF_ERROR(comm->allreduce(&out.seconds, &out.seconds, 1, coll::DataType::kF64, coll::ReduceOp::kMax));
   out.verify_s = lap();
   return out;
+}
+
+// One call of a series: when its first rank started it (s after the series'
+// start), until its last rank ended it (s), elements off the exact sum on
+// the worst rank.
+struct Call {
+  double at_s = 0, seconds = 0;
+  int64_t wrong = 0;
+};
+
+int64_t unix_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Back-to-back HD AllReduce calls, each verified, until rank 0's clock says
+// the series is over. After each call one 4-element MAX agrees on the
+// call's span, the worst rank's wrong count and whether to stop, so every
+// rank makes the same number of calls.
+Result<std::vector<Call>> run_series(const WorkerArgs& a, const Job& job, int rank, HugeBuffer& data) {
+  const int n = static_cast<int>(job.hosts.size());
+  const size_t count = job.bytes / 4;
+  if (job.bytes > data.size()) return invalid_argument(fmt::format("job of {} bytes > --max-bytes", job.bytes));
+  WEFT_ASSIGN_OR_RETURN(Connected c, connect(a, job, rank));
+  WEFT_RETURN_IF_ERROR(c.comm->barrier());
+  const int64_t wait_ns = job.start_unix_ns - unix_ns();
+  if (wait_ns > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(wait_ns));
+  const int64_t end_ns = job.start_unix_ns + static_cast<int64_t>(job.duration_s * 1e9);
+  coll::CollectiveOptions o;
+  o.algorithm = coll::Algorithm::kHalvingDoubling;
+  std::vector<Call> calls;
+  for (;;) {
+    fill_input("allreduce", coll::ReduceOp::kSum, coll::DataType::kF32, rank, count, data.data());
+    const int64_t t0 = unix_ns();
+    WEFT_RETURN_IF_ERROR(
+        c.comm->allreduce(data.data(), data.data(), count, coll::DataType::kF32, coll::ReduceOp::kSum, o));
+    const int64_t t1 = unix_ns();
+    // The call lasts from the first rank's start to the last rank's end. A
+    // rank leaves the agreement only once every rank has entered it, so the
+    // next call starts after this one ended everywhere.
+    int64_t agree[4] = {-t0, t1,
+                        count_wrong("allreduce", coll::ReduceOp::kSum, coll::DataType::kF32, n, rank, count, count,
+                                    data.data()),
+                        rank == 0 && t1 >= end_ns ? 1 : 0};
+    WEFT_RETURN_IF_ERROR(c.comm->allreduce(agree, agree, 4, coll::DataType::kI64, coll::ReduceOp::kMax));
+    calls.push_back({static_cast<double>(-agree[0] - job.start_unix_ns) / 1e9,
+                     static_cast<double>(agree[1] + agree[0]) / 1e9, agree[2]});
+    if (agree[3] != 0) return calls;
+  }
 }
 
 }  // namespace
@@ -124,6 +198,20 @@ int run_worker(const WorkerArgs& a) {
         if (job->hosts[i] == a.host) rank = static_cast<int>(i);
       }
       if (rank < 0) continue;  // not in this job
+      if (job->series) {
+        auto calls = run_series(a, *job, rank, data);
+        if (calls) {
+          nlohmann::json rows = nlohmann::json::array();
+          for (const Call& call : *calls) rows.push_back({call.at_s, call.seconds, call.wrong});
+          res = {{"rank", rank}, {"ok", true}, {"calls", rank == 0 ? rows : nlohmann::json::array()}};
+        } else {
+          res = {{"rank", rank}, {"ok", false}, {"error", calls.status().to_string()}};
+        }
+        if (auto st = write_file_atomic(fmt::format("{}/result-{}-{}.json", a.dir, k, a.host), res.dump() + "\n"); !st) {
+          return fail(st);
+        }
+        continue;
+      }
       const auto t_job = Clock::now();
       auto out = run_job(a, *job, rank, data);
       const double job_s = std::chrono::duration<double>(Clock::now() - t_job).count();

@@ -215,6 +215,15 @@ Status EmulatedFabric::set_hash_seed(uint32_t seed) {
 Status EmulatedFabric::fail_link(int spine, int leaf) {
   return script({"fail", std::to_string(spine), std::to_string(leaf)}).status();
 }
+Status EmulatedFabric::restore_link(int spine, int leaf) {
+  return script({"restore", std::to_string(spine), std::to_string(leaf)}).status();
+}
+Status EmulatedFabric::cut_link(int spine, int leaf) {
+  return script({"cut", std::to_string(spine), std::to_string(leaf)}).status();
+}
+Status EmulatedFabric::mend_link(int spine, int leaf) {
+  return script({"mend", std::to_string(spine), std::to_string(leaf)}).status();
+}
 
 Result<FabricCounters> EmulatedFabric::counters() {
   if (spine_stats_.empty()) {

@@ -98,6 +98,11 @@ class EmulatedFabric {
 
   Status set_hash_seed(uint32_t seed);
   Status fail_link(int spine, int leaf);
+  Status restore_link(int spine, int leaf);
+  // A gray failure (netns-fabric.sh `cut`): spine drops what it forwards over
+  // the link; nothing is withdrawn. mend_link undoes it.
+  Status cut_link(int spine, int leaf);
+  Status mend_link(int spine, int leaf);
   const std::string& prefix() const { return cfg_.prefix; }
   Result<FabricCounters> counters();
 
