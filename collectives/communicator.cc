@@ -72,15 +72,26 @@ std::string this_host() {
 Status Communicator::Impl::setup(Store& store) {
   const Deadline deadline = Clock::now() + cfg.timeout;
   const int n = cfg.size, me = cfg.rank;
-  // A plan's rounds become gates (hd_gates.cc) — checked before any peer is
-  // waited for, so that a bad plan fails at once on every rank.
-  if (cfg.plan && cfg.plan->collective == routing::collective_name(routing::Collective::kAllreduceHd)) {
-    WEFT_ASSIGN_OR_RETURN(gates, routing::plan_gates(*cfg.plan));
+  // A plan's rounds become gates (hd_gates.cc, ring_gates.cc) — checked
+  // before any peer is waited for, so that a bad plan fails at once on every
+  // rank.
+  if (cfg.plan) {
+    const bool hd = cfg.plan->collective == routing::collective_name(routing::Collective::kAllreduceHd);
+    const bool ring = cfg.plan->collective == routing::collective_name(routing::Collective::kAllreduceRing);
+    if (hd) {
+      WEFT_ASSIGN_OR_RETURN(gates, routing::plan_gates(*cfg.plan));
+    } else if (ring) {
+      WEFT_ASSIGN_OR_RETURN(gates, routing::ring_plan_gates(*cfg.plan));
+    }
     if (!gates.empty()) {
       // Gates are only as true as the flows' steps: each must be a step of
-      // HD on these ranks that has the flow (apply_plan_rounds checks it).
-      WEFT_ASSIGN_OR_RETURN(routing::Schedule hd, routing::build_schedule(routing::Collective::kAllreduceHd, n, 1));
-      WEFT_RETURN_IF_ERROR(routing::apply_plan_rounds(*cfg.plan, hd));
+      // the plan's algorithm on these ranks that has the flow.
+      gated = hd ? Algorithm::kHalvingDoubling : Algorithm::kRing;
+      WEFT_ASSIGN_OR_RETURN(routing::Schedule sched,
+                            routing::build_schedule(hd ? routing::Collective::kAllreduceHd
+                                                       : routing::Collective::kAllreduceRing,
+                                                    n, 1));
+      WEFT_RETURN_IF_ERROR(routing::apply_plan_rounds(*cfg.plan, sched));
     }
   }
   // The TCP listen address (listen_address.h): an override is checked
@@ -214,8 +225,8 @@ Status Communicator::Impl::choose_auto() {
                cfg.size <= cfg.selection.oneshot_max_ranks;
   if (cfg.plan) {
     // A route plan is made for one algorithm's flows (routing/schedule.h):
-    // only those pairs' connections carry planned ports, and only HD
-    // enforces its rounds. So kAuto keeps to the plan: the plan's algorithm
+    // only those pairs' connections carry planned ports, and only the
+    // plan's algorithm enforces its rounds. So kAuto keeps to the plan: the plan's algorithm
     // or butterfly, which is latency-bound (one message per step, nothing
     // for ECMP to collide) and pairs the same ranks as HD
     // (routing::hd_layout); never hybrid, whose inter-host HD runs on
@@ -368,16 +379,15 @@ Status Communicator::Impl::execute(int coll, Algorithm a, MakePlanFn make, const
   shape.segment = o.segment_bytes;
   shape.root = root;
   shape.group = &group;
-  // A plan's rounds bind HD AllReduce when its ranks are the plan's ranks;
-  // otherwise HD runs in the pieces of this transport's rule (forced or
+  // A plan's rounds bind its algorithm's AllReduce (HD or ring) when its
+  // ranks are the plan's ranks; otherwise HD runs in the pieces of this transport's rule (forced or
   // picked alike: SelectionRule::hd_piece_bytes). The piece is fixed at
   // setup, so the plan cache's key need not hold it.
-  if (coll == internal::kAllreduce && a == Algorithm::kHalvingDoubling) {
-    if (!gates.empty() && (&group == &identity_group || group == identity_group)) {
-      shape.gates = &gates;
-    } else {
-      shape.piece = auto_picks.hd_piece_bytes;
-    }
+  if (coll == internal::kAllreduce && a == gated && !gates.empty() &&
+      (&group == &identity_group || group == identity_group)) {
+    shape.gates = &gates;
+  } else if (coll == internal::kAllreduce && a == Algorithm::kHalvingDoubling) {
+    shape.piece = auto_picks.hd_piece_bytes;
   }
   Result<internal::Plan*> p = plan(coll, a, shape, make, deadline, timeout);
   Status s = p ? run(**p, group, shape.rank, data, bytes, t, op, deadline, timeout) : p.status();

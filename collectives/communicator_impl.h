@@ -41,9 +41,11 @@ class Communicator::Impl {
   bool equal_multi_host = false;    // several hosts, the same number (> 1) of ranks on each
   std::vector<int> host_of;       // by rank: host index in order of first appearance
   // The route plan's gates (routing/gates.h), computed at setup; empty
-  // without a plan or when no flow of it has a nonzero round. HD AllReduce
-  // in plan rank order enforces them (hd_gates.cc).
+  // without a plan or when no flow of it has a nonzero round. The plan's
+  // algorithm, `gated` (HD or ring), enforces them on AllReduce in plan rank
+  // order (hd_gates.cc, ring_gates.cc).
   std::vector<routing::Gate> gates;
+  Algorithm gated = Algorithm::kAuto;
   using PlanKey = std::tuple<int, int, size_t, size_t, size_t, int>;
   std::map<PlanKey, std::unique_ptr<internal::Plan>> plans;
   PlanKey last_plan_key{};

@@ -21,7 +21,7 @@ std::vector<bool> Communicator::Impl::setup_peers() {
   std::vector<bool> out(static_cast<size_t>(n), false);
   // A plan of `make` on `group` (count 1 per rank: the peers do not depend
   // on the count), its peers marked.
-  auto add = [&](MakePlanFn make, const std::vector<int>& group, bool gated) {
+  auto add = [&](MakePlanFn make, const std::vector<int>& group, bool with_gates) {
     internal::Shape s;
     s.size = static_cast<int>(group.size());
     for (size_t i = 0; i < group.size(); ++i) {
@@ -31,7 +31,7 @@ std::vector<bool> Communicator::Impl::setup_peers() {
     s.count = group.size();
     s.esize = 4;
     s.group = &group;
-    if (gated) s.gates = &gates;
+    if (with_gates) s.gates = &gates;
     for (int g : make(s)->peers()) out[static_cast<size_t>(group[static_cast<size_t>(g)])] = true;
   };
   // AllReduce by size (and barrier's butterfly), each on its rank map; an
@@ -42,8 +42,8 @@ std::vector<bool> Communicator::Impl::setup_peers() {
   for (const auto& [a, make] : by_size) {
     auto map = rank_map(a);
     if (!map) continue;
-    // As in execute(): gates bind HD on the plan's own rank order only.
-    add(make, **map, a == Algorithm::kHalvingDoubling && !gates.empty() && **map == identity_group);
+    // As in execute(): gates bind the plan's algorithm on its own rank order only.
+    add(make, **map, a == gated && !gates.empty() && **map == identity_group);
   }
   if (auto_picks.uses(Algorithm::kOneShot)) {
     add(internal::plan_allreduce_oneshot, identity_group, false);

@@ -82,4 +82,26 @@ Result<std::vector<Gate>> plan_gates(const RoutePlan& plan) {
   return gates;
 }
 
+Result<std::vector<Gate>> ring_plan_gates(const RoutePlan& plan) {
+  const int p = plan.ranks;
+  RoutePlan reps = plan;
+  for (PlanFlow& f : reps.flows) {
+    if (f.dst_rank != (f.src_rank + 1) % p) {
+      return invalid_argument(fmt::format("route plan: flow {} -> {} is not a ring flow (r -> r + 1) of {} ranks",
+                                          f.src_rank, f.dst_rank, p));
+    }
+    PlanFlow& out = f;
+    const PlanFlow in = f;
+    out.steps.clear();
+    out.rounds.clear();
+    for (int phase = 0; phase < 2; ++phase) {
+      for (int i = 0; i + 1 < p; ++i) {
+        out.steps.push_back(phase * (p - 1) + i);
+        out.rounds.push_back(in.round_in(phase));
+      }
+    }
+  }
+  return plan_gates(reps);
+}
+
 }  // namespace weft::routing

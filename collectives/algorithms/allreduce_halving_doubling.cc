@@ -125,7 +125,7 @@ Status HalvingDoubling::run(Context& ctx) const {
 std::vector<int> HalvingDoubling::peers() const {
   std::vector<int> out;
   for (const HdStep& st : steps_) out.push_back(st.peer);
-  for (const HdStepGates& g : gated_) {
+  for (const StepGates& g : gated_) {
     for (const auto& [from, n] : g.waits) out.push_back(from);
     out.insert(out.end(), g.early.begin(), g.early.end());
     out.insert(out.end(), g.late.begin(), g.late.end());

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/gate_tokens.h"
 
 namespace weft::coll::internal {
 
@@ -16,14 +17,6 @@ struct HdStep {
   size_t send_lo, send_n;  // elements
   size_t recv_lo, recv_n;
   int sched;       // index in routing::build_schedule(kAllreduceHd).steps (routing::hd_*_step)
-};
-
-// This rank's share of the plan's gates in one step.
-struct HdStepGates {
-  int drain = 0;  // tokens from the partner that precede its data of this step (FIFO per pair)
-  std::vector<std::pair<int, int>> waits;  // (peer, n): the first n tokens from peer, before sending
-  std::vector<int> early;  // token to these ranks as soon as this step's data is in
-  std::vector<int> late;   // token to the partner: after this rank's own data send of the step
 };
 
 class HalvingDoubling final : public Plan {
@@ -47,7 +40,7 @@ class HalvingDoubling final : public Plan {
   int me_ = 0;
   int size_ = 0;
   std::vector<HdStep> steps_;
-  std::vector<HdStepGates> gated_;  // parallel to steps_; empty = no gate concerns this rank
+  std::vector<StepGates> gated_;  // parallel to steps_; empty = no gate concerns this rank
 };
 
 }  // namespace weft::coll::internal

@@ -33,6 +33,9 @@ class Ring final : public Plan {
 
 }  // namespace
 
-std::unique_ptr<Plan> plan_allreduce_ring(const Shape& s) { return std::make_unique<Ring>(s); }
+std::unique_ptr<Plan> plan_allreduce_ring(const Shape& s) {
+  if (s.gates && !s.gates->empty()) return plan_allreduce_ring_gated(s);
+  return std::make_unique<Ring>(s);
+}
 
 }  // namespace weft::coll::internal

@@ -47,23 +47,15 @@ bool receives(HdStep::Kind k) { return k != HdStep::kFoldSend && k != HdStep::kU
 
 void HalvingDoubling::take_gates(const std::vector<routing::Gate>& gates, int me, int size) {
   size_ = size;
-  // The steps of the tokens each peer sends this rank, ascending: the
-  // order in which they arrive on the pair.
-  std::vector<std::vector<int>> token_steps(static_cast<size_t>(size));
-  for (const routing::Gate& g : gates) {
-    if (g.waiter == me) token_steps[static_cast<size_t>(g.from)].push_back(g.after_step);
-  }
-  for (auto& v : token_steps) std::sort(v.begin(), v.end());
+  const std::vector<std::vector<int>> from = token_steps(gates, me, size);
   auto tokens_until = [&](int peer, int step, bool inclusive) {
-    const auto& v = token_steps[static_cast<size_t>(peer)];
-    return static_cast<int>(inclusive ? std::upper_bound(v.begin(), v.end(), step) - v.begin()
-                                      : std::lower_bound(v.begin(), v.end(), step) - v.begin());
+    return internal::tokens_until(from, peer, step, inclusive);
   };
-  std::vector<HdStepGates> per(steps_.size());
+  std::vector<StepGates> per(steps_.size());
   bool any = false;
   for (size_t i = 0; i < steps_.size(); ++i) {
     const HdStep& st = steps_[i];
-    HdStepGates& sg = per[i];
+    StepGates& sg = per[i];
     if (receives(st.kind)) sg.drain = tokens_until(st.peer, st.sched, false);
     for (const routing::Gate& g : gates) {
       if (g.waiter == me && g.step == st.sched && sends(st.kind)) {
@@ -79,90 +71,17 @@ void HalvingDoubling::take_gates(const std::vector<routing::Gate>& gates, int me
         (g.waiter == st.peer ? sg.late : sg.early).push_back(g.waiter);
       }
     }
-    any = any || sg.drain > 0 || !sg.waits.empty() || !sg.early.empty() || !sg.late.empty();
+    any = any || sg.any();
   }
   if (any) gated_ = std::move(per);
 }
 
-namespace {
-
-// Token bookkeeping of one call.
-class Tokens {
- public:
-  Tokens(Context& ctx, int size)
-      : ctx_(ctx), posted_(static_cast<size_t>(size), 0), last_(static_cast<size_t>(size), 0) {}
-
-  // Posts receives for tokens from `peer` up to the n-th; the ticket of the
-  // n-th, or 0 when it was posted (and waited for) in an earlier wait.
-  Result<Ticket> post_until(int peer, int n) {
-    const auto p = static_cast<size_t>(peer);
-    if (posted_[p] >= n) return Ticket{0};
-    while (posted_[p] < n) {
-      WEFT_ASSIGN_OR_RETURN(last_[p], ctx_.recv(peer, kScratch, 0, 0));
-      ++posted_[p];
-    }
-    return last_[p];
-  }
-  // Receives the partner's tokens that precede its data of this step.
-  Status drain(int peer, int n) {
-    WEFT_ASSIGN_OR_RETURN(Ticket t, post_until(peer, n));
-    return t == 0 ? Status::ok() : ctx_.wait_recv(peer, t);
-  }
-  Status emit(const std::vector<int>& to) {
-    for (int w : to) WEFT_RETURN_IF_ERROR(ctx_.send(w, kScratch, 0, 0).status());
-    return Status::ok();
-  }
-  // Waits for this step's gate tokens. Until the data receive `data` from
-  // `partner` completes (data == 0: the step receives nothing), it polls
-  // both, so that the early tokens go out the moment the data is in even
-  // while this rank still waits; after that it blocks (a transport's own
-  // wait sleeps; polling many ranks on few cores would starve the very
-  // ranks it waits for). `*emitted` tells whether it sent the early tokens.
-  Status wait_gates(const HdStepGates& sg, int partner, Ticket data, bool* emitted) {
-    need_.clear();
-    for (const auto& [peer, n] : sg.waits) {
-      WEFT_ASSIGN_OR_RETURN(Ticket t, post_until(peer, n));
-      if (t != 0) need_.emplace_back(peer, t);
-    }
-    size_t next = 0;
-    if (!need_.empty() && data != 0 && !sg.early.empty()) {
-      Status s = ctx_.poll_until([&](int& blame) -> Result<bool> {
-        WEFT_ASSIGN_OR_RETURN(bool in, ctx_.test_recv(partner, data));
-        if (in) {
-          WEFT_RETURN_IF_ERROR(emit(sg.early));
-          *emitted = true;
-          return true;
-        }
-        for (; next < need_.size(); ++next) {
-          WEFT_ASSIGN_OR_RETURN(bool got, ctx_.test_recv(need_[next].first, need_[next].second));
-          if (!got) {
-            blame = need_[next].first;
-            return false;
-          }
-        }
-        return true;
-      });
-      if (!s) return s;
-    }
-    for (; next < need_.size(); ++next) WEFT_RETURN_IF_ERROR(ctx_.wait_recv(need_[next].first, need_[next].second));
-    return Status::ok();
-  }
-
- private:
-  Context& ctx_;
-  std::vector<int> posted_;  // token receives posted, by peer
-  std::vector<Ticket> last_;  // ticket of the last of them
-  std::vector<std::pair<int, Ticket>> need_;
-};
-
-}  // namespace
-
 Status HalvingDoubling::run_gated(Context& ctx) const {
   const size_t es = esize_;
-  Tokens tokens(ctx, size_);
+  GateTokens tokens(ctx, size_);
   for (size_t i = 0; i < steps_.size(); ++i) {
     const HdStep& st = steps_[i];
-    const HdStepGates& sg = gated_[i];
+    const StepGates& sg = gated_[i];
     const bool rs = st.kind == HdStep::kRs;
     switch (st.kind) {
       case HdStep::kFoldSend:

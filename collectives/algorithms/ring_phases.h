@@ -15,6 +15,7 @@
 
 #include <vector>
 
+#include "algorithms/algorithms.h"
 #include "algorithms/segments.h"
 #include "context.h"
 
@@ -38,5 +39,9 @@ Status ring_allgather(Context& ctx, const Chunks& chunks, int shift);
 // often a turn of the scheduler); 512 KiB segments took 6.4 ms for a 4 MiB
 // AllReduce and 30 ms for 16 MiB, 1 MiB ones 4.4 and 21 ms (quiet host).
 constexpr size_t kDefaultSegment = 1 << 20;
+
+// Ring AllReduce holding a route plan's rounds (Shape::gates from
+// routing::ring_plan_gates; ring_gates.cc).
+std::unique_ptr<Plan> plan_allreduce_ring_gated(const Shape& s);
 
 }  // namespace weft::coll::internal

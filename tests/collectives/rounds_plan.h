@@ -6,6 +6,7 @@
 // gates do not depend on the protocol.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -66,6 +67,63 @@ inline routing::RoutePlan rounds_plan(int ranks, int per_leaf, int spines, unsig
     routing::PlanStep ps;
     ps.step = static_cast<int>(i);
     ps.phase = sched->steps[i].phase;
+    ps.max_load = 1;
+    ps.lower_bound = 1;
+    ps.rounds = rounds;
+    plan.steps.push_back(ps);
+  }
+  return plan;
+}
+
+// A ring plan with rounds: rank r on leaf r % leaves (so every ring flow
+// r -> r+1 leaves its leaf), each flow on a random spine of `spines`, and
+// per step first-fit rounds on shared directed links — ring-rs in rank
+// order, ring-ag in reverse, so the two steps' rounds differ.
+inline routing::RoutePlan ring_rounds_plan(int ranks, int leaves, int spines, unsigned seed) {
+  std::mt19937 rng(seed);
+  routing::RoutePlan plan;
+  plan.collective = "allreduce-ring";
+  plan.topology = "synthetic";
+  plan.ranks = ranks;
+  auto leaf = [&](int r) { return "l" + std::to_string(r % leaves); };
+  for (int r = 0; r < ranks; ++r) {
+    routing::PlanFlow f;
+    f.src_rank = r;
+    f.dst_rank = (r + 1) % ranks;
+    f.src_host = "h" + std::to_string(r);
+    f.dst_host = "h" + std::to_string(f.dst_rank);
+    f.protocol = "udp";
+    f.sport = static_cast<uint16_t>(49152 + r);
+    f.dport = 4791;
+    f.path = {leaf(r)};
+    if (leaf(r) != leaf(f.dst_rank)) {
+      f.path.push_back("s" + std::to_string(rng() % static_cast<unsigned>(spines)));
+      f.path.push_back(leaf(f.dst_rank));
+    }
+    f.steps = {0, 1};
+    f.rounds = {0, 0};
+    plan.flows.push_back(f);
+  }
+  for (int step = 0; step < 2; ++step) {
+    std::map<std::pair<std::string, std::string>, std::set<int>> busy;
+    int rounds = 1;
+    for (int k = 0; k < ranks; ++k) {
+      routing::PlanFlow& f = plan.flows[static_cast<size_t>(step == 0 ? k : ranks - 1 - k)];
+      int r = 0;
+      auto clashes = [&](int round) {
+        for (size_t i = 0; i + 1 < f.path.size(); ++i) {
+          if (busy[{f.path[i], f.path[i + 1]}].count(round)) return true;
+        }
+        return false;
+      };
+      while (clashes(r)) ++r;
+      for (size_t i = 0; i + 1 < f.path.size(); ++i) busy[{f.path[i], f.path[i + 1]}].insert(r);
+      f.rounds[static_cast<size_t>(step)] = r;
+      rounds = std::max(rounds, r + 1);
+    }
+    routing::PlanStep ps;
+    ps.step = step;
+    ps.phase = step == 0 ? "ring-rs" : "ring-ag";
     ps.max_load = 1;
     ps.lower_bound = 1;
     ps.rounds = rounds;

@@ -87,6 +87,32 @@ TEST_F(RouteCliFailedLink, NoRoundsLeavesLoadTwoAndWritesNoRounds) {
   EXPECT_EQ(check("plan.json")["max_load"], 2);
 }
 
+// A ring whose every edge crosses leaves (hosts interleaved leaf by leaf)
+// sends all four of l3's flows over its three uplinks: the plan splits both
+// ring steps into 2 rounds of load 1, which the library holds per repetition
+// (collectives/algorithms/ring_gates.cc). weft's own order (contiguous
+// leaves) sends one flow off each leaf and needs none.
+TEST_F(RouteCliFailedLink, AnInterleavedRingGoesInTwoRoundsOfLoadOne) {
+  std::string csv = "rank,host,nic,switch\n";
+  for (int k = 0; k < 16; ++k) {
+    const int leaf = k % 4 + 1, host = k / 4 + 1;
+    csv += "" + std::to_string(k) + ",h" + std::to_string(leaf) + "-" + std::to_string(host) + ",eth0,l" +
+           std::to_string(leaf) + "\n";
+  }
+  write("interleaved.csv", csv);
+  CliRun r = weft("route --topology " + path("f.json") + " --ranks " + path("interleaved.csv") +
+                  " --collective allreduce-ring -o " + path("ring.json"));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("max load 1 (lower bound 1), 2 of 2 steps at the bound; 2 steps in up to 2 rounds, load "
+                       "counted per round (one round would need 2); wrote"),
+            std::string::npos)
+      << r.err;
+  CliRun ours = weft(base() + "--collective allreduce-ring -o " + path("ours.json"));
+  ASSERT_EQ(ours.rc, 0) << ours.err;
+  EXPECT_NE(ours.err.find("max load 1 (lower bound 1), 2 of 2 steps at the bound; wrote"), std::string::npos)
+      << ours.err;
+}
+
 struct BadRoute {
   const char* name;
   const char* args;   // after "route --topology T --ranks R"

@@ -36,4 +36,11 @@ struct Gate {
 // two or more switches lists no steps: its place in time would be unknown.
 Result<std::vector<Gate>> plan_gates(const RoutePlan& plan);
 
+// The gates of an allreduce-ring plan, per repetition: a ring's step (ring-rs
+// or ring-ag) is P-1 repetitions of the same flows, each flow in the round
+// the plan gives it in that step, so its gates are those of the plan with
+// step u = repetition u of ring-rs (0 <= u < P-1), then repetition
+// u - (P-1) of ring-ag. Error when a flow is not a ring flow r -> r + 1.
+Result<std::vector<Gate>> ring_plan_gates(const RoutePlan& plan);
+
 }  // namespace weft::routing
