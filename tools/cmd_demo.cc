@@ -144,9 +144,8 @@ Status run_timeline(demo::DemoSession& s, const DemoConfig& cfg, const std::stri
     fmt::print("  {}: running...\n", name);
     std::fflush(stdout);
     demo::FaultSchedule faults(s.fabric(), cfg);
-    // 3 s of lead: every rank connects (and rank 0 serves the store) first.
     WEFT_ASSIGN_OR_RETURN(auto calls, s.series(demo::host_names(fabric, *what.first), what.second,
-                                               name.substr(0, 3), 3.0, [&](double t) { return faults.at(t); }));
+                                               name.substr(0, 3), [&](double t) { return faults.at(t); }));
     WEFT_RETURN_IF_ERROR(faults.heal());
     runs.push_back({name, std::move(calls), faults.events()});
     fmt::print("  {}: {} calls, every result verified\n", name, runs.back().calls.size());

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <cmath>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -275,22 +276,26 @@ Result<AllreduceRun> DemoSession::allreduce(const std::vector<std::string>& host
 }
 
 Result<std::vector<SeriesCall>> DemoSession::series(const std::vector<std::string>& hosts, const std::string& plan,
-                                                    const std::string& tag, double lead_s,
-                                                    const std::function<Status(double t)>& at) {
+                                                    const std::string& tag, const std::function<Status(double t)>& at) {
   const int n = static_cast<int>(hosts.size());
-  const auto start = std::chrono::system_clock::now() + std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                                                            std::chrono::duration<double>(lead_s));
-  const int64_t start_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count();
+  const std::string start_file = fmt::format("{}/series-{}.start", dir_, jobs_ + 1);
   const nlohmann::json job = {{"bytes", cfg_.call_bytes},
                               {"plan", plan},
-                              {"series", {{"start_unix_ns", start_ns}, {"duration_s", cfg_.timeline_s}}}};
+                              {"series", {{"start_file", start_file}, {"duration_s", cfg_.timeline_s}}}};
+  std::optional<int64_t> start_ns;
   auto tick = [&]() -> Status {
-    return at(std::chrono::duration<double>(std::chrono::system_clock::now() - start).count());
+    if (!start_ns) {
+      auto text = read_file(start_file);
+      if (!text) return Status::ok();  // not every rank is connected yet
+      start_ns = std::stoll(*text);
+    }
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+    return at(static_cast<double>(now - *start_ns) / 1e9);
   };
   // A call still running when the timeline ends finishes within the timeout.
   WEFT_ASSIGN_OR_RETURN(auto results,
-                        run_job(hosts, job, tag, static_cast<int>(lead_s + cfg_.timeline_s) + cfg_.timeout_s + 30, tick));
+                        run_job(hosts, job, tag, static_cast<int>(cfg_.timeline_s) + 2 * cfg_.timeout_s + 30, tick));
   std::vector<SeriesCall> calls;
   const double bus = static_cast<double>(cfg_.call_bytes) * 2.0 * (n - 1) / n;
   for (const auto& row : results[0].value("calls", nlohmann::json::array())) {

@@ -70,12 +70,11 @@ class DemoSession {
   Result<AllreduceRun> allreduce(const std::vector<std::string>& hosts, const std::string& plan,
                                  const std::string& tag);
   // Back-to-back HD AllReduce calls of cfg.call_bytes for cfg.timeline_s,
-  // starting lead_s from now on every rank at once; `at(t)` is called every
-  // few ms with the seconds since the start (negative before it), to act on
-  // the fabric meanwhile. An error from it ends the wait.
+  // from a start rank 0 picks once every rank is connected; meanwhile
+  // `at(t)` is called every few ms with the seconds since that start, to act
+  // on the fabric. An error from it ends the wait.
   Result<std::vector<SeriesCall>> series(const std::vector<std::string>& hosts, const std::string& plan,
-                                         const std::string& tag, double lead_s,
-                                         const std::function<Status(double t)>& at);
+                                         const std::string& tag, const std::function<Status(double t)>& at);
 
  private:
   DemoSession() = default;

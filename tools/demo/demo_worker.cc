@@ -28,10 +28,11 @@ struct Job {
   uint64_t bytes = 0;
   int timeout_s = 60;
   int socket_buffer = 0;
-  // "series": back-to-back calls from start_unix_ns (CLOCK_REALTIME, shared
-  // by every namespace of the machine) until duration_s has passed.
+  // "series": back-to-back calls for duration_s from a start rank 0 picks
+  // once every rank is connected, written to start_file (CLOCK_REALTIME ns,
+  // shared by every namespace of the machine) for the demo to time its faults.
   bool series = false;
-  int64_t start_unix_ns = 0;
+  std::string start_file;
   double duration_s = 0;
 };
 
@@ -47,7 +48,7 @@ Result<Job> parse_job(const std::string& text) {
     job.socket_buffer = j.at("socket_buffer").get<int>();
     if (j.contains("series")) {
       job.series = true;
-      job.start_unix_ns = j.at("series").at("start_unix_ns").get<int64_t>();
+      job.start_file = j.at("series").at("start_file").get<std::string>();
       job.duration_s = j.at("series").at("duration_s").get<double>();
       if (!(job.duration_s > 0)) return invalid_argument("series duration out of range");
     }
@@ -144,10 +145,14 @@ Result<std::vector<Call>> run_series(const WorkerArgs& a, const Job& job, int ra
   const size_t count = job.bytes / 4;
   if (job.bytes > data.size()) return invalid_argument(fmt::format("job of {} bytes > --max-bytes", job.bytes));
   WEFT_ASSIGN_OR_RETURN(Connected c, connect(a, job, rank));
-  WEFT_RETURN_IF_ERROR(c.comm->barrier());
-  const int64_t wait_ns = job.start_unix_ns - unix_ns();
+  // Rank 0 picks the start once everyone is connected (however long that
+  // took on a loaded machine), a little ahead so every rank is waiting.
+  int64_t start_ns = rank == 0 ? unix_ns() + 200'000'000 : 0;
+  WEFT_RETURN_IF_ERROR(c.comm->allreduce(&start_ns, &start_ns, 1, coll::DataType::kI64, coll::ReduceOp::kMax));
+  if (rank == 0) WEFT_RETURN_IF_ERROR(write_file_atomic(job.start_file, fmt::format("{}\n", start_ns)));
+  const int64_t wait_ns = start_ns - unix_ns();
   if (wait_ns > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(wait_ns));
-  const int64_t end_ns = job.start_unix_ns + static_cast<int64_t>(job.duration_s * 1e9);
+  const int64_t end_ns = start_ns + static_cast<int64_t>(job.duration_s * 1e9);
   coll::CollectiveOptions o;
   o.algorithm = coll::Algorithm::kHalvingDoubling;
   std::vector<Call> calls;
@@ -165,7 +170,7 @@ Result<std::vector<Call>> run_series(const WorkerArgs& a, const Job& job, int ra
                                     data.data()),
                         rank == 0 && t1 >= end_ns ? 1 : 0};
     WEFT_RETURN_IF_ERROR(c.comm->allreduce(agree, agree, 4, coll::DataType::kI64, coll::ReduceOp::kMax));
-    calls.push_back({static_cast<double>(-agree[0] - job.start_unix_ns) / 1e9,
+    calls.push_back({static_cast<double>(-agree[0] - start_ns) / 1e9,
                      static_cast<double>(agree[1] + agree[0]) / 1e9, agree[2]});
     if (agree[3] != 0) return calls;
   }

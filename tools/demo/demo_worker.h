@@ -14,9 +14,9 @@
 //                          ports), "timeout_s", "socket_buffer"}
 //   result-<k>-<host>.json {"rank", "ok", "seconds" (slowest rank), "wrong"
 //                          (elements off the exact sum, all ranks), "error"}
-// A job with "series": {"start_unix_ns", "duration_s"} runs back-to-back
-// calls from that moment until the duration has passed (weft demo
-// --fail-during); rank 0's result lists them as "calls": [[first rank's start
+// A job with "series": {"start_file", "duration_s"} runs back-to-back calls
+// for that long from a start rank 0 picks once all are connected and writes
+// to start_file (weft demo --fail-during); rank 0's result lists them as "calls": [[first rank's start
 // s, seconds until the last rank's end, wrong elements on the worst rank], ...].
 // A worker whose host is not in a job skips it. Each job: fill the input,
 // rendezvous through the TCP store (rank 0 serves it), connect (the plan's
