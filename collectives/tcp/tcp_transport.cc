@@ -238,7 +238,7 @@ int TcpTransport::socket_count() const {
     for (const OutConn& c : p->out) n += c.fd ? 1 : 0;
     for (const InConn& c : p->in) n += c.fd ? 1 : 0;
   }
-  return n + static_cast<int>(pending_.size());
+  return n + static_cast<int>(pending_.size() + retired_.size());
 }
 
 TcpTransport::~TcpTransport() {

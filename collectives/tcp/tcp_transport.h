@@ -54,7 +54,8 @@ class TcpTransportInfo {
   // splice_min_bytes): 0 where held sends were all copied.
   virtual uint64_t spliced_bytes() const = 0;
   // Sockets this transport holds open: the listening one, every
-  // connection, accepted ones whose hello is still due. Read it while no
+  // connection, accepted ones whose hello is still due, outgoing ones of
+  // the previous plan epoch (tcp_reroute.cc). Read it while no
   // other thread is inside the transport.
   virtual int socket_count() const = 0;
   // Connections to the listening port that were not a peer's (a bad or no
