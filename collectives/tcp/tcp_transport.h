@@ -40,6 +40,9 @@ struct ConnectionPorts {
   uint16_t local_port;
   uint16_t remote_port;
   std::string congestion_control;  // TCP_CONGESTION of the socket
+  // SO_COOKIE (socket(7)): unique per socket while the system runs, so a
+  // connection made again (a new plan epoch) shows another.
+  uint64_t cookie = 0;
 };
 
 // The TCP transport's extra surface, for tests and diagnostics.

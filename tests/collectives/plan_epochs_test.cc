@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <tuple>
@@ -191,6 +192,79 @@ INSTANTIATE_TEST_SUITE_P(PlanEpochs, EpochSwitch,
                            return fmt::format("{}ranks_{}", std::get<0>(p.param),
                                               std::get<1>(p.param) == "allreduce-hd" ? "hd" : "ring");
                          });
+
+// The connections by (peer, outgoing): their SO_COOKIE.
+std::map<std::pair<int, bool>, uint64_t> cookies(Communicator& comm) {
+  std::map<std::pair<int, bool>, uint64_t> out;
+  for (int p = 0; p < comm.size(); ++p) {
+    auto* info = p == comm.rank() ? nullptr : dynamic_cast<tcp::TcpTransportInfo*>(comm.transport_for(p));
+    if (info == nullptr) continue;
+    for (const auto& c : info->connection_ports(p)) out[{p, c.outgoing}] = c.cookie;
+  }
+  return out;
+}
+
+TEST(EpochSwitchConnections, OnlyTheConnectionsWhoseSourcePortChangedAreMadeAgain) {
+  const int n = 4;
+  const std::vector<uint16_t> ports = free_ports(n + n * n + 2);
+  if (ports.size() < static_cast<size_t>(n + n * n + 2)) GTEST_SKIP() << "not enough free TCP ports on 127.0.0.1";
+  const std::vector<uint16_t> dports(ports.begin(), ports.begin() + n);
+  std::vector<uint16_t> sports(ports.begin() + n, ports.begin() + n + n * n);
+  const routing::RoutePlan plan_a = tcp_plan(n, "allreduce-hd", dports, sports);
+  sports[0 * n + 1] = ports[static_cast<size_t>(n + n * n)];      // flow 0 -> 1
+  sports[3 * n + 2] = ports[static_cast<size_t>(n + n * n + 1)];  // flow 3 -> 2
+  const routing::RoutePlan plan_b = tcp_plan(n, "allreduce-hd", dports, sports);
+  const auto moved = [](int src, int dst) { return (src == 0 && dst == 1) || (src == 3 && dst == 2); };
+  TempDir dir;
+  const std::string path = dir.path + "/epochs.json";  // one file for every rank
+  std::vector<std::atomic<int>> calls(static_cast<size_t>(n));
+  std::thread watcher([&] {
+    const auto deadline = Clock::now() + 20s;
+    for (auto& c : calls) {
+      while (c < 3 && Clock::now() < deadline) std::this_thread::sleep_for(2ms);
+    }
+    EXPECT_TRUE(publish(path, epoch_json("conns", 1, plan_b)));
+  });
+  run_ranks(
+      n,
+      [&](Communicator& comm) {
+        const int me = comm.rank();
+        std::map<std::pair<int, bool>, uint64_t> before;
+        int after = 0;
+        const auto start = Clock::now();
+        for (int64_t i = 0; after < 5; ++i) {
+          std::vector<int64_t> v(4099, me + i);
+          CollectiveOptions o;
+          o.algorithm = Algorithm::kHalvingDoubling;
+          ASSERT_TRUE(comm.allreduce(v.data(), v.data(), v.size(), DataType::kI64, ReduceOp::kSum, o));
+          ASSERT_EQ(v[4098], n * (n - 1) / 2 + n * i);
+          if (i == 0) before = cookies(comm);
+          ++calls[static_cast<size_t>(me)];
+          if (comm.plan_epoch() == 1) ++after;
+          std::this_thread::sleep_for(1ms);
+          ASSERT_LT(Clock::now() - start, 20s) << "rank " << me << " never switched";
+        }
+        EXPECT_EQ(ports_differ(comm, plan_b), "");
+        const auto now = cookies(comm);
+        ASSERT_EQ(now.size(), before.size());
+        for (const auto& [key, cookie] : before) {
+          const auto [peer, outgoing] = key;
+          const bool again = outgoing ? moved(me, peer) : moved(peer, me);
+          EXPECT_EQ(now.at(key) != cookie, again)
+              << "rank " << me << (outgoing ? " to " : " from ") << "rank " << peer
+              << (again ? ": the flow moved, its connection must be new" : ": the flow stayed, so must its connection");
+        }
+      },
+      [&](CommConfig& c) {
+        c.transport = "tcp";
+        c.plan = plan_a;
+        c.plan_epochs = path;
+        c.job = "conns";
+        c.plan_poll = 10ms;
+        c.timeout = 10s;
+      });
+  watcher.join();
+}
 
 }  // namespace
 }  // namespace weft::coll::testing
