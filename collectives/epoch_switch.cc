@@ -145,14 +145,24 @@ Status Communicator::Impl::adopt(internal::PlanEpoch next) {
     if (proto.empty()) continue;
     std::vector<PeerRoute> routes(static_cast<size_t>(n));
     std::vector<int> inbound;
+    bool moved = false;
     for (const auto& f : next.plan.flows) {
       if (f.protocol != proto) continue;
-      if (f.src_rank == me) routes[static_cast<size_t>(f.dst_rank)].sport = f.sport;
+      if (f.src_rank == me) {
+        routes[static_cast<size_t>(f.dst_rank)].sport = f.sport;
+        const routing::PlanFlow* before = old.find(me, f.dst_rank);
+        moved = moved || before == nullptr || before->sport != f.sport;
+      }
       const auto src = static_cast<size_t>(f.src_rank);
       if (f.dst_rank == me && links.transport_of[src] == static_cast<int>(t) && links.pairs[src] != nullptr) {
         const routing::PlanFlow* before = old.find(f.src_rank, me);
         if (before == nullptr || before->sport != f.sport) inbound.push_back(f.src_rank);
       }
+    }
+    if (name == "verbs" && moved) {
+      spdlog::warn("weft: rank {}: plan epoch {} moves udp flows, but the verbs transport keeps its queue pairs' "
+                   "source ports (docs/collectives.md \"Plan epochs\")",
+                   me, next.epoch);
     }
     Status s = transports[t]->reroute(routes, inbound, deadline);
     if (s.code() == StatusCode::kDeadlineExceeded) {
