@@ -112,7 +112,9 @@ TEST(PlanEpochRefusals, EachIsCountedOnceAndTheJobKeepsItsPlan) {
   c.refused_unreadable = 1;
   phases.push_back({"garbage", [&](int) { return std::string("{\"version\": 1, \"job\": \"j\", \"epo"); }, c});
   c.refused_unreadable = 2;
-  phases.push_back({"invalid plan", [&](int) { return std::string(R"({"version": 1, "job": "j", "epoch": 1, "plan": {"version": 1, "ranks": 3, "flows": [{"src_rank": 0}]}})"); }, c});
+  const std::string invalid_plan =
+      R"({"version": 1, "job": "j", "epoch": 1, "plan": {"version": 1, "ranks": 3, "flows": [{"src_rank": 0}]}})";
+  phases.push_back({"invalid plan", [&](int) { return invalid_plan; }, c});
   c.switches = 1;
   c.epoch = 1;
   phases.push_back({"valid", [&](int) { return epoch_json("j", 1, moved); }, c});
@@ -175,7 +177,7 @@ TEST(PlanEpochSetup, EveryRankNamesAFileOrNone) {
       cfg.size = 2;
       cfg.transport = "loopback";
       cfg.plan = plan;
-      cfg.timeout = 2s;
+      cfg.timeout = 500ms;
       if (r == 1) cfg.plan_epochs = "/nonexistent/epochs.json";
       auto comm = Communicator::create(cfg, store);
       if (!comm) errors[static_cast<size_t>(r)] = comm.status().message();
