@@ -102,9 +102,9 @@ Status Communicator::Impl::agree_on_epoch() {
   if (-v[1] != newest) {
     // Some rank holds a newer epoch than this or another rank: those behind
     // read the file now, a while at most, and all decide once more.
+    const bool first = e.waited_for < static_cast<uint64_t>(newest);  // the first round unequal on `newest`
     if (held() < newest) {
-      const bool wait = e.waited_for < static_cast<uint64_t>(newest);
-      e.waited_for = std::max(e.waited_for, static_cast<uint64_t>(newest));
+      const bool wait = first;
       const auto timeout = cfg.timeout / 4 < std::chrono::milliseconds(1000) ? cfg.timeout / 4
                                                                               : std::chrono::milliseconds(1000);
       const auto until = Clock::now() + (wait ? timeout : std::chrono::milliseconds(0));
@@ -114,11 +114,14 @@ Status Communicator::Impl::agree_on_epoch() {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     }
+    e.waited_for = std::max(e.waited_for, static_cast<uint64_t>(newest));
     int64_t again[3] = {held(), -held(), 0};
     if (Status s = agree(again); !s) return named(s);
     if (-again[1] != again[0]) {
-      spdlog::info("weft: rank {}: the ranks hold plan epochs {} to {} before call {}; they agree again later",
-                   cfg.rank, -again[1], again[0], call);
+      if (first) {
+        spdlog::info("weft: rank {}: the ranks hold plan epochs {} to {} before call {}; they agree again at later calls",
+                     cfg.rank, -again[1], again[0], call);
+      }
       return Status::ok();
     }
     newest = again[0];
