@@ -21,13 +21,12 @@
 // alone, which every rank has the same, so no rank can switch alone.
 //
 // The interval keeps the cost near one 24-byte AllReduce per plan_poll
-// (tens of microseconds each 100 ms over TCP) whatever the call size,
-// and a new epoch is run about 2 x plan_poll after it was published (one
-// poll to see it, one to agree) plus the call then running.
+// whatever the call size, and a new epoch is run about 2 x plan_poll after
+// it was published (one poll to see it, one to agree) plus the call then
+// running.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <thread>
 
 #include <fmt/format.h>
