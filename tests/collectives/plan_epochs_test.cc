@@ -215,6 +215,76 @@ INSTANTIATE_TEST_SUITE_P(PlanEpochs, EpochSwitch,
                                               std::get<1>(p.param) == "allreduce-hd" ? "hd" : "ring");
                          });
 
+// The watcher publishes epoch 2 before every rank read epoch 1, and one
+// rank only ever sees epoch 2: the ranks never agree on 1, and all switch
+// to 2 at one call, skipping 1.
+TEST(EpochSwitchSkip, ARankThatOnlySeesANewerEpochTakesEveryRankThere) {
+  const int n = 3;
+  const std::vector<uint16_t> ports = free_ports(3 + 3 * 9);
+  if (ports.size() < 3 + 3 * 9) GTEST_SKIP() << "not enough free TCP ports on 127.0.0.1";
+  const std::vector<uint16_t> dports(ports.begin(), ports.begin() + 3);
+  std::vector<routing::RoutePlan> plans;
+  for (size_t k = 0; k < 3; ++k) {
+    const auto at = ports.begin() + 3 + 9 * static_cast<std::ptrdiff_t>(k);
+    plans.push_back(tcp_plan(n, "allreduce-hd", dports, std::vector<uint16_t>(at, at + 9)));
+  }
+  TempDir dir;
+  std::mutex mu;
+  std::vector<Switch> switches;
+  std::vector<std::atomic<int>> calls(static_cast<size_t>(n));
+  std::thread watcher([&] {
+    const auto deadline = Clock::now() + 20s;
+    for (auto& c : calls) {
+      while (c < 3 && Clock::now() < deadline) std::this_thread::sleep_for(2ms);
+    }
+    EXPECT_TRUE(publish(dir.file(0), epoch_json("skip", 1, plans[1])));
+    EXPECT_TRUE(publish(dir.file(2), epoch_json("skip", 1, plans[1])));
+    std::this_thread::sleep_for(100ms);
+    EXPECT_TRUE(publish(dir.file(1), epoch_json("skip", 2, plans[2])));
+    std::this_thread::sleep_for(600ms);
+    EXPECT_TRUE(publish(dir.file(0), epoch_json("skip", 2, plans[2])));
+    EXPECT_TRUE(publish(dir.file(2), epoch_json("skip", 2, plans[2])));
+  });
+  run_ranks(
+      n,
+      [&](Communicator& comm) {
+        const int me = comm.rank();
+        int after = 0;
+        const auto start = Clock::now();
+        for (int64_t i = 0; after < 5; ++i) {
+          std::vector<int64_t> v(1023, me + i);
+          ASSERT_TRUE(comm.allreduce(v.data(), v.data(), v.size(), DataType::kI64, ReduceOp::kSum));
+          ASSERT_EQ(v[1022], n * (n - 1) / 2 + n * i);
+          ++calls[static_cast<size_t>(me)];
+          ASSERT_NE(comm.plan_epoch(), 1u) << "rank " << me << " ran epoch 1";
+          if (comm.plan_epoch() == 2) ++after;
+          std::this_thread::sleep_for(1ms);
+          ASSERT_LT(Clock::now() - start, 20s) << "rank " << me << " never switched";
+        }
+        EXPECT_EQ(ports_differ(comm, plans[2]), "");
+        EXPECT_EQ(comm.plan_epoch_counters().switches, 1u);
+      },
+      [&](CommConfig& c) {
+        c.transport = "tcp";
+        c.plan = plans[0];
+        c.plan_epochs = dir.file(c.rank);
+        c.job = "skip";
+        c.plan_poll = 10ms;
+        c.timeout = 2s;  // a rank behind waits 0.5 s for the newest epoch
+        c.trace = [&](int rank, const TraceEvent& e) {
+          if (e.kind != TraceEvent::kEpoch) return;
+          std::lock_guard<std::mutex> l(mu);
+          switches.push_back({rank, e.epoch, e.call});
+        };
+      });
+  watcher.join();
+  ASSERT_EQ(switches.size(), static_cast<size_t>(n));
+  for (const Switch& s : switches) {
+    EXPECT_EQ(s.epoch, 2u) << "rank " << s.rank;
+    EXPECT_EQ(s.call, switches[0].call) << "rank " << s.rank;
+  }
+}
+
 // The connections by (peer, outgoing): their SO_COOKIE.
 std::map<std::pair<int, bool>, uint64_t> cookies(Communicator& comm) {
   std::map<std::pair<int, bool>, uint64_t> out;
