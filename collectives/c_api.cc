@@ -96,6 +96,8 @@ Status create(const weft_comm_config_t* config, weft_comm_t** out) {
     if (!plan) return plan.status().with_context("weft_comm_create: config.plan_path");
     cfg.plan = std::move(*plan);
   }
+  cfg.plan_epochs = c.plan_epochs ? c.plan_epochs : "";
+  cfg.job = c.job ? c.job : "";
   if (Status s = cfg.validate(); !s) return s.with_context("weft_comm_create: config");
   // Before the store is opened (bootstrap/listen_address.h says why).
   WEFT_RETURN_IF_ERROR(internal::check_listen_overrides(cfg.tcp).with_context(fmt::format("rank {}", c.rank)));
@@ -114,7 +116,7 @@ extern "C" {
 
 weft_status_t weft_comm_config_init(weft_comm_config_t* c) {
   if (!c) return report(invalid_argument("weft_comm_config_init: config is NULL"));
-  *c = weft_comm_config_t{0, 1, nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr};
+  *c = weft_comm_config_t{0, 1, nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr};
   return WEFT_OK;
 }
 

@@ -131,6 +131,9 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
   if (a != Algorithm::kHybrid) {
     WEFT_ASSIGN_OR_RETURN(group, m.rank_map(a));
   }
+  if (m.epochs) [[unlikely]] {
+    if (Status s = m.epoch_boundary(); !s) return s;
+  }
   // Only now, with every argument checked: nothing is written on an error.
   if (send != recv) std::memmove(recv, send, bytes);
   if (a == Algorithm::kButterfly) {
@@ -156,6 +159,7 @@ Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_co
   WEFT_RETURN_IF_ERROR(m.ensure_work(all));
   std::memcpy(m.work.data(), send, all);
   if (size() > 1) {
+    if (m.epochs) WEFT_RETURN_IF_ERROR(m.epoch_boundary());
     WEFT_RETURN_IF_ERROR(m.execute(kReduceScatter, Algorithm::kRing, internal::plan_reduce_scatter_ring,
                                    m.identity_group, recv_count, 0, m.work.data(), all, t, op, o));
   }
@@ -186,6 +190,7 @@ Status Communicator::allgather(const void* send, void* recv, size_t send_count, 
   if (a == Algorithm::kHierarchical && internal::equal_hosts(m.host_of).empty()) {
     return failed_precondition("allgather: hierarchical needs the same number of ranks on every host");
   }
+  if (m.epochs) WEFT_RETURN_IF_ERROR(m.epoch_boundary());
   if (out != send) std::memmove(out, send, block);
   const MakePlan make = a == Algorithm::kRing ? internal::plan_allgather_ring : internal::plan_allgather_hierarchical;
   return m.execute(kAllgather, a, make, m.identity_group, send_count, 0, recv, all, t, ReduceOp::kSum, o);
@@ -202,6 +207,7 @@ Status Communicator::broadcast(void* buf, size_t count, DataType t, int root, co
     return invalid_argument(fmt::format("broadcast: '{}' is not a broadcast algorithm (binomial)", algorithm_name(o.algorithm)));
   }
   if (count == 0 || size() == 1) return Status::ok();
+  if (m.epochs) WEFT_RETURN_IF_ERROR(m.epoch_boundary());
   return m.execute(kBroadcast, Algorithm::kBinomial, internal::plan_broadcast_binomial, m.identity_group, count,
                    root, buf, count * dtype_size(t), t, ReduceOp::kSum, o);
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -45,6 +46,12 @@ Status CommConfig::validate() const {
     if (a < 0 || a >= size || b < 0 || b >= size || a == b) {
       return invalid_argument(fmt::format("communicator: failed link {}-{} does not join two ranks of [0, {})", a, b, size));
     }
+  }
+  if (!plan_epochs.empty() && !plan) {
+    return invalid_argument(fmt::format("communicator: plan epochs ({}) need a route plan to start from (plan)", plan_epochs));
+  }
+  if (plan_poll < std::chrono::milliseconds(1) || plan_poll > std::chrono::minutes(1)) {
+    return invalid_argument(fmt::format("communicator: plan_poll must be in [1 ms, 60000 ms] (got {} ms)", plan_poll.count()));
   }
   if (plan) {
     if (plan->ranks != size) {
@@ -140,6 +147,7 @@ Status Communicator::Impl::setup(Store& store) {
   if (peers_of.size() == 1) link_kind = peers_of.begin()->first;
   WEFT_RETURN_IF_ERROR(choose_auto());
   WEFT_RETURN_IF_ERROR(agree_on_picks(store, deadline));
+  WEFT_RETURN_IF_ERROR(setup_epochs(store, deadline));
   // The peers of what kAuto may run are connected now, the rest on demand
   // (connections.cc).
   const std::vector<bool> at_setup = setup_peers();
@@ -415,9 +423,16 @@ Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 Communicator::~Communicator() = default;
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const CommConfig& config, Store& store) {
-  WEFT_RETURN_IF_ERROR(config.validate());
+  CommConfig c = config;
+  // The environment names a job's plan epochs file where the code that
+  // makes the communicator does not (torch, launchers). Without a plan it
+  // has nothing to start from: ignored.
+  if (const char* env = std::getenv("WEFT_PLAN_EPOCHS"); c.plan_epochs.empty() && env && *env && c.plan) c.plan_epochs = env;
+  if (const char* env = std::getenv("WEFT_JOB"); c.job.empty() && env && *env) c.job = env;
+  if (c.job.empty()) c.job = c.store_prefix;
+  WEFT_RETURN_IF_ERROR(c.validate());
   auto impl = std::make_unique<Impl>();
-  impl->cfg = config;
+  impl->cfg = std::move(c);
   Status s = impl->setup(store);
   if (!s) return s.with_context(fmt::format("rank {}: creating the communicator", config.rank));
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
@@ -429,6 +444,11 @@ const std::string& Communicator::host() const { return impl_->cfg.host; }
 const std::vector<int>& Communicator::local_ranks() const { return impl_->local; }
 int Communicator::host_count() const { return impl_->host_count; }
 const AllreducePicks& Communicator::auto_allreduce() const { return impl_->auto_picks; }
+uint64_t Communicator::plan_epoch() const { return impl_->epochs ? impl_->epochs->epoch : 0; }
+PlanEpochCounters Communicator::plan_epoch_counters() const {
+  return impl_->epochs ? impl_->epochs->file.counters() : PlanEpochCounters{};
+}
+const std::optional<routing::RoutePlan>& Communicator::route_plan() const { return impl_->cfg.plan; }
 Result<std::vector<int>> Communicator::allreduce_rank_map(Algorithm a) const {
   WEFT_ASSIGN_OR_RETURN(const std::vector<int>* map, impl_->rank_map(a));
   return *map;

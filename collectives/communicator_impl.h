@@ -14,6 +14,7 @@
 
 #include "algorithms/algorithms.h"
 #include "context.h"
+#include "plan_epochs.h"
 #include "registry.h"
 #include "weft/collectives/communicator.h"
 #include "weft/common/huge_buffer.h"
@@ -70,6 +71,32 @@ class Communicator::Impl {
   std::mutex abort_mu;
   Status failed;  // first failure; the communicator is unusable after it
   std::atomic<bool> has_failed{false};
+
+  // Plan epochs (epoch_switch.cc; docs/collectives.md "Plan epochs"); null
+  // without a plan epochs file, and then a call never looks.
+  struct Epochs {
+    explicit Epochs(internal::PlanEpochFile f) : file(std::move(f)) {}
+    internal::PlanEpochFile file;
+    uint64_t epoch = 0;            // the epoch run
+    uint64_t calls = 0;            // collective calls begun
+    uint64_t countdown = 1;        // calls until the next agreement (the first call agrees)
+    uint64_t since = 0;            // calls since the last agreement
+    Clock::time_point last{};      // when the last agreement ended
+    uint64_t waited_for = 0;       // the newest epoch this rank waited to read (once per epoch)
+  };
+  std::unique_ptr<Epochs> epochs;
+  // At the start of every collective call that moves data: every rank
+  // counts the same calls, and agrees on the epoch at the same ones.
+  Status epoch_boundary() {
+    ++epochs->calls;
+    ++epochs->since;
+    if (--epochs->countdown > 0) return Status::ok();
+    return agree_on_epoch();
+  }
+  Status setup_epochs(Store& store, Deadline deadline);
+  Status agree_on_epoch();
+  Status agree(int64_t (&v)[3]);
+  Status adopt(internal::PlanEpoch e);
 
   // Butterfly AllReduce run straight on the pairs (butterfly_lane.cc), or
   // nullopt where that does not apply and execute runs the plan.

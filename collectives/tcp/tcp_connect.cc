@@ -95,7 +95,6 @@ Status TcpTransport::establish(const std::vector<int>& peers, Deadline deadline,
   const int me = cfg_.rank, k = cfg_.tcp.connections_per_peer;
   for (int p : peers) {
     TcpPair& pair = slot(p);
-    if (pair.ready) continue;
     const uint16_t sport = cfg_.routes.empty() ? 0 : cfg_.routes[static_cast<size_t>(p)].sport;
     for (int c = 0; c < k; ++c) {
       OutConn& out = pair.out[static_cast<size_t>(c)];
@@ -230,23 +229,38 @@ Status TcpTransport::read_hellos() {
 std::string TcpTransport::attach(const Hello& h, Fd fd) {
   const int k = cfg_.tcp.connections_per_peer;
   if (h.magic != kMagic) return fmt::format("a connection that is not a weft tcp peer (magic {:#x})", h.magic);
-  if (h.rank < 0 || h.rank >= cfg_.size || !served_[static_cast<size_t>(h.rank)] || h.conn < 0 || h.conn >= k ||
-      (pairs_[static_cast<size_t>(h.rank)] && pairs_[static_cast<size_t>(h.rank)]->in[static_cast<size_t>(h.conn)].fd)) {
+  if (h.rank < 0 || h.rank >= cfg_.size || !served_[static_cast<size_t>(h.rank)] || h.conn < 0 || h.conn >= k) {
     return fmt::format("unexpected hello (rank {}, connection {})", h.rank, h.conn);
   }
   TcpPair& pair = slot(h.rank);
+  InConn& in = pair.in[static_cast<size_t>(h.conn)];
+  if (in.fd) {
+    // A connected peer that already switched to a new plan epoch connects
+    // again before this rank has switched (tcp_reroute.cc): kept for the
+    // switch. A second one is no peer's.
+    if (!pair.ready || in.next) return fmt::format("unexpected hello (rank {}, connection {})", h.rank, h.conn);
+    in.next = std::move(fd);
+    return "";
+  }
   if (h.conn == 0 && peer_on_this_host(fd.get())) pair.cpu = PeerCpu(h.tid);
   pair.in[static_cast<size_t>(h.conn)].fd = std::move(fd);
   return "";
 }
 
 Status TcpTransport::make_ready(TcpPair& pair) {
+  // Only the connections not set up yet: after a reroute the others carry
+  // on as they were (their staged bytes, their epoll interest).
   for (size_t c = 0; c < pair.out.size(); ++c) {
-    WEFT_RETURN_IF_ERROR(set_nonblocking(pair.out[c].fd.get()));
-    WEFT_RETURN_IF_ERROR(set_nonblocking(pair.in[c].fd.get()));
-    pair.in[c].stage = std::make_unique<char[]>(kStageBytes);
-    watch_out(pair, c, EPOLLRDHUP);
-    watch_in(pair, c, EPOLLIN | EPOLLRDHUP);
+    if (!pair.out[c].set_up) {
+      WEFT_RETURN_IF_ERROR(set_nonblocking(pair.out[c].fd.get()));
+      watch_out(pair, c, EPOLLRDHUP);
+      pair.out[c].set_up = true;
+    }
+    if (!pair.in[c].stage) {
+      WEFT_RETURN_IF_ERROR(set_nonblocking(pair.in[c].fd.get()));
+      pair.in[c].stage = std::make_unique<char[]>(kStageBytes);
+      watch_in(pair, c, EPOLLIN | EPOLLRDHUP);
+    }
   }
   pair.ready = true;
   return Status::ok();

@@ -77,6 +77,7 @@ struct OutConn {
   size_t fed = 0;
   Fd pipe_r, pipe_w;     // made at the first spliced part
   bool no_pipe = false;  // none of a useful size could be made: copy
+  bool set_up = false;   // non-blocking and watched (make_ready)
   // The reverse direction carries only the peer's stall notices (kStall
   // headers, tcp_transport.h): the part of one read so far.
   Header ctl{};
@@ -100,6 +101,9 @@ struct InConn {
   // Staged bytes [lo, hi) of stage.
   std::unique_ptr<char[]> stage;
   size_t lo = 0, hi = 0;
+  // The peer's connection that replaces this one after a new plan epoch
+  // (tcp_reroute.cc), when it arrived before this rank switched.
+  Fd next;
 };
 
 class TcpTransport;
@@ -150,6 +154,7 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
     return p != nullptr && p->ready ? p : nullptr;
   }
   Status connect_peers(const std::vector<int>& peers, Deadline deadline) override;
+  Status reroute(const std::vector<PeerRoute>& routes, const std::vector<int>& inbound, Deadline deadline) override;
   Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) override;
   Result<bool> poll() override;
   void abort(const Status& reason) override;
@@ -242,6 +247,10 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   bool peers_notified_ = false;
   std::vector<int> stall_from_;  // by rank: whom it said it waits on, itself or relayed (kNoStallNotice)
   std::atomic<bool> stall_noticed_{false};
+  // Outgoing connections of an earlier plan epoch (tcp_reroute.cc): left
+  // open, unwatched, until the next reroute, so that the peer reads their
+  // last bytes before it sees them close.
+  std::vector<Fd> retired_;
   bool splice_broken_ = false;  // vmsplice/splice refused once (seccomp, old kernel): copy from then on
   std::atomic<uint64_t> spliced_bytes_{0};
 };

@@ -218,15 +218,25 @@ Result<bool> TcpPair::test_recv(Ticket t) {
   return false;
 }
 
+namespace {
+uint64_t socket_cookie(int fd) {
+  uint64_t cookie = 0;
+  socklen_t len = sizeof cookie;
+  return ::getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &len) == 0 ? cookie : 0;
+}
+}  // namespace
+
 std::vector<ConnectionPorts> TcpTransport::connection_ports(int peer) const {
   std::vector<ConnectionPorts> out;
   const auto& p = pairs_[static_cast<size_t>(peer)];
   if (!p || !p->ready) return out;
   for (const OutConn& c : p->out) {
-    out.push_back({true, local_port(c.fd.get()), remote_port(c.fd.get()), congestion_control(c.fd.get())});
+    out.push_back({true, local_port(c.fd.get()), remote_port(c.fd.get()), congestion_control(c.fd.get()),
+                   socket_cookie(c.fd.get())});
   }
   for (const InConn& c : p->in) {
-    out.push_back({false, local_port(c.fd.get()), remote_port(c.fd.get()), congestion_control(c.fd.get())});
+    out.push_back({false, local_port(c.fd.get()), remote_port(c.fd.get()), congestion_control(c.fd.get()),
+                   socket_cookie(c.fd.get())});
   }
   return out;
 }
@@ -238,7 +248,7 @@ int TcpTransport::socket_count() const {
     for (const OutConn& c : p->out) n += c.fd ? 1 : 0;
     for (const InConn& c : p->in) n += c.fd ? 1 : 0;
   }
-  return n + static_cast<int>(pending_.size());
+  return n + static_cast<int>(pending_.size() + retired_.size());
 }
 
 TcpTransport::~TcpTransport() {

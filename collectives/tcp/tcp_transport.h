@@ -40,6 +40,9 @@ struct ConnectionPorts {
   uint16_t local_port;
   uint16_t remote_port;
   std::string congestion_control;  // TCP_CONGESTION of the socket
+  // SO_COOKIE (socket(7)): unique per socket while the system runs, so a
+  // connection made again (a new plan epoch) shows another.
+  uint64_t cookie = 0;
 };
 
 // The TCP transport's extra surface, for tests and diagnostics.
@@ -54,7 +57,8 @@ class TcpTransportInfo {
   // splice_min_bytes): 0 where held sends were all copied.
   virtual uint64_t spliced_bytes() const = 0;
   // Sockets this transport holds open: the listening one, every
-  // connection, accepted ones whose hello is still due. Read it while no
+  // connection, accepted ones whose hello is still due, outgoing ones of
+  // the previous plan epoch (tcp_reroute.cc). Read it while no
   // other thread is inside the transport.
   virtual int socket_count() const = 0;
   // Connections to the listening port that were not a peer's (a bad or no

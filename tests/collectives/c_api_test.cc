@@ -132,6 +132,13 @@ std::vector<BadCall> bad_calls() {
          return create_fails(c);
        },
        "unknown transport 'carrier-pigeon'"},
+      {"create_plan_epochs_without_plan",
+       [store](weft_comm_t*) {
+         auto c = config(0, 1, store);
+         c.plan_epochs = "/tmp/weft-epochs.json";
+         return create_fails(c);
+       },
+       "plan epochs (/tmp/weft-epochs.json) need a route plan"},
       {"create_from_env_null_out", [](weft_comm_t*) { return weft_comm_create_from_env(nullptr); },
        "weft_comm_create_from_env: out is NULL"},
       {"destroy_null", [](weft_comm_t*) { return weft_comm_destroy(nullptr); }, "weft_comm_destroy: comm is NULL"},

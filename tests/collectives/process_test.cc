@@ -7,6 +7,7 @@
 #include <random>
 #include <regex>
 
+#include "epoch_files.h"
 #include "fault_calls.h"
 #include "processes.h"
 #include "rounds_plan.h"
@@ -102,22 +103,12 @@ INSTANTIATE_TEST_SUITE_P(Collectives, ProcessMatrix,
 // A plan for every directed pair: sport = base + 1 + 16 * src + dst, every
 // flow into rank d has dport = base + 1000 + d.
 routing::RoutePlan make_plan(int n, int base) {
-  routing::RoutePlan plan;
-  plan.collective = "allreduce-hd";
-  plan.ranks = n;
+  std::vector<uint16_t> dports, sports(static_cast<size_t>(n * n));
+  for (int d = 0; d < n; ++d) dports.push_back(static_cast<uint16_t>(base + 1000 + d));
   for (int s = 0; s < n; ++s) {
-    for (int d = 0; d < n; ++d) {
-      if (s == d) continue;
-      routing::PlanFlow f;
-      f.src_rank = s;
-      f.dst_rank = d;
-      f.protocol = "tcp";
-      f.sport = static_cast<uint16_t>(base + 1 + 16 * s + d);
-      f.dport = static_cast<uint16_t>(base + 1000 + d);
-      plan.flows.push_back(f);
-    }
+    for (int d = 0; d < n; ++d) sports[static_cast<size_t>(s * n + d)] = static_cast<uint16_t>(base + 1 + 16 * s + d);
   }
-  return plan;
+  return tcp_plan(n, "allreduce-hd", dports, sports);
 }
 
 TEST(PlannedRoutes, EveryTcpConnectionUsesThePlannedSourcePortOnBothEnds) {

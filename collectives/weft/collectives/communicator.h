@@ -190,12 +190,31 @@ struct CollectiveOptions {
 
 // One observable event of an algorithm: tests compare the flows that really
 // moved with routing's schedule (routing/weft/routing/schedule.h).
+// kEpoch: the communicator switched to plan epoch `epoch` before its
+// collective call number `call` (0 = the first call; docs/collectives.md
+// "Plan epochs"): every rank reports the same call.
 struct TraceEvent {
-  enum Kind { kStep, kSend } kind = kStep;
-  std::string_view phase;  // kStep: "fold", "rs", "ag", "unfold", "ring-rs", "ring-ag", ...
+  enum Kind { kStep, kSend, kEpoch } kind = kStep;
+  std::string_view phase;  // kStep: "fold", "rs", "ag", "unfold", "ring-rs", "ring-ag", ...; kEpoch: "plan-epoch"
   int distance = 0;        // kStep
   int peer = -1;           // kSend: physical rank
   size_t bytes = 0;        // kSend
+  uint64_t epoch = 0;      // kEpoch
+  uint64_t call = 0;       // kEpoch
+};
+
+// What a communicator did with the plan epochs file (CommConfig::
+// plan_epochs): the epoch it runs, and each refusal counted once per
+// version of the file (docs/collectives.md "Plan epochs").
+struct PlanEpochCounters {
+  uint64_t epoch = 0;               // the plan epoch the communicator runs (0: CommConfig::plan)
+  uint64_t switches = 0;            // plan epochs adopted
+  uint64_t agreements = 0;          // agreement rounds run at call boundaries
+  uint64_t refused_job = 0;         // "job" is another job's
+  uint64_t refused_stale = 0;       // "epoch" <= the epoch run or already read
+  uint64_t refused_mismatch = 0;    // ranks, collective, flows or dports differ from the plan run
+  uint64_t refused_unreadable = 0;  // not JSON, not the format, not a valid route plan
+  uint64_t refused() const { return refused_job + refused_stale + refused_mismatch + refused_unreadable; }
 };
 
 struct CommConfig {
@@ -228,6 +247,17 @@ struct CommConfig {
   // demand; a call that needs more grows it.
   size_t scratch_reserve_bytes = 0;
   std::function<void(int rank, const TraceEvent&)> trace;  // tests and debugging
+  // Plan epochs (docs/collectives.md "Plan epochs"): a file the watcher
+  // replaces (rename(2)) with newer plans for this job; every rank switches
+  // to a newer one at the same call. "" = $WEFT_PLAN_EPOCHS if set, else
+  // none. Needs `plan` (the epoch 0); from the environment without a plan
+  // it is ignored. Every rank must have one, or none.
+  std::string plan_epochs;
+  // The job the epochs must name: "" = $WEFT_JOB if set, else store_prefix.
+  std::string job;
+  // The file is looked at (stat(2)) at most this often, and ranks agree on
+  // the epoch about this often (1 ms .. 1 min).
+  std::chrono::milliseconds plan_poll{100};
   // Where a transport pins registered pages (verbs), a call whose buffer is
   // not inside a registration (Communicator::register_buffer) of at most
   // this many bytes is copied into the communicator's own registered memory
@@ -326,6 +356,13 @@ class Communicator {
   Result<std::vector<int>> allreduce_rank_map(Algorithm a) const;
   // What kAuto's AllReduce runs on this communicator, by size.
   const AllreducePicks& auto_allreduce() const;
+
+  // The plan epoch this communicator runs (0: CommConfig::plan), and what
+  // it did with the plan epochs file. Read by the thread that makes calls.
+  uint64_t plan_epoch() const;
+  PlanEpochCounters plan_epoch_counters() const;
+  // The route plan the calls run on now: CommConfig::plan, or the epoch's.
+  const std::optional<routing::RoutePlan>& route_plan() const;
 
   class Impl;
 

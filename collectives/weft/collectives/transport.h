@@ -281,6 +281,23 @@ class Transport {
   // peer was connected at setup; a peer that was not is an error.
   virtual Status connect_peers(const std::vector<int>& peers, Deadline deadline);
 
+  // A new plan epoch (docs/collectives.md "Plan epochs"): `routes` (by
+  // rank, as TransportConfig::routes) replace this rank's routes, and
+  // `inbound` are the connected peers whose route towards this rank
+  // changed. Each connected pair whose route changed in either direction
+  // is connected again on the new one; pairs not connected yet use it when
+  // they are. Collective between the two ends of each such pair, at a call
+  // boundary both have reached after every message of the earlier calls
+  // was received (the communicator's epoch agreement). Default: a
+  // transport whose routes are fixed once made (shm, loopback, verbs,
+  // whose queue pairs keep their source port) takes nothing.
+  virtual Status reroute(const std::vector<PeerRoute>& routes, const std::vector<int>& inbound, Deadline deadline) {
+    (void)routes;
+    (void)inbound;
+    (void)deadline;
+    return Status::ok();
+  }
+
   virtual Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) = 0;
   // True when register_memory pins the pages under the range (verbs): the
   // Memory then goes stale if the range is unmapped and mapped again while

@@ -1,0 +1,76 @@
+// Plan epochs (internal; docs/route-plan.md "Plan epochs", docs/collectives.md
+// "Plan epochs"): reading the file a job names, and which of its versions a
+// communicator may switch to. The agreement between ranks is
+// epoch_switch.cc's.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "weft/collectives/communicator.h"
+#include "weft/collectives/transport.h"
+#include "weft/common/status.h"
+#include "weft/routing/plan.h"
+
+namespace weft::coll::internal {
+
+struct PlanEpoch {
+  std::string job;
+  uint64_t epoch = 0;
+  std::string reason;
+  routing::RoutePlan plan;
+};
+
+// Parses one plan epoch document: {"version": 1, "job", "epoch", "reason",
+// "plan"}. Errors name the field ("/plan/flows/3/sport: ...").
+Result<PlanEpoch> parse_plan_epoch(const std::string& text);
+
+// OK when `next` may replace `current` mid-job: the same ranks and
+// collective, the same directed flows with the same protocol and dport
+// (listen ports cannot move while connections exist), and rounds that gate
+// HD (routing/gates.h). The message names the first difference.
+Status plan_fits(const routing::RoutePlan& current, const routing::RoutePlan& next);
+
+// The file of one communicator. look() costs nothing until `poll` has
+// passed since the last look; then one stat(2), and only when the file's
+// inode, size or mtime changed, one read and parse. A version that is
+// refused is counted and logged once, and not read again.
+class PlanEpochFile {
+ public:
+  PlanEpochFile(std::string path, std::string job, std::chrono::milliseconds poll, int rank)
+      : path_(std::move(path)), job_(std::move(job)), poll_(poll), rank_(rank) {}
+
+  // Looks at the file now if `force` or the poll interval has passed; a
+  // valid epoch newer than `running` (and than the one held) is then held.
+  void look(Clock::time_point now, const routing::RoutePlan& current, uint64_t running, bool force);
+  // The newest valid epoch read that is newer than the one run, if any.
+  const std::optional<PlanEpoch>& held() const { return held_; }
+  void drop_held() { held_.reset(); }
+  PlanEpochCounters& counters() { return counters_; }
+  const PlanEpochCounters& counters() const { return counters_; }
+
+ private:
+  struct Version {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    off_t size = 0;
+    int64_t mtime_ns = 0;
+    friend bool operator==(const Version&, const Version&) = default;
+  };
+  void read(const routing::RoutePlan& current, uint64_t running);
+
+  std::string path_;
+  std::string job_;
+  std::chrono::milliseconds poll_;
+  int rank_;
+  std::optional<Version> seen_;
+  Clock::time_point next_look_{};
+  std::optional<PlanEpoch> held_;
+  PlanEpochCounters counters_;
+};
+
+}  // namespace weft::coll::internal
