@@ -79,27 +79,12 @@ std::string this_host() {
 Status Communicator::Impl::setup(Store& store) {
   const Deadline deadline = Clock::now() + cfg.timeout;
   const int n = cfg.size, me = cfg.rank;
-  // A plan's rounds become gates (hd_gates.cc, ring_gates.cc) — checked
-  // before any peer is waited for, so that a bad plan fails at once on every
-  // rank.
+  // A plan's rounds become gates (plan_round_gates) — checked before any
+  // peer is waited for, so that a bad plan fails at once on every rank.
   if (cfg.plan) {
-    const bool hd = cfg.plan->collective == routing::collective_name(routing::Collective::kAllreduceHd);
+    WEFT_ASSIGN_OR_RETURN(gates, internal::plan_round_gates(*cfg.plan));
     const bool ring = cfg.plan->collective == routing::collective_name(routing::Collective::kAllreduceRing);
-    if (hd) {
-      WEFT_ASSIGN_OR_RETURN(gates, routing::plan_gates(*cfg.plan));
-    } else if (ring) {
-      WEFT_ASSIGN_OR_RETURN(gates, routing::ring_plan_gates(*cfg.plan));
-    }
-    if (!gates.empty()) {
-      // Gates are only as true as the flows' steps: each must be a step of
-      // the plan's algorithm on these ranks that has the flow.
-      gated = hd ? Algorithm::kHalvingDoubling : Algorithm::kRing;
-      WEFT_ASSIGN_OR_RETURN(routing::Schedule sched,
-                            routing::build_schedule(hd ? routing::Collective::kAllreduceHd
-                                                       : routing::Collective::kAllreduceRing,
-                                                    n, 1));
-      WEFT_RETURN_IF_ERROR(routing::apply_plan_rounds(*cfg.plan, sched));
-    }
+    gated = ring ? Algorithm::kRing : Algorithm::kHalvingDoubling;
   }
   // The TCP listen address (listen_address.h): an override is checked
   // (whatever the transport, as launch_info_from_env does) before this rank

@@ -136,10 +136,8 @@ Status Communicator::Impl::adopt(internal::PlanEpoch next) {
   const uint64_t call = e.calls - 1;
   const int n = cfg.size, me = cfg.rank;
   const routing::RoutePlan& old = *cfg.plan;
-  std::vector<routing::Gate> next_gates;
-  if (next.plan.collective == routing::collective_name(routing::Collective::kAllreduceHd)) {
-    WEFT_ASSIGN_OR_RETURN(next_gates, routing::plan_gates(next.plan));  // checked when read (plan_fits)
-  }
+  // Checked when read (plan_fits); the collective, hence `gated`, is the same.
+  WEFT_ASSIGN_OR_RETURN(std::vector<routing::Gate> next_gates, internal::plan_round_gates(next.plan));
   const Deadline deadline = Clock::now() + cfg.timeout;
   for (size_t t = 0; t < transports.size(); ++t) {
     const std::string_view name = transports[t]->name();

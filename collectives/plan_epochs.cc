@@ -49,6 +49,26 @@ Result<PlanEpoch> parse_plan_epoch(const std::string& text) {
   return e;
 }
 
+Result<std::vector<routing::Gate>> plan_round_gates(const routing::RoutePlan& plan) {
+  const bool hd = plan.collective == routing::collective_name(routing::Collective::kAllreduceHd);
+  const bool ring = plan.collective == routing::collective_name(routing::Collective::kAllreduceRing);
+  std::vector<routing::Gate> gates;
+  if (hd) {
+    WEFT_ASSIGN_OR_RETURN(gates, routing::plan_gates(plan));
+  } else if (ring) {
+    WEFT_ASSIGN_OR_RETURN(gates, routing::ring_plan_gates(plan));
+  }
+  if (!gates.empty()) {
+    // Gates are only as true as the flows' steps.
+    WEFT_ASSIGN_OR_RETURN(routing::Schedule sched,
+                          routing::build_schedule(hd ? routing::Collective::kAllreduceHd
+                                                     : routing::Collective::kAllreduceRing,
+                                                  plan.ranks, 1));
+    WEFT_RETURN_IF_ERROR(routing::apply_plan_rounds(plan, sched));
+  }
+  return gates;
+}
+
 Status plan_fits(const routing::RoutePlan& current, const routing::RoutePlan& next) {
   if (next.ranks != current.ranks) {
     return invalid_argument(fmt::format("it is for {} ranks, the communicator has {}", next.ranks, current.ranks));
@@ -78,16 +98,8 @@ Status plan_fits(const routing::RoutePlan& current, const routing::RoutePlan& ne
                                           f.src_rank, f.dst_rank, f.dport, c.dport));
     }
   }
-  // Rounds become gates (hd_gates.cc): the same checks as at create().
-  if (next.collective == routing::collective_name(routing::Collective::kAllreduceHd)) {
-    WEFT_ASSIGN_OR_RETURN(const std::vector<routing::Gate> gates, routing::plan_gates(next));
-    if (!gates.empty()) {
-      WEFT_ASSIGN_OR_RETURN(routing::Schedule hd,
-                            routing::build_schedule(routing::Collective::kAllreduceHd, next.ranks, 1));
-      WEFT_RETURN_IF_ERROR(routing::apply_plan_rounds(next, hd));
-    }
-  }
-  return Status::ok();
+  // Rounds become gates: the same checks as at create().
+  return plan_round_gates(next).status();
 }
 
 void PlanEpochFile::look(Clock::time_point now, const routing::RoutePlan& current, uint64_t running, bool force) {

@@ -14,6 +14,7 @@
 #include "weft/collectives/communicator.h"
 #include "weft/collectives/transport.h"
 #include "weft/common/status.h"
+#include "weft/routing/gates.h"
 #include "weft/routing/plan.h"
 
 namespace weft::coll::internal {
@@ -29,10 +30,18 @@ struct PlanEpoch {
 // "plan"}. Errors name the field ("/plan/flows/3/sport: ...").
 Result<PlanEpoch> parse_plan_epoch(const std::string& text);
 
+// The gates of a plan's rounds (routing/gates.h) for the algorithm that
+// holds them: HD for allreduce-hd (hd_gates.cc), ring for allreduce-ring,
+// per repetition (ring_gates.cc); none for a plan without rounds. Each
+// flow's steps must be steps of that algorithm on plan.ranks ranks that
+// have the flow (routing::apply_plan_rounds), else an error naming it.
+Result<std::vector<routing::Gate>> plan_round_gates(const routing::RoutePlan& plan);
+
 // OK when `next` may replace `current` mid-job: the same ranks and
 // collective, the same directed flows with the same protocol and dport
-// (listen ports cannot move while connections exist), and rounds that gate
-// HD (routing/gates.h). The message names the first difference.
+// (listen ports cannot move while connections exist), and rounds its
+// algorithm can hold (plan_round_gates). The message names the first
+// difference.
 Status plan_fits(const routing::RoutePlan& current, const routing::RoutePlan& next);
 
 // The file of one communicator. look() costs nothing until `poll` has

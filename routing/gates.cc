@@ -83,6 +83,7 @@ Result<std::vector<Gate>> plan_gates(const RoutePlan& plan) {
 }
 
 Result<std::vector<Gate>> ring_plan_gates(const RoutePlan& plan) {
+  if (!uses_rounds(plan)) return std::vector<Gate>{};
   const int p = plan.ranks;
   RoutePlan reps = plan;
   for (PlanFlow& f : reps.flows) {

@@ -10,6 +10,12 @@
 #include <string>
 #include <tuple>
 
+#include <cstdio>
+#include <thread>
+
+#include <unistd.h>
+
+#include "epoch_files.h"
 #include "harness.h"
 #include "rounds_plan.h"
 #include "weft/routing/gates.h"
@@ -155,6 +161,61 @@ TEST(RingRoundsOrder, AGatedRankSendsOnlyAfterTheTokenSourceHasItsData) {
     EXPECT_LE(data_in, tokens[k]) << "the token left before the data it vouches for was sent";
     EXPECT_LE(tokens[k], data_out) << "the gated rank sent before its token was sent";
   }
+}
+
+}  // namespace
+}  // namespace weft::coll::testing
+
+namespace weft::coll::testing {
+namespace {
+
+// A plan epoch whose ring flows have rounds gates the ring from the call the
+// ranks adopt it at (plan_round_gates at the switch): no token before, one
+// per gate in every call after; results exact throughout.
+TEST(RingRoundsEpoch, AnEpochWithRoundsGatesTheRingFromTheCallItIsAdoptedAt) {
+  const int n = 4, calls = 40;
+  const routing::RoutePlan with_rounds = ring_plan(n, 1);
+  routing::RoutePlan without = with_rounds;
+  for (routing::PlanFlow& f : without.flows) f.rounds = {0, 0};
+  for (routing::PlanStep& s : without.steps) s.rounds = 1;
+  auto gates = routing::ring_plan_gates(with_rounds);
+  ASSERT_TRUE(gates && !gates->empty());
+  const std::string path = ::testing::TempDir() + "weft-ring-epoch-" + std::to_string(::getpid());
+  ASSERT_TRUE(publish(path, epoch_json("ring-epoch", 1, with_rounds)));
+  std::atomic<int> tokens{0};
+  std::atomic<int64_t> switched_at{-1};
+  run_ranks(
+      n,
+      [&](Communicator& comm) {
+        std::vector<int32_t> v(1003);
+        CollectiveOptions o;
+        o.algorithm = Algorithm::kRing;
+        for (int call = 0; call < calls; ++call) {
+          for (size_t i = 0; i < v.size(); ++i) v[i] = comm.rank() + static_cast<int32_t>(i % 31) + call;
+          ASSERT_TRUE(comm.allreduce(v.data(), v.data(), v.size(), DataType::kI32, ReduceOp::kSum, o));
+          for (size_t i = 0; i < v.size(); ++i) {
+            ASSERT_EQ(v[i], n * (n - 1) / 2 + n * (static_cast<int32_t>(i % 31) + call)) << "call " << call;
+          }
+          if (call % 10 == 9) std::this_thread::sleep_for(15ms);  // let plan_poll pass
+        }
+        EXPECT_EQ(comm.plan_epoch(), 1u);
+      },
+      [&](CommConfig& c) {
+        c.transport = "loopback";
+        c.plan = without;
+        c.plan_epochs = path;
+        c.job = "ring-epoch";
+        c.plan_poll = 10ms;
+        c.timeout = 30s;
+        c.trace = [&](int, const TraceEvent& e) {
+          if (e.kind == TraceEvent::kSend && e.bytes == 0) ++tokens;
+          if (e.kind == TraceEvent::kEpoch) switched_at = static_cast<int64_t>(e.call);
+        };
+      });
+  std::remove(path.c_str());
+  ASSERT_GE(switched_at.load(), 0) << "the ranks never adopted the epoch";
+  EXPECT_EQ(tokens.load(), static_cast<int>(gates->size()) * (calls - static_cast<int>(switched_at.load())))
+      << "switched before call " << switched_at.load();
 }
 
 }  // namespace

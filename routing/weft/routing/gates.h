@@ -40,7 +40,8 @@ Result<std::vector<Gate>> plan_gates(const RoutePlan& plan);
 // or ring-ag) is P-1 repetitions of the same flows, each flow in the round
 // the plan gives it in that step, so its gates are those of the plan with
 // step u = repetition u of ring-rs (0 <= u < P-1), then repetition
-// u - (P-1) of ring-ag. Error when a flow is not a ring flow r -> r + 1.
+// u - (P-1) of ring-ag. Empty when no flow has a nonzero round; else an
+// error when a flow is not a ring flow r -> r + 1.
 Result<std::vector<Gate>> ring_plan_gates(const RoutePlan& plan);
 
 }  // namespace weft::routing
