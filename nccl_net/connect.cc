@@ -77,9 +77,9 @@ verbs::EndpointWire local_record(const NetDevice& d, const verbs::RcQp& qp, std:
   return verbs::encode(e);
 }
 
-// A comm with `nqps` QPs in INIT, each with the port the plan gives it for
-// (local -> remote, conn, q); misses and unapplicable entries are logged
-// and counted here, once per QP.
+// A comm with `nqps` QPs in INIT; on the sending side each QP gets the port
+// the plan gives (local -> remote, conn, q), and misses and unapplicable
+// entries are logged and counted here, once per QP.
 Result<std::unique_ptr<Comm>> make_comm(NetDevice* d, bool is_send, int nqps, std::uint32_t remote_addr,
                                         std::uint32_t conn, int traffic_class) {
   Net& net = Net::get();
@@ -95,7 +95,9 @@ Result<std::unique_ptr<Comm>> make_comm(NetDevice* d, bool is_send, int nqps, st
   if (!c->cq) return errno_status(fmt::format("ibv_create_cq({})", depth));
   const std::string local = ipv4_string(d->ipv4), remote = ipv4_string(remote_addr);
   for (int q = 0; q < nqps; ++q) {
-    PortChoice pc = choose_port(net.plan(), local, remote, static_cast<int>(conn), q);
+    // Only the connecting side's QPs carry data (RDMA writes); the
+    // listener's send credits and ACKs, and keep flow label 0.
+    PortChoice pc = is_send ? choose_port(net.plan(), local, remote, static_cast<int>(conn), q) : PortChoice{};
     verbs::RcQpConfig cfg = qc;
     switch (pc.kind) {
       case PortChoice::kPlanned:
