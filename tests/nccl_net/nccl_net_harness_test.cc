@@ -95,11 +95,13 @@ struct RingCase {
   int version;
   int nranks;
   int qps;
+  bool with_64mib = false;  // one more payload of 64 MiB
 };
 
 // Runs the ring; the child prints its failure, the parent reports codes.
 void run_ring(const VerbsEnv& env, const RingCase& rc, const std::string& plan, int planned_qps_per_rank) {
-  const std::vector<std::size_t> payloads = {0, 1, 4099, std::size_t{1} << 20};
+  std::vector<std::size_t> payloads = {0, 1, 4099, std::size_t{1} << 20};
+  if (rc.with_64mib) payloads.push_back(std::size_t{64} << 20);
   Children kids = fork_children(rc.nranks, [&](int rank, std::uint16_t port) {
     if (port == 0) return 2;
     RingRank r;
@@ -130,14 +132,16 @@ TEST_P(Ring, EveryByteOfEveryPayloadAndGroupedReceiveArrives) {
   run_ring(env, GetParam(), "", 0);
 }
 
-// Each version with 2 ranks (one QP, and several), and 4 ranks.
+// Each version with 2 ranks (one QP, and several), and 4 ranks; 64 MiB
+// messages with 2 ranks (each rank sends one and receives one).
 INSTANTIATE_TEST_SUITE_P(V, Ring,
                          ::testing::Values(RingCase{8, 2, 1}, RingCase{8, 4, 2}, RingCase{9, 2, 4}, RingCase{9, 4, 1},
                                            RingCase{10, 2, 2}, RingCase{10, 4, 4}, RingCase{11, 2, 1},
-                                           RingCase{11, 4, 4}),
+                                           RingCase{11, 4, 4}, RingCase{8, 2, 2, true}, RingCase{9, 2, 1, true},
+                                           RingCase{10, 2, 4, true}, RingCase{11, 2, 4, true}),
                          [](const auto& p) {
-                           return fmt::format("v{}_{}ranks_{}qps", p.param.version, p.param.nranks,
-                                              p.param.qps);
+                           return fmt::format("v{}_{}ranks_{}qps{}", p.param.version, p.param.nranks, p.param.qps,
+                                              p.param.with_64mib ? "_64MiB" : "");
                          });
 
 std::string ip_of(const std::string& device) {

@@ -71,7 +71,7 @@ class Net {
 
  private:
   std::mutex mu_;
-  bool ready_ = false;
+  std::atomic<bool> ready_{false};
   ncclDebugLogger_t log_ = nullptr;
   Settings settings_;
   std::optional<routing::RoutePlan> plan_;
