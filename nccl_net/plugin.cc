@@ -53,7 +53,7 @@ ncclResult_t fill_common(int dev, P* props) {
   props->speed = d->speed_mbps;
   props->port = d->dev->port().port_num;
   props->latency = 0;
-  props->maxComms = std::max(1, d->max_qp / (net.settings().qps + 1));
+  props->maxComms = std::max(1, d->max_qp / net.settings().qps);  // each comm holds that many QPs
   props->maxRecvs = kMaxRecvs;
   props->netDeviceType = NCCL_NET_DEVICE_HOST;
   props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;

@@ -97,6 +97,10 @@ struct RingCase {
   int qps;
   bool with_64mib = false;  // one more payload of 64 MiB
 };
+// Stable ctest names (the default printer shows the struct's padding bytes).
+void PrintTo(const RingCase& c, std::ostream* os) {
+  *os << "v" << c.version << " " << c.nranks << " ranks " << c.qps << " QPs" << (c.with_64mib ? " 64 MiB" : "");
+}
 
 // Runs the ring; the child prints its failure, the parent reports codes.
 void run_ring(const VerbsEnv& env, const RingCase& rc, const std::string& plan, int planned_qps_per_rank) {
