@@ -38,7 +38,9 @@ Status post_credit_recv(Comm& c, std::uint32_t i) {
   return post_recv(c.qps[0].get(), wr_id(kCreditRecv, i), &sge);
 }
 
+// An empty message touches no memory: NCCL may pass it without a buffer.
 Status in_region(const MemHandle* mh, const void* data, std::uint64_t size) {
+  if (size == 0) return Status::ok();
   if (mh == nullptr || !mh->mr) return invalid_argument("no memory handle (regMr first)");
   auto lo = reinterpret_cast<std::uintptr_t>(mh->mr->addr), p = reinterpret_cast<std::uintptr_t>(data);
   if (p < lo || p + size > lo + mh->mr->length) {
@@ -181,7 +183,8 @@ ncclResult_t do_isend(void* send_comm, void* data, std::size_t size, int tag, vo
   const auto req_index = static_cast<std::uint32_t>(r - c.reqs.data());
   for (std::uint64_t q = 0; q < nq; ++q) {
     std::uint64_t off = std::min<std::uint64_t>(size, q * chunk), len = std::min<std::uint64_t>(chunk, size - off);
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(data) + off, static_cast<std::uint32_t>(len), mh->mr->lkey};
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(data) + off, static_cast<std::uint32_t>(len),
+                len > 0 ? mh->mr->lkey : 0};
     ibv_send_wr wr{};
     wr.wr_id = wr_id(kSendWrite, req_index);
     wr.sg_list = len > 0 ? &sge : nullptr;
@@ -229,7 +232,7 @@ ncclResult_t do_irecv(void* recv_comm, int n, void** data, const std::size_t* si
   for (int i = 0; i < n; ++i) {
     auto* mh = static_cast<MemHandle*>(mhandles[i]);
     if (Status s = in_region(mh, data[i], sizes[i]); !s.is_ok()) return net.fail("irecv", s);
-    cr->e[i] = {reinterpret_cast<std::uintptr_t>(data[i]), sizes[i], mh->mr->rkey, tags[i]};
+    cr->e[i] = {reinterpret_cast<std::uintptr_t>(data[i]), sizes[i], sizes[i] > 0 ? mh->mr->rkey : 0, tags[i]};
   }
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(cr), sizeof(Credit), c.credit_mr->lkey};
   ibv_send_wr wr{};
