@@ -99,8 +99,10 @@ Result<Settings> settings_from_env() {
 }
 
 Net& Net::get() {
-  static Net* net = new Net();  // never destroyed: NCCL may call in from its threads at exit
-  return *net;
+  // Destroyed when the library is unloaded (NCCL dlclose()s its plugin at
+  // the end) or at exit: the devices close with it.
+  static Net net;
+  return net;
 }
 
 void Net::warn(const std::string& msg) {
