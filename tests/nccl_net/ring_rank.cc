@@ -159,6 +159,62 @@ std::string run_ring_rank(const RingRank& r) {
     }
   }
 
+  // Pipelined, as NCCL's proxy runs a connection: up to 8 receives and 8
+  // sends in flight, 40 messages of awkward sizes (past the 32 request slots,
+  // so every slot is reused), one registration each side, completed in order.
+  {
+    constexpr int kMsgs = 40, kInFlight = 8;
+    constexpr std::size_t kGap = 16;
+    std::vector<std::size_t> off(kMsgs + 1, 0), len(kMsgs);
+    for (int k = 0; k < kMsgs; ++k) {
+      len[k] = static_cast<std::size_t>(k) * 7919 % 20000;  // 0, 7919, 15838, 3757, ...
+      off[k + 1] = off[k] + len[k] + kGap;
+    }
+    std::vector<std::uint8_t> tx = pattern(off[kMsgs], seed(r.rank, 999, 0)), rx(off[kMsgs], kUntouched);
+    void *mt = nullptr, *mr = nullptr;
+    RING_CALL(d->reg_mr(sc, tx.data(), tx.size(), NCCL_PTR_HOST, &mt));
+    RING_CALL(d->reg_mr(rc, rx.data(), rx.size(), NCCL_PTR_HOST, &mr));
+    std::vector<void*> rreq(kMsgs, nullptr), sreq(kMsgs, nullptr);
+    int posted_r = 0, posted_s = 0, done_r = 0, done_s = 0;
+    while (done_r < kMsgs || done_s < kMsgs) {
+      if (posted_r < kMsgs && posted_r - done_r < kInFlight) {
+        void* data = rx.data() + off[posted_r];
+        std::size_t size = len[posted_r] + kGap;
+        int tag = 7;
+        RING_CALL(d->irecv(rc, 1, &data, &size, &tag, &mr, &rreq[posted_r]));
+        if (rreq[posted_r] != nullptr) ++posted_r;
+      }
+      if (posted_s < kMsgs && posted_s - done_s < kInFlight) {
+        RING_CALL(d->isend(sc, tx.data() + off[posted_s], len[posted_s], 7, mt, &sreq[posted_s]));
+        if (sreq[posted_s] != nullptr) ++posted_s;
+      }
+      int done = 0, n = -1;
+      if (done_r < posted_r) {
+        RING_CALL(d->test(rreq[done_r], &done, &n));
+        if (done) {
+          RING_CHECK(n == static_cast<int>(len[done_r]), "pipelined message {}: test says {} bytes, sent {}", done_r,
+                     n, len[done_r]);
+          ++done_r;
+        }
+      }
+      if (done_s < posted_s) {
+        RING_CALL(d->test(sreq[done_s], &done, nullptr));
+        if (done) ++done_s;
+      }
+      RING_CHECK(Clock::now() < deadline, "pipelined: {} of {} received, {} sent", done_r, kMsgs, done_s);
+    }
+    const auto want = pattern(off[kMsgs], seed(from, 999, 0));  // rank `from` sent its copy of this layout
+    for (int k = 0; k < kMsgs; ++k) {
+      for (std::size_t i = off[k]; i < off[k + 1]; ++i) {
+        const std::uint8_t expect = i < off[k] + len[k] ? want[i] : kUntouched;
+        RING_CHECK(rx[i] == expect, "pipelined message {} ({} bytes): byte {} is {:#04x}, expected {:#04x}", k, len[k],
+                   i - off[k], rx[i], expect);
+      }
+    }
+    RING_CALL(d->dereg_mr(sc, mt));
+    RING_CALL(d->dereg_mr(rc, mr));
+  }
+
   weft_nccl_net_counters_t c = d->counters();
   RING_CHECK(c.planned == static_cast<std::uint64_t>(r.expect_planned_qps) && c.unplanned == 0 &&
                  c.unapplicable == 0 && c.errors == 0,

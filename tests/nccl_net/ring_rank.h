@@ -1,10 +1,10 @@
 // One rank of a ring driven through the plugin as NCCL's proxy drives a net
 // plugin: init, devices, getProperties, listen, handle exchange through the
 // rendezvous store, connect and accept polled together until both return a
-// comm, regMr, irecv/isend/test (single and grouped receives), iflush,
-// deregMr, close. Rank r sends to r+1 and receives from r-1; every byte it
-// receives is checked against what r-1 sent, and the bytes past it must be
-// untouched.
+// comm, regMr, irecv/isend/test (single, grouped, and pipelined with 8 in
+// flight), iflush, deregMr, close. Rank r sends to r+1 and receives from
+// r-1; every byte it receives is checked against what r-1 sent, and the
+// bytes past it must be untouched.
 #pragma once
 
 #include <cstddef>
