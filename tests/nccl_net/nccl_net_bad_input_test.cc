@@ -36,42 +36,50 @@ void collect_log(ncclDebugLogLevel, unsigned long, const char*, int, const char*
   log_lines().push_back(buf);
 }
 
-std::string bad_input(const VerbsEnv& env, int version) {
-  auto said = [](const std::string& what) {
-    for (const auto& l : log_lines()) {
-      if (l.find(what) != std::string::npos) return true;
-    }
-    return false;
-  };
-  setenv("WEFT_NCCL_DEVICES", env.dev_a.c_str(), 1);
-  // A plan whose flows all leave other hosts.
-  routing::RoutePlan other;
-  other.collective = "nccl-ring";
-  other.ranks = 2;
+// How many log lines contain `what`.
+int said(const std::string& what) {
+  int n = 0;
+  for (const auto& l : log_lines()) n += l.find(what) != std::string::npos;
+  return n;
+}
+
+// A plan with one flow, src_addr -> dst_addr, conn 0, qp 0, on `sport`.
+std::string save_one_flow_plan(const std::string& src_addr, const std::string& dst_addr, std::uint16_t sport,
+                               const char* tag) {
+  routing::RoutePlan plan;
+  plan.collective = "nccl-ring";
+  plan.ranks = 2;
   routing::PlanFlow f;
   f.src_rank = 0;
   f.dst_rank = 1;
   f.src_host = "x";
   f.dst_host = "y";
-  f.src_addr = "192.0.2.1";
-  f.dst_addr = "192.0.2.2";
-  f.sport = 50000;
+  f.src_addr = src_addr;
+  f.dst_addr = dst_addr;
+  f.sport = sport;
   f.dport = 4791;
-  other.flows.push_back(f);
-  const std::string plan_path = fmt::format("/tmp/weft-nccl-other-{}.json", getpid());
-  if (!routing::save_plan(other, plan_path).is_ok()) return "save_plan";
+  plan.flows.push_back(f);
+  const std::string path = fmt::format("/tmp/weft-nccl-{}-{}.json", tag, getpid());
+  return routing::save_plan(plan, path).is_ok() ? path : "";
+}
+
+std::string bad_input(const VerbsEnv& env, int version) {
+  setenv("WEFT_NCCL_DEVICES", env.dev_a.c_str(), 1);
+  // A plan whose flows all leave other hosts.
+  const std::string plan_path = save_one_flow_plan("192.0.2.1", "192.0.2.2", 50000, "other");
+  if (plan_path.empty()) return "save_plan";
   setenv("WEFT_PLAN", plan_path.c_str(), 1);
   auto d = Driver::load(version);
   if (!d) return d.status().message();
   ncclResult_t r = d->init(collect_log);
   unlink(plan_path.c_str());
   if (r != ncclInvalidArgument) return fmt::format("init with another host's plan returned {}", static_cast<int>(r));
-  if (!said("lists no flow from this host's NICs")) return "no log line for the foreign plan";
+  if (said("lists no flow from this host's NICs") == 0) return "no log line for the foreign plan";
   unsetenv("WEFT_PLAN");
   if (d->init(collect_log) != ncclSuccess) return "init without plan";
   Props p;
   if (d->properties(1, &p) != ncclInvalidArgument) return "getProperties(1) with one device";
-  if (!said("device index 1 out of range (0..0)")) return "no log line for device 1";
+  if (said("device index 1 out of range (0..0)") == 0) return "no log line for device 1";
   std::uint8_t handle[NCCL_NET_HANDLE_MAXSIZE] = {};
   void* lc = nullptr;
   if (d->listen(-1, handle, &lc) != ncclInvalidArgument || lc != nullptr) return "listen(-1)";
@@ -81,7 +89,7 @@ std::string bad_input(const VerbsEnv& env, int version) {
   std::memset(garbage + 120, 0, 8);  // the connector's own state slot starts empty, as NCCL's copy does
   void* sc = nullptr;
   if (d->connect(0, garbage, &sc) != ncclInvalidArgument || sc != nullptr) return "connect(garbage)";
-  if (!said("not weft's")) return "no log line for the garbage handle";
+  if (said("not weft's") == 0) return "no log line for the garbage handle";
   std::uint8_t stray[NCCL_NET_HANDLE_MAXSIZE];
   std::memcpy(stray, handle, sizeof(stray));
   stray[100] = 1;
@@ -97,25 +105,9 @@ std::string bad_input(const VerbsEnv& env, int version) {
 // counter, and the connection still works (on label 0). One process
 // connects to its own listener on one device.
 std::string unapplicable_entries(const VerbsEnv& env) {
-  auto said = [](const std::string& what) {
-    int n = 0;
-    for (const auto& l : log_lines()) n += l.find(what) != std::string::npos;
-    return n;
-  };
   const std::string ip = ip_of(env.dev_a);
-  routing::RoutePlan plan;
-  plan.collective = "nccl-ring";
-  plan.ranks = 2;
-  routing::PlanFlow f;
-  f.src_rank = 0;
-  f.dst_rank = 1;
-  f.src_host = f.dst_host = "a";
-  f.src_addr = f.dst_addr = ip;
-  f.sport = 49152;
-  f.dport = 4791;
-  plan.flows.push_back(f);
-  const std::string plan_path = fmt::format("/tmp/weft-nccl-unapplicable-{}.json", getpid());
-  if (!routing::save_plan(plan, plan_path).is_ok()) return "save_plan";
+  const std::string plan_path = save_one_flow_plan(ip, ip, 49152, "unapplicable");
+  if (plan_path.empty()) return "save_plan";
   setenv("WEFT_NCCL_DEVICES", env.dev_a.c_str(), 1);
   setenv("WEFT_NCCL_QPS", "2", 1);
   setenv("WEFT_PLAN", plan_path.c_str(), 1);
