@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -52,6 +54,14 @@ const PlanFlow* RoutePlan::find(int src_rank, int dst_rank) const {
   return nullptr;
 }
 
+const PlanFlow* RoutePlan::find_qp(const std::string& src_addr, const std::string& dst_addr, int conn,
+                                   int qp) const {
+  for (const auto& f : flows) {
+    if (f.src_addr == src_addr && f.dst_addr == dst_addr && f.conn == conn && f.qp == qp) return &f;
+  }
+  return nullptr;
+}
+
 Result<RoutePlan> parse_plan(const std::string& text) {
   WEFT_ASSIGN_OR_RETURN(json root, parse_json(text, StatusCode::kDataLoss, "route plan"));
   if (!root.is_object()) return bad("/", "not a JSON object");
@@ -66,7 +76,7 @@ Result<RoutePlan> parse_plan(const std::string& text) {
   if (p.ranks < 1) return bad("/ranks", "must be >= 1");
   auto flows = root.find("flows");
   if (flows == root.end() || !flows->is_array()) return bad("/flows", "missing or not an array");
-  std::set<std::pair<int, int>> seen;
+  std::set<std::tuple<int, int, int, int>> seen;
   std::map<int, uint16_t> dport_of;
   for (size_t i = 0; i < flows->size(); ++i) {
     const json& jf = (*flows)[i];
@@ -78,8 +88,19 @@ Result<RoutePlan> parse_plan(const std::string& text) {
     if (f.src_rank < 0 || f.src_rank >= p.ranks) return bad(path + "/src_rank", fmt::format("{} is not a rank of {}", f.src_rank, p.ranks));
     if (f.dst_rank < 0 || f.dst_rank >= p.ranks) return bad(path + "/dst_rank", fmt::format("{} is not a rank of {}", f.dst_rank, p.ranks));
     if (f.src_rank == f.dst_rank) return bad(path, "a flow from a rank to itself");
-    if (!seen.emplace(f.src_rank, f.dst_rank).second) {
-      return bad(path, fmt::format("second flow {} -> {}", f.src_rank, f.dst_rank));
+    for (const char* key : {"conn", "qp"}) {
+      if (!jf.contains(key)) continue;
+      WEFT_ASSIGN_OR_RETURN(int v, field<int>(jf, path, key));
+      if (v < 0) return bad(path + "/" + key, fmt::format("{} is negative", v));
+      (std::string_view(key) == "conn" ? f.conn : f.qp) = v;
+    }
+    if (!seen.emplace(f.src_rank, f.dst_rank, f.conn, f.qp).second) {
+      return bad(path, fmt::format("second flow {} -> {} (conn {}, qp {})", f.src_rank, f.dst_rank, f.conn, f.qp));
+    }
+    for (auto [key, dst] : {std::pair{"src_addr", &f.src_addr}, std::pair{"dst_addr", &f.dst_addr}}) {
+      if (jf.contains(key)) {
+        WEFT_ASSIGN_OR_RETURN(*dst, field<std::string>(jf, path, key));
+      }
     }
     WEFT_ASSIGN_OR_RETURN(f.src_host, field<std::string>(jf, path, "src_host"));
     WEFT_ASSIGN_OR_RETURN(f.dst_host, field<std::string>(jf, path, "dst_host"));
@@ -165,6 +186,10 @@ std::string plan_to_json(const RoutePlan& p) {
                {"dport", f.dport},       {"path", f.path},         {"steps", f.steps}};
     if (!f.src_nic.empty()) jf["src_nic"] = f.src_nic;
     if (!f.dst_nic.empty()) jf["dst_nic"] = f.dst_nic;
+    if (!f.src_addr.empty()) jf["src_addr"] = f.src_addr;
+    if (!f.dst_addr.empty()) jf["dst_addr"] = f.dst_addr;
+    if (f.conn != 0) jf["conn"] = f.conn;
+    if (f.qp != 0) jf["qp"] = f.qp;
     // Written only when some step runs in rounds: plans without them stay
     // byte-identical to those of earlier weft versions.
     if (std::any_of(f.rounds.begin(), f.rounds.end(), [](int r) { return r != 0; })) jf["rounds"] = f.rounds;

@@ -10,8 +10,8 @@ RoutePlan sample() {
   p.collective = "allreduce-hd";
   p.topology = "clos2-2x2x1x1";
   p.ranks = 2;
-  p.flows = {{0, 1, "h1-1", "h2-1", "eth0", "eth0", "tcp", 49152, 29500, {"l1", "s2", "l2"}, {0, 1}, {}},
-             {1, 0, "h2-1", "h1-1", "", "", "tcp", 49153, 29501, {"l2", "s1", "l1"}, {0, 1}, {}}};
+  p.flows = {{0, 1, "h1-1", "h2-1", "eth0", "eth0", "tcp", 49152, 29500, {"l1", "s2", "l2"}, {0, 1}, {}, "", "", 0, 0},
+             {1, 0, "h2-1", "h1-1", "", "", "tcp", 49153, 29501, {"l2", "s1", "l1"}, {0, 1}, {}, "", "", 0, 0}};
   p.steps = {{0, "rs", 1, 1, 1}, {1, "ag", 1, 1, 1}};
   return p;
 }
@@ -41,6 +41,48 @@ TEST(PlanFile, RoundTripsRounds) {
   EXPECT_EQ(back->find(0, 1)->round_in(1), 0);
   EXPECT_EQ(back->find(0, 1)->round_in(7), 0);
   EXPECT_EQ(back->find(1, 0)->round_in(0), 0);
+}
+
+// Several QPs of several connections between one pair of NIC addresses: the
+// NCCL net plugin's lookup key (src_addr, dst_addr, conn, qp).
+TEST(PlanFile, RoundTripsQpFlowsAndFindsThemByAddress) {
+  RoutePlan p = sample();
+  p.flows[1].protocol = p.flows[0].protocol = "udp";
+  p.flows[1].dport = p.flows[0].dport = 4791;
+  for (int conn = 0; conn < 2; ++conn) {
+    for (int qp = 0; qp < 3; ++qp) {
+      if (conn == 0 && qp == 0) continue;
+      PlanFlow f = p.flows[0];
+      f.conn = conn;
+      f.qp = qp;
+      f.sport = static_cast<uint16_t>(50000 + conn * 10 + qp);
+      p.flows.push_back(f);
+    }
+  }
+  for (auto& f : p.flows) {
+    f.src_addr = f.src_rank == 0 ? "10.78.0.1" : "10.78.0.2";
+    f.dst_addr = f.dst_rank == 0 ? "10.78.0.1" : "10.78.0.2";
+  }
+  auto back = parse_plan(plan_to_json(p));
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_EQ(*back, p);
+  ASSERT_NE(back->find_qp("10.78.0.1", "10.78.0.2", 1, 2), nullptr);
+  EXPECT_EQ(back->find_qp("10.78.0.1", "10.78.0.2", 1, 2)->sport, 50012);
+  EXPECT_EQ(back->find_qp("10.78.0.1", "10.78.0.2", 0, 0)->sport, 49152);
+  EXPECT_EQ(back->find_qp("10.78.0.2", "10.78.0.1", 0, 0)->sport, 49153);
+  EXPECT_EQ(back->find_qp("10.78.0.1", "10.78.0.2", 2, 0), nullptr);
+  EXPECT_EQ(back->find_qp("10.78.0.2", "10.78.0.1", 0, 1), nullptr);
+}
+
+TEST(PlanFile, ASecondFlowOfOnePairConnAndQpIsRefused) {
+  RoutePlan p = sample();
+  p.flows.push_back(p.flows[0]);
+  p.flows.back().qp = 1;
+  ASSERT_TRUE(parse_plan(plan_to_json(p)));
+  p.flows.push_back(p.flows.back());
+  auto bad = parse_plan(plan_to_json(p));
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.status().message(), "route plan /flows/3: second flow 0 -> 1 (conn 0, qp 1)");
 }
 
 TEST(PlanFile, APlanWithoutRoundsWritesNoRoundFields) {
@@ -78,6 +120,8 @@ INSTANTIATE_TEST_SUITE_P(
                               "route plan /flows/0/rounds: round -1 is negative"},
                       Corrupt{"\"steps\": [\n    0,\n    1\n   ]", "\"steps\": [0, 1], \"rounds\": [0, 1]",
                               "route plan /flows/0/rounds: round 1 in step 1, which has 1 round"},
+                      Corrupt{"\"steps\": [\n    0,\n    1\n   ]", "\"steps\": [0, 1], \"qp\": -1",
+                              "route plan /flows/0/qp: -1 is negative"},
                       Corrupt{"{", "[", "route plan: parse error at line 2, column 14: syntax error while parsing array - unexpected ':'; expected ']'"}));
 
 }  // namespace

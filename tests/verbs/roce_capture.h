@@ -19,6 +19,7 @@ struct RocePacket {
   std::uint16_t sport = 0;
   std::uint32_t dest_qpn = 0;  // BTH destination QP: QPNs are per device, so
   std::string dst_ip;          // a QP is named by (destination address, QPN)
+  std::uint8_t opcode = 0;     // BTH opcode: RC RDMA WRITE is 0x06..0x0B, ACK 0x11
 };
 
 // Parses a captured frame; false if it is not a RoCE v2 packet.

@@ -45,6 +45,14 @@ struct PlanFlow {
   // in rounds: round r+1 of a link starts after round r on it has ended
   // (docs/route-plan.md "Rounds"), so no link carries two flows at once.
   std::vector<int> rounds;
+  // Optional: the NICs' IPv4 addresses, and which connection of the pair and
+  // which QP of that connection the flow is (several per directed pair). The
+  // NCCL net plugin, which sees addresses but no ranks, looks flows up by
+  // these (docs/nccl.md). Absent: "" and 0.
+  std::string src_addr;
+  std::string dst_addr;
+  int conn = 0;
+  int qp = 0;
   int round_in(int step) const;  // this flow's round in `step` (0 when not listed)
   friend bool operator==(const PlanFlow&, const PlanFlow&) = default;
 };
@@ -69,10 +77,13 @@ struct RoutePlan {
 
   // The flow src -> dst, or nullptr.
   const PlanFlow* find(int src_rank, int dst_rank) const;
+  // The flow of QP `qp` of connection `conn` from NIC address src_addr to
+  // dst_addr, or nullptr.
+  const PlanFlow* find_qp(const std::string& src_addr, const std::string& dst_addr, int conn, int qp) const;
 };
 
 // Parses and validates: version 1, ranks in [0, ranks), protocol udp|tcp,
-// ports in 1..65535, one flow per directed pair, one dport per destination,
+// ports in 1..65535, one flow per directed pair and (conn, qp), one dport per destination,
 // rounds (optional) one per step, each in [0, that step's "rounds").
 // Errors name the JSON path ("/flows/3/sport: ...").
 Result<RoutePlan> parse_plan(const std::string& text);

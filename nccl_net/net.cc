@@ -1,0 +1,204 @@
+#include "weft/nccl_net/net.h"
+
+#include <infiniband/verbs.h>
+
+#include <climits>
+#include <cstdlib>
+#include <set>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "weft/nccl_net/ports.h"
+#include "weft/verbs/handle.h"
+
+namespace weft::nccl_net {
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// ibv_query_port(3): active_speed is a per-lane rate code, active_width a lane-count code.
+int port_speed_mbps(const ibv_port_attr& a) {
+  int lane = 0;
+  switch (a.active_speed) {
+    case 1: lane = 2500; break;
+    case 2: lane = 5000; break;
+    case 4: case 8: lane = 10000; break;
+    case 16: lane = 14000; break;
+    case 32: lane = 25000; break;
+    case 64: lane = 50000; break;
+    case 128: lane = 100000; break;
+    default: lane = 10000; break;
+  }
+  int width = 1;
+  switch (a.active_width) {
+    case 1: width = 1; break;
+    case 2: width = 4; break;
+    case 4: width = 8; break;
+    case 8: width = 12; break;
+    case 16: width = 2; break;
+    default: width = 1; break;
+  }
+  return lane * width;
+}
+
+std::string pci_path_of(const std::string& name) {
+  char buf[PATH_MAX];
+  std::string link = "/sys/class/infiniband/" + name + "/device";
+  if (realpath(link.c_str(), buf) == nullptr) return "";
+  return buf;
+}
+
+Result<NetDevice> open_device(const std::string& name) {
+  verbs::DeviceConfig cfg;
+  cfg.name = name;
+  WEFT_ASSIGN_OR_RETURN(verbs::Device d, verbs::Device::open(cfg));
+  NetDevice nd;
+  nd.dev = std::make_unique<verbs::Device>(std::move(d));
+  ibv_device_attr attr{};
+  if (int rc = ibv_query_device(nd.dev->context(), &attr); rc != 0) {
+    return io_error(fmt::format("ibv_query_device({})", name), rc);
+  }
+  ibv_port_attr pa{};
+  if (int rc = ibv_query_port(nd.dev->context(), nd.dev->port().port_num, &pa); rc != 0) {
+    return io_error(fmt::format("ibv_query_port({})", name), rc);
+  }
+  nd.guid = attr.node_guid;
+  nd.max_qp = attr.max_qp;
+  nd.speed_mbps = port_speed_mbps(pa);
+  nd.pci_path = pci_path_of(name);
+  nd.ipv4 = ipv4_value(nd.dev->gid().ipv4());
+  if (nd.ipv4 == 0) return failed_precondition(fmt::format("{}: its RoCE v2 GID maps no IPv4 address", name));
+  return nd;
+}
+
+}  // namespace
+
+Result<Settings> settings_from_env() {
+  Settings s;
+  std::string devs = env("WEFT_NCCL_DEVICES");
+  for (std::size_t pos = 0; pos < devs.size();) {
+    std::size_t comma = devs.find(',', pos);
+    if (comma == std::string::npos) comma = devs.size();
+    if (comma > pos) s.devices.push_back(devs.substr(pos, comma - pos));
+    pos = comma + 1;
+  }
+  if (std::string q = env("WEFT_NCCL_QPS"); !q.empty()) {
+    char* end = nullptr;
+    long v = std::strtol(q.c_str(), &end, 10);
+    if (*end != '\0' || v < 1 || v > 16) {
+      return invalid_argument(fmt::format("WEFT_NCCL_QPS={} is not a QP count (1..16)", q));
+    }
+    s.qps = static_cast<int>(v);
+  }
+  s.plan_path = env("WEFT_PLAN");
+  return s;
+}
+
+Net& Net::get() {
+  // Destroyed when the library is unloaded (NCCL dlclose()s its plugin at
+  // the end) or at exit: the devices close with it.
+  static Net net;
+  return net;
+}
+
+void Net::warn(const std::string& msg) {
+  if (log_) {
+    log_(NCCL_LOG_WARN, NCCL_NET, __FILE__, __LINE__, "NET/weft: %s", msg.c_str());
+  } else {
+    spdlog::warn("NET/weft: {}", msg);
+  }
+}
+
+void Net::info(const std::string& msg) {
+  if (log_) {
+    log_(NCCL_LOG_INFO, NCCL_NET, __FILE__, __LINE__, "NET/weft: %s", msg.c_str());
+  } else {
+    spdlog::info("NET/weft: {}", msg);
+  }
+}
+
+ncclResult_t Net::fail(const char* call, const Status& s) {
+  counters_.errors++;
+  warn(fmt::format("{}: {}", call, s.message()));
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kOutOfRange: return ncclInvalidArgument;
+    case StatusCode::kFailedPrecondition: return ncclInvalidUsage;
+    case StatusCode::kDataLoss:
+    case StatusCode::kUnavailable:
+    case StatusCode::kAborted: return ncclRemoteError;
+    case StatusCode::kInternal: return ncclInternalError;
+    default: return ncclSystemError;
+  }
+}
+
+ncclResult_t Net::init(ncclDebugLogger_t log) {
+  std::lock_guard lock(mu_);
+  if (log) log_ = log;
+  if (ready_) return ncclSuccess;
+  auto settings = settings_from_env();
+  if (!settings) return fail("init", settings.status());
+  settings_ = *settings;
+  std::vector<std::string> names = settings_.devices;
+  if (names.empty()) {
+    auto all = verbs::list_devices();
+    if (!all) return fail("init", all.status());
+    for (const auto& d : *all) names.push_back(d.name);
+  }
+  std::vector<NetDevice> opened;
+  for (const auto& name : names) {
+    auto d = open_device(name);
+    if (d) {
+      opened.push_back(std::move(*d));
+    } else if (!settings_.devices.empty()) {
+      return fail("init", d.status().with_context("WEFT_NCCL_DEVICES"));
+    } else {
+      info(fmt::format("skipping {}: {}", name, d.status().message()));
+    }
+  }
+  if (opened.empty()) return fail("init", unavailable("no RDMA device with an active RoCE v2 IPv4 port"));
+  if (!settings_.plan_path.empty()) {
+    auto plan = routing::load_plan(settings_.plan_path);
+    if (!plan) return fail("init", plan.status().with_context("WEFT_PLAN"));
+    std::set<std::string> mine;
+    for (const auto& d : opened) mine.insert(ipv4_string(d.ipv4));
+    bool any = false;
+    for (const auto& f : plan->flows) any = any || mine.count(f.src_addr) > 0;
+    if (!any) {
+      std::string list;
+      for (const auto& a : mine) list += (list.empty() ? "" : ", ") + a;
+      return fail("init", invalid_argument(fmt::format("WEFT_PLAN {} lists no flow from this host's NICs ({}): a plan "
+                                                       "for other hosts?",
+                                                       settings_.plan_path, list)));
+    }
+    plan_ = std::move(*plan);
+  }
+  devices_ = std::move(opened);
+  serials_ = std::make_unique<std::atomic<std::uint32_t>[]>(devices_.size());
+  for (const auto& d : devices_) {
+    info(fmt::format("{} ({}), {} QP(s) per connection, {}", d.dev->name(), ipv4_string(d.ipv4), settings_.qps,
+                     plan_ ? "ports from " + settings_.plan_path : std::string("no plan: flow label 0")));
+  }
+  ready_ = true;
+  return ncclSuccess;
+}
+
+NetDevice* Net::device(int dev) {
+  if (!ready_) {
+    warn("called before init");
+    return nullptr;
+  }
+  if (dev < 0 || dev >= device_count()) {
+    counters_.errors++;
+    warn(fmt::format("device index {} out of range (0..{})", dev, device_count() - 1));
+    return nullptr;
+  }
+  return &devices_[static_cast<std::size_t>(dev)];
+}
+
+}  // namespace weft::nccl_net

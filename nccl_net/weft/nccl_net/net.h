@@ -1,0 +1,83 @@
+// The plugin's state and operations, shared by the v8..v11 tables
+// (plugin.cc adapts each version's signatures to these).
+//
+// One process-wide Net: the RoCE v2 devices it serves (each opened once,
+// its protection domain shared by every comm on it), the settings and the
+// route plan. NCCL calls a comm from one thread at a time; init, devices and
+// listen may come from several, so those take the Net's lock.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "weft/common/status.h"
+#include "weft/nccl_net/abi.h"
+#include "weft/routing/plan.h"
+#include "weft/verbs/device.h"
+
+namespace weft::nccl_net {
+
+// From the environment, read at init:
+//   WEFT_NCCL_DEVICES  comma-separated device names ("" = every device with
+//                      an active port and a RoCE v2 IPv4 GID)
+//   WEFT_NCCL_QPS      QPs per connection, 1..16 (default 1); each QP is its
+//                      own flow with its own planned port
+//   WEFT_PLAN          a route plan (docs/route-plan.md) with per-QP flows
+struct Settings {
+  std::vector<std::string> devices;
+  int qps = 1;
+  std::string plan_path;
+};
+Result<Settings> settings_from_env();
+
+struct NetDevice {
+  std::unique_ptr<verbs::Device> dev;
+  std::string pci_path;  // "" when the device has no PCI parent (rxe)
+  std::uint64_t guid = 0;
+  int speed_mbps = 0;
+  int max_qp = 0;
+  std::uint32_t ipv4 = 0;  // of the chosen GID, host order
+};
+
+struct Counters {
+  std::atomic<std::uint64_t> planned{0};      // QPs given their planned port
+  std::atomic<std::uint64_t> unplanned{0};    // QPs a loaded plan did not list
+  std::atomic<std::uint64_t> unapplicable{0}; // plan entries that could not be applied
+  std::atomic<std::uint64_t> errors{0};       // calls that returned an error
+};
+
+class Net {
+ public:
+  static Net& get();
+  // Opens the devices and loads the plan once; later calls only check.
+  ncclResult_t init(ncclDebugLogger_t log);
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  // nullptr (and a log line) when dev is out of range or init did not run.
+  NetDevice* device(int dev);
+  const Settings& settings() const { return settings_; }
+  const routing::RoutePlan* plan() const { return plan_ ? &*plan_ : nullptr; }
+  std::uint32_t next_serial(int dev) { return serials_[static_cast<std::size_t>(dev)]++; }
+  Counters& counters() { return counters_; }
+
+  void warn(const std::string& msg);
+  void info(const std::string& msg);
+  // Logs `s` (prefixed by `call`), counts it and maps it to an ncclResult_t.
+  ncclResult_t fail(const char* call, const Status& s);
+
+ private:
+  std::mutex mu_;
+  std::atomic<bool> ready_{false};
+  ncclDebugLogger_t log_ = nullptr;
+  Settings settings_;
+  std::optional<routing::RoutePlan> plan_;
+  std::vector<NetDevice> devices_;
+  std::unique_ptr<std::atomic<std::uint32_t>[]> serials_;
+  Counters counters_;
+};
+
+}  // namespace weft::nccl_net
