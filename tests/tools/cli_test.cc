@@ -78,7 +78,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "$H: duplicate host: 'h1-1' lists h1-1:eth0 a second time"},
         BadInput{"unknown_format", "", "h1-1\n", "--format lsf",
                  "unknown --format 'lsf' (openmpi, mpich, slurm, hccl, torchrun, csv)"},
-        BadInput{"unknown_algo", "", "h1-1\n", "--algo fast", "unknown --algo 'fast' (auto, clos, hdrm, ring, naive)"},
+        BadInput{"unknown_algo", "", "h1-1\n", "--algo fast", "unknown --algo 'fast' (auto, clos, hdrm, ring, rail, naive)"},
         BadInput{"hdrm_on_clos", "", "h1-1\n", "--algo hdrm",
                  "hdrm needs a BiGraph fabric: h1-1:eth0 attaches to switch 'l1', which is in neither part (use "
                  "--algo clos)"},
