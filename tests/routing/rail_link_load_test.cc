@@ -135,6 +135,36 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RailLinkLoadRecount, ::testing::ValuesIn(cases(
                      c.coll == Collective::kAllreduceHd ? "Hd" : "Ring");
 });
 
+class RailIdealRoutes : public ::testing::TestWithParam<Case> {};
+
+TEST_P(RailIdealRoutes, ReachTheLowerBoundInEveryStepByColouringEachPlane) {
+  // 4 spines per plane: as many as a rail leaf has hosts, so every step's
+  // leaf-to-leaf multigraph is colourable (König) and the bound is exact.
+  const auto c = GetParam();
+  auto f = topo::build_rail(
+      {.hosts = c.hosts, .nics_per_host = c.nics, .leaves_per_rail = c.leaves_per_rail, .spines = 4, .planes = c.planes});
+  ASSERT_TRUE(f);
+  auto order = ranking::rank(*f, ranking::allocation_all(*f), ranking::RankAlgo::kRail);
+  ASSERT_TRUE(order);
+  auto sched = build_schedule(c.coll, order->size(), 4 * order->size(), 4);
+  ASSERT_TRUE(sched);
+  auto router = make_ideal_router(*f, *order);
+  auto rep = check_link_load(*f, *order, *sched, *router);
+  ASSERT_TRUE(rep) << rep.status().message();
+  int fabric_flows = 0;
+  for (const auto& s : rep->steps) {
+    EXPECT_EQ(s.max_load, s.lower_bound) << "step " << s.step << " (" << s.phase << " d=" << s.distance << ")";
+    fabric_flows += s.fabric_flows;
+  }
+  EXPECT_GT(fabric_flows, 0) << "some flows must cross a spine for the test to mean anything";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RailIdealRoutes, ::testing::ValuesIn(cases()), [](const auto& tp) {
+  const auto& c = tp.param;
+  return fmt::format("H{}G{}R{}P{}{}", c.hosts, c.nics, c.leaves_per_rail, c.planes,
+                     c.coll == Collective::kAllreduceHd ? "Hd" : "Ring");
+});
+
 TEST(RailLinkLoad, ReportsNoRailsOrPlanesOnAClosFabric) {
   auto f = topo::build_clos2({.spines = 2, .leaves = 2, .hosts_per_leaf = 3});
   ASSERT_TRUE(f);
