@@ -140,6 +140,8 @@ void register_topo(CLI::App& app, Registry& reg) {
       "Hosts are named as in the probe's hosts file, leaves l<N> in the order of their first\n"
       "host, spines s<N> by the number their DSCP rewrite (or TTL answer) gave; a spine-leaf\n"
       "link no probe crossed is written 'down'. Probes cannot measure link speeds: give them.\n"
+      "Name every NIC 'host:nic' in the hosts file (one line per NIC address) and a rail or\n"
+      "multi-plane fabric is recognised: planes share no probed link, rail g's leaves hold NIC g.\n"
       "  weft probe --hosts hosts.txt --secret-file secret --db fabric.db\n"
       "  weft topo infer --db fabric.db --gbps 400 --access-gbps 400 -o fabric.json");
   infer->add_option("--db", infer_db, "Probe database (weft probe --db)")->capture_default_str();
