@@ -73,11 +73,12 @@ class InferredTopologyTest : public ::testing::Test {
 TEST_F(InferredTopologyTest, RecognisesADualPlaneRailFabricFromPerNicHostNames) {
   // Hosts a, b with NICs x0, x1 (plane 0: leaves l1, l2) and y0, y1 (plane 1:
   // l3, l4); spines 2, 3 only ever carried plane 0 flows, 5, 6 plane 1; the
-  // inference named 6 - l4 dead.
+  // inference named 6 - l4 dead, and (as infer_fabric does for every pair
+  // of a spine and a leaf that both carried flows) the cross-plane 2 - l3.
   campaign_of({{"a:x0", 1}, {"a:x1", 2}, {"a:y0", 3}, {"a:y1", 4}, {"b:x0", 1}, {"b:x1", 2}, {"b:y0", 3}, {"b:y1", 4}},
               {{2, ""}, {3, ""}, {5, ""}, {6, ""}},
               {{2, 1, 9, false}, {2, 2, 9, false}, {3, 1, 9, false}, {3, 2, 9, false}, {5, 3, 9, false}, {5, 4, 9, false},
-               {6, 3, 9, false}, {6, 4, 0, true}});
+               {6, 3, 9, false}, {6, 4, 0, true}, {2, 3, 0, true}});
   auto f = inferred_topology(*db_, {});
   ASSERT_TRUE(f) << f.status().to_string();
   EXPECT_EQ(f->kind, topo::FabricKind::kRail);
