@@ -45,11 +45,30 @@ void add_host(Fabric& f, std::string name, int nics, int sw, double gbps) {
   add_host_ports(f, std::move(name), nics, 1, [sw](int, int) { return sw; }, gbps);
 }
 
+void add_switch_link(Fabric& f, int sa, int sb, double gbps) {
+  f.links.push_back({-1 - sa, -1 - sb, gbps, LinkState::kUp});
+}
+
 // "pl<k+1>-" in front of every switch name of plane k when there are planes.
 std::string plane_prefix(int planes, int k) { return planes == 1 ? "" : fmt::format("pl{}-", k + 1); }
 
-void add_switch_link(Fabric& f, int sa, int sb, double gbps) {
-  f.links.push_back({-1 - sa, -1 - sb, gbps, LinkState::kUp});
+// Plane k's spines s1..sS (ids k * S + i, unique over the planes).
+void add_plane_spines(Fabric& f, int planes, int k, int spines) {
+  for (int i = 1; i <= spines; ++i) {
+    add_switch(f, fmt::format("{}s{}", plane_prefix(planes, k), i), kTierSpine, Part::kNone, -1, k * spines + i, -1,
+               planes > 1 ? k : -1);
+  }
+}
+
+// Every plane's switches are `spines` spines then `leaves` leaves, plane
+// after plane; links every spine to every leaf of its own plane.
+void link_plane_spines(Fabric& f, int planes, int spines, int leaves, double gbps) {
+  const int per_plane = spines + leaves;
+  for (int k = 0; k < planes; ++k) {
+    for (int sp = 0; sp < spines; ++sp) {
+      for (int l = 0; l < leaves; ++l) add_switch_link(f, k * per_plane + sp, k * per_plane + spines + l, gbps);
+    }
+  }
 }
 
 // Resolves the switch placeholders (-1 - index) to vertex ids.
@@ -78,12 +97,11 @@ Result<Fabric> build_clos2(const Clos2Spec& s) {
   if (s.planes > 1) f.name += fmt::format("x{}p", s.planes);
   const int per_plane = s.spines + s.leaves;
   for (int k = 0; k < s.planes; ++k) {
-    const int plane = s.planes > 1 ? k : -1;
-    const std::string pre = plane_prefix(s.planes, k);
-    for (int i = 1; i <= s.spines; ++i) {
-      add_switch(f, fmt::format("{}s{}", pre, i), kTierSpine, Part::kNone, -1, k * s.spines + i, -1, plane);
+    add_plane_spines(f, s.planes, k, s.spines);
+    for (int l = 1; l <= s.leaves; ++l) {
+      add_switch(f, fmt::format("{}l{}", plane_prefix(s.planes, k), l), kTierLeaf, Part::kNone, -1, 0, -1,
+                 s.planes > 1 ? k : -1);
     }
-    for (int l = 1; l <= s.leaves; ++l) add_switch(f, fmt::format("{}l{}", pre, l), kTierLeaf, Part::kNone, -1, 0, -1, plane);
   }
   for (int l = 0; l < s.leaves; ++l) {
     for (int h = 1; h <= s.hosts_per_leaf; ++h) {
@@ -92,11 +110,7 @@ Result<Fabric> build_clos2(const Clos2Spec& s) {
           [&](int, int k) { return k * per_plane + s.spines + l; }, s.access_gbps);
     }
   }
-  for (int k = 0; k < s.planes; ++k) {
-    for (int sp = 0; sp < s.spines; ++sp) {
-      for (int l = 0; l < s.leaves; ++l) add_switch_link(f, k * per_plane + sp, k * per_plane + s.spines + l, s.fabric_gbps);
-    }
-  }
+  link_plane_spines(f, s.planes, s.spines, s.leaves, s.fabric_gbps);
   return finish(std::move(f));
 }
 
@@ -118,14 +132,11 @@ Result<Fabric> build_rail(const RailSpec& s) {
   if (s.planes > 1) f.name += fmt::format("-{}p", s.planes);
   const int rails = s.nics_per_host, per_plane = s.spines + rails * s.leaves_per_rail;
   for (int k = 0; k < s.planes; ++k) {
-    const int plane = s.planes > 1 ? k : -1;
-    const std::string pre = plane_prefix(s.planes, k);
-    for (int i = 1; i <= s.spines; ++i) {
-      add_switch(f, fmt::format("{}s{}", pre, i), kTierSpine, Part::kNone, -1, k * s.spines + i, -1, plane);
-    }
+    add_plane_spines(f, s.planes, k, s.spines);
     for (int g = 0; g < rails; ++g) {
       for (int j = 1; j <= s.leaves_per_rail; ++j) {
-        add_switch(f, fmt::format("{}r{}-l{}", pre, g + 1, j), kTierLeaf, Part::kNone, -1, 0, g, plane);
+        add_switch(f, fmt::format("{}r{}-l{}", plane_prefix(s.planes, k), g + 1, j), kTierLeaf, Part::kNone, -1, 0, g,
+                   s.planes > 1 ? k : -1);
       }
     }
   }
@@ -142,13 +153,7 @@ Result<Fabric> build_rail(const RailSpec& s) {
         f, fmt::format("h{}", h + 1), rails, s.planes,
         [&](int g, int k) { return k * per_plane + s.spines + g * s.leaves_per_rail + leaf; }, s.access_gbps);
   }
-  for (int k = 0; k < s.planes; ++k) {
-    for (int sp = 0; sp < s.spines; ++sp) {
-      for (int l = 0; l < rails * s.leaves_per_rail; ++l) {
-        add_switch_link(f, k * per_plane + sp, k * per_plane + s.spines + l, s.fabric_gbps);
-      }
-    }
-  }
+  link_plane_spines(f, s.planes, s.spines, rails * s.leaves_per_rail, s.fabric_gbps);
   return finish(std::move(f));
 }
 

@@ -129,11 +129,13 @@ std::vector<Case> cases() {
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, RailLinkLoadRecount, ::testing::ValuesIn(cases()), [](const auto& tp) {
+std::string case_name(const ::testing::TestParamInfo<Case>& tp) {
   const auto& c = tp.param;
   return fmt::format("H{}G{}R{}P{}{}", c.hosts, c.nics, c.leaves_per_rail, c.planes,
                      c.coll == Collective::kAllreduceHd ? "Hd" : "Ring");
-});
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RailLinkLoadRecount, ::testing::ValuesIn(cases()), case_name);
 
 class RailIdealRoutes : public ::testing::TestWithParam<Case> {};
 
@@ -159,11 +161,7 @@ TEST_P(RailIdealRoutes, ReachTheLowerBoundInEveryStepByColouringEachPlane) {
   EXPECT_GT(fabric_flows, 0) << "some flows must cross a spine for the test to mean anything";
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, RailIdealRoutes, ::testing::ValuesIn(cases()), [](const auto& tp) {
-  const auto& c = tp.param;
-  return fmt::format("H{}G{}R{}P{}{}", c.hosts, c.nics, c.leaves_per_rail, c.planes,
-                     c.coll == Collective::kAllreduceHd ? "Hd" : "Ring");
-});
+INSTANTIATE_TEST_SUITE_P(Shapes, RailIdealRoutes, ::testing::ValuesIn(cases()), case_name);
 
 TEST(RailLinkLoad, ReportsNoRailsOrPlanesOnAClosFabric) {
   auto f = topo::build_clos2({.spines = 2, .leaves = 2, .hosts_per_leaf = 3});
