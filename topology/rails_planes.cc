@@ -88,34 +88,33 @@ Status Fabric::check_rails_planes() {
   // Every host reaches every plane, and in a rail fabric every rail of it,
   // with exactly one NIC: a host missing one cannot take part in that
   // plane's (rail's) share of a collective.
-  const int planes = std::max(1, num_planes_);
+  const int planes = std::max(1, num_planes_), rails = std::max(1, num_rails_);
   std::vector<std::set<int>> plane_rails(static_cast<size_t>(planes));
   for (const auto& s : switches) {
     if (s.rail >= 0) plane_rails[static_cast<size_t>(std::max(0, s.plane))].insert(s.rail);
   }
-  std::vector<int> owner;  // NIC on (plane, rail), -1 none
+  auto of_plane = [&](int p) { return num_planes_ > 0 ? fmt::format(" of plane {}", p) : std::string(); };
+  std::vector<int> owner;  // by plane * rails + rail: the host's NIC there, -1 none
   for (const auto& h : hosts) {
-    owner.assign(static_cast<size_t>(planes) * static_cast<size_t>(std::max(1, num_rails_)), -1);
+    owner.assign(static_cast<size_t>(planes * rails), -1);
     for (int n : h.nics) {
       const int p = std::max(0, nic_plane(n)), r = std::max(0, nic_rail(n));
-      int& o = owner[static_cast<size_t>(p * std::max(1, num_rails_) + r)];
+      int& o = owner[static_cast<size_t>(p * rails + r)];
       if (o >= 0 && kind == FabricKind::kRail) {
-        return invalid_argument(fmt::format("host '{}' has two NICs on rail {}{}: {} and {}", h.name, r,
-                                            num_planes_ > 0 ? fmt::format(" of plane {}", p) : "", nic_qualified_name(o),
-                                            nic_qualified_name(n)));
+        return invalid_argument(fmt::format("host '{}' has two NICs on rail {}{}: {} and {}", h.name, r, of_plane(p),
+                                            nic_qualified_name(o), nic_qualified_name(n)));
       }
       o = n;
     }
     for (int p = 0; p < planes; ++p) {
-      bool on_plane = false;
-      for (int r = 0; r < std::max(1, num_rails_); ++r) on_plane |= owner[static_cast<size_t>(p * std::max(1, num_rails_) + r)] >= 0;
-      if (num_planes_ > 0 && !on_plane) {
+      const auto first = owner.begin() + p * rails;
+      if (num_planes_ > 0 && std::all_of(first, first + rails, [](int o) { return o < 0; })) {
         return invalid_argument(fmt::format("host '{}' has no NIC on plane {}: port k of every NIC sits on plane k", h.name, p));
       }
       for (int r : plane_rails[static_cast<size_t>(p)]) {
-        if (owner[static_cast<size_t>(p * num_rails_ + r)] < 0) {
+        if (owner[static_cast<size_t>(p * rails + r)] < 0) {
           return invalid_argument(fmt::format("host '{}' has no NIC on rail {}{}: a rail fabric puts NIC g of every host on rail g",
-                                              h.name, r, num_planes_ > 0 ? fmt::format(" of plane {}", p) : ""));
+                                              h.name, r, of_plane(p)));
         }
       }
     }
