@@ -11,9 +11,10 @@
 //     index): local rank l is then the same (plane, rail) on every host that
 //     has all its NICs, and halving-doubling's largest messages (distance 1)
 //     stay on one plane;
-//   - hosts that share the same leaves (one rail leaf per rail when a rail
-//     needs several leaves) are kept together, largest group first and fully
-//     allocated hosts first inside a group, as the contiguous leaf sets
+//   - hosts whose allocated NICs sit on the same leaves (one rail leaf per
+//     rail when a rail needs several leaves) are kept together, in host
+//     order, hosts with the most NICs first and among them the group with
+//     the most NICs first, as the contiguous leaf sets
 //     (leaf_sets.cc) do: equal local ranks of nearby hosts then meet under
 //     one leaf of their rail.
 #include <algorithm>
@@ -45,11 +46,16 @@ RankOrder rank_rail(const topo::Fabric& f, const std::vector<int>& allocation) {
     groups[it->second].hosts.push_back(nics);
     groups[it->second].nics += nics.size();
   }
-  std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.nics > b.nics; });
+  // Hosts with the most NICs first, so that they start at multiples of their
+  // NIC count and stay aligned (a partial host before them would shift every
+  // later host's local ranks); then the largest group.
+  std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
+    const size_t pa = a.leaves.size(), pb = b.leaves.size();
+    return pa != pb ? pa > pb : a.nics > b.nics;
+  });
   RankOrder order;
   order.nics.reserve(allocation.size());
-  for (auto& g : groups) {
-    std::stable_sort(g.hosts.begin(), g.hosts.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  for (const auto& g : groups) {
     for (const auto& h : g.hosts) order.nics.insert(order.nics.end(), h.begin(), h.end());
   }
   return order;

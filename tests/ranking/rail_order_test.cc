@@ -90,6 +90,16 @@ TEST(RailOrder, KeepsHostsOfOneRailLeafTogetherLargestGroupFirstFullHostsFirst) 
                                                          "h2:eth0", "h6:eth1"}));
 }
 
+TEST(RailOrder, PutsFullHostsBeforeLargerGroupsOfPartialOnesSoTheyStayAligned) {
+  auto f = topo::build_rail({.hosts = 7, .nics_per_host = 2, .leaves_per_rail = 2, .spines = 2});
+  ASSERT_TRUE(f);
+  auto alloc = allocation_from_names(*f, {"h5:eth0", "h6:eth0", "h7:eth0", "h1"});
+  ASSERT_TRUE(alloc);
+  auto order = rank(*f, *alloc, RankAlgo::kRail);
+  ASSERT_TRUE(order);
+  EXPECT_EQ(names(*f, *order), (std::vector<std::string>{"h1:eth0", "h1:eth1", "h5:eth0", "h6:eth0", "h7:eth0"}));
+}
+
 TEST(RailOrder, OrdersAHostsNicsByRailNotByTheirPlaceInTheFile) {
   // h2 lists its rail-1 NIC first: local rank 0 must still be its rail-0 NIC.
   auto f = topo::parse_topology(R"({"kind": "rail",
