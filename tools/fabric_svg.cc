@@ -36,7 +36,7 @@ const char* plane_fill(int plane, bool sw) {
   return kPlanes[static_cast<size_t>(plane) % std::size(kPlanes)];
 }
 
-// "r<rail> " / "pl<plane> " for the tooltip and the leaf label.
+// " rail R plane P" (what the vertex has of them), for its tooltip.
 std::string rail_plane_label(const topo::Fabric& f, int v) {
   const int rail = f.is_switch_vertex(v) ? f.switches[static_cast<size_t>(f.vertex_switch(v))].rail : f.nic_rail(v);
   const int plane = f.is_switch_vertex(v) ? f.switches[static_cast<size_t>(f.vertex_switch(v))].plane : f.nic_plane(v);
