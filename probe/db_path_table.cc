@@ -20,7 +20,11 @@ class DbPathTable final : public routing::PathTable {
     WEFT_ASSIGN_OR_RETURN(auto hosts, db::list_hosts(db_));
     for (const auto& h : hosts) {
       auto hi = fabric_.find_host(h.name);
-      if (!hi) continue;  // probed but not in this topology file
+      if (!hi) {
+        // A probed "host:nic" is one NIC of a multi-NIC host (inferred_topology.h).
+        if (auto n = fabric_.find_nic(h.name); n && h.name.find(':') != std::string::npos) host_of_nic_[*n] = h.id;
+        continue;  // otherwise probed but not in this topology file
+      }
       const auto& nics = fabric_.hosts[static_cast<size_t>(*hi)].nics;
       int nic = nics.empty() ? -1 : nics.front();
       for (int n : nics) {

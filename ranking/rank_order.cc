@@ -16,12 +16,13 @@ std::string_view rank_algo_name(RankAlgo a) {
     case RankAlgo::kClos: return "clos";
     case RankAlgo::kHdrm: return "hdrm";
     case RankAlgo::kRing: return "ring";
+    case RankAlgo::kRail: return "rail";
   }
   return "auto";
 }
 
 std::optional<RankAlgo> parse_rank_algo(std::string_view s) {
-  for (auto a : {RankAlgo::kAuto, RankAlgo::kNaive, RankAlgo::kClos, RankAlgo::kHdrm, RankAlgo::kRing}) {
+  for (auto a : {RankAlgo::kAuto, RankAlgo::kNaive, RankAlgo::kClos, RankAlgo::kHdrm, RankAlgo::kRing, RankAlgo::kRail}) {
     if (rank_algo_name(a) == s) return a;
   }
   return std::nullopt;
@@ -103,13 +104,16 @@ Result<RankOrder> rank(const topo::Fabric& f, const std::vector<int>& allocation
     if (!st) return st.with_context("allocation");
   }
   if (algo == RankAlgo::kAuto) {
-    algo = f.kind == topo::FabricKind::kBiGraph ? RankAlgo::kHdrm : RankAlgo::kClos;
+    if (f.kind == topo::FabricKind::kBiGraph) algo = RankAlgo::kHdrm;
+    else if (f.kind == topo::FabricKind::kRail || f.num_planes() > 0) algo = RankAlgo::kRail;
+    else algo = RankAlgo::kClos;
   }
   switch (algo) {
     case RankAlgo::kNaive: return rank_naive(allocation);
     case RankAlgo::kClos: return rank_leaf_sets(f, allocation);
     case RankAlgo::kHdrm: return rank_hdrm(f, allocation);
     case RankAlgo::kRing: return rank_ring(f, allocation);
+    case RankAlgo::kRail: return rank_rail(f, allocation);
     case RankAlgo::kAuto: break;
   }
   return internal_error("unreachable rank algorithm");

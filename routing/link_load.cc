@@ -52,6 +52,38 @@ int step_lower_bound(const topo::Fabric& f, const ranking::RankOrder& order, con
   return lb;
 }
 
+namespace {
+
+// Moves the flows whose NICs sit on different planes out of `st` into a
+// copy that only holds the routable ones; counts what it moves.
+const Step& drop_cross_plane(const topo::Fabric& f, const ranking::RankOrder& order, const Step& st, size_t si,
+                             Step& routable, std::vector<size_t>& kept, StepLoad& sl, LoadReport& rep) {
+  kept.clear();
+  for (size_t i = 0; i < st.flows.size(); ++i) {
+    const int s = order.nics[static_cast<size_t>(st.flows[i].src)], d = order.nics[static_cast<size_t>(st.flows[i].dst)];
+    if (f.nic_rail(s) != f.nic_rail(d)) ++sl.cross_rail_flows;
+    if (f.nic_plane(s) == f.nic_plane(d)) {
+      kept.push_back(i);
+      continue;
+    }
+    ++sl.cross_plane_flows;
+    if (rep.first_cross_plane.empty()) {
+      rep.first_cross_plane = fmt::format("step {} ({} d={}): rank {} on {} (plane {}) -> rank {} on {} (plane {})", si,
+                                          st.phase, st.distance, st.flows[i].src, f.nic_qualified_name(s), f.nic_plane(s),
+                                          st.flows[i].dst, f.nic_qualified_name(d), f.nic_plane(d));
+    }
+  }
+  if (sl.cross_plane_flows == 0) return st;
+  routable.phase = st.phase;
+  routable.distance = st.distance;
+  routable.repeat = st.repeat;
+  routable.flows.clear();
+  for (size_t i : kept) routable.flows.push_back(st.flows[i]);
+  return routable;
+}
+
+}  // namespace
+
 Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrder& order, const Schedule& s,
                                    Router& router, const CheckOptions& opt) {
   if (order.size() != s.ranks) {
@@ -67,18 +99,23 @@ Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrd
   std::vector<Path> paths;
   std::vector<size_t> by_round;  // the step's flows, ordered by round
   Step part;                     // one round's flows, for its lower bound
+  Step routable;              // a step without its cross-plane flows
+  std::vector<size_t> kept;   // their indices in the schedule's step
+  const size_t rails = static_cast<size_t>(f.num_rails()), planes = static_cast<size_t>(f.num_planes());
   for (size_t si = 0; si < s.steps.size(); ++si) {
-    const Step& st = s.steps[si];
+    StepLoad sl;
+    sl.rail_max_load.assign(rails, 0);
+    sl.plane_max_load.assign(planes, 0);
+    const Step& st = drop_cross_plane(f, order, s.steps[si], si, routable, kept, sl, rep);
     paths.resize(st.flows.size());  // routers overwrite; reusing keeps the vectors' capacity
     for (auto& p : paths) p.dlinks.clear();
     auto rs = router.route_step(st, static_cast<int>(si), paths);
     if (!rs) return rs.with_context(fmt::format("step {} ({} d={})", si, st.phase, st.distance));
-    StepLoad sl;
     sl.step = static_cast<int>(si);
     sl.phase = st.phase;
     sl.distance = st.distance;
     sl.repeat = st.repeat;
-    sl.flows = static_cast<int>(st.flows.size());
+    sl.flows = static_cast<int>(s.steps[si].flows.size());
     by_round.resize(st.flows.size());
     for (size_t i = 0; i < st.flows.size(); ++i) {
       if (st.flows[i].round < 0) {
@@ -124,6 +161,8 @@ Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrd
         const auto& lk = f.links[dl / 2];
         if (f.is_switch_vertex(lk.a) && f.is_switch_vertex(lk.b)) sl.max_fabric_load = std::max(sl.max_fabric_load, load[dl]);
         if (opt.keep_per_link) sl.load[dl] = std::max(sl.load[dl], load[dl]);
+        if (const int r = f.link_rail(dl / 2); r >= 0) sl.rail_max_load[static_cast<size_t>(r)] = std::max(sl.rail_max_load[static_cast<size_t>(r)], load[dl]);
+        if (const int p = f.link_plane(dl / 2); p >= 0) sl.plane_max_load[static_cast<size_t>(p)] = std::max(sl.plane_max_load[static_cast<size_t>(p)], load[dl]);
       }
       for (int dl : touched) load[dl] = 0;
       if (sl.rounds > 1) {
@@ -137,12 +176,20 @@ Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrd
     sl.single_round_bound = step_lower_bound(f, order, st);
     if (sl.rounds == 1) sl.lower_bound = sl.single_round_bound;
     if (opt.keep_per_link) sl.bytes = bytes;
-    if (opt.keep_paths) sl.paths = paths;
+    if (opt.keep_paths) {
+      if (sl.cross_plane_flows == 0) {
+        sl.paths = paths;
+      } else {
+        sl.paths.assign(s.steps[si].flows.size(), Path{});
+        for (size_t k = 0; k < kept.size(); ++k) sl.paths[kept[k]] = paths[k];
+      }
+    }
     for (int dl : touched_bytes) bytes[dl] = 0;
     rep.max_load = std::max(rep.max_load, sl.max_load);
     rep.max_lower_bound = std::max(rep.max_lower_bound, sl.lower_bound);
     rep.max_multi_hop = std::max(rep.max_multi_hop, sl.multi_hop_flows);
     rep.max_rounds = std::max(rep.max_rounds, sl.rounds);
+    rep.cross_plane_flows += sl.cross_plane_flows;
     rep.steps.push_back(std::move(sl));
   }
   return rep;

@@ -25,17 +25,21 @@ namespace {
 class IdealRouter final : public Router {
  public:
   IdealRouter(const topo::Fabric& f, const ranking::RankOrder& order) : f_(f), order_(order), pf_(f) {
-    exact_clos2_ = f.kind == topo::FabricKind::kClos2;
+    // A rail fabric is a 2-tier Clos whose leaves are grouped by rail; a
+    // multi-plane one is a 2-tier Clos per plane, coloured plane by plane.
+    exact_clos2_ = f.kind == topo::FabricKind::kClos2 || f.kind == topo::FabricKind::kRail;
+    spines_.assign(static_cast<size_t>(std::max(1, f.num_planes())), {});
     for (size_t s = 0; s < f.switches.size() && exact_clos2_; ++s) {
-      if (f.switches[s].tier == topo::kTierSpine) spines_.push_back(static_cast<int>(s));
+      if (f.switches[s].tier == topo::kTierSpine) spines_[plane_of(static_cast<int>(s))].push_back(static_cast<int>(s));
       else if (f.switches[s].tier != topo::kTierLeaf) exact_clos2_ = false;
     }
     for (const auto& l : f.links) {
       if (l.state != topo::LinkState::kUp) exact_clos2_ = false;
     }
-    // Every leaf must reach every spine directly for the colouring to apply.
+    // Every leaf must reach every spine of its plane directly for the colouring to apply.
     for (size_t s = 0; s < f.switches.size() && exact_clos2_; ++s) {
-      if (f.switches[s].tier == topo::kTierLeaf && f.switch_neighbours(static_cast<int>(s)).size() != spines_.size()) {
+      if (f.switches[s].tier == topo::kTierLeaf &&
+          f.switch_neighbours(static_cast<int>(s)).size() != spines_[plane_of(static_cast<int>(s))].size()) {
         exact_clos2_ = false;
       }
     }
@@ -51,10 +55,13 @@ class IdealRouter final : public Router {
   }
 
  private:
-  // König colouring of the step's leaf->leaf multigraph with the spines.
+  size_t plane_of(int sw) const { return static_cast<size_t>(std::max(0, f_.switches[static_cast<size_t>(sw)].plane)); }
+
+  // König colouring of the step's leaf->leaf multigraph with the spines, one
+  // plane at a time (planes share no spine).
   bool route_colouring(const Step& step, std::vector<Path>& paths) {
-    std::vector<BipartiteEdge> edges;
-    std::vector<size_t> edge_flow;
+    std::vector<std::vector<BipartiteEdge>> edges(spines_.size());
+    std::vector<std::vector<size_t>> edge_flow(spines_.size());
     const int ns = static_cast<int>(f_.switches.size());
     for (size_t i = 0; i < step.flows.size(); ++i) {
       int s = order_.nics[step.flows[i].src], d = order_.nics[step.flows[i].dst];
@@ -64,18 +71,21 @@ class IdealRouter final : public Router {
                            f_.directed_from(f_.nic_link(d), f_.switch_vertex(ld))};
         continue;
       }
-      edges.push_back({ls, ld});
-      edge_flow.push_back(i);
+      edges[plane_of(ls)].push_back({ls, ld});
+      edge_flow[plane_of(ls)].push_back(i);
     }
-    auto colours = color_bipartite_edges(ns, ns, edges, static_cast<int>(spines_.size()));
-    if (!colours) return false;  // more flows per leaf than spines: fall back
-    for (size_t e = 0; e < edges.size(); ++e) {
-      const Flow& fl = step.flows[edge_flow[e]];
-      int s = order_.nics[fl.src], d = order_.nics[fl.dst];
-      int via[3] = {edges[e].left, spines_[(*colours)[e]], edges[e].right};
-      auto p = pf_.route_via(s, d, via);
-      if (!p) return false;
-      paths[edge_flow[e]] = std::move(*p);
+    for (size_t p = 0; p < spines_.size(); ++p) {
+      if (edges[p].empty()) continue;
+      auto colours = color_bipartite_edges(ns, ns, edges[p], static_cast<int>(spines_[p].size()));
+      if (!colours) return false;  // more flows per leaf than spines: fall back
+      for (size_t e = 0; e < edges[p].size(); ++e) {
+        const Flow& fl = step.flows[edge_flow[p][e]];
+        int s = order_.nics[fl.src], d = order_.nics[fl.dst];
+        int via[3] = {edges[p][e].left, spines_[p][static_cast<size_t>((*colours)[e])], edges[p][e].right};
+        auto path = pf_.route_via(s, d, via);
+        if (!path) return false;
+        paths[edge_flow[p][e]] = std::move(*path);
+      }
     }
     return true;
   }
@@ -102,7 +112,7 @@ class IdealRouter final : public Router {
   const ranking::RankOrder& order_;
   PathFinder pf_;
   bool exact_clos2_ = false;
-  std::vector<int> spines_;
+  std::vector<std::vector<int>> spines_;  // per plane (one list without planes)
   std::vector<int> load_;
 };
 

@@ -40,10 +40,15 @@ std::string report_json(const topo::Fabric& f, const routing::LoadReport& rep) {
                      {"lower_bound", s.lower_bound},
                      {"rounds", s.rounds},
                      {"single_round_bound", s.single_round_bound},
+                     {"cross_rail_flows", s.cross_rail_flows},
+                     {"cross_plane_flows", s.cross_plane_flows},
+                     {"rail_max_load", s.rail_max_load},
+                     {"plane_max_load", s.plane_max_load},
                      {"hottest", s.hottest >= 0 ? f.directed_name(s.hottest) : ""}});
   }
   nlohmann::json root = {{"max_load", rep.max_load}, {"max_lower_bound", rep.max_lower_bound},
-                         {"max_rounds", rep.max_rounds}, {"steps", steps}};
+                         {"max_rounds", rep.max_rounds}, {"cross_plane_flows", rep.cross_plane_flows},
+                         {"steps", steps}};
   return root.dump(2) + "\n";
 }
 
@@ -89,6 +94,11 @@ int run_check(const CheckArgs& a) {
     fmt::print("{} on {} ranks, {} routes, {} per rank\n", a.collective, order->size(), a.routes,
                format_bytes(static_cast<double>(*bytes)));
     fmt::print("{}", format_load_table(*fabric, *rep));
+  }
+  if (rep->cross_plane_flows > 0) {
+    return fail(failed_precondition(fmt::format(
+        "{} flows cross planes, which share no switch, so they have no route (first: {}); run one collective per plane",
+        rep->cross_plane_flows, rep->first_cross_plane)));
   }
   return 0;
 }

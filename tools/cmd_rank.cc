@@ -19,7 +19,7 @@ struct RankArgs {
 
 int run_rank(const RankArgs& a) {
   auto algo = ranking::parse_rank_algo(a.algo);
-  if (!algo) return fail(invalid_argument(fmt::format("unknown --algo '{}' (auto, clos, hdrm, ring, naive)", a.algo)));
+  if (!algo) return fail(invalid_argument(fmt::format("unknown --algo '{}' (auto, clos, hdrm, ring, rail, naive)", a.algo)));
   auto format = ranking::parse_rank_format(a.format);
   if (!format) {
     return fail(invalid_argument(
@@ -58,7 +58,7 @@ void register_rank(CLI::App& app, Registry& reg) {
   cmd->add_option("--topology", a.topology, "Topology file (weft topo gen ...)")->required();
   cmd->add_option("--hosts", a.hosts, "Allocation: one 'host' or 'host:nic' per line, '#' comments");
   cmd->add_flag("--all", a.all, "Allocate every NIC of the fabric");
-  cmd->add_option("--algo", a.algo, "auto|clos|hdrm|ring|naive")->capture_default_str();
+  cmd->add_option("--algo", a.algo, "auto|clos|hdrm|ring|rail|naive")->capture_default_str();
   cmd->add_option("--format", a.format, "openmpi|mpich|slurm|hccl|torchrun|csv")->capture_default_str();
   cmd->add_option("-o,--output", a.out, "Output file (default: stdout); never left half-written");
   cmd->callback([&reg] { reg.run = [] { return run_rank(a); }; });

@@ -1,7 +1,10 @@
-// weft topo gen clos|clos3|bigraph, weft topo infer, weft topo show.
+// weft topo gen clos|clos3|bigraph|rail, weft topo infer, weft topo show.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "fabric_svg.h"
 #include "weft/db/database.h"
 #include "weft/probe/inferred_topology.h"
 #include "weft/topology/builders.h"
@@ -21,6 +24,33 @@ int write_fabric(const Result<topo::Fabric>& f, const std::string& out) {
   return 0;
 }
 
+// Per plane: its switches, and per rail its leaves and NICs.
+void print_rails_planes(const topo::Fabric& f) {
+  if (f.num_planes() == 0 && f.num_rails() == 0) return;
+  const int planes = std::max(1, f.num_planes()), rails = std::max(1, f.num_rails());
+  std::vector<int> spines(static_cast<size_t>(planes)), leaves(static_cast<size_t>(planes * rails));
+  std::vector<int> nics(leaves.size()), plane_links(static_cast<size_t>(planes));
+  for (const auto& s : f.switches) {
+    const int p = std::max(0, s.plane);
+    if (s.tier == topo::kTierLeaf) ++leaves[static_cast<size_t>(p * rails + std::max(0, s.rail))];
+    else ++spines[static_cast<size_t>(p)];
+  }
+  for (size_t n = 0; n < f.nics.size(); ++n) {
+    const int v = static_cast<int>(n);
+    ++nics[static_cast<size_t>(std::max(0, f.nic_plane(v)) * rails + std::max(0, f.nic_rail(v)))];
+  }
+  for (size_t l = 0; l < f.links.size(); ++l) ++plane_links[static_cast<size_t>(std::max(0, f.link_plane(static_cast<int>(l))))];
+  fmt::print("planes   {}  rails {}\n", f.num_planes() == 0 ? 1 : f.num_planes(), f.num_rails());
+  for (int p = 0; p < planes; ++p) {
+    if (f.num_planes() > 0) fmt::print("  plane {}: {} upper switches, {} links\n", p, spines[static_cast<size_t>(p)], plane_links[static_cast<size_t>(p)]);
+    for (int r = 0; r < f.num_rails(); ++r) {
+      fmt::print("  {}rail {}: {} leaves, {} NICs\n", f.num_planes() > 0 ? "  " : "", r,
+                 leaves[static_cast<size_t>(p * rails + r)], nics[static_cast<size_t>(p * rails + r)]);
+    }
+    if (f.num_rails() == 0) fmt::print("    {} leaves, {} NICs\n", leaves[static_cast<size_t>(p)], nics[static_cast<size_t>(p)]);
+  }
+}
+
 void print_summary(const topo::Fabric& f) {
   fmt::print("fabric   {} ({})\n", f.name, topo::fabric_kind_name(f.kind));
   fmt::print("hosts    {}  NICs {}\n", f.hosts.size(), f.nics.size());
@@ -33,6 +63,7 @@ void print_summary(const topo::Fabric& f) {
   for (const auto& l : f.links) {
     if (l.state == topo::LinkState::kDown) fmt::print("  down: {} - {}\n", f.vertex_name(l.a), f.vertex_name(l.b));
   }
+  print_rails_planes(f);
 }
 
 }  // namespace
@@ -46,15 +77,18 @@ void register_topo(CLI::App& app, Registry& reg) {
   static topo::Clos2Spec c2;
   static topo::Clos3Spec c3;
   static topo::BiGraphSpec bg;
+  static topo::RailSpec rs;
   static std::string out;
   static std::string show_path;
   static bool show_json = false;
+  static std::string show_svg;
 
   auto* clos = gen->add_subcommand("clos", "2-tier Clos (spine-leaf): every leaf linked to every spine");
   clos->add_option("--spines", c2.spines, "Spine switches (S)")->required();
   clos->add_option("--leaves", c2.leaves, "Leaf switches (L)")->required();
   clos->add_option("--hosts", c2.hosts_per_leaf, "Hosts per leaf (H)")->required();
   clos->add_option("--nics", c2.nics_per_host, "NICs (subnodes) per host (G), all on the host's leaf")->capture_default_str();
+  clos->add_option("--planes", c2.planes, "Planes P: disjoint copies of spines and leaves, NIC port k on plane k")->capture_default_str();
   clos->add_option("--gbps", c2.fabric_gbps, "Spine-leaf link rate, Gbit/s")->capture_default_str();
   clos->add_option("--access-gbps", c2.access_gbps, "NIC-leaf link rate, Gbit/s")->capture_default_str();
   clos->add_option("-o,--output", out, "Output file (default: stdout)");
@@ -80,6 +114,23 @@ void register_topo(CLI::App& app, Registry& reg) {
   bigraph->add_option("-o,--output", out, "Output file (default: stdout)");
   bigraph->callback([&reg] { reg.run = [] { return write_fabric(topo::build_bigraph(bg), out); }; });
 
+  auto* rail = gen->add_subcommand(
+      "rail", "Rail-optimised 2-tier: NIC g of every host on a leaf of rail g, every leaf linked to every spine");
+  rail->footer(
+      "Hosts h1..hH split over a rail's leaves in contiguous blocks (the same on every rail);\n"
+      "use --rail-leaves > 1 when a leaf has fewer ports than there are hosts. With --planes P\n"
+      "every plane is a rail fabric of its own (switches pl<k>-...) and NIC g's port k is on plane k.\n"
+      "  weft topo gen rail --hosts 16 --nics 8 --rail-leaves 2 --spines 8 --planes 2 -o rail.json");
+  rail->add_option("--hosts", rs.hosts, "Hosts (H)")->required();
+  rail->add_option("--nics", rs.nics_per_host, "NICs per host (G) = rails")->required();
+  rail->add_option("--rail-leaves", rs.leaves_per_rail, "Leaves per rail")->capture_default_str();
+  rail->add_option("--spines", rs.spines, "Spines per plane (join the rails)")->required();
+  rail->add_option("--planes", rs.planes, "Planes P: NIC port k on plane k, planes share no switch")->capture_default_str();
+  rail->add_option("--gbps", rs.fabric_gbps, "Spine-leaf link rate, Gbit/s")->capture_default_str();
+  rail->add_option("--access-gbps", rs.access_gbps, "NIC-leaf link rate, Gbit/s")->capture_default_str();
+  rail->add_option("-o,--output", out, "Output file (default: stdout)");
+  rail->callback([&reg] { reg.run = [] { return write_fabric(topo::build_rail(rs), out); }; });
+
   static std::string infer_db = "fabric.db";
   static probe::InferredTopologyOptions inf;
   static int64_t infer_campaign = 0;
@@ -89,6 +140,8 @@ void register_topo(CLI::App& app, Registry& reg) {
       "Hosts are named as in the probe's hosts file, leaves l<N> in the order of their first\n"
       "host, spines s<N> by the number their DSCP rewrite (or TTL answer) gave; a spine-leaf\n"
       "link no probe crossed is written 'down'. Probes cannot measure link speeds: give them.\n"
+      "Name every NIC 'host:nic' in the hosts file (one line per NIC address) and a rail or\n"
+      "multi-plane fabric is recognised: planes share no probed link, rail g's leaves hold NIC g.\n"
       "  weft probe --hosts hosts.txt --secret-file secret --db fabric.db\n"
       "  weft topo infer --db fabric.db --gbps 400 --access-gbps 400 -o fabric.json");
   infer->add_option("--db", infer_db, "Probe database (weft probe --db)")->capture_default_str();
@@ -112,11 +165,17 @@ void register_topo(CLI::App& app, Registry& reg) {
   show->add_option("file", show_path, "Topology file")->required();
   show->add_flag("--json", show_json,
                  "Print the normalised fabric as JSON: hosts with NICs, switches with tier (and part for "
-                 "BiGraph), every link with endpoints, capacity and state");
+                 "BiGraph, rail and plane where the fabric has them), every link with endpoints, capacity and state");
+  show->add_option("--svg", show_svg,
+                   "Also draw the fabric as SVG to this file: switches by tier, NICs under their leaf, "
+                   "rail and plane in each tooltip, filled by plane");
   show->callback([&reg] {
     reg.run = [] {
       auto f = topo::load_topology(show_path);
       if (!f) return fail(f.status());
+      if (!show_svg.empty()) {
+        if (auto st = emit(show_svg, fabric_svg(*f, {SvgPanel{f->name, {}, {}}})); !st) return fail(st);
+      }
       if (show_json) {
         fmt::print("{}", topo::topology_to_json(*f));
       } else {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -25,6 +26,23 @@ std::string escape(const std::string& s) {
     else if (c == '&') out += "&amp;";
     else out += c;
   }
+  return out;
+}
+
+// Switches and NICs of a multi-plane fabric are filled by plane (fabric.h).
+const char* plane_fill(int plane, bool sw) {
+  static constexpr const char* kPlanes[] = {"#3b6ea5", "#2e8b57", "#8a4fa3", "#b5651d"};
+  if (plane < 0) return sw ? "#3b6ea5" : "#555555";
+  return kPlanes[static_cast<size_t>(plane) % std::size(kPlanes)];
+}
+
+// " rail R plane P" (what the vertex has of them), for its tooltip.
+std::string rail_plane_label(const topo::Fabric& f, int v) {
+  const int rail = f.is_switch_vertex(v) ? f.switches[static_cast<size_t>(f.vertex_switch(v))].rail : f.nic_rail(v);
+  const int plane = f.is_switch_vertex(v) ? f.switches[static_cast<size_t>(f.vertex_switch(v))].plane : f.nic_plane(v);
+  std::string out;
+  if (rail >= 0) out += fmt::format(" rail {}", rail);
+  if (plane >= 0) out += fmt::format(" plane {}", plane);
   return out;
 }
 
@@ -74,9 +92,10 @@ std::string fabric_svg(const topo::Fabric& f, const std::vector<SvgPanel>& panel
     for (const auto& row : rows) {
       for (int v : row) {
         const bool sw = f.is_switch_vertex(v);
-        svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"><title>{}</title></circle>\n",
-                           x[static_cast<size_t>(v)], y[static_cast<size_t>(v)], sw ? 9 : 4, sw ? "#3b6ea5" : "#555555",
-                           escape(f.vertex_name(v)));
+        const int plane = sw ? f.switches[static_cast<size_t>(f.vertex_switch(v))].plane : f.nic_plane(v);
+        svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"><title>{}{}</title></circle>\n",
+                           x[static_cast<size_t>(v)], y[static_cast<size_t>(v)], sw ? 9 : 4, plane_fill(plane, sw),
+                           escape(f.vertex_name(v)), rail_plane_label(f, v));
         if (sw) {
           svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", x[static_cast<size_t>(v)],
                              y[static_cast<size_t>(v)] - 13, escape(f.switches[static_cast<size_t>(f.vertex_switch(v))].name));
@@ -86,8 +105,8 @@ std::string fabric_svg(const topo::Fabric& f, const std::vector<SvgPanel>& panel
     svg += "</g>\n";
   }
   svg += fmt::format("<text x=\"20\" y=\"{:.0f}\" fill=\"#555\">link colour and width: utilisation of the busier direction "
-                     "(grey idle, red saturated); dashed: down</text>\n</svg>\n",
-                     height - 10);
+                     "(grey idle, red saturated); dashed: down{}</text>\n</svg>\n",
+                     height - 10, f.num_planes() > 0 ? "; switches and NICs filled by plane" : "");
   return svg;
 }
 

@@ -1,6 +1,7 @@
 #include "load_table.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli_common.h"
 
@@ -21,6 +22,15 @@ std::string format_load_table(const topo::Fabric& f, const routing::LoadReport& 
   out += fmt::format("max load {} (lower bound {}) over {} steps{}\n", rep.max_load, rep.max_lower_bound,
                      rep.steps.size(),
                      rep.max_rounds > 1 ? fmt::format(", load per round (up to {} rounds)", rep.max_rounds) : "");
+  if (f.num_rails() == 0 && f.num_planes() == 0) return out;
+  // Rail and plane fabrics: which flows leave their rail or plane, and the
+  // max load over each rail's and each plane's links (link_load.h).
+  out += fmt::format("{:>4}  {:>6} {:>7}  {:<24} {}\n", "step", "x-rail", "x-plane", "max load per rail", "per plane");
+  for (const auto& s : rep.steps) {
+    out += fmt::format("{:>4}  {:>6} {:>7}  {:<24} {}\n", s.step, s.cross_rail_flows, s.cross_plane_flows,
+                       s.rail_max_load.empty() ? "-" : fmt::format("{}", fmt::join(s.rail_max_load, " ")),
+                       s.plane_max_load.empty() ? "-" : fmt::format("{}", fmt::join(s.plane_max_load, " ")));
+  }
   return out;
 }
 

@@ -15,27 +15,60 @@ Status check_rate(std::string_view what, double v) {
   return Status::ok();
 }
 
-int add_switch(Fabric& f, std::string name, int tier, Part part, int pod, int id) {
-  f.switches.push_back({std::move(name), tier, part, pod, id});
+int add_switch(Fabric& f, std::string name, int tier, Part part, int pod, int id, int rail = -1, int plane = -1) {
+  f.switches.push_back({std::move(name), tier, part, pod, id, rail, plane});
   return static_cast<int>(f.switches.size()) - 1;
+}
+
+// Adds a host with `nics` NICs of `ports` ports each; port k of NIC g links to
+// switch switch_of(g, k). Entries go port by port (index k * nics + g) so
+// that a host's NICs of one plane are neighbours (builders.h).
+template <class SwitchOf>
+void add_host_ports(Fabric& f, std::string name, int nics, int ports, SwitchOf switch_of, double gbps) {
+  const int h = static_cast<int>(f.hosts.size());
+  f.hosts.push_back({std::move(name), {}});
+  for (int k = 0; k < ports; ++k) {
+    for (int g = 0; g < nics; ++g) {
+      const int n = static_cast<int>(f.nics.size());
+      const int index = k * nics + g;
+      f.nics.push_back({ports == 1 ? fmt::format("eth{}", g) : fmt::format("eth{}p{}", g, k), h, index, {g}, ""});
+      f.hosts[h].nics.push_back(n);
+      // Links need vertex ids, which depend on the final NIC count: record
+      // the switch in Link::b as -1 - index and fix up in finish().
+      f.links.push_back({n, -1 - switch_of(g, k), gbps, LinkState::kUp});
+    }
+  }
 }
 
 // Adds a host with `nics` NICs, each linked to switch `sw`.
 void add_host(Fabric& f, std::string name, int nics, int sw, double gbps) {
-  const int h = static_cast<int>(f.hosts.size());
-  f.hosts.push_back({std::move(name), {}});
-  for (int g = 0; g < nics; ++g) {
-    const int n = static_cast<int>(f.nics.size());
-    f.nics.push_back({fmt::format("eth{}", g), h, g, {g}, ""});
-    f.hosts[h].nics.push_back(n);
-  }
-  // Links need vertex ids, which depend on the final NIC count: record the
-  // switch in Link::b as a switch index and fix up in finish().
-  for (int g = 0; g < nics; ++g) f.links.push_back({f.hosts[h].nics[g], -1 - sw, gbps, LinkState::kUp});
+  add_host_ports(f, std::move(name), nics, 1, [sw](int, int) { return sw; }, gbps);
 }
 
 void add_switch_link(Fabric& f, int sa, int sb, double gbps) {
   f.links.push_back({-1 - sa, -1 - sb, gbps, LinkState::kUp});
+}
+
+// "pl<k+1>-" in front of every switch name of plane k when there are planes.
+std::string plane_prefix(int planes, int k) { return planes == 1 ? "" : fmt::format("pl{}-", k + 1); }
+
+// Plane k's spines s1..sS (ids k * S + i, unique over the planes).
+void add_plane_spines(Fabric& f, int planes, int k, int spines) {
+  for (int i = 1; i <= spines; ++i) {
+    add_switch(f, fmt::format("{}s{}", plane_prefix(planes, k), i), kTierSpine, Part::kNone, -1, k * spines + i, -1,
+               planes > 1 ? k : -1);
+  }
+}
+
+// Every plane's switches are `spines` spines then `leaves` leaves, plane
+// after plane; links every spine to every leaf of its own plane.
+void link_plane_spines(Fabric& f, int planes, int spines, int leaves, double gbps) {
+  const int per_plane = spines + leaves;
+  for (int k = 0; k < planes; ++k) {
+    for (int sp = 0; sp < spines; ++sp) {
+      for (int l = 0; l < leaves; ++l) add_switch_link(f, k * per_plane + sp, k * per_plane + spines + l, gbps);
+    }
+  }
 }
 
 // Resolves the switch placeholders (-1 - index) to vertex ids.
@@ -55,21 +88,72 @@ Result<Fabric> build_clos2(const Clos2Spec& s) {
   WEFT_RETURN_IF_ERROR(check_positive("--leaves", s.leaves));
   WEFT_RETURN_IF_ERROR(check_positive("--hosts", s.hosts_per_leaf));
   WEFT_RETURN_IF_ERROR(check_positive("--nics", s.nics_per_host));
+  WEFT_RETURN_IF_ERROR(check_positive("--planes", s.planes));
   WEFT_RETURN_IF_ERROR(check_rate("fabric link rate", s.fabric_gbps));
   WEFT_RETURN_IF_ERROR(check_rate("access link rate", s.access_gbps));
   Fabric f;
   f.kind = FabricKind::kClos2;
   f.name = fmt::format("clos2-{}x{}x{}x{}", s.spines, s.leaves, s.hosts_per_leaf, s.nics_per_host);
-  for (int i = 1; i <= s.spines; ++i) add_switch(f, fmt::format("s{}", i), kTierSpine, Part::kNone, -1, i);
-  for (int l = 1; l <= s.leaves; ++l) add_switch(f, fmt::format("l{}", l), kTierLeaf, Part::kNone, -1, 0);
-  for (int l = 0; l < s.leaves; ++l) {
-    for (int h = 1; h <= s.hosts_per_leaf; ++h) {
-      add_host(f, fmt::format("h{}-{}", l + 1, h), s.nics_per_host, s.spines + l, s.access_gbps);
+  if (s.planes > 1) f.name += fmt::format("x{}p", s.planes);
+  const int per_plane = s.spines + s.leaves;
+  for (int k = 0; k < s.planes; ++k) {
+    add_plane_spines(f, s.planes, k, s.spines);
+    for (int l = 1; l <= s.leaves; ++l) {
+      add_switch(f, fmt::format("{}l{}", plane_prefix(s.planes, k), l), kTierLeaf, Part::kNone, -1, 0, -1,
+                 s.planes > 1 ? k : -1);
     }
   }
-  for (int sp = 0; sp < s.spines; ++sp) {
-    for (int l = 0; l < s.leaves; ++l) add_switch_link(f, sp, s.spines + l, s.fabric_gbps);
+  for (int l = 0; l < s.leaves; ++l) {
+    for (int h = 1; h <= s.hosts_per_leaf; ++h) {
+      add_host_ports(
+          f, fmt::format("h{}-{}", l + 1, h), s.nics_per_host, s.planes,
+          [&](int, int k) { return k * per_plane + s.spines + l; }, s.access_gbps);
+    }
   }
+  link_plane_spines(f, s.planes, s.spines, s.leaves, s.fabric_gbps);
+  return finish(std::move(f));
+}
+
+Result<Fabric> build_rail(const RailSpec& s) {
+  WEFT_RETURN_IF_ERROR(check_positive("--hosts", s.hosts));
+  WEFT_RETURN_IF_ERROR(check_positive("--nics", s.nics_per_host));
+  WEFT_RETURN_IF_ERROR(check_positive("--rail-leaves", s.leaves_per_rail));
+  WEFT_RETURN_IF_ERROR(check_positive("--spines", s.spines));
+  WEFT_RETURN_IF_ERROR(check_positive("--planes", s.planes));
+  WEFT_RETURN_IF_ERROR(check_rate("fabric link rate", s.fabric_gbps));
+  WEFT_RETURN_IF_ERROR(check_rate("access link rate", s.access_gbps));
+  if (s.leaves_per_rail > s.hosts) {
+    return invalid_argument(fmt::format("--rail-leaves ({}) must be <= --hosts ({}): every rail leaf needs a host",
+                                        s.leaves_per_rail, s.hosts));
+  }
+  Fabric f;
+  f.kind = FabricKind::kRail;
+  f.name = fmt::format("rail-{}h-{}r-{}l-{}s", s.hosts, s.nics_per_host, s.leaves_per_rail, s.spines);
+  if (s.planes > 1) f.name += fmt::format("-{}p", s.planes);
+  const int rails = s.nics_per_host, per_plane = s.spines + rails * s.leaves_per_rail;
+  for (int k = 0; k < s.planes; ++k) {
+    add_plane_spines(f, s.planes, k, s.spines);
+    for (int g = 0; g < rails; ++g) {
+      for (int j = 1; j <= s.leaves_per_rail; ++j) {
+        add_switch(f, fmt::format("{}r{}-l{}", plane_prefix(s.planes, k), g + 1, j), kTierLeaf, Part::kNone, -1, 0, g,
+                   s.planes > 1 ? k : -1);
+      }
+    }
+  }
+  // Hosts in contiguous blocks per rail leaf, the first (hosts % leaves) one larger.
+  const int base = s.hosts / s.leaves_per_rail, extra = s.hosts % s.leaves_per_rail;
+  int leaf = 0, left = base + (extra > 0);
+  for (int h = 0; h < s.hosts; ++h) {
+    if (left == 0) {
+      ++leaf;
+      left = base + (leaf < extra);
+    }
+    --left;
+    add_host_ports(
+        f, fmt::format("h{}", h + 1), rails, s.planes,
+        [&](int g, int k) { return k * per_plane + s.spines + g * s.leaves_per_rail + leaf; }, s.access_gbps);
+  }
+  link_plane_spines(f, s.planes, s.spines, rails * s.leaves_per_rail, s.fabric_gbps);
   return finish(std::move(f));
 }
 

@@ -11,13 +11,14 @@ std::string_view fabric_kind_name(FabricKind k) {
     case FabricKind::kClos2: return "clos2";
     case FabricKind::kClos3: return "clos3";
     case FabricKind::kBiGraph: return "bigraph";
+    case FabricKind::kRail: return "rail";
     case FabricKind::kCustom: return "custom";
   }
   return "custom";
 }
 
 std::optional<FabricKind> parse_fabric_kind(std::string_view s) {
-  for (auto k : {FabricKind::kClos2, FabricKind::kClos3, FabricKind::kBiGraph, FabricKind::kCustom}) {
+  for (auto k : {FabricKind::kClos2, FabricKind::kClos3, FabricKind::kBiGraph, FabricKind::kRail, FabricKind::kCustom}) {
     if (fabric_kind_name(k) == s) return k;
   }
   return std::nullopt;
@@ -126,7 +127,7 @@ Status Fabric::finalize() {
     }
     sw_nics_[nic_switch_[n]].push_back(static_cast<int>(n));
   }
-  return Status::ok();
+  return check_rails_planes();
 }
 
 std::string Fabric::vertex_name(int v) const {

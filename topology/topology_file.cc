@@ -80,6 +80,8 @@ struct PendingNic {
   double gbps;
   LinkState state;
   std::string path;
+  int rail = -1;   // as the file states it; must match the switch's
+  int plane = -1;
 };
 
 Result<Fabric> from_json(const json& root) {
@@ -91,7 +93,7 @@ Result<Fabric> from_json(const json& root) {
   WEFT_ASSIGN_OR_RETURN(f.name, r.str("name", std::string("unnamed")));
   WEFT_ASSIGN_OR_RETURN(std::string kind, r.str("kind", std::string("custom")));
   auto parsed_kind = parse_fabric_kind(kind);
-  if (!parsed_kind) return r.bad("kind", fmt::format("'{}' is not clos2, clos3, bigraph or custom", kind));
+  if (!parsed_kind) return r.bad("kind", fmt::format("'{}' is not clos2, clos3, bigraph, rail or custom", kind));
   f.kind = *parsed_kind;
 
   WEFT_ASSIGN_OR_RETURN(const json* sws, r.array("switches", true));
@@ -109,6 +111,10 @@ Result<Fabric> from_json(const json& root) {
     WEFT_ASSIGN_OR_RETURN(sw.pod, s.integer("pod", -1));
     WEFT_ASSIGN_OR_RETURN(sw.id, s.integer("id", 0));
     if (sw.id < 0) return s.bad("id", "must be >= 0");
+    WEFT_ASSIGN_OR_RETURN(sw.rail, s.integer("rail", -1));
+    if (sw.rail < -1) return s.bad("rail", fmt::format("{} must be >= 0", sw.rail));
+    WEFT_ASSIGN_OR_RETURN(sw.plane, s.integer("plane", -1));
+    if (sw.plane < -1) return s.bad("plane", fmt::format("{} must be >= 0", sw.plane));
     f.switches.push_back(std::move(sw));
   }
   // Switch names are needed to resolve NICs; finalize() re-checks everything.
@@ -157,6 +163,8 @@ Result<Fabric> from_json(const json& root) {
       if (!sw_by_name.count(p.sw)) return n.bad("switch", fmt::format("unknown switch '{}'", p.sw));
       WEFT_ASSIGN_OR_RETURN(p.gbps, n.number("gbps", 100));
       WEFT_ASSIGN_OR_RETURN(p.state, n.state("state"));
+      WEFT_ASSIGN_OR_RETURN(p.rail, n.integer("rail", -1));
+      WEFT_ASSIGN_OR_RETURN(p.plane, n.integer("plane", -1));
       host.nics.push_back(p.nic);
       f.nics.push_back(std::move(nic));
       pending.push_back(std::move(p));
@@ -207,6 +215,17 @@ Result<Fabric> from_json(const json& root) {
     f.links.push_back(lk);
   }
   WEFT_RETURN_IF_ERROR(f.finalize());
+  // A NIC's rail and plane are its switch's; a file that states others is wrong.
+  for (const auto& p : pending) {
+    const std::string& sw = f.switches[static_cast<size_t>(f.nic_switch(p.nic))].name;
+    if (p.rail != -1 && p.rail != f.nic_rail(p.nic)) {
+      return invalid_argument(fmt::format("{}/rail: {} but its switch '{}' is on rail {}", p.path, p.rail, sw, f.nic_rail(p.nic)));
+    }
+    if (p.plane != -1 && p.plane != f.nic_plane(p.nic)) {
+      return invalid_argument(
+          fmt::format("{}/plane: {} but its switch '{}' is on plane {}: planes share no switch", p.path, p.plane, sw, f.nic_plane(p.nic)));
+    }
+  }
   return f;
 }
 
@@ -235,6 +254,8 @@ std::string topology_to_json(const Fabric& f, int indent) {
     if (s.part != Part::kNone) js["part"] = std::string(part_name(s.part));
     if (s.pod >= 0) js["pod"] = s.pod;
     if (s.id > 0) js["id"] = s.id;
+    if (s.rail >= 0) js["rail"] = s.rail;
+    if (s.plane >= 0) js["plane"] = s.plane;
     sws.push_back(std::move(js));
   }
   root["switches"] = std::move(sws);
@@ -250,6 +271,9 @@ std::string topology_to_json(const Fabric& f, int indent) {
                  {"state", acc.state == LinkState::kUp ? "up" : "down"},
                  {"gpus", nic.gpus}};
       if (!nic.address.empty()) jn["address"] = nic.address;
+      // Derived from the switch (fabric.h); written so scripts need not look it up.
+      if (f.nic_rail(n) >= 0) jn["rail"] = f.nic_rail(n);
+      if (f.nic_plane(n) >= 0) jn["plane"] = f.nic_plane(n);
       nics.push_back(std::move(jn));
     }
     hosts.push_back({{"name", h.name}, {"nics", std::move(nics)}});

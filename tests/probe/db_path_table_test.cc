@@ -106,6 +106,39 @@ TEST_F(DbPathTableTest, OffersEveryAnsweredStablePortWithItsSpineRoute) {
   EXPECT_EQ(out.ports.size(), 2u) << "max_ports";
 }
 
+TEST(DbPathTableRail, MapsProbedHostNicNamesOntoTheNicsOfARailFabric) {
+  const std::string path =
+      (fs::temp_directory_path() / fmt::format("weft-dbpt-rail-{}.db", ::getpid())).string();
+  fs::remove(path);
+  auto f = topo::build_rail({.hosts = 2, .nics_per_host = 2, .leaves_per_rail = 1, .spines = 2});
+  ASSERT_TRUE(f);
+  {
+    auto store = db::Database::open(path);
+    ASSERT_TRUE(store);
+    std::map<std::string, int64_t> id;
+    int ip = 1;
+    for (const char* h : {"h1:eth0", "h1:eth1", "h2:eth0", "h2:eth1"}) {
+      id[h] = *db::upsert_host(*store, {0, h, fmt::format("10.0.9.{}", ip++), ""});
+    }
+    const int64_t c = *db::create_campaign(*store, db::CampaignSpec{});
+    db::Observation o;  // h1's rail-0 NIC to h2's rail-1 NIC crosses spine 2
+    o.src_id = id["h1:eth0"];
+    o.dst_id = id["h2:eth1"];
+    o.sport = 200;
+    o.dport = 4791;
+    o.answered = 1;
+    o.spine = 2;
+    ASSERT_TRUE(db::ObservationWriter(*store).write_batch(c, std::vector<db::Observation>{o}));
+    ASSERT_TRUE(db::finish_campaign(*store, c, "done").is_ok());
+  }
+  auto t = open_db_path_table(*f, path);
+  ASSERT_TRUE(t) << t.status().to_string();
+  auto r = (*t)->route({*f->find_nic("h1:eth0"), *f->find_nic("h2:eth1"), routing::kProtoUdp, 200, 4791});
+  ASSERT_TRUE(r) << r.status().to_string();
+  EXPECT_EQ(*r, (routing::Route{*f->find_switch("r1-l1"), *f->find_switch("s2"), *f->find_switch("r2-l1")}));
+  for (const char* ext : {"", "-wal", "-shm"}) fs::remove(path + ext);
+}
+
 TEST_F(DbPathTableTest, RouteOfOneTupleAndTheSameLeafCase) {
   auto t = open_db_path_table(fabric_, path_);
   ASSERT_TRUE(t);

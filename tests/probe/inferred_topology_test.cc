@@ -50,9 +50,72 @@ class InferredTopologyTest : public ::testing::Test {
     return c;
   }
 
+  // A finished campaign over hosts named in `leaf_of` ("host:nic" -> leaf).
+  int64_t campaign_of(const std::vector<std::pair<std::string, int>>& leaf_of, const std::vector<db::InferredFabric::Spine>& spines,
+                      const std::vector<db::InferredFabric::Link>& links) {
+    db::InferredFabric inf;
+    int ip = 1;
+    for (const auto& [name, leaf] : leaf_of) {
+      inf.host_leaf[*db::upsert_host(*db_, {0, name, fmt::format("10.9.1.{}", ip++), ""})] = leaf;
+    }
+    inf.spines = spines;
+    inf.links = links;
+    const int64_t c = *db::create_campaign(*db_, db::CampaignSpec{});
+    EXPECT_TRUE(db::save_inference(*db_, c, inf));
+    EXPECT_TRUE(db::finish_campaign(*db_, c, "done"));
+    return c;
+  }
+
   std::string path_;
   std::unique_ptr<db::Database> db_;
 };
+
+TEST_F(InferredTopologyTest, RecognisesADualPlaneRailFabricFromPerNicHostNames) {
+  // Hosts a, b with NICs x0, x1 (plane 0: leaves l1, l2) and y0, y1 (plane 1:
+  // l3, l4); spines 2, 3 only ever carried plane 0 flows, 5, 6 plane 1; the
+  // inference named 6 - l4 dead, and (as infer_fabric does for every pair
+  // of a spine and a leaf that both carried flows) the cross-plane 2 - l3.
+  campaign_of({{"a:x0", 1}, {"a:x1", 2}, {"a:y0", 3}, {"a:y1", 4}, {"b:x0", 1}, {"b:x1", 2}, {"b:y0", 3}, {"b:y1", 4}},
+              {{2, ""}, {3, ""}, {5, ""}, {6, ""}},
+              {{2, 1, 9, false}, {2, 2, 9, false}, {3, 1, 9, false}, {3, 2, 9, false}, {5, 3, 9, false}, {5, 4, 9, false},
+               {6, 3, 9, false}, {6, 4, 0, true}, {2, 3, 0, true}});
+  auto f = inferred_topology(*db_, {});
+  ASSERT_TRUE(f) << f.status().to_string();
+  EXPECT_EQ(f->kind, topo::FabricKind::kRail);
+  EXPECT_EQ(f->num_planes(), 2);
+  EXPECT_EQ(f->num_rails(), 2);
+  ASSERT_EQ(f->hosts.size(), 2u);
+  EXPECT_EQ(f->hosts[1].name, "b");
+  ASSERT_EQ(f->hosts[1].nics.size(), 4u);
+  auto nic = f->find_nic("b:y1");
+  ASSERT_TRUE(nic);
+  EXPECT_EQ(f->nics[static_cast<size_t>(*nic)].address, "10.9.1.8");
+  EXPECT_EQ(f->nic_rail(*nic), 1);
+  EXPECT_EQ(f->nic_plane(*nic), 1);
+  EXPECT_EQ(f->nic_rail(*f->find_nic("a:y0")), 0);
+  EXPECT_EQ(f->nic_plane(*f->find_nic("a:x1")), 0);
+  auto link = [&](const char* spine, const char* leaf) {
+    return f->link_between(f->switch_vertex(*f->find_switch(spine)), f->switch_vertex(*f->find_switch(leaf)));
+  };
+  EXPECT_FALSE(link("s2", "l3")) << "planes share no link";
+  EXPECT_FALSE(link("s5", "l1"));
+  ASSERT_TRUE(link("s6", "l4"));
+  EXPECT_EQ(f->links[static_cast<size_t>(*link("s6", "l4"))].state, topo::LinkState::kDown) << "named dead";
+  EXPECT_EQ(f->links.size(), 8u + 8u) << "8 access links, 2 x 2 x 2 spine-leaf links";
+}
+
+TEST_F(InferredTopologyTest, HostsWithSeveralNicsOnOneLeafAreAClosNotARailFabric) {
+  campaign_of({{"a:eth0", 1}, {"a:eth1", 1}, {"b:eth0", 2}, {"b:eth1", 2}}, {{1, ""}, {2, ""}},
+              {{1, 1, 4, false}, {1, 2, 4, false}, {2, 1, 4, false}, {2, 2, 4, false}});
+  auto f = inferred_topology(*db_, {});
+  ASSERT_TRUE(f) << f.status().to_string();
+  EXPECT_EQ(f->kind, topo::FabricKind::kClos2);
+  EXPECT_EQ(f->num_planes(), 0);
+  EXPECT_EQ(f->num_rails(), 0);
+  ASSERT_EQ(f->hosts.size(), 2u);
+  EXPECT_EQ(f->hosts[0].nics.size(), 2u);
+  EXPECT_EQ(f->nic_switch(*f->find_nic("b:eth1")), *f->find_switch("l2"));
+}
 
 TEST_F(InferredTopologyTest, HostsLeavesSpinesAndLinkStatesComeFromTheInference) {
   const int64_t c = campaign("done");

@@ -78,11 +78,23 @@ INSTANTIATE_TEST_SUITE_P(
                  "$H: duplicate host: 'h1-1' lists h1-1:eth0 a second time"},
         BadInput{"unknown_format", "", "h1-1\n", "--format lsf",
                  "unknown --format 'lsf' (openmpi, mpich, slurm, hccl, torchrun, csv)"},
-        BadInput{"unknown_algo", "", "h1-1\n", "--algo fast", "unknown --algo 'fast' (auto, clos, hdrm, ring, naive)"},
+        BadInput{"unknown_algo", "", "h1-1\n", "--algo fast", "unknown --algo 'fast' (auto, clos, hdrm, ring, rail, naive)"},
         BadInput{"hdrm_on_clos", "", "h1-1\n", "--algo hdrm",
                  "hdrm needs a BiGraph fabric: h1-1:eth0 attaches to switch 'l1', which is in neither part (use "
                  "--algo clos)"},
-        BadInput{"empty_hosts", "", "# nobody\n", "--format csv", "$H: the allocation is empty: no hosts given"}),
+        BadInput{"empty_hosts", "", "# nobody\n", "--format csv", "$H: the allocation is empty: no hosts given"},
+        BadInput{"rail_host_misses_a_rail",
+                 R"({"kind": "rail", "switches": [{"name": "s1", "tier": 1}, {"name": "a", "rail": 0}, {"name": "b", "rail": 1}],
+                     "hosts": [{"name": "h1", "nics": [{"switch": "a"}, {"switch": "b"}]}, {"name": "h2", "nics": [{"switch": "a"}]}],
+                     "links": [{"a": "s1", "b": "a"}, {"a": "s1", "b": "b"}]})",
+                 "h1\n", "--format csv",
+                 "$T: host 'h2' has no NIC on rail 1: a rail fabric puts NIC g of every host on rail g"},
+        BadInput{"planes_share_a_switch",
+                 R"({"switches": [{"name": "s1", "tier": 1, "plane": 0}, {"name": "a", "plane": 0}, {"name": "b", "plane": 1}],
+                     "hosts": [{"name": "h1", "nics": [{"switch": "a"}, {"switch": "b"}]}],
+                     "links": [{"a": "s1", "b": "a"}, {"a": "s1", "b": "b"}]})",
+                 "h1\n", "--format csv",
+                 "$T: link s1 - b joins plane 0 and plane 1: planes share no switch and no link"}),
     [](const auto& p) { return std::string(p.param.name); });
 
 TEST_F(Cli, HdrmWithTooManySubnodesPerSwitchIsRejected) {

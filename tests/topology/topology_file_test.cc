@@ -86,7 +86,7 @@ namespace weft::topo {
 namespace {
 
 TEST(TopologyFile, EveryBundledExampleLoads) {
-  for (const char* name : {"clos-4x4x4.json", "clos3-small.json", "bigraph-4x8.json", "lab-custom.json"}) {
+  for (const char* name : {"clos-4x4x4.json", "clos3-small.json", "bigraph-4x8.json", "lab-custom.json", "rail-3h-2r-2p.json"}) {
     auto f = load_topology(std::string(WEFT_SOURCE_DIR) + "/examples/topologies/" + name);
     EXPECT_TRUE(f) << name << ": " << f.status().message();
   }

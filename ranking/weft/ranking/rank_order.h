@@ -7,7 +7,10 @@
 //   clos   contiguous leaf sets (ACCL): a leaf's subnodes get consecutive ranks
 //   hdrm   Halving-Doubling with Rank Mapping for BiGraph (EFLOPS)
 //   ring   leaf by leaf (pod by pod on 3 tiers) so a ring crosses leaves least
-//   auto   hdrm on BiGraph, clos otherwise
+//   rail   rank = (host, local rank): a host's NICs contiguous, local rank l
+//          on the same rail and plane on every host (multi-NIC, rail and
+//          multi-plane fabrics)
+//   auto   hdrm on BiGraph, rail on rail and multi-plane fabrics, clos otherwise
 //
 //   auto alloc = allocation_from_hosts(fabric, {"h1-1", "h2-1"}).value();
 //   RankOrder order = rank(fabric, alloc, RankAlgo::kClos).value();
@@ -23,7 +26,7 @@
 
 namespace weft::ranking {
 
-enum class RankAlgo { kAuto, kNaive, kClos, kHdrm, kRing };
+enum class RankAlgo { kAuto, kNaive, kClos, kHdrm, kRing, kRail };
 
 std::string_view rank_algo_name(RankAlgo a);
 std::optional<RankAlgo> parse_rank_algo(std::string_view s);
@@ -54,6 +57,7 @@ RankOrder rank_naive(const std::vector<int>& allocation);
 RankOrder rank_leaf_sets(const topo::Fabric& f, const std::vector<int>& allocation);
 Result<RankOrder> rank_hdrm(const topo::Fabric& f, const std::vector<int>& allocation);
 RankOrder rank_ring(const topo::Fabric& f, const std::vector<int>& allocation);
+RankOrder rank_rail(const topo::Fabric& f, const std::vector<int>& allocation);
 
 // Checks that `order` is a permutation of distinct, existing NICs.
 Status validate_order(const topo::Fabric& f, const RankOrder& order);

@@ -17,6 +17,14 @@
 // and the bound is the max over rounds of the bound of that round's flows.
 // single_round_bound is the bound of all the step's flows together: what the
 // step needs without rounds. Steps without rounds count exactly as before.
+//
+// Rails and planes (fabric.h): on a multi-plane fabric a flow whose two NICs
+// sit on different planes has no path at all — planes share no switch — so
+// it is counted in cross_plane_flows, named in the report, and not routed;
+// a correct plan has none. On a rail fabric cross_rail_flows counts flows
+// between NICs of different rails (they must climb to a spine), and
+// rail_max_load / plane_max_load give the max load over the links of each
+// rail (its NICs' access links and its leaves' uplinks) and of each plane.
 #pragma once
 
 #include <cstdint>
@@ -44,9 +52,13 @@ struct StepLoad {
   int hottest = -1;         // a directed link carrying max_load
   int lower_bound = 0;      // max over rounds of the bound of that round's flows
   int single_round_bound = 0;  // the bound of all the step's flows at once
+  int cross_rail_flows = 0;    // NICs on different rails (rail fabrics)
+  int cross_plane_flows = 0;   // NICs on different planes: no path, not routed
+  std::vector<int> rail_max_load;   // per rail (empty without rails)
+  std::vector<int> plane_max_load;  // per plane (empty without planes)
   std::vector<int> load;          // per directed link, max over rounds (only with keep_per_link)
   std::vector<uint64_t> bytes;    // per directed link, whole step (only with keep_per_link)
-  std::vector<Path> paths;        // per flow (only with keep_paths)
+  std::vector<Path> paths;        // per flow (only with keep_paths; empty for cross-plane flows)
 };
 
 struct LoadReport {
@@ -55,6 +67,8 @@ struct LoadReport {
   int max_lower_bound = 0;
   int max_multi_hop = 0;
   int max_rounds = 1;
+  int cross_plane_flows = 0;       // over all steps
+  std::string first_cross_plane;   // the first such flow, named for a message ("" = none)
 };
 
 struct CheckOptions {

@@ -1,7 +1,8 @@
 // Routers: a path for every flow of one schedule step.
 //
-//   ideal  the best the fabric allows for this step: on a 2-tier Clos with
-//          every link up, an exact König edge colouring (load 1 whenever
+//   ideal  the best the fabric allows for this step: on a 2-tier Clos or rail
+//          fabric with every link up (plane by plane when it has planes),
+//          an exact König edge colouring (load 1 whenever
 //          spines >= flows per leaf); elsewhere least-loaded next hops, flow
 //          by flow — a heuristic, and the checker reports its lower bound
 //          beside it.

@@ -5,6 +5,15 @@
 // exactly one switch (its leaf, or its BiGraph switch). Switches sit in tiers:
 // 0 = leaf/ToR (and both BiGraph parts), 1 = spine or aggregation, 2 = core.
 //
+// Rails and planes (docs/topology-format.md "Rails and planes"): in a
+// rail-optimised fabric (kind rail; NVIDIA's DGX SuperPOD reference design)
+// leaf switches belong to a rail and NIC g of every host sits on a leaf of
+// rail g. A multi-plane fabric (Alibaba HPN dual-plane; DeepSeek's
+// multi-plane fat tree) is several disjoint networks: every switch belongs to
+// one plane, no link joins two planes, and port k of a NIC sits on plane k.
+// Rails and planes are attributes of switches; a NIC has the rail and plane of
+// the switch it attaches to.
+//
 // Vertices: routing works on one vertex space, NICs first and switches after:
 //   vertex(nic i) = i, vertex(switch j) = nics.size() + j.
 // Directed links: link l has directions 2l (a -> b) and 2l+1 (b -> a).
@@ -24,7 +33,7 @@
 
 namespace weft::topo {
 
-enum class FabricKind { kClos2, kClos3, kBiGraph, kCustom };
+enum class FabricKind { kClos2, kClos3, kBiGraph, kRail, kCustom };
 enum class Part { kNone, kUpper, kLower };  // BiGraph halves (EFLOPS §BiGraph)
 enum class LinkState { kUp, kDown };
 
@@ -56,6 +65,8 @@ struct Switch {
   Part part = Part::kNone;
   int pod = -1;               // 3-tier Clos: the pod of a leaf or aggregation switch
   int id = 0;                 // spine id used by the DSCP probe rewrite (X -> X+id), 0 = none
+  int rail = -1;              // rail of a leaf in a rail fabric, -1 = none
+  int plane = -1;             // plane of a multi-plane fabric, -1 = none (single plane)
 };
 
 // A link endpoint is a vertex (see above).
@@ -130,11 +141,28 @@ class Fabric {
 
   int num_tiers() const;
 
+  // Rails and planes: -1 where the fabric has none. A link's rail is the rail
+  // of its leaf end (access links and leaf uplinks of a rail's leaves); its
+  // plane is the plane of its switches.
+  int nic_rail(int nic) const { return switches[nic_switch_[nic]].rail; }
+  int nic_plane(int nic) const { return switches[nic_switch_[nic]].plane; }
+  int link_rail(int link) const { return link_rail_[link]; }
+  int link_plane(int link) const { return link_plane_[link]; }
+  int num_rails() const { return num_rails_; }    // max rail + 1 (0 without rails)
+  int num_planes() const { return num_planes_; }  // max plane + 1 (0 without planes)
+
  private:
+  // Rail and plane rules (rails_planes.cc), called by finalize().
+  Status check_rails_planes();
+
   std::vector<int> nic_switch_;
   std::vector<int> nic_link_;
   std::vector<std::vector<Adj>> sw_adj_;
   std::vector<std::vector<int>> sw_nics_;
+  std::vector<int> link_rail_;
+  std::vector<int> link_plane_;
+  int num_rails_ = 0;
+  int num_planes_ = 0;
   std::unordered_map<std::string, int> host_by_name_;
   std::unordered_map<std::string, int> switch_by_name_;
   std::unordered_map<uint64_t, int> link_by_pair_;

@@ -1,0 +1,101 @@
+// Rail and multi-plane fabrics from the command line: gen, show (text, JSON,
+// SVG), rank and check, and bad input refused without writing.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_fixture.h"
+
+namespace {
+
+TEST_F(Cli, GenRailShowsRailsAndPlanesAndRoundTripsItsJson) {
+  ASSERT_EQ(weft("topo gen rail --hosts 3 --nics 2 --spines 2 --planes 2 -o " + path("f.json")).rc, 0);
+  CliRun r = weft("topo show " + path("f.json"));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("fabric   rail-3h-2r-1l-2s-2p (rail)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("planes   2  rails 2\n"
+                       "  plane 0: 2 upper switches, 10 links\n"
+                       "    rail 0: 1 leaves, 3 NICs\n"
+                       "    rail 1: 1 leaves, 3 NICs\n"
+                       "  plane 1: 2 upper switches, 10 links\n"),
+            std::string::npos)
+      << r.out;
+  CliRun j = weft("topo show " + path("f.json") + " --json");
+  ASSERT_EQ(j.rc, 0) << j.err;
+  auto doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["kind"], "rail");
+  EXPECT_EQ(doc["hosts"][2]["nics"][3]["name"], "eth1p1");
+  EXPECT_EQ(doc["hosts"][2]["nics"][3]["switch"], "pl2-r2-l1");
+  EXPECT_EQ(doc["hosts"][2]["nics"][3]["rail"], 1);
+  EXPECT_EQ(doc["hosts"][2]["nics"][3]["plane"], 1);
+  write("again.json", j.out);
+  CliRun again = weft("topo show " + path("again.json") + " --json");
+  EXPECT_EQ(again.out, j.out) << "a loaded file round-trips unchanged";
+}
+
+TEST_F(Cli, ShowDrawsTheFabricWithRailAndPlaneInTheTooltips) {
+  ASSERT_EQ(weft("topo gen clos --spines 2 --leaves 2 --hosts 2 --planes 2 -o " + path("f.json")).rc, 0);
+  ASSERT_EQ(weft("topo show " + path("f.json") + " --svg " + path("f.svg")).rc, 0);
+  const std::string svg = weft::read_file(path("f.svg")).value();
+  EXPECT_NE(svg.find("<title>h2-2:eth0p1 plane 1</title>"), std::string::npos);
+  EXPECT_NE(svg.find("fill=\"#2e8b57\"><title>pl2-s1 plane 1</title>"), std::string::npos);
+  EXPECT_NE(svg.find("switches and NICs filled by plane"), std::string::npos);
+  ASSERT_EQ(weft("topo gen rail --hosts 2 --nics 2 --spines 1 -o " + path("r.json")).rc, 0);
+  ASSERT_EQ(weft("topo show " + path("r.json") + " --svg " + path("r.svg")).rc, 0);
+  EXPECT_NE(weft::read_file(path("r.svg")).value().find("<title>r2-l1 rail 1</title>"), std::string::npos);
+}
+
+TEST_F(Cli, CheckOnADualPlaneFabricNamesTheFlowsThatCrossPlanes) {
+  ASSERT_EQ(weft("topo gen rail --hosts 4 --nics 2 --spines 2 --planes 2 -o " + path("f.json")).rc, 0);
+  ASSERT_EQ(weft("rank --topology " + path("f.json") + " --all --format torchrun -o " + path("r.txt")).rc, 0);
+  CliRun r = weft("check --topology " + path("f.json") + " --ranks " + path("r.txt"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("step  x-rail x-plane  max load per rail        per plane\n"
+                       "   0      16       0  2 2                      2 2\n"
+                       "   1       0      16  0 0                      0 0\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.err,
+            "weft: error: 32 flows cross planes, which share no switch, so they have no route (first: step 1 (rs d=2): "
+            "rank 0 on h1:eth0p0 (plane 0) -> rank 2 on h1:eth0p1 (plane 1)); run one collective per plane\n");
+}
+
+struct BadGen {
+  const char* name;
+  const char* args;
+  const char* error;
+};
+
+class CliRailBadGen : public Cli, public ::testing::WithParamInterface<BadGen> {};
+
+TEST_P(CliRailBadGen, PrintsOneLineExitsNonZeroAndWritesNothing) {
+  CliRun r = weft(std::string("topo gen ") + GetParam().args + " -o " + path("out.json"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(r.err, std::string("weft: error: ") + GetParam().error + "\n");
+  EXPECT_FALSE(fs::exists(path("out.json")));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CliRailBadGen,
+    ::testing::Values(BadGen{"NoHosts", "rail --hosts 0 --nics 8 --spines 2", "--hosts must be >= 1 (got 0)"},
+                      BadGen{"NegativeNics", "rail --hosts 4 --nics -2 --spines 2", "--nics must be >= 1 (got -2)"},
+                      BadGen{"NoPlanes", "rail --hosts 4 --nics 2 --spines 2 --planes 0", "--planes must be >= 1 (got 0)"},
+                      BadGen{"ClosNoPlanes", "clos --spines 2 --leaves 2 --hosts 2 --planes -1",
+                             "--planes must be >= 1 (got -1)"},
+                      BadGen{"MoreRailLeavesThanHosts", "rail --hosts 3 --nics 2 --spines 2 --rail-leaves 5",
+                             "--rail-leaves (5) must be <= --hosts (3): every rail leaf needs a host"}),
+    [](const auto& tp) { return std::string(tp.param.name); });
+
+TEST_F(Cli, ShowRefusesPlanesThatShareASwitch) {
+  ASSERT_EQ(weft("topo gen rail --hosts 2 --nics 2 --spines 1 --planes 2 -o " + path("f.json")).rc, 0);
+  auto doc = nlohmann::json::parse(weft::read_file(path("f.json")).value());
+  doc["links"].push_back({{"a", "pl2-s1"}, {"b", "pl1-r2-l1"}});
+  write("bad.json", doc.dump());
+  CliRun r = weft("topo show " + path("bad.json") + " --svg " + path("bad.svg"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(r.err, "weft: error: " + path("bad.json") +
+                       ": link pl2-s1 - pl1-r2-l1 joins plane 1 and plane 0: planes share no switch and no link\n");
+  EXPECT_FALSE(fs::exists(path("bad.svg")));
+}
+
+}  // namespace
