@@ -14,6 +14,7 @@
 
 #include "cli_common.h"
 #include "watch/watch_metrics.h"
+#include "watch/watch_publish.h"
 #include "watch/watch_state.h"
 #include "watch/watch_tuples.h"
 #include "weft/agent/control.h"
@@ -33,6 +34,8 @@ struct WatchArgs {
   std::string secret_file;
   std::string plan;
   std::string metrics;
+  std::string publish;
+  std::string job;
   double tuple_rate = 20;  // probes per second per watched 5-tuple
   int per_spine = 1;
   int streak = 3;
@@ -72,6 +75,13 @@ int run_watch(WatchArgs& a) {
     auto p = routing::load_plan(a.plan);
     if (!p) return fail(p.status());
     plan = std::move(*p);
+  }
+  std::optional<PlanPublisher> publisher;
+  if (!a.publish.empty()) {
+    if (!plan) return fail(invalid_argument("--publish needs the job's plan (--plan)"));
+    auto p = PlanPublisher::create(*db, a.db, *plan, a.publish, a.job);
+    if (!p) return fail(p.status().with_context("--publish"));
+    publisher = std::move(*p);
   }
   auto tuples = choose_watch_tuples(*fabric, *hosts, plan ? &*plan : nullptr, a.per_spine);
   if (!tuples) return fail(tuples.status());
@@ -130,6 +140,18 @@ int run_watch(WatchArgs& a) {
         if (id) open_event = *id; else db_error = id.status();
         fmt::print("down {} first_loss_us={} localised_us={} localise_ms={:.1f} failing={}/{}\n", e.links[0],
                    row.first_loss_us, row.localised_us, totals.last_localise_seconds * 1e3, c.failing, c.tuples);
+        if (publisher) {
+          auto epoch = publisher->publish_without(e.links[0]);
+          if (!epoch) {
+            fmt::print(stderr, "weft watch: no plan published for {}: {}\n", e.links[0], epoch.status().message());
+          } else {
+            const int64_t at = us(probe::realtime_ns());
+            if (open_event) {
+              if (Status st = db::set_link_published(*db, *open_event, at); !st) db_error = st;
+            }
+            fmt::print("published epoch {} without {} published_us={}\n", *epoch, e.links[0], at);
+          }
+        }
         break;
       }
       case LinkEvent::Kind::kUp:
@@ -139,6 +161,14 @@ int run_watch(WatchArgs& a) {
           open_event.reset();
         }
         fmt::print("up {} restored_us={}\n", e.links[0], us(e.at_ns));
+        if (publisher) {
+          auto epoch = publisher->publish_full(e.links[0]);
+          if (!epoch) {
+            fmt::print(stderr, "weft watch: the full plan was not published: {}\n", epoch.status().message());
+          } else {
+            fmt::print("published epoch {} (the full plan)\n", *epoch);
+          }
+        }
         break;
       case LinkEvent::Kind::kAmbiguous:
         ++totals.ambiguous;
@@ -214,6 +244,10 @@ void register_watch(CLI::App& app, Registry& reg) {
   cmd->add_option("--confirm-ms", a.confirm_ms, "How long a verdict must hold before it is acted on")
       ->capture_default_str();
   cmd->add_option("--metrics", a.metrics, "Serve Prometheus metrics on ADDR:PORT");
+  cmd->add_option("--publish", a.publish,
+                  "On a link down, re-plan the job (--plan) without it and write the plan epoch to this file; "
+                  "on its restore, the job's plan as the next epoch");
+  cmd->add_option("--job", a.job, "The job's id, as the job names it (CommConfig::job, WEFT_JOB): epochs carry it");
   cmd->add_option("--duration", a.duration_s, "Stop after this many seconds (0 = until SIGINT/SIGTERM)")
       ->capture_default_str();
   cmd->callback([&reg] { reg.run = [] { return run_watch(a); }; });

@@ -20,9 +20,11 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "agent_fleet.h"
 #include "weft/db/watch_store.h"
+#include "weft/routing/plan.h"
 
 namespace weft::test {
 namespace {
@@ -108,9 +110,24 @@ TEST(WatchNetns, ACutDirectedLinkIsNamedWithinASecondAndRestored) {
     leaf_of[l] = *n;
   }
 
+  // The job: HD AllReduce over all 64 hosts, planned on the probed fabric.
+  const std::string w = (*fleet)->weft(), db_path = (*fleet)->db_path();
+  const std::string plan_path = dir + "/plan.json", epochs = dir + "/epochs.json";
+  for (const std::string& cmd :
+       {fmt::format("{} topo infer --db {} -o {}/fabric.json", w, db_path, dir),
+        fmt::format("{} rank --topology {}/fabric.json --all -o {}/ranks.txt", w, dir, dir),
+        fmt::format("{} route --topology {}/fabric.json --ranks {}/ranks.txt --paths {} --protocol udp -o {}", w, dir,
+                    dir, db_path, plan_path)}) {
+    auto r = run_shell(cmd);
+    ASSERT_TRUE(r) << cmd << ": " << r.status().to_string();
+  }
+  auto job_plan = routing::load_plan(plan_path);
+  ASSERT_TRUE(job_plan) << job_plan.status().to_string();
+
   const std::string out = dir + "/watch.out", err = dir + "/watch.err";
-  const pid_t watch = f.spawn("h1-1", {(*fleet)->weft(), "watch", "--hosts", (*fleet)->hosts_path(), "--secret-file",
-                                       (*fleet)->secret_path(), "--db", (*fleet)->db_path()},
+  const pid_t watch = f.spawn("h1-1", {w, "watch", "--hosts", (*fleet)->hosts_path(), "--secret-file",
+                                       (*fleet)->secret_path(), "--db", db_path, "--plan", plan_path, "--publish",
+                                       epochs, "--job", "job-7"},
                               out, err);
   ASSERT_GT(watch, 0);
   std::string text;
@@ -162,11 +179,44 @@ TEST(WatchNetns, ACutDirectedLinkIsNamedWithinASecondAndRestored) {
     std::cout << fmt::format("run {}: {} localised {:.0f} ms after the cut\n", run, want, latency_us / 1e3);
     EXPECT_LE(latency_us, 1000000) << (*down)[0].str();
     from = text.size() - static_cast<size_t>((*down).suffix().length());
+    // Epoch 2 run + 1: the job's plan without the cable.
+    auto pub = wait_line(out, std::regex("published epoch (\\d+) without ([^ \\n]+)"), from, 5000, &text);
+    ASSERT_TRUE(pub) << text.substr(from) << slurp(err);
+    EXPECT_EQ(std::stoi((*pub)[1].str()), 2 * run + 1);
+    EXPECT_EQ((*pub)[2].str(), want);
+    {
+      const auto doc = nlohmann::json::parse(slurp(epochs));
+      EXPECT_EQ(doc["job"], "job-7");
+      EXPECT_EQ(doc["epoch"], 2 * run + 1);
+      EXPECT_EQ(doc["reason"], "link " + want + " down");
+      auto p = routing::parse_plan(doc["plan"].dump());
+      ASSERT_TRUE(p) << p.status().to_string();
+      EXPECT_EQ(p->ranks, job_plan->ranks);
+      const std::string sw = fmt::format("s{}", spine), lf = fmt::format("l{}", leaf_of[leaf]);
+      for (const auto& fl : p->flows) {
+        for (size_t i = 0; i + 1 < fl.path.size(); ++i) {
+          EXPECT_FALSE((fl.path[i] == sw && fl.path[i + 1] == lf) || (fl.path[i] == lf && fl.path[i + 1] == sw))
+              << fl.src_host << " -> " << fl.dst_host << " crosses the failed link";
+        }
+      }
+    }
+    from = text.size() - static_cast<size_t>((*pub).suffix().length());
     ASSERT_TRUE(run_shell(fmt::format("ip netns exec {} nft delete table ip weftcut", ns)));
     auto up = wait_line(out, std::regex("up ([^ \\n]+)"), from, 5000, &text);
     ASSERT_TRUE(up) << "not restored in 5 s:\n" << text.substr(from);
     EXPECT_EQ((*up)[1].str(), want);
     from = text.size() - static_cast<size_t>((*up).suffix().length());
+    auto full = wait_line(out, std::regex("published epoch (\\d+) \\(the full plan\\)"), from, 5000, &text);
+    ASSERT_TRUE(full) << text.substr(from) << slurp(err);
+    EXPECT_EQ(std::stoi((*full)[1].str()), 2 * run + 2);
+    {
+      const auto doc = nlohmann::json::parse(slurp(epochs));
+      EXPECT_EQ(doc["epoch"], 2 * run + 2);
+      auto p = routing::parse_plan(doc["plan"].dump());
+      ASSERT_TRUE(p) << p.status().to_string();
+      EXPECT_EQ(*p, *job_plan);
+    }
+    from = text.size() - static_cast<size_t>((*full).suffix().length());
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   ::kill(watch, SIGTERM);
@@ -179,6 +229,7 @@ TEST(WatchNetns, ACutDirectedLinkIsNamedWithinASecondAndRestored) {
   EXPECT_EQ(events->size(), static_cast<size_t>(runs));
   for (const auto& e : *events) {
     EXPECT_TRUE(e.restored_us.has_value()) << e.link;
+    EXPECT_TRUE(e.published_us.has_value()) << e.link;
     EXPECT_LE(e.first_loss_us, e.localised_us);
   }
 }
