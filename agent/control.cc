@@ -167,12 +167,23 @@ Result<ControlMessage> parse_control(std::string_view frame_body) {
   return m;
 }
 
-Result<CampaignCommand> decode_campaign(const json& j) {
-  CampaignCommand c;
+namespace {
+
+// run and nonce, which every order that sends probes carries.
+template <typename Order>
+Status decode_run(const json& j, Order& c) {
   WEFT_ASSIGN_OR_RETURN(uint64_t run, uint_in(j, "run", 1, 0xffffffff));
   c.run = static_cast<uint32_t>(run);
   WEFT_RETURN_IF_ERROR(need_hex(j, "nonce", 32, 32));
   c.nonce = j["nonce"].get<std::string>();
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<CampaignCommand> decode_campaign(const json& j) {
+  CampaignCommand c;
+  WEFT_RETURN_IF_ERROR(decode_run(j, c));
   WEFT_RETURN_IF_ERROR(need(j, "method", json::value_t::string));
   c.method = j["method"].get<std::string>();
   WEFT_RETURN_IF_ERROR(probe::parse_method(c.method).status());
@@ -242,10 +253,7 @@ json encode_campaign(const CampaignCommand& c) {
 
 Result<MonitorCommand> decode_monitor(const json& j) {
   MonitorCommand c;
-  WEFT_ASSIGN_OR_RETURN(uint64_t run, uint_in(j, "run", 1, 0xffffffff));
-  c.run = static_cast<uint32_t>(run);
-  WEFT_RETURN_IF_ERROR(need_hex(j, "nonce", 32, 32));
-  c.nonce = j["nonce"].get<std::string>();
+  WEFT_RETURN_IF_ERROR(decode_run(j, c));
   WEFT_ASSIGN_OR_RETURN(uint64_t dport, uint_in(j, "dport", 1, 65535));
   c.dport = static_cast<uint16_t>(dport);
   WEFT_ASSIGN_OR_RETURN(uint64_t x, uint_in(j, "probe_dscp", 0, 63));

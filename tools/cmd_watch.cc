@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "fleet_args.h"
 #include "watch/watch_metrics.h"
 #include "watch/watch_publish.h"
 #include "watch/watch_state.h"
@@ -20,7 +21,6 @@
 #include "weft/agent/control.h"
 #include "weft/agent/metrics_server.h"
 #include "weft/agent/watcher.h"
-#include "weft/common/file_util.h"
 #include "weft/db/stores.h"
 #include "weft/db/watch_store.h"
 #include "weft/probe/wire.h"
@@ -29,9 +29,8 @@ namespace weft::cli {
 namespace {
 
 struct WatchArgs {
-  std::string hosts;
+  FleetArgs fleet;
   std::string db = "fabric.db";
-  std::string secret_file;
   std::string plan;
   std::string metrics;
   std::string publish;
@@ -53,12 +52,10 @@ std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
 
 int run_watch(WatchArgs& a) {
-  auto text = read_file(a.hosts);
-  if (!text) return fail(text.status());
-  auto hosts = agent::parse_hosts(*text, a.hosts);
-  if (!hosts) return fail(hosts.status());
-  auto secret = agent::load_secret(a.secret_file);
-  if (!secret) return fail(secret.status());
+  auto fleet = load_fleet(a.fleet);
+  if (!fleet) return fail(fleet.status());
+  const std::vector<agent::HostEntry>* hosts = &fleet->hosts;
+  const probe::MacKey* secret = &fleet->secret;
   if (!(a.tuple_rate > 0 && a.tuple_rate <= 10000)) {
     return fail(invalid_argument(fmt::format("--rate {} probes/s per 5-tuple is outside (0, 10000]", a.tuple_rate)));
   }
@@ -232,9 +229,8 @@ void register_watch(CLI::App& app, Registry& reg) {
       "cross and no healthy one crosses), printed, recorded in the database (link_events)\n"
       "and exported as metrics; its restoration too. Start `weft agent` on every host first.\n"
       "  weft watch --hosts hosts.txt --secret-file secret --db fabric.db --plan plan.json");
-  cmd->add_option("--hosts", a.hosts, "Hosts file: 'name ip [control_port]' per line, '#' comments")->required();
+  add_fleet_options(cmd, a.fleet);
   cmd->add_option("--db", a.db, "Probe database (paths are read, link events written)")->capture_default_str();
-  cmd->add_option("--secret-file", a.secret_file, "Shared secret of the agents (mode 600)")->required();
   cmd->add_option("--plan", a.plan, "The job's route plan (weft route -o): its flows' paths are watched");
   cmd->add_option("--rate", a.tuple_rate, "Probes per second per watched 5-tuple")->capture_default_str();
   cmd->add_option("--per-spine", a.per_spine, "Watched ports per spine per ordered leaf pair")->capture_default_str();
