@@ -3,6 +3,7 @@
 // leaf: a forward loss, a reply loss told apart by what arrived, the wait for
 // a confirmation, a restored link, a silent host, and what a watcher without
 // arrivals can and cannot say.
+#include "watch/watch_metrics.h"
 #include "watch/watch_state.h"
 
 #include <gtest/gtest.h>
@@ -150,6 +151,37 @@ TEST_F(WatchStateTest, EachHostIsOrderedItsOwnTuples) {
   EXPECT_EQ(w.tuples_of(2).size(), 1u);
   EXPECT_TRUE(w.tuples_of(3).empty());
   EXPECT_EQ(w.hosts_with_tuples(4), 3u);
+}
+
+}  // namespace
+}  // namespace weft::cli
+
+
+namespace weft::cli {
+namespace {
+
+TEST(WatchMetrics, EveryFamilyAndTheLinkDownAreRendered) {
+  WatchCounts c;
+  c.tuples = 80;
+  c.healthy = 71;
+  c.failing = 6;
+  c.unknown = 3;
+  c.sent = 1000;
+  c.answered = 990;
+  c.lost = 10;
+  c.down = "s2->l3";
+  WatchTotals t{.down_events = 2, .up_events = 1, .ambiguous = 0, .unexplained = 4, .last_localise_seconds = 0.3985};
+  const std::string m = render_watch_metrics(c, t);
+  for (const char* line :
+       {"weft_watch_tuples{health=\"healthy\"} 71\n", "weft_watch_tuples{health=\"failing\"} 6\n",
+        "weft_watch_tuples{health=\"unknown\"} 3\n", "weft_watch_probes_total{outcome=\"sent\"} 1000\n",
+        "weft_watch_probes_total{outcome=\"lost\"} 10\n", "weft_watch_link_down{link=\"s2->l3\"} 1\n",
+        "weft_watch_events_total{kind=\"down\"} 2\n", "weft_watch_events_total{kind=\"unexplained\"} 4\n",
+        "weft_watch_localise_seconds 0.398500\n", "# TYPE weft_watch_probes_total counter\n"}) {
+    EXPECT_NE(m.find(line), std::string::npos) << line;
+  }
+  c.down.reset();
+  EXPECT_EQ(render_watch_metrics(c, t).find("weft_watch_link_down{"), std::string::npos);
 }
 
 }  // namespace
