@@ -12,7 +12,9 @@ namespace weft::agent {
 using namespace internal;
 
 Status WatchConfig::validate() const {
-  if (!(rate_pps >= 1 && rate_pps <= 1e6)) return invalid_argument(fmt::format("watch rate {} probes/s is outside 1..1e6", rate_pps));
+  if (!(tuple_rate_pps > 0 && tuple_rate_pps <= 10000)) {
+    return invalid_argument(fmt::format("watch rate {} probes/s per 5-tuple is outside (0, 10000]", tuple_rate_pps));
+  }
   if (timeout_ms < 1 || timeout_ms > 10000) return invalid_argument(fmt::format("probe timeout {} ms is outside 1..10000", timeout_ms));
   if (report_ms < 10 || report_ms > 60000) return invalid_argument(fmt::format("report interval {} ms is outside 10..60000", report_ms));
   if (silence_ms <= report_ms) return invalid_argument(fmt::format("silence {} ms must exceed the report interval {} ms", silence_ms, report_ms));
@@ -133,7 +135,6 @@ Status run_watch(const std::vector<HostEntry>& hosts, const std::vector<std::vec
   base.nonce = probe::to_hex(probe::random_bytes(16));
   base.dport = cfg.dport;
   base.probe_dscp = cfg.probe_dscp;
-  base.plan.rate_pps = cfg.rate_pps;
   base.plan.timeout_ms = cfg.timeout_ms;
   base.plan.report_ms = cfg.report_ms;
   Shared sh;
@@ -143,6 +144,7 @@ Status run_watch(const std::vector<HostEntry>& hosts, const std::vector<std::vec
     c->index = static_cast<int>(i);
     MonitorCommand cmd = base;
     cmd.plan.tuples = tuples[i];
+    cmd.plan.rate_pps = std::max(1.0, static_cast<double>(tuples[i].size()) * cfg.tuple_rate_pps);
     WEFT_RETURN_IF_ERROR(cmd.plan.validate().with_context(c->where()));
     asio::co_spawn(sh.io, watch_one(sh, *c, secret, ips, std::move(cmd), cfg, on_report, on_failure), asio::detached);
     asio::co_spawn(sh.io, keep_alive(sh, *c, cfg), asio::detached);

@@ -35,7 +35,6 @@ struct WatchArgs {
   std::string metrics;
   std::string publish;
   std::string job;
-  double tuple_rate = 20;  // probes per second per watched 5-tuple
   int per_spine = 1;
   int streak = 3;
   int confirm_ms = 150;
@@ -56,9 +55,7 @@ int run_watch(WatchArgs& a) {
   if (!fleet) return fail(fleet.status());
   const std::vector<agent::HostEntry>* hosts = &fleet->hosts;
   const probe::MacKey* secret = &fleet->secret;
-  if (!(a.tuple_rate > 0 && a.tuple_rate <= 10000)) {
-    return fail(invalid_argument(fmt::format("--rate {} probes/s per 5-tuple is outside (0, 10000]", a.tuple_rate)));
-  }
+  if (Status st = a.cfg.validate(); !st) return fail(st);
   if (a.streak < 1 || a.streak > 1000) return fail(invalid_argument(fmt::format("--streak {} is outside 1..1000", a.streak)));
   if (a.confirm_ms < 0 || a.confirm_ms > 60000) {
     return fail(invalid_argument(fmt::format("--confirm-ms {} is outside 0..60000", a.confirm_ms)));
@@ -90,17 +87,11 @@ int run_watch(WatchArgs& a) {
                    {.streak = static_cast<uint32_t>(a.streak), .stale_ms = 3 * static_cast<uint64_t>(a.cfg.report_ms),
                     .confirm_ms = static_cast<uint64_t>(a.confirm_ms), .report_ms = static_cast<uint64_t>(a.cfg.report_ms)});
   std::vector<std::vector<probe::MonitorTuple>> per_host(hosts->size());
-  double max_host_rate = 0;
-  for (size_t h = 0; h < hosts->size(); ++h) {
-    per_host[h] = state.tuples_of(static_cast<int>(h));
-    max_host_rate = std::max(max_host_rate, static_cast<double>(per_host[h].size()) * a.tuple_rate);
-  }
-  // Each host's monitor is paced to (its tuples) x (rate per tuple).
-  a.cfg.rate_pps = std::max(1.0, max_host_rate);
+  for (size_t h = 0; h < hosts->size(); ++h) per_host[h] = state.tuples_of(static_cast<int>(h));
   a.cfg.dport = fabric->dport;
   fmt::print("watching {} 5-tuples ({} planned) from {} hosts over {} leaves and {} spines, {} probes/s each\n",
              tuples->size(), planned, state.hosts_with_tuples(hosts->size()), fabric->leaves, fabric->spines,
-             a.tuple_rate);
+             a.cfg.tuple_rate_pps);
   std::fflush(stdout);
 
   std::mutex mu;
@@ -232,7 +223,7 @@ void register_watch(CLI::App& app, Registry& reg) {
   add_fleet_options(cmd, a.fleet);
   cmd->add_option("--db", a.db, "Probe database (paths are read, link events written)")->capture_default_str();
   cmd->add_option("--plan", a.plan, "The job's route plan (weft route -o): its flows' paths are watched");
-  cmd->add_option("--rate", a.tuple_rate, "Probes per second per watched 5-tuple")->capture_default_str();
+  cmd->add_option("--rate", a.cfg.tuple_rate_pps, "Probes per second per watched 5-tuple")->capture_default_str();
   cmd->add_option("--per-spine", a.per_spine, "Watched ports per spine per ordered leaf pair")->capture_default_str();
   cmd->add_option("--streak", a.streak, "Probes lost in a row that make a 5-tuple failing")->capture_default_str();
   cmd->add_option("--timeout-ms", a.cfg.timeout_ms, "A probe unanswered this long is lost")->capture_default_str();

@@ -24,7 +24,9 @@ namespace weft::agent {
 struct WatchConfig {
   uint16_t dport = 4791;     // the reflectors' UDP port
   uint8_t probe_dscp = 8;
-  double rate_pps = 200;     // per host, all its tuples together (the agent caps it to --max-rate)
+  // Probes per second per watched 5-tuple: a host with N tuples sends N times
+  // this (its agent caps the total to its --max-rate).
+  double tuple_rate_pps = 20;
   int timeout_ms = 150;      // a probe unanswered this long is lost
   int report_ms = 100;       // how often each agent reports
   int connect_timeout_ms = 5000;
