@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "accept_each.h"
+#include "agent_monitor.h"
 #include "agent_session.h"
 
 namespace weft::agent {
@@ -260,6 +261,29 @@ struct Agent::Impl {
       }
       if (got > 0) cmd.plan.skip = std::move(skip);
       start_sweep(ss, std::move(cmd));
+    } else if (m.type == "monitor") {
+      MonitorCommand cmd = *decode_monitor(m.body);
+      for (const auto& t : cmd.plan.tuples) {
+        if (!ss->hosts->contains(t.dst_ip)) {
+          count(ControlReject::kTargetRefused);
+          ss->send({{"type", "error"}, {"run", cmd.run},
+                    {"message", fmt::format("monitor {} refused: target {} is not in the controller's host list",
+                                            cmd.run, t.dst_ip)}});
+          return;
+        }
+      }
+      if (cmd.plan.rate_pps > cfg.max_rate_pps) {
+        cmd.plan.rate_pps = cfg.max_rate_pps;
+        std::lock_guard lock(mu);
+        ++counters.rate_capped;
+      }
+      const probe::MacKey key = campaign_key(cfg.secret, cmd.run, cmd.nonce);
+      keys.set(cmd.run, key);
+      ss->send({{"type", "ok"}, {"run", cmd.run}, {"rate", cmd.plan.rate_pps}});
+      start_thread(ss, [this, ss, key, cmd = std::move(cmd)] {
+        internal::run_monitor_order(cfg, cmd, key, *reflector, [&](json j) { asio::post(io, [ss, j = std::move(j)] { ss->send(j); }); },
+                                    *ss->cancel);
+      });
     } else {
       count(ControlReject::kBadMessage);
       ss->send({{"type", "error"}, {"message", fmt::format("'{}' is not a command", m.type)}});
@@ -316,13 +340,10 @@ struct Agent::Impl {
     return counters;
   }
 
-  // Runs the sweep on its own thread; results reach the session through the io thread.
-  void start_sweep(const std::shared_ptr<Session>& ss, CampaignCommand cmd) {
-    // Derived here, on the io thread: reload() may replace cfg.secret while the sweep runs.
-    const probe::MacKey key = campaign_key(cfg.secret, cmd.run, cmd.nonce);
-    keys.set(cmd.run, key);
+  // Runs `body` on a thread of its own that the session's cancel flag stops
+  // and drain() waits for (a sweep or a monitor).
+  void start_thread(const std::shared_ptr<Session>& ss, std::function<void()> body) {
     std::lock_guard lock(mu);
-    ++counters.campaigns;
     for (auto it = sweeps.begin(); it != sweeps.end();) {  // reap finished sweeps
       if (it->finished->load()) {
         it->thread.join();
@@ -335,11 +356,25 @@ struct Agent::Impl {
     Sweep& sw = sweeps.back();
     sw.cancel = ss->cancel;
     sw.session = ss;
-    sw.thread = std::thread([this, ss, key, cmd = std::move(cmd), finished = sw.finished] {
+    sw.thread = std::thread([body = std::move(body), finished = sw.finished] {
       struct Done {
         std::atomic<bool>& f;
         ~Done() { f.store(true); }
       } done{*finished};
+      body();
+    });
+  }
+
+  // Runs the sweep on its own thread; results reach the session through the io thread.
+  void start_sweep(const std::shared_ptr<Session>& ss, CampaignCommand cmd) {
+    // Derived here, on the io thread: reload() may replace cfg.secret while the sweep runs.
+    const probe::MacKey key = campaign_key(cfg.secret, cmd.run, cmd.nonce);
+    keys.set(cmd.run, key);
+    {
+      std::lock_guard lock(mu);
+      ++counters.campaigns;
+    }
+    start_thread(ss, [this, ss, key, cmd = std::move(cmd)] {
       SweepTally::Sweep tallied = tally.start(planned_flows(cmd.plan));
       spdlog::info("campaign {}: sweep to {} hosts x {} ports started", cmd.run, cmd.plan.targets.size(),
                    cmd.plan.sport_count);

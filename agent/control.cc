@@ -8,40 +8,17 @@
 
 #include <fmt/format.h>
 
+#include "control_fields.h"
 #include "weft/common/file_util.h"
 
 namespace weft::agent {
 namespace {
 
 using nlohmann::json;
-
-Status need(const json& j, const char* key, json::value_t type) {
-  auto it = j.find(key);
-  if (it == j.end()) return invalid_argument(fmt::format("missing field '{}'", key));
-  // JSON has one integer type; a non-negative integer is acceptable as unsigned.
-  const bool ok = type == json::value_t::number_unsigned
-                      ? it->is_number_unsigned() || (it->is_number_integer() && it->get<int64_t>() >= 0)
-                  : type == json::value_t::number_float  ? it->is_number()
-                                                         : it->type() == type;
-  if (!ok) return invalid_argument(fmt::format("field '{}' has the wrong type", key));
-  return Status::ok();
-}
-
-Status need_hex(const json& j, const char* key, size_t min_len, size_t max_len) {
-  WEFT_RETURN_IF_ERROR(need(j, key, json::value_t::string));
-  const std::string& s = j[key].get_ref<const std::string&>();
-  if (s.size() < min_len || s.size() > max_len || !probe::from_hex(s)) {
-    return invalid_argument(fmt::format("field '{}' is not {}..{} hex digits", key, min_len, max_len));
-  }
-  return Status::ok();
-}
-
-Result<uint64_t> uint_in(const json& j, const char* key, uint64_t lo, uint64_t hi) {
-  WEFT_RETURN_IF_ERROR(need(j, key, json::value_t::number_unsigned));
-  const uint64_t v = j[key].get<uint64_t>();
-  if (v < lo || v > hi) return invalid_argument(fmt::format("field '{}' = {} is outside {}..{}", key, v, lo, hi));
-  return v;
-}
+using internal::decode_run;
+using internal::need;
+using internal::need_hex;
+using internal::uint_in;
 
 // {"run", "dsts": [[ip, first, last, ...], ...]}: at most kSkipRangesPerFrame
 // ranges, each within 1..65535 and first <= last.
@@ -112,6 +89,17 @@ Status validate(const std::string& type, const json& j) {
     WEFT_RETURN_IF_ERROR(need(j, "stats", json::value_t::object));
     return need(j, "spend", json::value_t::array);
   }
+  if (type == "monitor") return decode_monitor(j).status();
+  if (type == "monitor_report") {
+    WEFT_RETURN_IF_ERROR(uint_in(j, "run", 1, 0xffffffff).status());
+    WEFT_RETURN_IF_ERROR(need(j, "t_ns", json::value_t::number_unsigned));
+    WEFT_RETURN_IF_ERROR(need(j, "rows", json::value_t::array));
+    for (const auto& r : j["rows"]) WEFT_RETURN_IF_ERROR(decode_tally(r).status());
+    if (!j.contains("arrivals")) return Status::ok();
+    WEFT_RETURN_IF_ERROR(need(j, "arrivals", json::value_t::array));
+    for (const auto& a : j["arrivals"]) WEFT_RETURN_IF_ERROR(decode_arrival(a).status());
+    return Status::ok();
+  }
   if (type == "status") return Status::ok();  // a request has no fields; a reply has extra ones
   if (type == "ok" || type == "error") return Status::ok();
   return invalid_argument(fmt::format("unknown message type '{}'", type.substr(0, 32)));
@@ -156,12 +144,10 @@ Result<ControlMessage> parse_control(std::string_view frame_body) {
   return m;
 }
 
+
 Result<CampaignCommand> decode_campaign(const json& j) {
   CampaignCommand c;
-  WEFT_ASSIGN_OR_RETURN(uint64_t run, uint_in(j, "run", 1, 0xffffffff));
-  c.run = static_cast<uint32_t>(run);
-  WEFT_RETURN_IF_ERROR(need_hex(j, "nonce", 32, 32));
-  c.nonce = j["nonce"].get<std::string>();
+  WEFT_RETURN_IF_ERROR(decode_run(j, c));
   WEFT_RETURN_IF_ERROR(need(j, "method", json::value_t::string));
   c.method = j["method"].get<std::string>();
   WEFT_RETURN_IF_ERROR(probe::parse_method(c.method).status());

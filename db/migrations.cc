@@ -113,9 +113,26 @@ CREATE VIEW paths AS
   FROM observations o JOIN hosts s ON s.id = o.src_id JOIN hosts d ON d.id = o.dst_id;
 )sql";
 
+// v3: what `weft watch` saw: a directed spine-leaf link that failed while a
+// job ran, when its first loss was reported, when it was localised, when a
+// plan without it was published and when it came back (unix microseconds).
+constexpr const char* kV3 = R"sql(
+CREATE TABLE link_events (
+  id             INTEGER PRIMARY KEY,
+  link           TEXT NOT NULL,         -- "s2->l3" (spine 2 towards leaf 3) or "l3->s2"
+  first_loss_us  INTEGER NOT NULL,
+  localised_us   INTEGER NOT NULL CHECK (localised_us >= first_loss_us),
+  published_us   INTEGER,               -- NULL: no plan published for it
+  restored_us    INTEGER,               -- NULL: still down (or the watcher stopped first)
+  tuples         INTEGER NOT NULL CHECK (tuples >= 0),  -- 5-tuples watched when it failed
+  failing        INTEGER NOT NULL CHECK (failing >= 1)  -- of them failing when it was localised
+);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "campaigns and observations", kV1},
     {2, "inferred fabric, anomalies, paths view", kV2},
+    {3, "link events of weft watch", kV3},
 };
 
 }  // namespace

@@ -81,7 +81,35 @@ ProbeStats Reflector::stats() const {
   return stats_;
 }
 
+void Reflector::track_arrivals(uint32_t campaign) {
+  std::lock_guard lock(mu_);
+  arrivals_[campaign];
+}
+
+void Reflector::untrack_arrivals(uint32_t campaign) {
+  std::lock_guard lock(mu_);
+  arrivals_.erase(campaign);
+}
+
+std::map<std::pair<uint32_t, uint16_t>, uint64_t> Reflector::arrivals(uint32_t campaign) const {
+  std::lock_guard lock(mu_);
+  auto it = arrivals_.find(campaign);
+  return it == arrivals_.end() ? std::map<std::pair<uint32_t, uint16_t>, uint64_t>{} : it->second;
+}
+
 void Reflector::answer(const ProbeHeader& req, uint8_t dscp_seen, uint32_t at_ip, uint32_t to_ip, uint16_t to_port) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = arrivals_.find(req.campaign); it != arrivals_.end()) {
+      auto& by_source = it->second;
+      const std::pair<uint32_t, uint16_t> src{req.tuple.src_ip, req.tuple.sport};
+      if (auto c = by_source.find(src); c != by_source.end()) {
+        ++c->second;
+      } else if (by_source.size() < kMaxTrackedSources) {
+        by_source.emplace(src, 1);
+      }
+    }
+  }
   ProbeHeader rep = req;
   rep.type = ProbeType::kReply;
   rep.dscp_seen = dscp_seen;

@@ -35,6 +35,7 @@ void register_route(CLI::App& app, Registry& reg);
 void register_sim(CLI::App& app, Registry& reg);
 void register_agent(CLI::App& app, Registry& reg);
 void register_probe(CLI::App& app, Registry& reg);
+void register_watch(CLI::App& app, Registry& reg);
 void register_bench(CLI::App& app, Registry& reg);
 
 }  // namespace weft::cli

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "cli_common.h"
+#include "fleet_args.h"
 #include "path_source.h"
 #include "weft/agent/control.h"
 #include "weft/agent/controller.h"
@@ -14,9 +15,8 @@ namespace weft::cli {
 namespace {
 
 struct ProbeArgs {
-  std::string hosts;
+  FleetArgs fleet;
   std::string db = "fabric.db";
-  std::string secret_file;
   agent::ProbeRunConfig cfg;
   int probe_dscp = 8;
   int dport = 0;
@@ -38,12 +38,10 @@ Result<std::vector<std::pair<int, int>>> schedule_pairs(const std::string& name,
 }
 
 int run_probe(ProbeArgs& a) {
-  auto text = read_file(a.hosts);
-  if (!text) return fail(text.status());
-  auto hosts = agent::parse_hosts(*text, a.hosts);
-  if (!hosts) return fail(hosts.status());
-  auto secret = agent::load_secret(a.secret_file);
-  if (!secret) return fail(secret.status());
+  auto fleet = load_fleet(a.fleet);
+  if (!fleet) return fail(fleet.status());
+  const std::vector<agent::HostEntry>* hosts = &fleet->hosts;
+  const probe::MacKey* secret = &fleet->secret;
   if (a.probe_dscp < 0 || a.probe_dscp > 63) return fail(invalid_argument("--probe-dscp is 0..63 (6 bits)"));
   a.cfg.probe_dscp = static_cast<uint8_t>(a.probe_dscp);
   if (a.dport < 0 || a.dport > 65535) return fail(invalid_argument("--dport is 1..65535"));
@@ -85,9 +83,8 @@ void register_probe(CLI::App& app, Registry& reg) {
       "  weft probe ... --targeted allreduce-hd --spines 8   # job launch: only HD pairs, each until\n"
       "        every spine has as many answered ports as its host has pairs (what weft route needs)\n"
       "Query the result: sqlite3 fabric.db 'SELECT * FROM paths LIMIT 5' (docs/database.md)");
-  cmd->add_option("--hosts", a.hosts, "Hosts file: 'name ip [control_port]' per line, '#' comments")->required();
+  add_fleet_options(cmd, a.fleet);
   cmd->add_option("--db", a.db, "SQLite database to write")->capture_default_str();
-  cmd->add_option("--secret-file", a.secret_file, "Shared secret of the agents (mode 600)")->required();
   cmd->add_option("--method", a.cfg.method, "dscp|ttl")->capture_default_str();
   cmd->add_option("--backend", a.cfg.backend, "udp|tcp-syn|dpdk")->capture_default_str();
   cmd->add_option("--dport", a.dport, "Data port whose paths to learn (default 4791 udp, 5201 tcp-syn)");

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   weft::cli::register_demo(app, reg);
   weft::cli::register_agent(app, reg);
   weft::cli::register_probe(app, reg);
+  weft::cli::register_watch(app, reg);
   weft::cli::register_bench(app, reg);
   try {
     app.parse(argc, argv);

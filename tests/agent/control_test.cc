@@ -167,3 +167,73 @@ TEST(ControlTest, FramesCarryABigEndianLength) {
 
 }  // namespace
 }  // namespace weft::agent
+
+namespace weft::agent {
+namespace {
+
+TEST(ControlTest, AMonitorOrderRoundTripsThroughTheParser) {
+  MonitorCommand c;
+  c.run = 9;
+  c.nonce = std::string(32, 'a');
+  c.dport = 4792;
+  c.probe_dscp = 10;
+  c.plan.tuples = {{0x0a000102, 49153}, {0x0a000301, 49999}};
+  c.plan.rate_pps = 40;
+  c.plan.timeout_ms = 120;
+  c.plan.report_ms = 70;
+  auto m = parse_control(encode_monitor(c).dump());
+  ASSERT_TRUE(m) << m.status().to_string();
+  auto back = decode_monitor(m->body);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->run, 9u);
+  EXPECT_EQ(back->dport, 4792);
+  EXPECT_EQ(back->probe_dscp, 10);
+  ASSERT_EQ(back->plan.tuples.size(), 2u);
+  EXPECT_EQ(back->plan.tuples[1].dst_ip, 0x0a000301u);
+  EXPECT_EQ(back->plan.tuples[1].sport, 49999);
+  EXPECT_EQ(back->plan.rate_pps, 40);
+  EXPECT_EQ(back->plan.timeout_ms, 120);
+  EXPECT_EQ(back->plan.report_ms, 70);
+}
+
+TEST(ControlTest, AMonitorReportRoundTripsThroughTheParser) {
+  probe::TupleTally t{.dst_ip = 0x0a000102, .sport = 49153, .sent = 40, .answered = 33, .lost = 6, .streak = 4,
+                      .spine = -1, .rtt_ns = 81234};
+  const json report = {{"type", "monitor_report"}, {"run", 9}, {"t_ns", 1700000000000000000ull},
+                       {"rows", json::array({encode_tally(t)})}, {"arrivals", json::array({{0x0a000301u, 49999, 17}})}};
+  auto m = parse_control(report.dump());
+  ASSERT_TRUE(m) << m.status().to_string();
+  auto back = decode_tally(m->body["rows"][0]);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->sent, 40u);
+  EXPECT_EQ(back->answered, 33u);
+  EXPECT_EQ(back->lost, 6u);
+  EXPECT_EQ(back->streak, 4u);
+  EXPECT_EQ(back->spine, -1);
+  EXPECT_EQ(back->rtt_ns, 81234u);
+  auto a = decode_arrival(m->body["arrivals"][0]);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->src_ip, 0x0a000301u);
+  EXPECT_EQ(a->sport, 49999);
+  EXPECT_EQ(a->count, 17u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Monitor, BadFrameTest,
+    ::testing::Values(
+        Bad{"{\"type\":\"monitor\",\"run\":1,\"nonce\":\"00000000000000000000000000000000\",\"dport\":4791,"
+            "\"probe_dscp\":8,\"rate\":10.0,\"timeout_ms\":100,\"report_ms\":100,\"tuples\":[[5,0]]}",
+            "not [IPv4 address as a number, source port]"},
+        Bad{"{\"type\":\"monitor\",\"run\":1,\"nonce\":\"00000000000000000000000000000000\",\"dport\":4791,"
+            "\"probe_dscp\":8,\"rate\":10.0,\"timeout_ms\":100,\"report_ms\":100,\"tuples\":[[5,9],[5,9]]}",
+            "listed twice"},
+        Bad{"{\"type\":\"monitor\",\"run\":1,\"nonce\":\"00000000000000000000000000000000\",\"dport\":4791,"
+            "\"probe_dscp\":8,\"rate\":0.5,\"timeout_ms\":100,\"report_ms\":100,\"tuples\":[]}",
+            "monitor rate 0.5 probes/s"},
+        Bad{"{\"type\":\"monitor_report\",\"run\":1,\"t_ns\":5,\"rows\":[[5,9,3,2,2,0,1,7]]}", "out of range"},
+        Bad{"{\"type\":\"monitor_report\",\"run\":1,\"t_ns\":5,\"rows\":[[5,9,3,2,1,2,1,7]]}", "out of range"},
+        Bad{"{\"type\":\"monitor_report\",\"run\":1,\"t_ns\":5,\"rows\":[],\"arrivals\":[[5,0,1]]}",
+            "an arrival is not"}));
+
+}  // namespace
+}  // namespace weft::agent

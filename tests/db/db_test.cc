@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "weft/db/stores.h"
+#include "weft/db/watch_store.h"
 
 namespace weft::db {
 namespace internal {
@@ -64,14 +65,14 @@ Observation obs(int64_t src, int64_t dst, int sport, int spine) {
 TEST_F(DbTest, OpenCreatesLatestSchemaWithWalAndForeignKeys) {
   auto db = Database::open(path());
   ASSERT_TRUE(db) << db.status().to_string();
-  EXPECT_EQ(db->schema_version(), 2);
-  EXPECT_EQ(latest_schema_version(), 2);
+  EXPECT_EQ(db->schema_version(), 3);
+  EXPECT_EQ(latest_schema_version(), 3);
   auto mode = db->prepare("PRAGMA journal_mode");
   ASSERT_TRUE(mode);
   ASSERT_TRUE(*mode->step());
   EXPECT_EQ(mode->column_text(0), "wal");
   EXPECT_EQ(*db->query_int("PRAGMA foreign_keys"), 1);
-  EXPECT_EQ(*db->query_int("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'"), 8);
+  EXPECT_EQ(*db->query_int("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'"), 9);
 }
 
 TEST_F(DbTest, MigratesAVersion1FileAndKeepsItsRows) {
@@ -80,7 +81,7 @@ TEST_F(DbTest, MigratesAVersion1FileAndKeepsItsRows) {
     ASSERT_EQ(sqlite3_open(path().c_str(), &raw), SQLITE_OK);
     size_t n = 0;
     const auto* m = internal::migrations(&n);
-    ASSERT_EQ(n, 2u);
+    ASSERT_EQ(n, 3u);
     ASSERT_EQ(sqlite3_exec(raw, m[0].sql, nullptr, nullptr, nullptr), SQLITE_OK);
     ASSERT_EQ(sqlite3_exec(raw,
                            "PRAGMA user_version = 1;"
@@ -96,7 +97,7 @@ TEST_F(DbTest, MigratesAVersion1FileAndKeepsItsRows) {
   }
   auto db = Database::open(path());
   ASSERT_TRUE(db) << db.status().to_string();
-  EXPECT_EQ(db->schema_version(), 2);
+  EXPECT_EQ(db->schema_version(), 3);
   auto st = db->prepare("SELECT src, dst, proto, sport, spine FROM paths");
   ASSERT_TRUE(st);
   ASSERT_TRUE(*st->step());
@@ -112,7 +113,7 @@ TEST_F(DbTest, RefusesAFileFromANewerWeft) {
   auto db = Database::open(path());
   ASSERT_FALSE(db);
   EXPECT_EQ(db.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(db.status().message().find("schema version 99 is newer than this weft (2)"), std::string::npos)
+  EXPECT_NE(db.status().message().find("schema version 99 is newer than this weft (3)"), std::string::npos)
       << db.status().message();
 }
 
@@ -122,7 +123,7 @@ TEST_F(DbTest, ReadOnlyOpenOfAnUnmigratedFileIsRefused) {
   ro.read_only = true;
   auto db = Database::open(path(), ro);
   ASSERT_FALSE(db);
-  EXPECT_NE(db.status().message().find("needs migrating to 2"), std::string::npos) << db.status().message();
+  EXPECT_NE(db.status().message().find("needs migrating to 3"), std::string::npos) << db.status().message();
 }
 
 class BatchTest : public DbTest, public ::testing::WithParamInterface<int> {};
@@ -281,6 +282,47 @@ TEST_F(DbTest, PlainSqlite3CliReadsTheFile) {
   while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   EXPECT_EQ(::pclose(p), 0);
   EXPECT_EQ(out, "1|3\n2|2\n3|2\n");
+}
+
+}  // namespace
+}  // namespace weft::db
+
+namespace weft::db {
+namespace {
+
+TEST_F(DbTest, ALinkEventKeepsItsTimesAndIsRestoredOnce) {
+  auto db = Database::open(path());
+  ASSERT_TRUE(db) << db.status().to_string();
+  LinkEventRow r;
+  r.link = "s2->l3";
+  r.first_loss_us = 1700000000123456;
+  r.localised_us = 1700000000456789;
+  r.tuples = 61;
+  r.failing = 7;
+  auto id = add_link_down(*db, r);
+  ASSERT_TRUE(id) << id.status().to_string();
+  ASSERT_TRUE(set_link_restored(*db, *id, 1700000010000001).is_ok());
+  auto rows = load_link_events(*db);
+  ASSERT_TRUE(rows);
+  ASSERT_EQ(rows->size(), 1u);
+  const LinkEventRow& got = rows->front();
+  EXPECT_EQ(got.link, "s2->l3");
+  EXPECT_EQ(got.first_loss_us, 1700000000123456);
+  EXPECT_EQ(got.localised_us, 1700000000456789);
+  EXPECT_FALSE(got.published_us);
+  EXPECT_EQ(got.restored_us, 1700000010000001);
+  EXPECT_EQ(got.tuples, 61);
+  EXPECT_EQ(got.failing, 7);
+}
+
+TEST_F(DbTest, ALinkLocalisedBeforeItsFirstLossIsRefused) {
+  auto db = Database::open(path());
+  ASSERT_TRUE(db);
+  LinkEventRow r;
+  r.link = "l1->s4";
+  r.first_loss_us = 20;
+  r.localised_us = 19;
+  EXPECT_FALSE(add_link_down(*db, r));
 }
 
 }  // namespace

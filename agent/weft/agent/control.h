@@ -21,6 +21,8 @@
 //                              stream "results" frames, then "done"
 //   status                     reflector statistics and health
 //   retire {run}               forget a campaign key
+//   monitor {run, nonce, ...}  probe a set of 5-tuples without end (MonitorCommand)
+//                              and stream "monitor_report" frames until the session ends
 // A frame that fails its seal ends the session; a sealed but malformed frame is
 // answered by {"type":"error","message":...}; before authentication any bad
 // frame closes the connection. Each is counted by reason.
@@ -38,6 +40,7 @@
 #include "weft/common/status.h"
 #include "weft/probe/campaign.h"
 #include "weft/probe/mac.h"
+#include "weft/probe/monitor.h"
 
 namespace weft::agent {
 
@@ -87,6 +90,33 @@ struct CampaignCommand {
 };
 Result<CampaignCommand> decode_campaign(const nlohmann::json& body);
 nlohmann::json encode_campaign(const CampaignCommand& c);
+
+// Monitoring (probe/weft/probe/monitor.h): the watcher names the 5-tuples
+// this host probes, as [dst, sport] pairs to the reflectors' UDP port `dport`;
+// every target must be in the host list, and the rate is capped to the
+// agent's --max-rate like a campaign's. The agent answers "ok" and then sends
+//   {"type":"monitor_report","run":R,"t_ns":T,"rows":[[dst, sport, sent, answered, lost, streak, spine, rtt_ns], ...]}
+// every plan.report_ms until the session closes, with "arrivals":[[src, sport, count], ...]:
+// the run's requests this host's reflector received (reflector.h), so the
+// watcher tells a path whose requests stop arriving from one whose replies
+// are lost. An order with no tuples only reports arrivals.
+struct MonitorCommand {
+  uint32_t run = 0;
+  std::string nonce;  // hex; with the secret and run it gives the probes' key
+  uint16_t dport = 4791;
+  uint8_t probe_dscp = 8;
+  probe::MonitorPlan plan;
+};
+Result<MonitorCommand> decode_monitor(const nlohmann::json& body);
+nlohmann::json encode_monitor(const MonitorCommand& c);
+nlohmann::json encode_tally(const probe::TupleTally& t);
+struct Arrival {
+  uint32_t src_ip = 0;
+  uint16_t sport = 0;
+  uint64_t count = 0;
+};
+Result<Arrival> decode_arrival(const nlohmann::json& a);
+Result<probe::TupleTally> decode_tally(const nlohmann::json& row);
 
 // Resume at scale: a campaign's skip set (the 5-tuples already recorded)
 // travels in "skip" frames of at most kSkipRangesPerFrame port ranges each,

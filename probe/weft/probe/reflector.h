@@ -16,6 +16,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -50,6 +51,18 @@ class Reflector {
   ProbeStats stats() const;
   uint16_t udp_port() const { return bound_port_; }
 
+  // One-way evidence for monitoring (monitor.h): the valid requests of a
+  // campaign this reflector received, per source address and port. A round
+  // trip that fails while its requests still arrive lost its replies: only
+  // the reflector can tell the two directions of a path apart. Counting
+  // starts at track_arrivals and ends at untrack_arrivals; at most
+  // kMaxTrackedSources sources are counted per campaign (more are ignored).
+  static constexpr size_t kMaxTrackedSources = 65536;
+  void track_arrivals(uint32_t campaign);
+  void untrack_arrivals(uint32_t campaign);
+  // (source address, source port) -> requests received.
+  std::map<std::pair<uint32_t, uint16_t>, uint64_t> arrivals(uint32_t campaign) const;
+
  private:
   void udp_loop();
   Status start_pcap();
@@ -69,6 +82,7 @@ class Reflector {
   mutable std::mutex mu_;  // guards stats_ and the acceptors (both loops write)
   ProbeStats stats_;
   std::unique_ptr<RequestAcceptor> acceptor_;
+  std::map<uint32_t, std::map<std::pair<uint32_t, uint16_t>, uint64_t>> arrivals_;  // guarded by mu_
   struct Outgoing {
     std::array<uint8_t, kProbeSize> buf;
     sockaddr_in to;

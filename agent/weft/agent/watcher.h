@@ -1,0 +1,50 @@
+// The watcher's side of monitoring (`weft watch`): connects to every host's
+// agent, announces one key for the monitor's probes to every reflector, then
+// orders each host to probe its 5-tuples (control.h "monitor") and hands every
+// "monitor_report" to a callback, until told to stop.
+//
+//   std::atomic<bool> stop = false;
+//   Status st = run_watch(hosts, tuples_per_host, secret, WatchConfig{},
+//                         [&](size_t host, uint64_t t_ns, std::vector<probe::TupleTally> rows) { ... },
+//                         [&](size_t host, const Status& why) { ... }, stop);
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "weft/agent/control.h"
+#include "weft/agent/controller.h"
+#include "weft/probe/mac.h"
+#include "weft/probe/monitor.h"
+
+namespace weft::agent {
+
+struct WatchConfig {
+  uint16_t dport = 4791;     // the reflectors' UDP port
+  uint8_t probe_dscp = 8;
+  // Probes per second per watched 5-tuple: a host with N tuples sends N times
+  // this (its agent caps the total to its --max-rate).
+  double tuple_rate_pps = 20;
+  int timeout_ms = 150;      // a probe unanswered this long is lost
+  int report_ms = 100;       // how often each agent reports
+  int connect_timeout_ms = 5000;
+  int silence_ms = 3000;     // an agent that sends no report for this long has failed
+  Status validate() const;
+};
+
+using WatchReport = std::function<void(size_t host, uint64_t t_ns, std::vector<probe::TupleTally> rows,
+                                       std::vector<Arrival> arrivals)>;
+using WatchFailure = std::function<void(size_t host, const Status& why)>;
+
+// tuples[i] are host i's 5-tuples (empty: the host only reflects, and
+// reports what arrived). Returns
+// when `stop` is set (OK) or at once when an agent cannot be reached or
+// refuses the key or its order (the error names it). An agent that fails
+// later is handed to on_failure and the others go on.
+Status run_watch(const std::vector<HostEntry>& hosts, const std::vector<std::vector<probe::MonitorTuple>>& tuples,
+                 const probe::MacKey& secret, const WatchConfig& cfg, const WatchReport& on_report,
+                 const WatchFailure& on_failure, const std::atomic<bool>& stop);
+
+}  // namespace weft::agent

@@ -1,0 +1,51 @@
+// Single-failure binary tomography: localise.h says what a candidate is.
+#include "weft/routing/localise.h"
+
+#include <algorithm>
+#include <set>
+
+namespace weft::routing {
+
+std::string_view verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kNone: return "none";
+    case Verdict::kLocalised: return "localised";
+    case Verdict::kAmbiguous: return "ambiguous";
+    case Verdict::kUnexplained: return "unexplained";
+  }
+  return "?";
+}
+
+namespace {
+
+bool holds(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+}  // namespace
+
+Localisation localise(std::span<const ProbedPath> paths) {
+  Localisation out;
+  std::set<int> cleared, suspects;
+  for (const ProbedPath& p : paths) {
+    if (p.health == PathHealth::kHealthy) {
+      ++out.healthy;
+      cleared.insert(p.forward.begin(), p.forward.end());
+    } else if (p.health == PathHealth::kFailing) {
+      ++out.failing;
+      suspects.insert(p.forward.begin(), p.forward.end());  // condition 3
+    }
+  }
+  if (out.failing == 0) return out;
+  for (int e : suspects) {
+    if (cleared.contains(e)) continue;  // condition 1
+    const bool explains_all = std::all_of(paths.begin(), paths.end(), [&](const ProbedPath& p) {
+      return p.health != PathHealth::kFailing || holds(p.forward, e) || holds(p.reply_may_cross, e);
+    });
+    if (explains_all) out.links.push_back(e);  // condition 2
+  }
+  out.verdict = out.links.empty() ? Verdict::kUnexplained
+                : out.links.size() == 1 ? Verdict::kLocalised
+                                        : Verdict::kAmbiguous;
+  return out;
+}
+
+}  // namespace weft::routing

@@ -1,0 +1,243 @@
+// weft watch: watches a running job's paths through the agents' monitors and
+// names the directed spine-leaf link that fails (tools/watch/, routing's
+// localise()), recording it in the database and in metrics.
+#include <arpa/inet.h>
+
+#include <csignal>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli_common.h"
+#include "fleet_args.h"
+#include "watch/watch_metrics.h"
+#include "watch/watch_publish.h"
+#include "watch/watch_state.h"
+#include "watch/watch_tuples.h"
+#include "weft/agent/control.h"
+#include "weft/agent/metrics_server.h"
+#include "weft/agent/watcher.h"
+#include "weft/db/stores.h"
+#include "weft/db/watch_store.h"
+#include "weft/probe/wire.h"
+
+namespace weft::cli {
+namespace {
+
+struct WatchArgs {
+  FleetArgs fleet;
+  std::string db = "fabric.db";
+  std::string plan;
+  std::string metrics;
+  std::string publish;
+  std::string job;
+  int per_spine = 1;
+  int streak = 3;
+  int confirm_ms = 150;
+  double duration_s = 0;
+  agent::WatchConfig cfg;
+};
+
+uint32_t ipv4_of(const std::string& s) {
+  in_addr a{};
+  return ::inet_pton(AF_INET, s.c_str(), &a) == 1 ? ntohl(a.s_addr) : 0;
+}
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop.store(true); }
+
+int run_watch(WatchArgs& a) {
+  auto fleet = load_fleet(a.fleet);
+  if (!fleet) return fail(fleet.status());
+  const std::vector<agent::HostEntry>* hosts = &fleet->hosts;
+  const probe::MacKey* secret = &fleet->secret;
+  if (Status st = a.cfg.validate(); !st) return fail(st);
+  if (a.streak < 1 || a.streak > 1000) return fail(invalid_argument(fmt::format("--streak {} is outside 1..1000", a.streak)));
+  if (a.confirm_ms < 0 || a.confirm_ms > 60000) {
+    return fail(invalid_argument(fmt::format("--confirm-ms {} is outside 0..60000", a.confirm_ms)));
+  }
+  auto db = db::Database::open(a.db);
+  if (!db) return fail(db.status());
+  auto fabric = load_watch_fabric(*db, *hosts);
+  if (!fabric) return fail(fabric.status());
+  std::optional<routing::RoutePlan> plan;
+  if (!a.plan.empty()) {
+    auto p = routing::load_plan(a.plan);
+    if (!p) return fail(p.status());
+    plan = std::move(*p);
+  }
+  std::optional<PlanPublisher> publisher;
+  if (!a.publish.empty()) {
+    if (!plan) return fail(invalid_argument("--publish needs the job's plan (--plan)"));
+    auto p = PlanPublisher::create(*db, a.db, *plan, a.publish, a.job);
+    if (!p) return fail(p.status().with_context("--publish"));
+    publisher = std::move(*p);
+  }
+  auto tuples = choose_watch_tuples(*fabric, *hosts, plan ? &*plan : nullptr, a.per_spine);
+  if (!tuples) return fail(tuples.status());
+  const size_t planned = static_cast<size_t>(std::count_if(tuples->begin(), tuples->end(),
+                                                           [](const WatchTuple& t) { return t.planned; }));
+  std::vector<uint32_t> ips;
+  for (const auto& h : *hosts) ips.push_back(ipv4_of(h.ip));
+  WatchState state(*tuples, ips, fabric->leaves, fabric->spines,
+                   {.streak = static_cast<uint32_t>(a.streak), .stale_ms = 3 * static_cast<uint64_t>(a.cfg.report_ms),
+                    .confirm_ms = static_cast<uint64_t>(a.confirm_ms), .report_ms = static_cast<uint64_t>(a.cfg.report_ms)});
+  std::vector<std::vector<probe::MonitorTuple>> per_host(hosts->size());
+  for (size_t h = 0; h < hosts->size(); ++h) per_host[h] = state.tuples_of(static_cast<int>(h));
+  a.cfg.dport = fabric->dport;
+  fmt::print("watching {} 5-tuples ({} planned) from {} hosts over {} leaves and {} spines, {} probes/s each\n",
+             tuples->size(), planned, state.hosts_with_tuples(hosts->size()), fabric->leaves, fabric->spines,
+             a.cfg.tuple_rate_pps);
+  std::fflush(stdout);
+
+  std::mutex mu;
+  WatchTotals totals;
+  std::optional<int64_t> open_event;
+  std::unique_ptr<agent::MetricsServer> metrics;
+  if (!a.metrics.empty()) {
+    const auto colon = a.metrics.rfind(':');
+    if (colon == std::string::npos) return fail(invalid_argument(fmt::format("--metrics '{}' is not ADDR:PORT", a.metrics)));
+    agent::MetricsServerConfig mc{.ip = a.metrics.substr(0, colon),
+                                  .port = static_cast<uint16_t>(std::atoi(a.metrics.c_str() + colon + 1))};
+    auto srv = agent::MetricsServer::start(mc, [&] {
+      std::lock_guard lock(mu);
+      return render_watch_metrics(state.counts(probe::realtime_ns()), totals);
+    });
+    if (!srv) return fail(srv.status());
+    metrics = std::move(*srv);
+  }
+  Status db_error;
+  auto act = [&](const LinkEvent& e) {
+    const auto us = [](uint64_t ns) { return static_cast<int64_t>(ns / 1000); };
+    const WatchCounts c = state.counts(e.at_ns);
+    switch (e.kind) {
+      case LinkEvent::Kind::kDown: {
+        ++totals.down_events;
+        totals.last_localise_seconds = static_cast<double>(e.at_ns - e.first_loss_ns) / 1e9;
+        db::LinkEventRow row;
+        row.link = e.links[0];
+        row.first_loss_us = us(e.first_loss_ns);
+        row.localised_us = us(e.at_ns);
+        row.tuples = static_cast<int64_t>(c.tuples);
+        row.failing = static_cast<int64_t>(std::max<size_t>(1, c.failing));
+        auto id = db::add_link_down(*db, row);
+        if (id) open_event = *id; else db_error = id.status();
+        fmt::print("down {} first_loss_us={} localised_us={} localise_ms={:.1f} failing={}/{}\n", e.links[0],
+                   row.first_loss_us, row.localised_us, totals.last_localise_seconds * 1e3, c.failing, c.tuples);
+        if (publisher) {
+          auto epoch = publisher->publish_without(e.links[0]);
+          if (!epoch) {
+            fmt::print(stderr, "weft watch: no plan published for {}: {}\n", e.links[0], epoch.status().message());
+          } else {
+            const int64_t at = us(probe::realtime_ns());
+            if (open_event) {
+              if (Status st = db::set_link_published(*db, *open_event, at); !st) db_error = st;
+            }
+            fmt::print("published epoch {} without {} published_us={}\n", *epoch, e.links[0], at);
+          }
+        }
+        break;
+      }
+      case LinkEvent::Kind::kUp:
+        ++totals.up_events;
+        if (open_event) {
+          if (Status st = db::set_link_restored(*db, *open_event, us(e.at_ns)); !st) db_error = st;
+          open_event.reset();
+        }
+        fmt::print("up {} restored_us={}\n", e.links[0], us(e.at_ns));
+        if (publisher) {
+          auto epoch = publisher->publish_full(e.links[0]);
+          if (!epoch) {
+            fmt::print(stderr, "weft watch: the full plan was not published: {}\n", epoch.status().message());
+          } else {
+            fmt::print("published epoch {} (the full plan)\n", *epoch);
+          }
+        }
+        break;
+      case LinkEvent::Kind::kAmbiguous:
+        ++totals.ambiguous;
+        fmt::print("ambiguous {} failing={}/{}\n", fmt::join(e.links, " "), c.failing, c.tuples);
+        fmt::print(stderr, "weft watch: ambiguous losses:\n{}", state.describe_unhealthy(e.at_ns));
+        break;
+      case LinkEvent::Kind::kUnexplained:
+        ++totals.unexplained;
+        fmt::print("unexplained failing={}/{}: no single link explains the losses\n", c.failing, c.tuples);
+        fmt::print(stderr, "weft watch: unexplained losses:\n{}", state.describe_unhealthy(e.at_ns));
+        break;
+    }
+    std::fflush(stdout);
+  };
+
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::thread timer;
+  if (a.duration_s > 0) {
+    timer = std::thread([d = a.duration_s] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(d);
+      while (!g_stop.load() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      g_stop.store(true);
+    });
+  }
+  const Status st = agent::run_watch(
+      *hosts, per_host, *secret, a.cfg,
+      [&](size_t host, uint64_t, std::vector<probe::TupleTally> rows, std::vector<agent::Arrival> arrivals) {
+        std::lock_guard lock(mu);
+        const uint64_t now = probe::realtime_ns();
+        state.update(static_cast<int>(host), rows, now);
+        state.arrived(static_cast<int>(host), arrivals, now);
+        for (const LinkEvent& e : state.evaluate(now)) act(e);
+      },
+      [&](size_t host, const Status& why) {
+        fmt::print(stderr, "weft watch: agent {} stopped reporting: {}\n", (*hosts)[host].name, why.message());
+      },
+      g_stop);
+  g_stop.store(true);
+  if (timer.joinable()) timer.join();
+  if (!st) return fail(st);
+  if (!db_error) return fail(db_error.with_context("recording link events"));
+  const WatchCounts c = state.counts(probe::realtime_ns());
+  fmt::print("stopped: {} probes sent, {} answered, {} lost; {} links down, {} restored\n", c.sent, c.answered, c.lost,
+             totals.down_events, totals.up_events);
+  return 0;
+}
+
+}  // namespace
+
+void register_watch(CLI::App& app, Registry& reg) {
+  static WatchArgs a;
+  auto* cmd = app.add_subcommand(
+      "watch",
+      "Watch a job's paths while it runs: every host's agent probes the job's planned\n"
+      "5-tuples and, for the rest of the fabric, a port on every spine of every leaf pair\n"
+      "(from the newest probe campaign in --db), and reports losses every 100 ms. A\n"
+      "directed spine-leaf link that fails is named (the one link every failing path may\n"
+      "cross and no healthy one crosses), printed, recorded in the database (link_events)\n"
+      "and exported as metrics; its restoration too. Start `weft agent` on every host first.\n"
+      "  weft watch --hosts hosts.txt --secret-file secret --db fabric.db --plan plan.json");
+  add_fleet_options(cmd, a.fleet);
+  cmd->add_option("--db", a.db, "Probe database (paths are read, link events written)")->capture_default_str();
+  cmd->add_option("--plan", a.plan, "The job's route plan (weft route -o): its flows' paths are watched");
+  cmd->add_option("--rate", a.cfg.tuple_rate_pps, "Probes per second per watched 5-tuple")->capture_default_str();
+  cmd->add_option("--per-spine", a.per_spine, "Watched ports per spine per ordered leaf pair")->capture_default_str();
+  cmd->add_option("--streak", a.streak, "Probes lost in a row that make a 5-tuple failing")->capture_default_str();
+  cmd->add_option("--timeout-ms", a.cfg.timeout_ms, "A probe unanswered this long is lost")->capture_default_str();
+  cmd->add_option("--report-ms", a.cfg.report_ms, "How often each agent reports")->capture_default_str();
+  cmd->add_option("--confirm-ms", a.confirm_ms, "How long a verdict must hold before it is acted on")
+      ->capture_default_str();
+  cmd->add_option("--metrics", a.metrics, "Serve Prometheus metrics on ADDR:PORT");
+  cmd->add_option("--publish", a.publish,
+                  "On a link down, re-plan the job (--plan) without it and write the plan epoch to this file; "
+                  "on its restore, the job's plan as the next epoch");
+  cmd->add_option("--job", a.job, "The job's id, as the job names it (CommConfig::job, WEFT_JOB): epochs carry it");
+  cmd->add_option("--duration", a.duration_s, "Stop after this many seconds (0 = until SIGINT/SIGTERM)")
+      ->capture_default_str();
+  cmd->callback([&reg] { reg.run = [] { return run_watch(a); }; });
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,192 @@
+// WatchState (watch_state.h).
+#include "watch/watch_state.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace weft::cli {
+
+using routing::PathHealth;
+using routing::Verdict;
+
+WatchState::WatchState(std::vector<WatchTuple> tuples, std::vector<uint32_t> host_ips, int leaves, int spines,
+                       WatchRules rules)
+    : tuples_(std::move(tuples)), host_ips_(std::move(host_ips)), live_(tuples_.size()), leaves_(leaves),
+      spines_(spines), rules_(rules) {
+  for (size_t i = 0; i < tuples_.size(); ++i) {
+    by_arrival_[{tuples_[i].dst, host_ips_[static_cast<size_t>(tuples_[i].src)], tuples_[i].sport}] = i;
+    const auto h = static_cast<size_t>(tuples_[i].src);
+    if (by_host_.size() <= h) by_host_.resize(h + 1);
+    by_host_[h].push_back(i);
+  }
+}
+
+std::string WatchState::link_name(int id) const {
+  const int leaf = id / 2 / spines_ + 1, spine = id / 2 % spines_ + 1;
+  return id % 2 ? fmt::format("s{}->l{}", spine, leaf) : fmt::format("l{}->s{}", leaf, spine);
+}
+
+std::vector<probe::MonitorTuple> WatchState::tuples_of(int host) const {
+  std::vector<probe::MonitorTuple> out;
+  if (static_cast<size_t>(host) >= by_host_.size()) return out;
+  for (size_t i : by_host_[static_cast<size_t>(host)]) {
+    out.push_back({host_ips_[static_cast<size_t>(tuples_[i].dst)], tuples_[i].sport});
+  }
+  return out;
+}
+
+void WatchState::update(int host, std::span<const probe::TupleTally> rows, uint64_t now_ns) {
+  if (host < 0 || static_cast<size_t>(host) >= by_host_.size()) return;
+  const auto& mine = by_host_[static_cast<size_t>(host)];
+  if (rows.size() != mine.size()) return;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    Live& l = live_[mine[k]];
+    if (rows[k].sport != tuples_[mine[k]].sport) return;
+    if (rows[k].streak == 0) {
+      l.loss_since_ns = 0;
+    } else if (l.loss_since_ns == 0) {
+      l.loss_since_ns = now_ns;
+    }
+    l.last = rows[k];
+    l.report_ns = now_ns;
+  }
+}
+
+void WatchState::arrived(int host, std::span<const agent::Arrival> arrivals, uint64_t now_ns) {
+  for (const agent::Arrival& a : arrivals) {
+    auto it = by_arrival_.find({host, a.src_ip, a.sport});
+    if (it == by_arrival_.end()) continue;
+    Live& l = live_[it->second];
+    if (a.count > l.arrivals) l.arrivals_grew_ns = now_ns;
+    l.arrivals = a.count;
+  }
+  // Every tuple towards this host was reported on, arrived or not.
+  for (auto& [key, i] : by_arrival_) {
+    if (std::get<0>(key) == host) live_[i].arrivals_report_ns = now_ns;
+  }
+}
+
+WatchState::State WatchState::state(const Live& l, uint64_t now_ns) const {
+  if (l.report_ns == 0 || now_ns - l.report_ns > rules_.stale_ms * 1000000) return State::kUnknown;
+  if (l.last.streak == 0 && l.last.answered > 0) return State::kHealthy;
+  if (l.last.streak < rules_.streak) return State::kUnknown;
+  if (l.arrivals_report_ns == 0) return State::kRoundTripFailing;
+  // A report interval after the losses began, requests sent before them have
+  // surely been counted: growth after that is requests that still arrive.
+  const uint64_t settled = l.loss_since_ns + rules_.report_ms * 1000000;
+  if (l.arrivals_grew_ns > settled) return State::kReplyFailing;
+  if (l.arrivals_report_ns > settled) return State::kForwardFailing;
+  return State::kUnknown;
+}
+
+std::vector<LinkEvent> WatchState::evaluate(uint64_t now_ns) {
+  std::vector<routing::ProbedPath> paths;
+  uint64_t first_loss = 0;
+  for (size_t i = 0; i < tuples_.size(); ++i) {
+    const WatchTuple& t = tuples_[i];
+    const Live& l = live_[i];
+    const State st = state(l, now_ns);
+    if (st == State::kUnknown) continue;
+    const int spine = l.last.spine >= 1 && l.last.spine <= spines_ ? l.last.spine : t.spine;
+    std::vector<int> forward = {up(t.src_leaf, spine), down(spine, t.dst_leaf)};
+    std::vector<int> reply;
+    for (int s = 1; s <= spines_; ++s) {
+      reply.push_back(up(t.dst_leaf, s));
+      reply.push_back(down(s, t.src_leaf));
+    }
+    switch (st) {
+      case State::kHealthy: paths.push_back({forward, {}, PathHealth::kHealthy}); break;
+      case State::kForwardFailing: paths.push_back({forward, {}, PathHealth::kFailing}); break;
+      case State::kReplyFailing:
+        paths.push_back({forward, {}, PathHealth::kHealthy});
+        paths.push_back({{}, reply, PathHealth::kFailing});
+        break;
+      case State::kRoundTripFailing: paths.push_back({forward, reply, PathHealth::kFailing}); break;
+      case State::kUnknown: break;
+    }
+    if (st != State::kHealthy && (first_loss == 0 || l.loss_since_ns < first_loss)) first_loss = l.loss_since_ns;
+  }
+  const routing::Localisation loc = routing::localise(paths);
+  if (loc.verdict != pending_ || loc.links != pending_links_) {
+    pending_ = loc.verdict;
+    pending_links_ = loc.links;
+    pending_since_ = now_ns;
+    pending_reported_ = false;
+  }
+  std::vector<LinkEvent> events;
+  if (pending_reported_ || now_ns - pending_since_ < rules_.confirm_ms * 1000000) return events;
+  pending_reported_ = true;
+  auto names = [&](const std::vector<int>& ids) {
+    std::vector<std::string> v;
+    for (int id : ids) v.push_back(link_name(id));
+    return v;
+  };
+  switch (pending_) {
+    case Verdict::kLocalised:
+      if (!down_) {
+        down_ = pending_links_[0];
+        events.push_back({LinkEvent::Kind::kDown, names(pending_links_), first_loss, now_ns});
+      }
+      break;
+    case Verdict::kNone:
+      if (down_) {
+        events.push_back({LinkEvent::Kind::kUp, {link_name(*down_)}, 0, now_ns});
+        down_.reset();
+      }
+      break;
+    case Verdict::kAmbiguous:
+      if (!down_) events.push_back({LinkEvent::Kind::kAmbiguous, names(pending_links_), first_loss, now_ns});
+      break;
+    case Verdict::kUnexplained:
+      if (!down_) events.push_back({LinkEvent::Kind::kUnexplained, {}, first_loss, now_ns});
+      break;
+  }
+  return events;
+}
+
+WatchCounts WatchState::counts(uint64_t now_ns) const {
+  WatchCounts c;
+  c.tuples = tuples_.size();
+  for (const Live& l : live_) {
+    switch (state(l, now_ns)) {
+      case State::kHealthy: ++c.healthy; break;
+      case State::kUnknown: ++c.unknown; break;
+      default: ++c.failing; break;
+    }
+    c.sent += l.last.sent;
+    c.answered += l.last.answered;
+    c.lost += l.last.lost;
+  }
+  if (down_) c.down = link_name(*down_);
+  c.verdict = pending_;
+  return c;
+}
+
+size_t WatchState::hosts_with_tuples(size_t hosts) const {
+  size_t n = 0;
+  for (size_t h = 0; h < std::min(hosts, by_host_.size()); ++h) n += !by_host_[h].empty();
+  return n;
+}
+
+}  // namespace weft::cli
+
+namespace weft::cli {
+
+std::string WatchState::describe_unhealthy(uint64_t now_ns) const {
+  std::string out;
+  for (size_t i = 0; i < tuples_.size(); ++i) {
+    const State st = state(live_[i], now_ns);
+    if (st == State::kHealthy) continue;
+    static constexpr const char* kNames[] = {"unknown", "healthy", "forward failing", "reply failing",
+                                             "round trip failing"};
+    const WatchTuple& t = tuples_[i];
+    const Live& l = live_[i];
+    out += fmt::format("  host {} (l{}) -> host {} (l{}) sport {} spine {}: {} (lost {} in a row; {} answered, {} arrived)\n",
+                       t.src, t.src_leaf, t.dst, t.dst_leaf, t.sport, l.last.spine >= 1 ? l.last.spine : t.spine,
+                       kNames[static_cast<int>(st)], l.last.streak, l.last.answered, l.arrivals);
+  }
+  return out;
+}
+
+}  // namespace weft::cli
