@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "epoch_files.h"
+#include "gated_calls.h"
 #include "harness.h"
 #include "rounds_plan.h"
 #include "weft/routing/gates.h"
@@ -63,36 +64,11 @@ TEST_P(RingRounds, IsExactWithTokensBetweenRounds) {
     // 1003: every chunk whole in one segment; 2: most chunks empty; 4099
     // with 1 KiB segments: chunks of several segments.
     for (const auto& [count, segment] : {std::pair<size_t, size_t>{1003, 0}, {2, 0}, {4099, 1024}}) {
-      std::atomic<int> tokens{0};
       const int calls = 3;  // tokens of one call must not leak into the next
-      run_ranks(
-          n,
-          [&, n = n, count = count, segment = segment](Communicator& comm) {
-            std::vector<int32_t> v(count);
-            CollectiveOptions o;
-            o.algorithm = Algorithm::kRing;
-            o.segment_bytes = segment;
-            for (int call = 0; call < calls; ++call) {
-              for (size_t i = 0; i < count; ++i) v[i] = comm.rank() * 1000 + static_cast<int32_t>(i % 97) + call;
-              Status s = comm.allreduce(v.data(), v.data(), count, DataType::kI32, ReduceOp::kSum, o);
-              ASSERT_TRUE(s) << s.to_string();
-              for (size_t i = 0; i < count; ++i) {
-                const int32_t want = 1000 * n * (n - 1) / 2 + n * (static_cast<int32_t>(i % 97) + call);
-                ASSERT_EQ(v[i], want) << "rank " << comm.rank() << " element " << i << " call " << call;
-              }
-            }
-          },
-          [&, transport = transport, count = count](CommConfig& c) {
-            c.transport = transport;
-            c.plan = plan;
-            c.timeout = 60s;
-            c.trace = [&, count](int, const TraceEvent& e) {
-              if (e.kind == TraceEvent::kSend && e.bytes == 0 && count == 1003) ++tokens;
-            };
-          });
+      const int tokens = gated_allreduces(transport, n, plan, Algorithm::kRing, count, segment, calls);
       // 1003 elements leave no data message empty: every zero-byte send is a token.
       if (count == 1003) {
-        EXPECT_EQ(tokens.load(), calls * static_cast<int>(gates->size())) << "one token per gate and call";
+        EXPECT_EQ(tokens, calls * static_cast<int>(gates->size())) << "one token per gate and call";
       }
     }
   }
