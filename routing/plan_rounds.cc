@@ -27,18 +27,16 @@ Status apply_plan_rounds(const RoutePlan& plan, Schedule& s) {
       wanted[static_cast<size_t>(step)].emplace_back(i, r);
     }
   }
-  std::unordered_map<uint64_t, size_t> index;  // (src, dst) -> flow of the step
+  std::unordered_map<FlowId, size_t, FlowIdHash> index;  // -> flow of the step
   for (size_t si = 0; si < s.steps.size(); ++si) {
     Step& st = s.steps[si];
     index.clear();
     for (size_t j = 0; j < st.flows.size(); ++j) {
-      index.emplace((static_cast<uint64_t>(static_cast<uint32_t>(st.flows[j].src)) << 32) |
-                        static_cast<uint32_t>(st.flows[j].dst), j);
+      index.emplace(flow_id(st.flows[j]), j);
     }
     for (const auto& [i, r] : wanted[si]) {
       const PlanFlow& pf = plan.flows[i];
-      auto it = index.find((static_cast<uint64_t>(static_cast<uint32_t>(pf.src_rank)) << 32) |
-                           static_cast<uint32_t>(pf.dst_rank));
+      auto it = index.find(FlowId{pf.src_rank, pf.dst_rank, pf.conn, pf.qp});
       if (it == index.end()) {
         return invalid_argument(fmt::format("plan flow {} (rank {} -> {}) lists step {} ({}), which has no such flow", i,
                                             pf.src_rank, pf.dst_rank, si, st.phase));

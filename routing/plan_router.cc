@@ -7,9 +7,8 @@
 namespace weft::routing {
 namespace {
 
-uint64_t pair_key(int a, int b) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-}
+FlowId key_of(const PlanFlow& f) { return {f.src_rank, f.dst_rank, f.conn, f.qp}; }
+using PathMap = std::unordered_map<FlowId, Path, FlowIdHash>;
 
 // Checks that the plan's flows sit where the order runs their ranks.
 Status check_against_order(const topo::Fabric& f, const ranking::RankOrder& order, const RoutePlan& plan) {
@@ -34,15 +33,18 @@ Status check_against_order(const topo::Fabric& f, const ranking::RankOrder& orde
 
 class PathsRouter final : public Router {
  public:
-  PathsRouter(std::string_view name, std::unordered_map<uint64_t, Path> paths)
+  PathsRouter(std::string_view name, PathMap paths)
       : name_(name), paths_(std::move(paths)) {}
   std::string_view name() const override { return name_; }
   Status route_step(const Step& step, int step_index, std::vector<Path>& paths) override {
     for (size_t i = 0; i < step.flows.size(); ++i) {
-      auto it = paths_.find(pair_key(step.flows[i].src, step.flows[i].dst));
+      const Flow& fl = step.flows[i];
+      auto it = paths_.find(flow_id(fl));
       if (it == paths_.end()) {
-        return not_found(fmt::format("the plan has no flow {} -> {} (step {})", step.flows[i].src, step.flows[i].dst,
-                                     step_index));
+        return not_found(fl.conn == 0 && fl.qp == 0
+                             ? fmt::format("the plan has no flow {} -> {} (step {})", fl.src, fl.dst, step_index)
+                             : fmt::format("the plan has no flow {} -> {} conn {} qp {} (step {})", fl.src, fl.dst,
+                                           fl.conn, fl.qp, step_index));
       }
       paths[i] = it->second;
     }
@@ -51,7 +53,7 @@ class PathsRouter final : public Router {
 
  private:
   std::string_view name_;
-  std::unordered_map<uint64_t, Path> paths_;
+  PathMap paths_;
 };
 
 }  // namespace
@@ -60,7 +62,7 @@ Result<std::unique_ptr<Router>> make_plan_router(const topo::Fabric& f, const ra
                                                  const RoutePlan& plan) {
   WEFT_RETURN_IF_ERROR(check_against_order(f, order, plan));
   PathFinder pf(f);
-  std::unordered_map<uint64_t, Path> paths;
+  PathMap paths;
   paths.reserve(plan.flows.size());
   Route r;
   for (size_t i = 0; i < plan.flows.size(); ++i) {
@@ -73,7 +75,7 @@ Result<std::unique_ptr<Router>> make_plan_router(const topo::Fabric& f, const ra
     }
     auto p = route_path(pf, order.nics[static_cast<size_t>(fl.src_rank)], order.nics[static_cast<size_t>(fl.dst_rank)], r);
     if (!p) return p.status().with_context(fmt::format("plan flow {}", i));
-    paths.emplace(pair_key(fl.src_rank, fl.dst_rank), std::move(*p));
+    paths.emplace(key_of(fl), std::move(*p));
   }
   return std::unique_ptr<Router>(std::make_unique<PathsRouter>("plan", std::move(paths)));
 }
@@ -82,7 +84,7 @@ Result<std::unique_ptr<Router>> make_table_router(const topo::Fabric& f, const r
                                                   const RoutePlan& plan, PathTable& table) {
   WEFT_RETURN_IF_ERROR(check_against_order(f, order, plan));
   PathFinder pf(f);
-  std::unordered_map<uint64_t, Path> paths;
+  PathMap paths;
   paths.reserve(plan.flows.size());
   for (size_t i = 0; i < plan.flows.size(); ++i) {
     const auto& fl = plan.flows[i];
@@ -92,7 +94,7 @@ Result<std::unique_ptr<Router>> make_table_router(const topo::Fabric& f, const r
     if (!r) return r.status().with_context(fmt::format("plan flow {} (sport {})", i, fl.sport));
     auto p = route_path(pf, s, d, *r);
     if (!p) return p.status().with_context(fmt::format("plan flow {} (sport {})", i, fl.sport));
-    paths.emplace(pair_key(fl.src_rank, fl.dst_rank), std::move(*p));
+    paths.emplace(key_of(fl), std::move(*p));
   }
   return std::unique_ptr<Router>(std::make_unique<PathsRouter>("table", std::move(paths)));
 }

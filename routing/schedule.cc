@@ -10,15 +10,25 @@ std::string_view collective_name(Collective c) {
   switch (c) {
     case Collective::kAllreduceHd: return "allreduce-hd";
     case Collective::kAllreduceRing: return "allreduce-ring";
+    case Collective::kNcclRing: return "nccl-ring";
   }
   return "allreduce-hd";
 }
 
 std::optional<Collective> parse_collective(std::string_view s) {
-  for (auto c : {Collective::kAllreduceHd, Collective::kAllreduceRing}) {
+  for (auto c : {Collective::kAllreduceHd, Collective::kAllreduceRing, Collective::kNcclRing}) {
     if (collective_name(c) == s) return c;
   }
   return std::nullopt;
+}
+
+size_t FlowIdHash::operator()(const FlowId& k) const noexcept {
+  // splitmix64's finaliser over the four fields packed into two words.
+  uint64_t x = (static_cast<uint64_t>(static_cast<uint32_t>(k.src)) << 32) | static_cast<uint32_t>(k.dst);
+  x ^= ((static_cast<uint64_t>(static_cast<uint32_t>(k.conn)) << 32) | static_cast<uint32_t>(k.qp)) * 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return static_cast<size_t>(x ^ (x >> 31));
 }
 
 HdLayout hd_layout(int ranks) {
@@ -128,12 +138,20 @@ Schedule build_ring(int ranks, uint64_t count, uint32_t es) {
 
 }  // namespace
 
-Result<Schedule> build_schedule(Collective c, int ranks, uint64_t count, uint32_t elem_size) {
+Result<Schedule> build_schedule(Collective c, int ranks, uint64_t count, uint32_t elem_size,
+                                const NcclRingShape& shape) {
   if (ranks < 1) return invalid_argument(fmt::format("a collective needs at least one rank (got {})", ranks));
   if (elem_size < 1) return invalid_argument("element size must be >= 1 byte");
+  if (c == Collective::kNcclRing) {
+    WEFT_RETURN_IF_ERROR(validate(shape));
+  } else if (shape.channels != 1 || shape.qps != 1) {
+    return invalid_argument(fmt::format("{} has one flow per pair of ranks: channels and QPs ({} x {}) are for nccl-ring",
+                                        collective_name(c), shape.channels, shape.qps));
+  }
   switch (c) {
     case Collective::kAllreduceHd: return build_hd(ranks, count, elem_size);
     case Collective::kAllreduceRing: return build_ring(ranks, count, elem_size);
+    case Collective::kNcclRing: return build_nccl_ring(ranks, shape, count, elem_size);
   }
   return internal_error("unknown collective");
 }

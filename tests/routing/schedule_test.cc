@@ -2,6 +2,7 @@
 
 #include <map>
 #include <numeric>
+#include <tuple>
 
 #include "weft/routing/schedule.h"
 
@@ -123,6 +124,90 @@ TEST_P(HdStepIndex, NamesThePhaseAndDistanceOfBuildSchedule) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Awkward, HdStepIndex, ::testing::Values(2, 3, 4, 5, 7, 8, 13, 16));
+
+struct NcclCase {
+  int ranks, channels, qps;
+  uint64_t count;
+};
+
+class NcclRingSchedule : public ::testing::TestWithParam<NcclCase> {};
+
+// Every QP of every channel's edge r -> r+1 is one flow; the bytes are the
+// ring's over each channel's slice, split evenly over the QPs, so summed
+// over channels and QPs an edge carries exactly allreduce-ring's bytes.
+TEST_P(NcclRingSchedule, HasAFlowPerChannelAndQpAndTheRingsBytes) {
+  const int P = GetParam().ranks, C = GetParam().channels, Q = GetParam().qps;
+  const uint64_t count = GetParam().count;
+  auto s = build_schedule(Collective::kNcclRing, P, count, 4, {C, Q});
+  ASSERT_TRUE(s) << s.status().message();
+  auto ring = build_schedule(Collective::kAllreduceRing, P, count, 4).value();
+  ASSERT_EQ(s->steps.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    const Step& st = s->steps[k];
+    EXPECT_EQ(st.phase, k == 0 ? "nccl-rs" : "nccl-ag");
+    EXPECT_EQ(st.repeat, P - 1);
+    ASSERT_EQ(st.flows.size(), static_cast<size_t>(P * C * Q));
+    std::map<std::tuple<int, int, int, int>, uint64_t> seen;
+    std::map<int, uint64_t> per_src;
+    for (const Flow& f : st.flows) {
+      EXPECT_EQ(f.dst, (f.src + 1) % P);
+      EXPECT_TRUE(f.conn >= 0 && f.conn < C && f.qp >= 0 && f.qp < Q);
+      EXPECT_TRUE(seen.emplace(std::tuple{f.src, f.dst, f.conn, f.qp}, f.bytes).second);
+      per_src[f.src] += f.bytes;
+    }
+    // Per source rank, summed over channels and QPs: each channel's ring
+    // bytes over its slice.
+    for (const Flow& f : ring.steps[k].flows) {
+      const uint64_t slices = [&] {
+        uint64_t b = 0;
+        for (int c = 0; c < C; ++c) {
+          const uint64_t slice = ring_chunk(C, c, count).size();
+          b += (slice - ring_chunk(P, (f.src + 1 + static_cast<int>(k)) % P, slice).size()) * 4;
+        }
+        return b;
+      }();
+      EXPECT_EQ(per_src[f.src], slices) << "rank " << f.src;
+      if (C == 1) {
+        EXPECT_EQ(per_src[f.src], f.bytes) << "one channel: allreduce-ring's bytes";
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Awkward, NcclRingSchedule,
+                         ::testing::Values(NcclCase{2, 1, 1, 10}, NcclCase{3, 2, 4, 13}, NcclCase{5, 8, 3, 1001},
+                                           NcclCase{7, 3, 2, 6}, NcclCase{16, 4, 4, 1 << 20}));
+
+TEST(NcclRingSchedule, FiveElementsOverThreeRanksTwoChannelsTwoQps) {
+  // Channel 0: elements [0,2), channel 1: [2,5). Rank 0 in reduce-scatter
+  // skips chunk 1 of each slice: channel 0 sends 2 - 1 = 1 element, 4 bytes,
+  // which the plugin splits over its QPs as 2 + 2; channel 1 sends 3 - 1 = 2
+  // elements, 4 + 4 bytes.
+  auto s = build_schedule(Collective::kNcclRing, 3, 5, 4, {2, 2}).value();
+  std::vector<std::tuple<int, int, int, int, uint64_t>> r0;
+  for (const Flow& f : s.steps[0].flows) {
+    if (f.src == 0) r0.emplace_back(f.src, f.dst, f.conn, f.qp, f.bytes);
+  }
+  EXPECT_EQ(r0, (std::vector<std::tuple<int, int, int, int, uint64_t>>{
+                    {0, 1, 0, 0, 2}, {0, 1, 0, 1, 2}, {0, 1, 1, 0, 4}, {0, 1, 1, 1, 4}}));
+}
+
+TEST(NcclRingSchedule, RejectsShapesOutOfRangeAndShapesForOtherCollectives) {
+  auto expect = [](Result<Schedule> r, const std::string& msg) {
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.status().message(), msg);
+  };
+  expect(build_schedule(Collective::kNcclRing, 4, 8, 4, {0, 1}), "0 channels: NCCL runs 1..64 (MAXCHANNELS)");
+  expect(build_schedule(Collective::kNcclRing, 4, 8, 4, {65, 1}), "65 channels: NCCL runs 1..64 (MAXCHANNELS)");
+  expect(build_schedule(Collective::kNcclRing, 4, 8, 4, {1, 0}),
+         "0 QPs per connection: the weft NCCL plugin opens 1..16 (WEFT_NCCL_QPS)");
+  expect(build_schedule(Collective::kNcclRing, 4, 8, 4, {1, 17}),
+         "17 QPs per connection: the weft NCCL plugin opens 1..16 (WEFT_NCCL_QPS)");
+  expect(build_schedule(Collective::kAllreduceHd, 4, 8, 4, {2, 1}),
+         "allreduce-hd has one flow per pair of ranks: channels and QPs (2 x 1) are for nccl-ring");
+  EXPECT_EQ(parse_collective("nccl-ring"), Collective::kNcclRing);
+  EXPECT_EQ(build_schedule(Collective::kNcclRing, 1, 8, 4, {2, 2}).value().steps.size(), 0u) << "one rank: no ring";
+}
 
 }  // namespace
 }  // namespace weft::routing

@@ -20,8 +20,13 @@
 //   neighbouring ranks — inside one leaf under a leaf-set ranking.
 // allreduce-ring: reduce-scatter then allgather, each P-1 repetitions of
 //   r -> r+1; chunk c holds elements [c*count/P, (c+1)*count/P).
+// nccl-ring: NCCL's inter-node ring as the weft NCCL net plugin carries it
+//   (nccl_ring_schedule.cc): the allreduce-ring steps, with every edge
+//   r -> r+1 a connection per channel and several QPs per connection, each
+//   QP a flow of its own (Flow::conn, Flow::qp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -32,7 +37,7 @@
 
 namespace weft::routing {
 
-enum class Collective { kAllreduceHd, kAllreduceRing };
+enum class Collective { kAllreduceHd, kAllreduceRing, kNcclRing };
 
 std::string_view collective_name(Collective c);
 std::optional<Collective> parse_collective(std::string_view s);
@@ -46,7 +51,22 @@ struct Flow {
   // after another. build_schedule leaves every flow in round 0; a route
   // plan's rounds are copied on by apply_plan_rounds (plan.h).
   int round = 0;
+  // Which connection of the pair and which QP of it the flow is, where one
+  // pair of ranks has several flows at once (nccl-ring: channel, QP); 0 and
+  // 0 for every other collective. Route plans carry them as "conn", "qp".
+  int conn = 0;
+  int qp = 0;
 };
+
+// A flow's identity within a step and within a route plan.
+struct FlowId {
+  int src = 0, dst = 0, conn = 0, qp = 0;
+  friend bool operator==(const FlowId&, const FlowId&) = default;
+};
+struct FlowIdHash {
+  size_t operator()(const FlowId& k) const noexcept;
+};
+inline FlowId flow_id(const Flow& f) { return {f.src, f.dst, f.conn, f.qp}; }
 
 struct Step {
   std::string phase;   // "fold", "rs", "ag", "unfold", "ring-rs", "ring-ag"
@@ -95,6 +115,28 @@ int hd_unfold_step(const HdLayout& layout);
 // Ring chunk c of P over `count` elements.
 Range ring_chunk(int ranks, int c, uint64_t count);
 
-Result<Schedule> build_schedule(Collective c, int ranks, uint64_t count, uint32_t elem_size = 4);
+// nccl-ring's shape: NCCL channels (one ring each; NCCL_MIN/MAX_NCHANNELS)
+// and QPs per connection (the plugin's WEFT_NCCL_QPS).
+struct NcclRingShape {
+  int channels = 1;
+  int qps = 1;
+};
+inline constexpr int kMaxNcclChannels = 64;  // NCCL's MAXCHANNELS (src/include/device.h, 2.12 and later)
+inline constexpr int kMaxNcclQps = 16;       // the plugin's WEFT_NCCL_QPS limit (nccl_net/net.cc)
+// Rejects channels or QPs outside 1..kMaxNccl*, naming the value.
+Status validate(const NcclRingShape& shape);
+// Candidate source ports to ask a path table for per pair: the planner
+// deals a pair's ports out among its C x Q QPs (planner.h, 2), and a QP
+// keeps every spine in its list only where each spine has a port for it, so
+// at least 16 per QP (with 8, one 8-QP pair in a few hundred over 8 spines
+// was left a spine short and one QP above the bound).
+int nccl_ring_ports_per_pair(const NcclRingShape& shape, int at_least);
+
+// nccl-ring takes its shape from `shape`; the other collectives reject a
+// shape other than 1 x 1 (they have one flow per pair).
+Result<Schedule> build_schedule(Collective c, int ranks, uint64_t count, uint32_t elem_size = 4,
+                                const NcclRingShape& shape = {});
+// nccl_ring_schedule.cc.
+Schedule build_nccl_ring(int ranks, const NcclRingShape& shape, uint64_t count, uint32_t elem_size);
 
 }  // namespace weft::routing
