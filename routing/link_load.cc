@@ -6,15 +6,25 @@
 
 namespace weft::routing {
 
-int step_lower_bound(const topo::Fabric& f, const ranking::RankOrder& order, const Step& step) {
-  if (step.flows.empty()) return 0;
-  int lb = 1;
+namespace {
+
+// Both bounds of step_lower_bound: the access links' (flows of one NIC in one
+// direction) and the switch-to-switch links' (the rest).
+struct Bounds {
+  int access = 0;
+  int fabric = 0;
+};
+
+Bounds step_bounds(const topo::Fabric& f, const ranking::RankOrder& order, const Step& step) {
+  Bounds out;
+  if (step.flows.empty()) return out;
+  int lb = 0;
   std::vector<int> up(f.switches.size(), 0), down(f.switches.size(), 0);
   std::vector<int> acc_out(f.nics.size(), 0), acc_in(f.nics.size(), 0);
   std::vector<uint64_t> pairs;
   for (const auto& fl : step.flows) {
     int s = order.nics[fl.src], d = order.nics[fl.dst];
-    lb = std::max({lb, ++acc_out[s], ++acc_in[d]});
+    out.access = std::max({out.access, ++acc_out[s], ++acc_in[d]});
     int ls = f.nic_switch(s), ld = f.nic_switch(d);
     if (ls != ld) {
       ++up[ls];
@@ -49,7 +59,19 @@ int step_lower_bound(const topo::Fabric& f, const ranking::RankOrder& order, con
     if (uplinks == 0) continue;  // no tier above (BiGraph): no bound from here
     lb = std::max({lb, (up[sw] + uplinks - 1) / uplinks, (down[sw] + uplinks - 1) / uplinks});
   }
-  return lb;
+  out.fabric = lb;
+  return out;
+}
+
+}  // namespace
+
+int step_lower_bound(const topo::Fabric& f, const ranking::RankOrder& order, const Step& step) {
+  const Bounds b = step_bounds(f, order, step);
+  return step.flows.empty() ? 0 : std::max({1, b.access, b.fabric});
+}
+
+int step_fabric_lower_bound(const topo::Fabric& f, const ranking::RankOrder& order, const Step& step) {
+  return step_bounds(f, order, step).fabric;
 }
 
 namespace {
@@ -169,12 +191,16 @@ Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrd
         part.flows.clear();
         for (size_t k = b; k < e; ++k) part.flows.push_back(st.flows[by_round[k]]);
         sl.lower_bound = std::max(sl.lower_bound, step_lower_bound(f, order, part));
+        sl.fabric_lower_bound = std::max(sl.fabric_lower_bound, step_fabric_lower_bound(f, order, part));
       }
       b = e;
     }
     for (int dl : touched_bytes) sl.max_bytes = std::max(sl.max_bytes, bytes[dl]);
     sl.single_round_bound = step_lower_bound(f, order, st);
-    if (sl.rounds == 1) sl.lower_bound = sl.single_round_bound;
+    if (sl.rounds == 1) {
+      sl.lower_bound = sl.single_round_bound;
+      sl.fabric_lower_bound = step_fabric_lower_bound(f, order, st);
+    }
     if (opt.keep_per_link) sl.bytes = bytes;
     if (opt.keep_paths) {
       if (sl.cross_plane_flows == 0) {

@@ -51,6 +51,11 @@ struct StepLoad {
   uint64_t max_bytes = 0;   // max bytes on one directed link, over the whole step
   int hottest = -1;         // a directed link carrying max_load
   int lower_bound = 0;      // max over rounds of the bound of that round's flows
+  // The part of lower_bound from switch-to-switch links (0 when no flow
+  // leaves its switch): what max_fabric_load can reach. It is below
+  // lower_bound where a NIC's own flows are the bottleneck (nccl-ring: C x Q
+  // QPs on every access link).
+  int fabric_lower_bound = 0;
   int single_round_bound = 0;  // the bound of all the step's flows at once
   int cross_rail_flows = 0;    // NICs on different rails (rail fabrics)
   int cross_plane_flows = 0;   // NICs on different planes: no path, not routed
@@ -79,7 +84,9 @@ struct CheckOptions {
 Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrder& order, const Schedule& s,
                                    Router& router, const CheckOptions& opt = {});
 
-// The lower bound of a step's flows taken all at once (rounds ignored).
+// The lower bound of a step's flows taken all at once (rounds ignored), and
+// its part from switch-to-switch links alone.
 int step_lower_bound(const topo::Fabric& f, const ranking::RankOrder& order, const Step& step);
+int step_fabric_lower_bound(const topo::Fabric& f, const ranking::RankOrder& order, const Step& step);
 
 }  // namespace weft::routing
