@@ -13,12 +13,13 @@ std::string_view sim_collective_name(SimCollective c) {
     case SimCollective::kHd: return "allreduce-hd";
     case SimCollective::kRing: return "allreduce-ring";
     case SimCollective::kHybrid: return "allreduce-hybrid";
+    case SimCollective::kNcclRing: return "nccl-ring";
   }
   return "allreduce-hd";
 }
 
 std::optional<SimCollective> parse_sim_collective(std::string_view s) {
-  for (auto c : {SimCollective::kHd, SimCollective::kRing, SimCollective::kHybrid}) {
+  for (auto c : {SimCollective::kHd, SimCollective::kRing, SimCollective::kHybrid, SimCollective::kNcclRing}) {
     if (sim_collective_name(c) == s) return c;
   }
   return std::nullopt;
@@ -40,8 +41,11 @@ Result<Job> job_for(const topo::Fabric& f, const ranking::RankOrder& order, cons
     j.intra_seconds = 2.0 * static_cast<double>(h.intra_bytes) / (opt.shm_gbps * 1e9 / 8);
     return j;
   }
-  const Collective c = opt.collective == SimCollective::kHd ? Collective::kAllreduceHd : Collective::kAllreduceRing;
-  WEFT_ASSIGN_OR_RETURN(j.fabric_part, build_schedule(c, order.size(), count, 4));
+  const Collective c = opt.collective == SimCollective::kHd     ? Collective::kAllreduceHd
+                       : opt.collective == SimCollective::kRing ? Collective::kAllreduceRing
+                                                                : Collective::kNcclRing;
+  WEFT_ASSIGN_OR_RETURN(j.fabric_part, build_schedule(c, order.size(), count, 4,
+                                                      c == Collective::kNcclRing ? opt.nccl : NcclRingShape{}));
   return j;
 }
 
@@ -101,6 +105,7 @@ Result<Comparison> compare_routings(const topo::Fabric& f, const std::vector<int
   auto table = make_model_path_table(f, std::move(hash));
   PlannerOptions po;
   po.ports_per_pair = opt.ports_per_pair;
+  if (opt.collective == SimCollective::kNcclRing) po.ports_per_pair = nccl_ring_ports_per_pair(opt.nccl, po.ports_per_pair);
   WEFT_ASSIGN_OR_RETURN(auto planned, plan_routes(f, weft_order, job_c.fabric_part, *table, po));
   WEFT_ASSIGN_OR_RETURN(auto replay, make_table_router(f, weft_order, planned.plan, *table));
   Job job_rounds = job_c;  // (d) stays without rounds: a crossbar needs none

@@ -54,10 +54,36 @@ Result<std::vector<uint16_t>> listen_ports(const topo::Fabric& f, const ranking:
   return out;
 }
 
+Status validate_nccl_ring(const topo::Fabric& f, const ranking::RankOrder& order, const PlannerOptions& opt) {
+  if (opt.protocol != "udp") {
+    return invalid_argument(fmt::format("nccl-ring plans RoCE v2 QPs: protocol '{}' must be udp", opt.protocol));
+  }
+  std::vector<int> rank_on(f.hosts.size(), -1);
+  for (size_t r = 0; r < order.nics.size(); ++r) {
+    const int host = f.nics[static_cast<size_t>(order.nics[r])].host;
+    int& first = rank_on[static_cast<size_t>(host)];
+    if (first >= 0) {
+      return invalid_argument(fmt::format(
+          "nccl-ring needs one rank per host: ranks {} and {} both run on '{}' (NCCL joins the GPUs of one host inside "
+          "it; rank each host's NIC once)", first, r, f.hosts[static_cast<size_t>(host)].name));
+    }
+    first = static_cast<int>(r);
+  }
+  return Status::ok();
+}
+
 namespace {
 
 struct FlowInfo {
   int src = 0, dst = 0;          // ranks
+  int conn = 0, qp = 0;          // Flow::conn, Flow::qp
+  // Where a rank pair has several flows (nccl-ring's QPs): the first flow
+  // of the pair (-1: the pair has one), this flow's index in the pair, and
+  // (in the first flow) how many it has. Each takes its share of the pair's
+  // ports (planner.h, 2).
+  int pair_group = -1;
+  int pair_k = 0;
+  int pair_n = 1;
   int src_nic = 0, dst_nic = 0;
   std::vector<int> steps;
   int ci = -1;                   // its candidates in cands_ while its class is planned
@@ -127,7 +153,11 @@ class Planner {
       WEFT_RETURN_IF_ERROR(plan_class(classes_[c], out.stats));
     }
     out.stats.planned_classes = static_cast<int>(classes_.size());
-    if (opt_.rounds) assign_rounds();
+    // NCCL's QPs all run at once and the plugin has no way to sequence
+    // them, so nccl-ring plans never have rounds; its steps' bound counts
+    // the C x Q QPs on every access link, which the colouring (K flows per
+    // spine link, list_edge_coloring.h) meets without them.
+    if (opt_.rounds && s_.collective != Collective::kNcclRing) assign_rounds();
     WEFT_RETURN_IF_ERROR(emit(out));
     return out;
   }
@@ -135,9 +165,10 @@ class Planner {
  private:
   // Flows and classes of steps with one flow set (see planner.h, 1).
   Status collect() {
-    // Flows by source rank: a rank has a few dozen partners, so a short scan
-    // beats a hash map of every pair.
-    std::vector<std::vector<std::pair<int, int>>> out_of(static_cast<size_t>(s_.ranks));  // (dst, flow)
+    // Flows by source rank: a rank has a few dozen partners (nccl-ring: its
+    // successor's channels x QPs), so a short scan beats a hash map of every
+    // flow.
+    std::vector<std::vector<std::pair<FlowId, int>>> out_of(static_cast<size_t>(s_.ranks));  // (flow, index)
     std::vector<int> seen_in_step;
     size_t total = 0;
     for (const Step& st : s_.steps) total += st.flows.size();
@@ -149,13 +180,21 @@ class Planner {
       int known = 0, cls = -2;
       for (const Flow& fl : st.flows) {
         auto& outs = out_of[static_cast<size_t>(fl.src)];
-        auto it = std::find_if(outs.begin(), outs.end(), [&](const auto& p) { return p.first == fl.dst; });
+        const FlowId key = flow_id(fl);
+        auto it = std::find_if(outs.begin(), outs.end(), [&](const auto& p) { return p.first == key; });
         int id = 0;
         if (it == outs.end()) {
           id = static_cast<int>(flows_.size());
-          outs.emplace_back(fl.dst, id);
           FlowInfo fi;
-          fi.src = fl.src, fi.dst = fl.dst;
+          fi.src = fl.src, fi.dst = fl.dst, fi.conn = fl.conn, fi.qp = fl.qp;
+          auto same_pair = std::find_if(outs.begin(), outs.end(), [&](const auto& p) { return p.first.dst == fl.dst; });
+          if (same_pair != outs.end()) {
+            FlowInfo& first = flows_[static_cast<size_t>(same_pair->second)];
+            first.pair_group = same_pair->second;
+            fi.pair_group = same_pair->second;
+            fi.pair_k = first.pair_n++;
+          }
+          outs.emplace_back(key, id);
           fi.src_nic = order_.nics[static_cast<size_t>(fl.src)], fi.dst_nic = order_.nics[static_cast<size_t>(fl.dst)];
           flows_.push_back(std::move(fi));
           class_of_.push_back(-1);
@@ -167,7 +206,8 @@ class Planner {
           cls = cls == -2 || cls == c ? c : -1;
         }
         if (seen_in_step[static_cast<size_t>(id)] == static_cast<int>(si)) {
-          return unimplemented(fmt::format("step {} has two flows between one pair of ranks", si));
+          return unimplemented(fmt::format("step {} has two flows {} -> {} with connection {}, QP {}", si, fl.src, fl.dst,
+                                           fl.conn, fl.qp));
         }
         seen_in_step[static_cast<size_t>(id)] = static_cast<int>(si);
         ids.push_back(id);
@@ -200,12 +240,48 @@ class Planner {
     // leave one free (4), and ask no more of the table.
     const int host = f_.nics[static_cast<size_t>(fi.src_nic)].host;
     const int want = ls == ld ? std::min(opt_.ports_per_pair, host_flows_[static_cast<size_t>(host)]) : opt_.ports_per_pair;
-    WEFT_RETURN_IF_ERROR(table_.ports(q, opt_.sports, want, answer_));
+    // The flows of one pair come one after another (nccl-ring's QPs): ask
+    // the table once per pair.
+    if (std::pair(fi.src_nic, fi.dst_nic) != answered_) {
+      WEFT_RETURN_IF_ERROR(table_.ports(q, opt_.sports, want, answer_));
+      answered_ = {fi.src_nic, fi.dst_nic};
+    }
+    const PairRoutes* offered = &answer_;
+    if (fi.pair_group >= 0) {
+      share_of(answer_, fi.pair_k, flows_[static_cast<size_t>(fi.pair_group)].pair_n, share_);
+      offered = &share_;
+    }
     fi.ci = cands_.add(
-        answer_,
+        *offered,
         [&](std::span<const int> rt) { return !rt.empty() && rt.front() == ls && rt.back() == ld && route_is_up(rt); },
         [&](std::span<const int> rt) { return colour(rt); });
     return Status::ok();
+  }
+
+  // Flow k's share of a pair's ports when the pair has n flows: route by
+  // route, the ports are dealt round-robin over the flows (continuing from
+  // one route to the next), so no two flows of the pair compete for a port
+  // and a route with p ports is open to min(p, n) of them. Without shares
+  // the colouring, which balances leaves and not pairs, may put more of a
+  // pair's flows on a spine than the pair has ports there, and replanning
+  // strikes one flow at a time. Routes left without a port are dropped.
+  void share_of(const PairRoutes& all, int k, int n, PairRoutes& out) {
+    out.clear();
+    // Counting sort of the ports by route, keeping their order of preference.
+    route_start_.assign(all.num_routes() + 1, 0);
+    for (const PortRoute& p : all.ports) ++route_start_[static_cast<size_t>(p.route) + 1];
+    for (size_t r = 0; r < all.num_routes(); ++r) route_start_[r + 1] += route_start_[r];
+    by_route_.resize(all.ports.size());
+    route_fill_.assign(route_start_.begin(), route_start_.end() - 1);
+    for (const PortRoute& p : all.ports) by_route_[static_cast<size_t>(route_fill_[static_cast<size_t>(p.route)]++)] = p;
+    for (size_t r = 0; r < all.num_routes(); ++r) {
+      int mine = -1;
+      for (int i = route_start_[r]; i < route_start_[r + 1]; ++i) {
+        if (i % n != k) continue;  // the i-th port overall goes to flow i mod n
+        if (mine < 0) mine = out.add_route(all.route(r));
+        out.ports.push_back({by_route_[static_cast<size_t>(i)].sport, mine});
+      }
+    }
   }
 
   // A usable route's colour: its spine on a 2-tier Clos, its packed
@@ -382,6 +458,7 @@ class Planner {
 
   Status plan_class(const std::vector<int>& ids, PlanStats& stats) {
     cands_.clear(ids.size(), static_cast<size_t>(opt_.ports_per_pair));
+    answered_ = {-1, -1};
     for (size_t i = 0; i < ids.size(); ++i) {
       WEFT_RETURN_IF_ERROR(query(flows_[static_cast<size_t>(ids[i])]));
     }
@@ -468,6 +545,9 @@ class Planner {
       pf.dport = dports_[static_cast<size_t>(fi.dst)];
       pf.path.reserve(fi.path_len);
       for (int sw : path(fi)) pf.path.push_back(f_.switches[static_cast<size_t>(sw)].name);
+      pf.conn = fi.conn, pf.qp = fi.qp;
+      // The NCCL plugin finds its QPs by NIC address (docs/nccl.md).
+      if (s_.collective == Collective::kNcclRing) pf.src_addr = sn.address, pf.dst_addr = dn.address;
       pf.steps = std::move(fi.steps);
       if (fi.round != 0) pf.rounds.assign(pf.steps.size(), fi.round);  // as the file has it (round 0: omitted)
       out.stats.fabric_flows += pf.path.size() > 1;
@@ -522,6 +602,10 @@ class Planner {
   std::vector<int> host_flows_;              // per host: flows it sends (each needs a port of its own)
   CandidateStore cands_;  // the class being planned
   PairRoutes answer_;     // the path table's answer for one flow
+  std::pair<int, int> answered_{-1, -1};  // the NIC pair answer_ is for
+  PairRoutes share_;      // a flow's share of it (share_of), and its buffers
+  std::vector<int> route_start_, route_fill_;
+  std::vector<PortRoute> by_route_;
   std::vector<ListEdge> edges_;
   std::vector<RouteChoice> choices_;
   std::vector<std::vector<int>> route_ids_;
@@ -539,6 +623,7 @@ Result<PlannedRoutes> plan_routes(const topo::Fabric& f, const ranking::RankOrde
   if (&table.fabric() != &f) return invalid_argument("the path table describes another fabric");
   WEFT_RETURN_IF_ERROR(ranking::validate_order(f, order));
   WEFT_RETURN_IF_ERROR(validate(opt, f, order));
+  if (s.collective == Collective::kNcclRing) WEFT_RETURN_IF_ERROR(validate_nccl_ring(f, order, opt));
   WEFT_ASSIGN_OR_RETURN(auto dports, listen_ports(f, order, opt));
   return Planner(f, order, s, table, opt, std::move(dports)).run();
 }

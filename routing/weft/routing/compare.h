@@ -20,9 +20,10 @@
 
 namespace weft::routing {
 
-enum class SimCollective { kHd, kRing, kHybrid };
+enum class SimCollective { kHd, kRing, kHybrid, kNcclRing };
 std::string_view sim_collective_name(SimCollective c);
-std::optional<SimCollective> parse_sim_collective(std::string_view s);  // allreduce-hd|-ring|-hybrid
+// allreduce-hd|-ring|-hybrid, nccl-ring
+std::optional<SimCollective> parse_sim_collective(std::string_view s);
 
 struct CompareOptions {
   SimCollective collective = SimCollective::kHd;
@@ -33,6 +34,7 @@ struct CompareOptions {
   uint32_t seed = 1;
   int trials = 3;
   int ports_per_pair = 64;
+  NcclRingShape nccl;            // nccl-ring: channels and QPs per connection
 };
 
 struct CaseResult {

@@ -18,7 +18,10 @@
 //      Every planned port is one the table offered: a probe database offers
 //      only ports it saw answered, so a port nobody probed is never planned.
 //      Flows inside one leaf (every port goes the same way) ask for as many
-//      ports as their host has flows.
+//      ports as their host has flows. Where one rank pair has several flows
+//      (nccl-ring: a flow per channel and QP), the pair's ports are dealt
+//      out among them route by route, so they never compete for a port
+//      however the colouring spreads them.
 //   3. 2-tier Clos: the step is a bipartite multigraph (source leaf ->
 //      destination leaf) coloured with the spines, each flow restricted to
 //      the spines its ports reach (list_edge_coloring.h: exact by König when
@@ -41,6 +44,8 @@
 //      leaf fewer uplinks than flows) is split into rounds: König colouring
 //      where its conflicts are bipartite, first-fit otherwise; every step of
 //      the class gets the same rounds.
+//      nccl-ring plans have none: the NCCL plugin cannot hold one QP back
+//      for another (nccl_ring_schedule.cc).
 //   6. The plan's per-step max_load is counted by the link-load checker over
 //      the plan's paths and rounds (per round), beside the checker's lower
 //      bound.
@@ -76,6 +81,12 @@ struct PlannerOptions {
 // Rejects an unknown protocol, an empty or too small range, ports_per_pair < 1,
 // and tcp listen ports inside the source port range.
 Status validate(const PlannerOptions& opt, const topo::Fabric& f, const ranking::RankOrder& order);
+
+// nccl-ring's premises (nccl_ring_schedule.cc): udp (RoCE v2 QPs), and one
+// rank per host, so that a NIC's only net peer on a channel is its ring
+// predecessor (NCCL joins the GPUs of one host inside it) and the plugin's
+// connection serial of channel c is c. plan_routes checks them too.
+Status validate_nccl_ring(const topo::Fabric& f, const ranking::RankOrder& order, const PlannerOptions& opt);
 
 // dport of every rank (the rule above).
 Result<std::vector<uint16_t>> listen_ports(const topo::Fabric& f, const ranking::RankOrder& order,
