@@ -54,4 +54,33 @@ Status emit(const std::string& path, std::string_view text) {
   return write_file_atomic(path, text);
 }
 
+void add_nccl_ring_options(CLI::App& cmd, std::optional<int>& channels, std::optional<int>& qps) {
+  cmd.add_option("--channels", channels,
+                 fmt::format("nccl-ring: NCCL channels, 1..{} (default 1)", routing::kMaxNcclChannels));
+  cmd.add_option("--qps", qps,
+                 fmt::format("nccl-ring: QPs per connection, 1..{} (the plugin's WEFT_NCCL_QPS; default 1)",
+                             routing::kMaxNcclQps));
+}
+
+Result<routing::NcclRingShape> nccl_ring_shape(std::string_view collective, std::optional<int> channels,
+                                               std::optional<int> qps) {
+  if (collective != routing::collective_name(routing::Collective::kNcclRing)) {
+    if (channels || qps) {
+      return invalid_argument(fmt::format("{} is for --collective nccl-ring only, not {}", channels ? "--channels" : "--qps",
+                                          collective));
+    }
+    return routing::NcclRingShape{};
+  }
+  routing::NcclRingShape shape{channels.value_or(1), qps.value_or(1)};
+  if (shape.channels < 1 || shape.channels > routing::kMaxNcclChannels) {
+    return invalid_argument(fmt::format("--channels {} is out of range (1..{}, NCCL's MAXCHANNELS)", shape.channels,
+                                        routing::kMaxNcclChannels));
+  }
+  if (shape.qps < 1 || shape.qps > routing::kMaxNcclQps) {
+    return invalid_argument(fmt::format("--qps {} is out of range (1..{}, the plugin's WEFT_NCCL_QPS)", shape.qps,
+                                        routing::kMaxNcclQps));
+  }
+  return shape;
+}
+
 }  // namespace weft::cli

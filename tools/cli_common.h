@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "weft/common/status.h"
+#include "weft/routing/schedule.h"
 
 namespace weft::cli {
 
@@ -21,6 +22,13 @@ std::string format_bytes(double bytes);
 
 // Writes text to `path`, or to stdout when path is "" or "-"; atomic for files.
 Status emit(const std::string& path, std::string_view text);
+
+// --channels and --qps of nccl-ring (empty = not given).
+void add_nccl_ring_options(CLI::App& cmd, std::optional<int>& channels, std::optional<int>& qps);
+// nccl-ring's shape from them (1 where not given); other collectives refuse
+// them, naming the option.
+Result<routing::NcclRingShape> nccl_ring_shape(std::string_view collective, std::optional<int> channels,
+                                               std::optional<int> qps);
 
 // Every subcommand registers itself here; `run` is set to the chosen command.
 struct Registry {

@@ -1,4 +1,6 @@
 // weft check: the link load of every step of a collective under a rank order.
+#include <optional>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +24,8 @@ struct CheckArgs {
   std::string size = "64MiB";
   uint32_t seed = 1;
   bool json = false;
+  std::optional<int> channels;  // nccl-ring (cli_common.h)
+  std::optional<int> qps;
 };
 
 std::string report_json(const topo::Fabric& f, const routing::LoadReport& rep) {
@@ -38,6 +42,7 @@ std::string report_json(const topo::Fabric& f, const routing::LoadReport& rep) {
                      {"max_fabric_load", s.max_fabric_load},
                      {"max_bytes", s.max_bytes},
                      {"lower_bound", s.lower_bound},
+                     {"fabric_lower_bound", s.fabric_lower_bound},
                      {"rounds", s.rounds},
                      {"single_round_bound", s.single_round_bound},
                      {"cross_rail_flows", s.cross_rail_flows},
@@ -54,7 +59,12 @@ std::string report_json(const topo::Fabric& f, const routing::LoadReport& rep) {
 
 int run_check(const CheckArgs& a) {
   auto coll = routing::parse_collective(a.collective);
-  if (!coll) return fail(invalid_argument(fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring)", a.collective)));
+  if (!coll) {
+    return fail(invalid_argument(
+        fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring, nccl-ring)", a.collective)));
+  }
+  auto shape = nccl_ring_shape(a.collective, a.channels, a.qps);
+  if (!shape) return fail(shape.status());
   if (a.routes != "ideal" && a.routes != "ecmp" && a.routes != "plan") {
     return fail(invalid_argument(fmt::format("unknown --routes '{}' (ideal, ecmp, plan)", a.routes)));
   }
@@ -67,7 +77,7 @@ int run_check(const CheckArgs& a) {
   if (!fabric) return fail(fabric.status());
   auto order = ranking::load_rank_file(*fabric, a.ranks);
   if (!order) return fail(order.status());
-  auto sched = routing::build_schedule(*coll, order->size(), *bytes / 4, 4);
+  auto sched = routing::build_schedule(*coll, order->size(), *bytes / 4, 4, *shape);
   if (!sched) return fail(sched.status());
   std::unique_ptr<routing::Router> router;
   if (a.routes == "plan") {
@@ -116,7 +126,8 @@ void register_check(CLI::App& app, Registry& reg) {
       "the paths of a route plan from weft route (--plan FILE).");
   cmd->add_option("--topology", a.topology, "Topology file")->required();
   cmd->add_option("--ranks", a.ranks, "Rank file (any weft rank --format; detected)")->required();
-  cmd->add_option("--collective", a.collective, "allreduce-hd|allreduce-ring")->capture_default_str();
+  cmd->add_option("--collective", a.collective, "allreduce-hd|allreduce-ring|nccl-ring")->capture_default_str();
+  add_nccl_ring_options(*cmd, a.channels, a.qps);
   cmd->add_option("--routes", a.routes, "ideal|ecmp|plan")->capture_default_str();
   cmd->add_option("--plan", a.plan, "Route plan to replay (with --routes plan)");
   cmd->add_option("--size", a.size, "Bytes per rank (K, M, G suffixes)")->capture_default_str();

@@ -1,6 +1,7 @@
 // weft route: a rank order + a collective -> a route plan (a source port and a
 // path per directed flow), verified by the link-load checker before writing.
 #include <charconv>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -44,19 +45,41 @@ struct RouteArgs {
   int ports_per_pair = 0;  // 0: 64 from a model, every probed port (up to 1024) from a database
   int dport = 29500;
   bool no_rounds = false;
+  std::optional<int> channels;  // nccl-ring (cli_common.h)
+  std::optional<int> qps;
   std::string out;
 };
 
+// Every ranked NIC's IPv4 address: the NCCL plugin finds its QPs' flows by
+// address (docs/nccl.md), so an nccl-ring plan without them is useless.
+Status check_addresses(const topo::Fabric& f, const ranking::RankOrder& order) {
+  for (size_t r = 0; r < order.nics.size(); ++r) {
+    const auto& nic = f.nics[static_cast<size_t>(order.nics[r])];
+    if (nic.address.empty()) {
+      return invalid_argument(fmt::format("nccl-ring: rank {}'s NIC {} has no address in the topology (nics[].address): "
+                                          "the NCCL plugin finds a QP's flow by its NICs' IPv4 addresses",
+                                          r, f.nic_qualified_name(order.nics[r])));
+    }
+  }
+  return Status::ok();
+}
+
 int run_route(const RouteArgs& a) {
   auto coll = routing::parse_collective(a.collective);
-  if (!coll) return fail(invalid_argument(fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring)", a.collective)));
+  if (!coll) {
+    return fail(invalid_argument(
+        fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring, nccl-ring)", a.collective)));
+  }
+  auto shape = nccl_ring_shape(a.collective, a.channels, a.qps);
+  if (!shape) return fail(shape.status());
   auto range = parse_port_range(a.sports);
   if (!range) return fail(range.status().with_context("--sport-range"));
   if (a.dport < 1 || a.dport > 65535) return fail(invalid_argument(fmt::format("--dport {} is not a port (1-65535)", a.dport)));
   if (a.ports_per_pair < 0) return fail(invalid_argument("--ports-per-pair must be >= 1 (0 = auto)"));
   // A database knows only the ports it probed: offer the planner all of them
   // (a targeted campaign gathers per spine as many as a host has flows).
-  const int ports_per_pair = a.ports_per_pair > 0 ? a.ports_per_pair : a.paths == "model" ? 64 : kDbPortsPerPair;
+  const int model_ports = routing::nccl_ring_ports_per_pair(*shape, 64);  // 64 for the other collectives
+  const int ports_per_pair = a.ports_per_pair > 0 ? a.ports_per_pair : a.paths == "model" ? model_ports : kDbPortsPerPair;
   routing::PlannerOptions opt{.protocol = a.protocol,
                               .sports = *range,
                               .ports_per_pair = ports_per_pair,
@@ -67,10 +90,14 @@ int run_route(const RouteArgs& a) {
   auto order = ranking::load_rank_file(*fabric, a.ranks);
   if (!order) return fail(order.status());
   if (auto st = routing::validate(opt, *fabric, *order); !st) return fail(st);
+  if (*coll == routing::Collective::kNcclRing) {
+    if (auto st = routing::validate_nccl_ring(*fabric, *order, opt); !st) return fail(st);
+    if (auto st = check_addresses(*fabric, *order); !st) return fail(st);
+  }
   auto table = open_path_table(*fabric, a.paths, a.model);
   if (!table) return fail(table.status());
   // Flows per step are fixed by the schedule; bytes do not change the plan.
-  auto sched = routing::build_schedule(*coll, order->size(), 1024, 4);
+  auto sched = routing::build_schedule(*coll, order->size(), 1024, 4, *shape);
   if (!sched) return fail(sched.status());
   if (order->size() >= kProgressRanks) {
     fmt::print(stderr, "planning {} for {} ranks on {} ({} paths, {} ports per pair)...\n", a.collective,
@@ -132,10 +159,19 @@ void register_route(CLI::App& app, Registry& reg) {
       "takes R times as long for its flows, the same as R flows sharing a link, but with no\n"
       "queue contention. --no-rounds plans such steps with load > 1 instead.\n"
       "Listen ports: udp flows go to 4791 (RoCEv2); tcp rank r listens on --dport + k,\n"
-      "k = how many ranks precede r on its host.");
+      "k = how many ranks precede r on its host.\n"
+      "NCCL (docs/nccl.md): --collective nccl-ring plans NCCL's inter-node ring for the weft\n"
+      "NCCL net plugin: rank r -> r+1 on each of --channels channels is one connection of\n"
+      "--qps QPs, each QP a udp flow on a port of its own, all at once (one step), with at\n"
+      "most one QP per spine link where the fabric allows. It needs one rank per host and\n"
+      "every NIC's address in the topology; run the job with WEFT_NCCL_QPS = --qps and\n"
+      "NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = --channels. Example:\n"
+      "  weft route --topology fabric.json --ranks ranks.txt --collective nccl-ring \\\n"
+      "      --channels 2 --qps 4 -o plan.json");
   cmd->add_option("--topology", a.topology, "Topology file")->required();
   cmd->add_option("--ranks", a.ranks, "Rank file (any weft rank --format; detected)")->required();
-  cmd->add_option("--collective", a.collective, "allreduce-hd|allreduce-ring")->capture_default_str();
+  cmd->add_option("--collective", a.collective, "allreduce-hd|allreduce-ring|nccl-ring")->capture_default_str();
+  add_nccl_ring_options(*cmd, a.channels, a.qps);
   cmd->add_option("--paths", a.paths, "Where paths come from: 'model' (ECMP hash model) or a probe database file")
       ->capture_default_str();
   cmd->add_option("--hash", a.model.hash, "Model: crc32|linux-l4|linux-l3")->capture_default_str();

@@ -4,6 +4,7 @@
 // or on a sweep of generated 2-tier Clos fabrics; a table and an SVG plot of
 // busbw against endpoints.
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -38,6 +39,8 @@ struct SimArgs {
   int ports_per_pair = 64;
   std::string svg = "weft-sim.svg";
   bool json = false;
+  std::optional<int> channels;  // nccl-ring (cli_common.h)
+  std::optional<int> qps;
 };
 
 Result<std::vector<int>> parse_list(const std::string& s) {
@@ -92,8 +95,10 @@ int run_sim(const SimArgs& a) {
   auto coll = routing::parse_sim_collective(a.collective);
   if (!coll) {
     return fail(invalid_argument(
-        fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring, allreduce-hybrid)", a.collective)));
+        fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring, allreduce-hybrid, nccl-ring)", a.collective)));
   }
+  auto shape = nccl_ring_shape(a.collective, a.channels, a.qps);
+  if (!shape) return fail(shape.status());
   auto bytes = parse_size(a.size);
   if (!bytes || *bytes < 4 || *bytes % 4 != 0) {
     return fail(invalid_argument(fmt::format("bad --size '{}' (a multiple of 4 bytes, e.g. 64MiB)", a.size)));
@@ -108,6 +113,7 @@ int run_sim(const SimArgs& a) {
   opt.seed = a.seed;
   opt.trials = a.trials;
   opt.ports_per_pair = a.ports_per_pair;
+  opt.nccl = *shape;
   if (auto h = routing::make_hash(a.hash, a.seed); !h) return fail(h.status());
 
   // The fabrics: one file, or a sweep of generated Clos fabrics.
@@ -195,14 +201,17 @@ void register_sim(CLI::App& app, Registry& reg) {
   cmd->add_option("--hosts-per-leaf", a.hosts_per_leaf, "Sweep: hosts per leaf")->capture_default_str();
   cmd->add_option("--leaves", a.leaves, "Sweep: leaf counts, comma-separated")->capture_default_str();
   cmd->add_option("--gbps", a.gbps, "Sweep: link rate, Gbit/s")->capture_default_str();
-  cmd->add_option("--collective", a.collective, "allreduce-hd|allreduce-ring|allreduce-hybrid")->capture_default_str();
+  cmd->add_option("--collective", a.collective, "allreduce-hd|allreduce-ring|allreduce-hybrid|nccl-ring")
+      ->capture_default_str();
+  add_nccl_ring_options(*cmd, a.channels, a.qps);
   cmd->add_option("--size", a.size, "Bytes per rank (K, M, G suffixes)")->capture_default_str();
   cmd->add_option("--latency-us", a.latency_us, "Latency per link crossed, microseconds")->capture_default_str();
   cmd->add_option("--shm-gbps", a.shm_gbps, "Hybrid: intra-host bandwidth per rank, Gbit/s")->capture_default_str();
   cmd->add_option("--hash", a.hash, "The fabric's ECMP model: crc32|linux-l4|linux-l3")->capture_default_str();
   cmd->add_option("--seed", a.seed, "Hash, port and shuffle seed")->capture_default_str();
   cmd->add_option("--trials", a.trials, "ECMP seeds averaged for (a) and (b)")->capture_default_str();
-  cmd->add_option("--ports-per-pair", a.ports_per_pair, "(c): candidate source ports per pair")->capture_default_str();
+  cmd->add_option("--ports-per-pair", a.ports_per_pair,
+                  "(c): candidate source ports per pair (nccl-ring: at least 16 per QP of the pair)")->capture_default_str();
   cmd->add_option("--svg", a.svg, "Plot file ('' = none)")->capture_default_str();
   cmd->add_flag("--json", a.json, "Print JSON (with per-link utilisation for a single fabric)");
   cmd->callback([&reg] { reg.run = [] { return run_sim(a); }; });

@@ -55,7 +55,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, SimCliBadInput,
     ::testing::Values(
         BadSim{"unknown_collective", "--collective allgather",
-               "unknown --collective 'allgather' (allreduce-hd, allreduce-ring, allreduce-hybrid)"},
+               "unknown --collective 'allgather' (allreduce-hd, allreduce-ring, allreduce-hybrid, nccl-ring)"},
         BadSim{"bad_leaves", "--leaves 2,x", "bad --leaves '2,x' (a comma-separated list of counts >= 1, e.g. 2,4,8)"},
         BadSim{"bad_size", "--size 3", "bad --size '3' (a multiple of 4 bytes, e.g. 64MiB)"},
         BadSim{"unknown_hash", "--hash md5", "unknown hash model 'md5' (crc32, linux-l4, linux-l3)"},
