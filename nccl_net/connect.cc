@@ -23,6 +23,8 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -194,6 +196,34 @@ struct Connecting {
   }
 };
 
+// The connects in progress in this process. connect() keeps its state in
+// the handle's last 8 bytes; a handle that did not come from this plugin's
+// listen (another plugin's, a corrupted copy) may hold anything there, so
+// the slot is followed only when it names one of these.
+class LiveConnects {
+ public:
+  void add(const Connecting* c) {
+    std::lock_guard lock(mu_);
+    live_.insert(c);
+  }
+  void remove(const Connecting* c) {
+    std::lock_guard lock(mu_);
+    live_.erase(c);
+  }
+  bool has(const Connecting* c) {
+    std::lock_guard lock(mu_);
+    return live_.count(c) > 0;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_set<const Connecting*> live_;
+};
+LiveConnects& live_connects() {
+  static LiveConnects l;
+  return l;
+}
+
 struct ListenComm::Accepting {
   int fd = -1;
   enum { kHello, kReply, kReady } stage = kHello;
@@ -274,6 +304,12 @@ ncclResult_t do_connect(int dev, int traffic_class, void* handle, void** send_co
   auto* state_slot = static_cast<std::uint8_t*>(handle) + kHandleStateOffset;
   Connecting* c = nullptr;
   std::memcpy(&c, state_slot, sizeof(c));
+  if (c != nullptr && !live_connects().has(c)) {
+    return net.fail("connect", invalid_argument(fmt::format("connection handle bytes {}..{} hold {:#x}, which no connect "
+                                                            "of this process left there (not a handle from listen?)",
+                                                            kHandleStateOffset, kHandleBytes - 1,
+                                                            reinterpret_cast<std::uintptr_t>(c))));
+  }
   if (c == nullptr) {
     NetDevice* d = net.device(dev);
     if (d == nullptr) return ncclInvalidArgument;
@@ -295,10 +331,12 @@ ncclResult_t do_connect(int dev, int traffic_class, void* handle, void** send_co
       return net.fail("connect", errno_status(fmt::format("TCP connect to {}:{}", ipv4_string(h->nic_ipv4), h->tcp_port)));
     }
     c = fresh.release();
+    live_connects().add(c);
     std::memcpy(state_slot, &c, sizeof(c));
   }
   auto r = c->advance();
   if (r && !*r) return ncclSuccess;  // not yet: NCCL calls again with this handle
+  live_connects().remove(c);
   delete c;
   c = nullptr;
   std::memcpy(state_slot, &c, sizeof(c));

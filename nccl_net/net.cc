@@ -2,7 +2,9 @@
 
 #include <infiniband/verbs.h>
 
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <cstdlib>
 #include <set>
 
@@ -45,6 +47,26 @@ int port_speed_mbps(const ibv_port_attr& a) {
   return lane * width;
 }
 
+// Whether the device takes dma-buf registrations, probed as NCCL's IB
+// transport does (ncclIbDmaBufSupport, src/transport/net_ib.cc): register
+// fd -1. A kernel or driver without the verb (rxe in Linux 6.1 has no
+// reg_user_mr_dmabuf, so uverbs leaves UVERBS_METHOD_REG_DMABUF_MR out)
+// fails with EOPNOTSUPP or EPROTONOSUPPORT; one with it fails on the fd
+// (EBADF). Nothing is registered either way. "" when it does.
+std::string dmabuf_refusal(ibv_pd* pd) {
+  errno = 0;
+  ibv_mr* mr = ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0);
+  const int err = errno;
+  if (mr != nullptr) {
+    ibv_dereg_mr(mr);
+    return "";
+  }
+  if (err == EOPNOTSUPP || err == EPROTONOSUPPORT) {
+    return fmt::format("ibv_reg_dmabuf_mr: {}", std::strerror(err));
+  }
+  return "";
+}
+
 std::string pci_path_of(const std::string& name) {
   char buf[PATH_MAX];
   std::string link = "/sys/class/infiniband/" + name + "/device";
@@ -70,6 +92,8 @@ Result<NetDevice> open_device(const std::string& name) {
   nd.max_qp = attr.max_qp;
   nd.speed_mbps = port_speed_mbps(pa);
   nd.pci_path = pci_path_of(name);
+  nd.dmabuf_refusal = dmabuf_refusal(nd.dev->pd());
+  nd.dmabuf = nd.dmabuf_refusal.empty();
   nd.ipv4 = ipv4_value(nd.dev->gid().ipv4());
   if (nd.ipv4 == 0) return failed_precondition(fmt::format("{}: its RoCE v2 GID maps no IPv4 address", name));
   return nd;
@@ -183,6 +207,10 @@ ncclResult_t Net::init(ncclDebugLogger_t log) {
   for (const auto& d : devices_) {
     info(fmt::format("{} ({}), {} QP(s) per connection, {}", d.dev->name(), ipv4_string(d.ipv4), settings_.qps,
                      plan_ ? "ports from " + settings_.plan_path : std::string("no plan: flow label 0")));
+    if (!d.dmabuf) {
+      info(fmt::format("{}: no dma-buf registration ({}): ptrSupport NCCL_PTR_HOST only, regMrDmaBuf fails",
+                       d.dev->name(), d.dmabuf_refusal));
+    }
   }
   ready_ = true;
   return ncclSuccess;

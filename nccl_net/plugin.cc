@@ -48,7 +48,7 @@ ncclResult_t fill_common(int dev, P* props) {
   props->name = const_cast<char*>(d->dev->name().c_str());
   props->pciPath = d->pci_path.empty() ? nullptr : const_cast<char*>(d->pci_path.c_str());
   props->guid = d->guid;
-  props->ptrSupport = NCCL_PTR_HOST;
+  props->ptrSupport = NCCL_PTR_HOST | (d->dmabuf ? NCCL_PTR_DMABUF : 0);
   props->regIsGlobal = 0;
   props->speed = d->speed_mbps;
   props->port = d->dev->port().port_num;
@@ -120,10 +120,8 @@ ncclResult_t accept(void* lc, void** rc, ncclNetDeviceHandle_v8_t** dc) {
 ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mh) {
   return guarded("regMr", [&] { return do_reg_mr(comm, data, size, type, mh); });
 }
-ncclResult_t reg_mr_dmabuf(void*, void*, size_t, int, uint64_t, int, void** mh) {
-  if (mh != nullptr) *mh = nullptr;
-  return Net::get().fail("regMrDmaBuf",
-                         failed_precondition("dma-buf registration is not offered (ptrSupport is NCCL_PTR_HOST)"));
+ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mh) {
+  return guarded("regMrDmaBuf", [&] { return do_reg_mr_dmabuf(comm, data, size, type, offset, fd, mh); });
 }
 ncclResult_t dereg_mr(void* comm, void* mh) {
   return guarded("deregMr", [&] { return do_dereg_mr(comm, mh); });

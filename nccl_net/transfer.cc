@@ -150,6 +150,31 @@ ncclResult_t do_reg_mr(void* comm, void* data, std::size_t size, int type, void*
   return ncclSuccess;
 }
 
+ncclResult_t do_reg_mr_dmabuf(void* comm, void* data, std::size_t size, int type, std::uint64_t offset, int fd,
+                              void** mhandle) {
+  Net& net = Net::get();
+  if (comm == nullptr || mhandle == nullptr) return net.fail("regMrDmaBuf", invalid_argument("NULL comm or handle"));
+  *mhandle = nullptr;
+  if (fd < 0 && type == NCCL_PTR_HOST) return do_reg_mr(comm, data, size, type, mhandle);
+  auto* c = static_cast<Comm*>(comm);
+  if (!c->dev->dmabuf) {
+    return net.fail("regMrDmaBuf", failed_precondition(fmt::format("{} takes no dma-buf registration ({}); ptrSupport "
+                                                                   "has no NCCL_PTR_DMABUF",
+                                                                   c->dev->dev->name(), c->dev->dmabuf_refusal)));
+  }
+  if (fd < 0) return net.fail("regMrDmaBuf", invalid_argument(fmt::format("dma-buf fd {}", fd)));
+  auto mh = std::make_unique<MemHandle>();
+  mh->mr = verbs::MrHandle(ibv_reg_dmabuf_mr(c->dev->dev->pd(), offset, size, reinterpret_cast<std::uintptr_t>(data),
+                                             fd, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                                     IBV_ACCESS_REMOTE_READ));
+  if (!mh->mr) {
+    return net.fail("regMrDmaBuf", verbs::verbs_errno_error(fmt::format("ibv_reg_dmabuf_mr(fd {}, offset {}, {} bytes)",
+                                                                        fd, offset, size)));
+  }
+  *mhandle = mh.release();
+  return ncclSuccess;
+}
+
 ncclResult_t do_dereg_mr(void*, void* mhandle) {
   auto* mh = static_cast<MemHandle*>(mhandle);
   if (mh == nullptr) return ncclSuccess;

@@ -21,6 +21,8 @@ core=(
   # verbs transport + the soft-RoCE VM that the rdma tests boot (scripts/rxe-vm.sh)
   libibverbs-dev ibverbs-providers rdma-core
   qemu-system-x86 busybox-static kmod tcpdump
+  # ib_write_bw, the reference of the NCCL net plugin's bandwidth (bench/nccl_net_vs_ib_write_bw.sh)
+  perftest
   # the dpdk probe backend and its netns tests (22.7 MB download, 144 MB, ~4 min on 2 busy cores)
   libdpdk-dev
   # the torch.distributed backend (torch/) and its tests: Debian's PyTorch 1.13 (CPU) for

@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "plugin_driver.h"
+#include "weft/nccl_net/driver.h"
 
 namespace weft::nccl_net::testing {
 namespace {

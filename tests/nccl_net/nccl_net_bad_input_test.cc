@@ -1,21 +1,26 @@
-// Bad input to the plugin, and plan entries it cannot apply: an
-// ncclResult_t and a log line (and a counter), never a crash, never a
-// silent fallback. Each case runs in a forked process: the plugin's state
+// Bad input to the plugin, plan entries it cannot apply, and dma-buf
+// registration: an ncclResult_t and a log line (and a counter), never a
+// crash, never a silent fallback. Each case runs in a forked process: the plugin's state
 // is per process, as in an NCCL rank.
 #include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 
 #include <fmt/format.h>
 
 #include "../verbs/verbs_env.h"
 #include "children.h"
-#include "plugin_driver.h"
+#include "weft/nccl_net/driver.h"
 #include "weft/routing/plan.h"
+#include "weft/verbs/device.h"
 
 namespace weft::nccl_net::testing {
 namespace {
@@ -63,41 +68,185 @@ std::string save_one_flow_plan(const std::string& src_addr, const std::string& d
   return routing::save_plan(plan, path).is_ok() ? path : "";
 }
 
+// One bad call's trace: its result, exactly one new log line (the whole
+// line, as NCCL's logger would print it), and the error counter one higher.
+class Trace {
+ public:
+  explicit Trace(const Driver& d) : d_(d) { sync(); }
+  // Forget what came before (init's informational lines).
+  void sync() {
+    lines_ = log_lines().size();
+    errors_ = d_.counters().errors;
+  }
+  std::string check(const std::string& call, ncclResult_t got, ncclResult_t want, const std::string& line) {
+    std::string err;
+    if (got != want) {
+      err = fmt::format("{} returned {}, expected {}", call, static_cast<int>(got), static_cast<int>(want));
+    } else if (log_lines().size() != lines_ + 1) {
+      err = fmt::format("{} logged {} lines, expected 1", call, log_lines().size() - lines_);
+    } else if (log_lines().back() != line) {
+      err = fmt::format("{} logged '{}', expected '{}'", call, log_lines().back(), line);
+    } else if (d_.counters().errors != errors_ + 1) {
+      err = fmt::format("{} moved the error counter from {} to {}", call, errors_, d_.counters().errors);
+    }
+    sync();
+    return err;
+  }
+
+ private:
+  const Driver& d_;
+  std::size_t lines_ = 0;
+  std::uint64_t errors_ = 0;
+};
+
+#define BAD_CHECK(expr)                          \
+  do {                                           \
+    if (std::string e = (expr); !e.empty()) return e; \
+  } while (0)
+
+// A plan for other hosts, device indices out of range, malformed handles:
+// each an ncclResult_t, one log line and one count.
 std::string bad_input(const VerbsEnv& env, int version) {
   setenv("WEFT_NCCL_DEVICES", env.dev_a.c_str(), 1);
+  const std::string ip = ip_of(env.dev_a);
   // A plan whose flows all leave other hosts.
   const std::string plan_path = save_one_flow_plan("192.0.2.1", "192.0.2.2", 50000, "other");
   if (plan_path.empty()) return "save_plan";
   setenv("WEFT_PLAN", plan_path.c_str(), 1);
   auto d = Driver::load(version);
   if (!d) return d.status().message();
+  Trace t(*d);
   ncclResult_t r = d->init(collect_log);
   unlink(plan_path.c_str());
-  if (r != ncclInvalidArgument) return fmt::format("init with another host's plan returned {}", static_cast<int>(r));
-  if (said("lists no flow from this host's NICs") == 0) return "no log line for the foreign plan";
+  BAD_CHECK(t.check("init(plan for other hosts)", r, ncclInvalidArgument,
+                    fmt::format("NET/weft: init: WEFT_PLAN {} lists no flow from this host's NICs ({}): a plan for "
+                                "other hosts?",
+                                plan_path, ip)));
   unsetenv("WEFT_PLAN");
   if (d->init(collect_log) != ncclSuccess) return "init without plan";
+  t.sync();
+
+  // Device indices out of range (one device: 0..0).
   Props p;
-  if (d->properties(1, &p) != ncclInvalidArgument) return "getProperties(1) with one device";
-  if (said("device index 1 out of range (0..0)") == 0) return "no log line for device 1";
+  BAD_CHECK(t.check("getProperties(1)", d->properties(1, &p), ncclInvalidArgument,
+                    "NET/weft: device index 1 out of range (0..0)"));
   std::uint8_t handle[NCCL_NET_HANDLE_MAXSIZE] = {};
   void* lc = nullptr;
-  if (d->listen(-1, handle, &lc) != ncclInvalidArgument || lc != nullptr) return "listen(-1)";
+  BAD_CHECK(t.check("listen(-1)", d->listen(-1, handle, &lc), ncclInvalidArgument,
+                    "NET/weft: device index -1 out of range (0..0)"));
+  if (lc != nullptr) return "listen(-1) returned a comm";
   if (d->listen(0, handle, &lc) != ncclSuccess) return "listen(0)";
-  std::uint8_t garbage[NCCL_NET_HANDLE_MAXSIZE];
-  for (std::size_t i = 0; i < sizeof(garbage); ++i) garbage[i] = static_cast<std::uint8_t>(i * 37 + 1);
-  std::memset(garbage + 120, 0, 8);  // the connector's own state slot starts empty, as NCCL's copy does
+  t.sync();
   void* sc = nullptr;
-  if (d->connect(0, garbage, &sc) != ncclInvalidArgument || sc != nullptr) return "connect(garbage)";
-  if (said("not weft's") == 0) return "no log line for the garbage handle";
-  std::uint8_t stray[NCCL_NET_HANDLE_MAXSIZE];
-  std::memcpy(stray, handle, sizeof(stray));
-  stray[100] = 1;
-  if (d->connect(0, stray, &sc) != ncclInvalidArgument || sc != nullptr) return "connect(stray byte)";
-  if (d->connect(3, handle, &sc) != ncclInvalidArgument) return "connect(device 3)";
+  BAD_CHECK(t.check("connect(3)", d->connect(3, handle, &sc), ncclInvalidArgument,
+                    "NET/weft: device index 3 out of range (0..0)"));
+
+  // Malformed handles, each a copy of the good one with one thing wrong.
+  struct Malformed {
+    const char* what;
+    std::size_t at;
+    std::vector<std::uint8_t> bytes;
+    std::string line;
+  };
+  const std::vector<Malformed> malformed = {
+      {"another plugin's magic", 0, {0x4E, 0x43, 0x43, 0x4C},
+       "NET/weft: connect: connection handle has magic 0x4e43434c, not weft's 0x57464e43 (another plugin's handle?)"},
+      {"another wire version", 4, {0x00, 0x63}, "NET/weft: connect: connection handle version 99, this plugin speaks 1"},
+      {"port 0", 6, {0x00, 0x00}, "NET/weft: connect: connection handle names no address or port"},
+      {"a reserved byte set", 100, {0x01}, "NET/weft: connect: connection handle byte 100 is 0x01, must be 0"},
+      {"garbage in the connect state", 120, {0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41},
+       "NET/weft: connect: connection handle bytes 120..127 hold 0x4141414141414141, which no connect of this "
+       "process left there (not a handle from listen?)"},
+  };
+  for (const Malformed& m : malformed) {
+    std::uint8_t bad[NCCL_NET_HANDLE_MAXSIZE];
+    std::memcpy(bad, handle, sizeof(bad));
+    std::memcpy(bad + m.at, m.bytes.data(), m.bytes.size());
+    BAD_CHECK(t.check(fmt::format("connect({})", m.what), d->connect(0, bad, &sc), ncclInvalidArgument, m.line));
+    if (sc != nullptr) return fmt::format("connect({}) returned a comm", m.what);
+  }
   if (d->close_listen(lc) != ncclSuccess) return "closeListen";
-  if (d->counters().errors < 5) return fmt::format("error counter {}", d->counters().errors);
   return "";
+}
+
+// Connects the process to its own listener on its one device.
+std::string connect_self(Driver& d, void** lc, void** sc, void** rc) {
+  std::uint8_t handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  if (d.listen(0, handle, lc) != ncclSuccess) return "listen";
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((*sc == nullptr || *rc == nullptr) && std::chrono::steady_clock::now() < end) {
+    if (*sc == nullptr && d.connect(0, handle, sc) != ncclSuccess) return "connect";
+    if (*rc == nullptr && d.accept(*lc, rc) != ncclSuccess) return "accept";
+  }
+  return *sc != nullptr && *rc != nullptr ? "" : "connect/accept never completed";
+}
+
+// Why `device` takes no dma-buf registration, asked of verbs directly with
+// the probe NCCL's IB transport makes (register fd -1: EOPNOTSUPP or
+// EPROTONOSUPPORT without the verb, EBADF with it); "" when it takes them.
+std::string dmabuf_refusal_of(const std::string& device) {
+  verbs::DeviceConfig cfg;
+  cfg.name = device;
+  auto dev = verbs::Device::open(cfg);
+  if (!dev) return "cannot open " + device;
+  errno = 0;
+  ibv_mr* mr = ibv_reg_dmabuf_mr(dev->pd(), 0, 0, 0, -1, 0);
+  const int err = errno;
+  if (mr != nullptr) ibv_dereg_mr(mr);
+  if (mr == nullptr && (err == EOPNOTSUPP || err == EPROTONOSUPPORT)) {
+    return fmt::format("ibv_reg_dmabuf_mr: {}", std::strerror(err));
+  }
+  return "";
+}
+
+// dma-buf: advertised (NCCL_PTR_DMABUF) and registered only where the device
+// takes it; elsewhere one log line at init and regMrDmaBuf an error. Either
+// way fd -1 with NCCL_PTR_HOST registers host memory, as NCCL's IB transport does.
+std::string dmabuf(const VerbsEnv& env, int version) {
+  setenv("WEFT_NCCL_DEVICES", env.dev_a.c_str(), 1);
+  setenv("WEFT_NCCL_QPS", "1", 1);
+  unsetenv("WEFT_PLAN");
+  const std::string refusal = dmabuf_refusal_of(env.dev_a);
+  auto d = Driver::load(version);
+  if (!d) return d.status().message();
+  if (d->init(collect_log) != ncclSuccess) return "init";
+  const std::string init_line = fmt::format(
+      "NET/weft: {}: no dma-buf registration ({}): ptrSupport NCCL_PTR_HOST only, regMrDmaBuf fails", env.dev_a, refusal);
+  if (said(init_line) != (refusal.empty() ? 0 : 1)) return fmt::format("{} lines '{}'", said(init_line), init_line);
+  Props p;
+  if (d->properties(0, &p) != ncclSuccess) return "getProperties";
+  const int want = NCCL_PTR_HOST | (refusal.empty() ? NCCL_PTR_DMABUF : 0);
+  if (p.ptr_support != want) return fmt::format("ptrSupport {:#x}, expected {:#x} ({})", p.ptr_support, want, refusal);
+  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+  BAD_CHECK(connect_self(*d, &lc, &sc, &rc));
+  std::vector<std::uint8_t> buf(8192);
+  const int fd = memfd_create("weft-not-a-dma-buf", MFD_CLOEXEC);  // an fd, but no dma-buf
+  if (fd < 0 || ftruncate(fd, 8192) != 0) return "memfd";
+  Trace t(*d);
+  void* mh = nullptr;
+  ncclResult_t r = d->reg_mr_dmabuf(sc, buf.data(), buf.size(), NCCL_PTR_DMABUF, 0, fd, &mh);
+  if (!refusal.empty()) {
+    BAD_CHECK(t.check("regMrDmaBuf", r, ncclInvalidUsage,
+                      fmt::format("NET/weft: regMrDmaBuf: {} takes no dma-buf registration ({}); ptrSupport has no "
+                                  "NCCL_PTR_DMABUF",
+                                  env.dev_a, refusal)));
+  } else {
+    // The device takes dma-bufs and the kernel refuses this fd.
+    const std::string prefix = fmt::format("NET/weft: regMrDmaBuf: ibv_reg_dmabuf_mr(fd {}, offset 0, 8192 bytes)", fd);
+    if (r != ncclSystemError || log_lines().back().rfind(prefix, 0) != 0) {
+      return fmt::format("regMrDmaBuf of a memfd returned {}, logged '{}'", static_cast<int>(r), log_lines().back());
+    }
+  }
+  close(fd);
+  if (mh != nullptr) return "regMrDmaBuf returned a handle";
+  if (d->reg_mr_dmabuf(sc, buf.data(), buf.size(), NCCL_PTR_HOST, 0, -1, &mh) != ncclSuccess || mh == nullptr) {
+    return "regMrDmaBuf(NCCL_PTR_HOST, fd -1)";
+  }
+  if (d->dereg_mr(sc, mh) != ncclSuccess) return "deregMr";
+  d->close_send(sc);
+  d->close_recv(rc);
+  d->close_listen(lc);
+  return d->finalize() == ncclSuccess ? "" : "finalize";
 }
 
 // A plan whose entry for QP 0 cannot be applied (49152 needs flow label 0,
@@ -116,15 +265,8 @@ std::string unapplicable_entries(const VerbsEnv& env) {
   ncclResult_t r = d->init(collect_log);
   unlink(plan_path.c_str());
   if (r != ncclSuccess) return "init";
-  std::uint8_t handle[NCCL_NET_HANDLE_MAXSIZE] = {};
   void *lc = nullptr, *sc = nullptr, *rc = nullptr;
-  if (d->listen(0, handle, &lc) != ncclSuccess) return "listen";
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while ((sc == nullptr || rc == nullptr) && std::chrono::steady_clock::now() < end) {
-    if (sc == nullptr && d->connect(0, handle, &sc) != ncclSuccess) return "connect";
-    if (rc == nullptr && d->accept(lc, &rc) != ncclSuccess) return "accept";
-  }
-  if (sc == nullptr || rc == nullptr) return "connect/accept never completed";
+  BAD_CHECK(connect_self(*d, &lc, &sc, &rc));
   weft_nccl_net_counters_t c = d->counters();
   if (c.planned != 0 || c.unapplicable != 1 || c.unplanned != 1) {
     return fmt::format("counters planned {} unapplicable {} unplanned {}", c.planned, c.unapplicable, c.unplanned);
@@ -140,6 +282,7 @@ std::string unapplicable_entries(const VerbsEnv& env) {
   void* data = rx.data();
   std::size_t size = rx.size();
   int tag = 1, sdone = 0, rdone = 0, got = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   if (d->irecv(rc, 1, &data, &size, &tag, &mr, &rreq) != ncclSuccess || rreq == nullptr) return "irecv";
   while ((!sdone || !rdone) && std::chrono::steady_clock::now() < end) {
     if (sreq == nullptr) {
@@ -158,27 +301,38 @@ std::string unapplicable_entries(const VerbsEnv& env) {
   return d->finalize() == ncclSuccess ? "" : "finalize";
 }
 
-TEST(PlanEntries, ThatCannotBeAppliedAreALogLineAndACounterEach) {
-  WEFT_REQUIRE_VERBS_ENV(env);
+// Runs `body` in a forked process (the plugin's state is per process, as in
+// an NCCL rank); its exit code, 0 when `body` found nothing wrong.
+int in_child(const std::function<std::string()>& body) {
   Children kids = fork_children(1, [&](int, std::uint16_t) {
-    std::string err = unapplicable_entries(env);
+    std::string err = body();
     if (!err.empty()) std::fprintf(stderr, "%s\n", err.c_str());
     return err.empty() ? 0 : 1;
   });
-  EXPECT_EQ(release_and_wait(kids, 1, std::chrono::seconds(60))[0], 0);
+  return release_and_wait(kids, 1, std::chrono::seconds(60))[0];
+}
+
+TEST(PlanEntries, ThatCannotBeAppliedAreALogLineAndACounterEach) {
+  WEFT_REQUIRE_VERBS_ENV(env);
+  EXPECT_EQ(in_child([&] { return unapplicable_entries(env); }), 0);
 }
 
 class BadInput : public ::testing::TestWithParam<int> {};
 
 TEST_P(BadInput, IsAnErrorCodeAndALogLineNeverACrash) {
   WEFT_REQUIRE_VERBS_ENV(env);
-  Children kids = fork_children(1, [&](int, std::uint16_t) {
-    std::string err = bad_input(env, GetParam());
-    if (!err.empty()) std::fprintf(stderr, "%s\n", err.c_str());
-    return err.empty() ? 0 : 1;
-  });
-  EXPECT_EQ(release_and_wait(kids, 1, std::chrono::seconds(60))[0], 0);
+  EXPECT_EQ(in_child([&] { return bad_input(env, GetParam()); }), 0);
 }
+
+class DmaBuf : public ::testing::TestWithParam<int> {};
+
+TEST_P(DmaBuf, IsAdvertisedAndRegisteredOnlyWhereTheDeviceTakesIt) {
+  WEFT_REQUIRE_VERBS_ENV(env);
+  EXPECT_EQ(in_child([&] { return dmabuf(env, GetParam()); }), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(V, DmaBuf, ::testing::Values(8, 11),
+                         [](const auto& p) { return "v" + std::to_string(p.param); });
 
 INSTANTIATE_TEST_SUITE_P(V, BadInput, ::testing::Values(8, 11),
                          [](const auto& p) { return "v" + std::to_string(p.param); });

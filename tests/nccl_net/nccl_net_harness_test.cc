@@ -16,7 +16,7 @@
 #include "../verbs/roce_capture.h"
 #include "../verbs/verbs_env.h"
 #include "children.h"
-#include "plugin_driver.h"
+#include "weft/nccl_net/driver.h"
 #include "ring_rank.h"
 #include "weft/collectives/store.h"
 #include "weft/routing/plan.h"

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "../verbs/verbs_env.h"
-#include "plugin_driver.h"
+#include "weft/nccl_net/driver.h"
 #include "weft/collectives/store.h"
 
 namespace weft::nccl_net::testing {

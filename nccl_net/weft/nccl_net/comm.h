@@ -110,6 +110,11 @@ ncclResult_t do_accept(void* listen_comm, void** recv_comm);
 ncclResult_t do_close_listen(void* listen_comm);
 ncclResult_t do_close(void* comm);
 ncclResult_t do_reg_mr(void* comm, void* data, std::size_t size, int type, void** mhandle);
+// A dma-buf (fd, offset) at NCCL's address `data`, on a device that takes
+// them; fd -1 with NCCL_PTR_HOST is plain host memory (do_reg_mr), as in
+// NCCL's IB transport.
+ncclResult_t do_reg_mr_dmabuf(void* comm, void* data, std::size_t size, int type, std::uint64_t offset, int fd,
+                              void** mhandle);
 ncclResult_t do_dereg_mr(void* comm, void* mhandle);
 ncclResult_t do_isend(void* send_comm, void* data, std::size_t size, int tag, void* mhandle, void** request);
 ncclResult_t do_irecv(void* recv_comm, int n, void** data, const std::size_t* sizes, const int* tags, void** mhandles,

@@ -42,6 +42,10 @@ struct NetDevice {
   int speed_mbps = 0;
   int max_qp = 0;
   std::uint32_t ipv4 = 0;  // of the chosen GID, host order
+  // The device takes dma-buf registrations (ibv_reg_dmabuf_mr(3)): probed
+  // once at init; ptrSupport has NCCL_PTR_DMABUF only then.
+  bool dmabuf = false;
+  std::string dmabuf_refusal;  // why not, when it does not
 };
 
 struct Counters {

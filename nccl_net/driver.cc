@@ -1,4 +1,4 @@
-#include "plugin_driver.h"
+#include "weft/nccl_net/driver.h"
 
 #include <dlfcn.h>
 
@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-namespace weft::nccl_net::testing {
+namespace weft::nccl_net {
 namespace {
 
 template <typename T>
@@ -116,6 +116,10 @@ ncclResult_t Driver::accept(void* lc, void** rc) {
 ncclResult_t Driver::reg_mr(void* comm, void* data, std::size_t size, int type, void** mh) {
   WEFT_SAME(t.regMr(comm, data, size, type, mh))
 }
+ncclResult_t Driver::reg_mr_dmabuf(void* comm, void* data, std::size_t size, int type, std::uint64_t offset, int fd,
+                                   void** mh) {
+  WEFT_SAME(t.regMrDmaBuf(comm, data, size, type, offset, fd, mh))
+}
 ncclResult_t Driver::dereg_mr(void* comm, void* mh) { WEFT_SAME(t.deregMr(comm, mh)) }
 
 ncclResult_t Driver::isend(void* sc, void* data, std::size_t size, int tag, void* mh, void** req) {
@@ -150,4 +154,4 @@ weft_nccl_net_counters_t Driver::counters() const {
   return c;
 }
 
-}  // namespace weft::nccl_net::testing
+}  // namespace weft::nccl_net

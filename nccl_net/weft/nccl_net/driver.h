@@ -1,8 +1,9 @@
 // Drives libnccl-net-weft.so through one of its exported tables, as NCCL
 // does: dlopen the library, dlsym ncclNetPlugin_vN, and call through the
 // table. The calls are given one shape here (v9's sizes, no profiler
-// handles) and adapted to each version's signatures, so a test is written
-// once and runs against v8, v9, v10 and v11.
+// handles) and adapted to each version's signatures, so a test or a
+// benchmark (bench/nccl_net_bw.cc) is written once and runs against v8, v9,
+// v10 and v11.
 #pragma once
 
 #include <cstddef>
@@ -14,9 +15,9 @@
 #include "weft/nccl_net/abi.h"
 #include "weft/nccl_net/counters.h"
 
-namespace weft::nccl_net::testing {
+namespace weft::nccl_net {
 
-// The plugin this build made (a compile definition of the test).
+// The plugin this build made (a compile definition of weft_nccl_net_driver).
 const char* plugin_path();
 
 struct Props {
@@ -43,6 +44,8 @@ class Driver {
   ncclResult_t connect(int dev, void* handle, void** sc);
   ncclResult_t accept(void* lc, void** rc);
   ncclResult_t reg_mr(void* comm, void* data, std::size_t size, int type, void** mh);
+  ncclResult_t reg_mr_dmabuf(void* comm, void* data, std::size_t size, int type, std::uint64_t offset, int fd,
+                             void** mh);
   ncclResult_t dereg_mr(void* comm, void* mh);
   ncclResult_t isend(void* sc, void* data, std::size_t size, int tag, void* mh, void** req);
   ncclResult_t irecv(void* rc, int n, void** data, std::size_t* sizes, int* tags, void** mhs, void** req);
@@ -63,4 +66,4 @@ class Driver {
   weft_nccl_net_counters_fn counters_ = nullptr;
 };
 
-}  // namespace weft::nccl_net::testing
+}  // namespace weft::nccl_net
