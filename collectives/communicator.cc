@@ -58,6 +58,14 @@ Status CommConfig::validate() const {
       return invalid_argument(fmt::format("communicator: the route plan is for {} ranks, the communicator has {}",
                                           plan->ranks, size));
     }
+    // An nccl-ring plan (several QP flows per pair, keyed by connection and
+    // QP) is the NCCL net plugin's, not one this library's algorithms run.
+    if (plan->collective != routing::collective_name(routing::Collective::kAllreduceHd) &&
+        plan->collective != routing::collective_name(routing::Collective::kAllreduceRing)) {
+      return invalid_argument(fmt::format("communicator: the route plan is for '{}'; the library runs plans of "
+                                          "allreduce-hd or allreduce-ring",
+                                          plan->collective));
+    }
     if (tcp.connections_per_peer != 1) {
       return invalid_argument("communicator: a route plan names one TCP connection per direction; "
                               "connections_per_peer must be 1 with a plan");

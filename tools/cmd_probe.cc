@@ -29,7 +29,7 @@ struct ProbeArgs {
 // The directed pairs of a collective over the hosts in file order (rank i = host i).
 Result<std::vector<std::pair<int, int>>> schedule_pairs(const std::string& name, int hosts) {
   auto coll = routing::parse_collective(name);
-  if (!coll) return invalid_argument(fmt::format("unknown --targeted '{}' (allreduce-hd, allreduce-ring)", name));
+  if (!coll) return invalid_argument(fmt::format("unknown --targeted '{}' (allreduce-hd, allreduce-ring, nccl-ring)", name));
   WEFT_ASSIGN_OR_RETURN(routing::Schedule s, routing::build_schedule(*coll, hosts, static_cast<uint64_t>(hosts), 4));
   std::set<std::pair<int, int>> pairs;
   for (const auto& step : s.steps)
@@ -100,7 +100,7 @@ void register_probe(CLI::App& app, Registry& reg) {
   cmd->add_option("--port-window", a.cfg.port_window, "Source ports probed (and reported) at a time")
       ->capture_default_str();
   cmd->add_option("--probe-dscp", a.probe_dscp, "X: the DSCP probes leave with")->capture_default_str();
-  cmd->add_option("--targeted", a.targeted, "Only the pairs of a collective (allreduce-hd, allreduce-ring)");
+  cmd->add_option("--targeted", a.targeted, "Only the pairs of a collective (allreduce-hd, allreduce-ring, nccl-ring)");
   cmd->add_option("--spines", a.spines, "Targeted: stop a pair once this many spines have enough ports");
   cmd->add_option("--ports-per-spine", a.cfg.ports_per_spine,
                   "Targeted: answered ports a pair needs on each spine (0 = as many as its host has pairs: "

@@ -78,6 +78,12 @@ TEST(Config, InvalidValuesAreRejectedWithAMessage) {
   c.transport = "carrier-pigeon";
   c.size = 1;
   EXPECT_NE(Communicator::create(c, store).status().message().find("unknown transport 'carrier-pigeon'"), std::string::npos);
+  c.transport = "loopback";
+  c.plan = routing::RoutePlan{};
+  c.plan->ranks = 1;
+  c.plan->collective = "nccl-ring";  // the NCCL plugin's: several QP flows per pair
+  EXPECT_EQ(Communicator::create(c, store).status().message(),
+            "communicator: the route plan is for 'nccl-ring'; the library runs plans of allreduce-hd or allreduce-ring");
 }
 
 TEST(LaunchEnv, TorchrunVariablesGiveRankSizeAndStore) {
