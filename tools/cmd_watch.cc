@@ -154,7 +154,7 @@ int run_watch(WatchArgs& a) {
           if (!epoch) {
             fmt::print(stderr, "weft watch: the full plan was not published: {}\n", epoch.status().message());
           } else {
-            fmt::print("published epoch {} (the full plan)\n", *epoch);
+            fmt::print("published epoch {} (the full plan) published_us={}\n", *epoch, us(probe::realtime_ns()));
           }
         }
         break;
