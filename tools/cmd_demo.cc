@@ -166,7 +166,7 @@ Status run_timeline(demo::DemoSession& s, const DemoConfig& cfg, const std::stri
     WEFT_RETURN_IF_ERROR(emit(cfg.svg, demo::timeline_svg(cfg, runs)));
     fmt::print("wrote {} (busbw per call over time)\n", cfg.svg);
   }
-  if (!cfg.json.empty()) WEFT_RETURN_IF_ERROR(emit(cfg.json, demo::timeline_json(cfg, runs)));
+  if (!cfg.json.empty()) WEFT_RETURN_IF_ERROR(emit(cfg.json, demo::timeline_json(cfg, runs, demo::live_json(figures))));
   return Status::ok();
 }
 

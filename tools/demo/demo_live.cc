@@ -140,4 +140,12 @@ std::string live_summary(const DemoConfig& cfg, const LiveFigures& f) {
   return out;
 }
 
+nlohmann::json live_json(const LiveFigures& f) {
+  return {{"live",
+           {{"localised_s", f.localised_s}, {"published_s", f.published_s}, {"adopted_s", f.adopted_s},
+            {"back_published_s", f.back_published_s}, {"back_adopted_s", f.back_adopted_s},
+            {"busbw_switched_mbit", mbit(f.busbw_switched)}, {"busbw_back_mbit", mbit(f.busbw_back)},
+            {"ideal_failed_mbit", mbit(f.ideal_failed)}, {"ideal_intact_mbit", mbit(f.ideal_intact)}}}};
+}
+
 }  // namespace weft::cli::demo

@@ -53,5 +53,7 @@ Result<LiveFigures> live_figures(const DemoConfig& cfg, const TimelineRun& run, 
                                  const ranking::RankOrder& order, const std::string& db_path, const std::string& dir);
 
 std::string live_summary(const DemoConfig& cfg, const LiveFigures& f);
+// {"live": {...}}: the figures, -1 for what did not happen, busbw in Mbit/s.
+nlohmann::json live_json(const LiveFigures& f);
 
 }  // namespace weft::cli::demo
