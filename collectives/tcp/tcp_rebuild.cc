@@ -30,6 +30,18 @@
 #include "tcp/tcp_internal.h"
 
 namespace weft::coll::tcp {
+namespace {
+// An abortive close (SO_LINGER 0, socket(7)): a reset, nothing drained, and
+// no TIME_WAIT (RFC 793 section 3.5) on either end, so that a later epoch
+// may bind the same source port towards the same peer at once (back to the
+// first plan once the link is mended).
+void reset(Fd& fd) {
+  if (!fd) return;
+  const linger l{1, 0};
+  (void)::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  fd = Fd();
+}
+}  // namespace
 
 void TcpTransport::set_switch_probe(std::chrono::milliseconds after, std::chrono::milliseconds grace,
                                     std::function<uint64_t()> probe) {
@@ -88,10 +100,13 @@ Status TcpTransport::rebuild(const std::vector<PeerRoute>& routes, uint32_t gene
     const bool had = pair->ready;
     for (OutConn& o : pair->out) {
       if (o.events != 0) ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, o.fd.get(), nullptr);
+      reset(o.fd);
       o = OutConn{};  // closes it: what is queued or half sent belongs to the abandoned call
     }
     for (InConn& i : pair->in) {
       if (i.events != 0) ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, i.fd.get(), nullptr);
+      reset(i.fd);
+      reset(i.next);
       i = InConn{};
     }
     pair->sends = internal::Completion{};
@@ -99,6 +114,7 @@ Status TcpTransport::rebuild(const std::vector<PeerRoute>& routes, uint32_t gene
     pair->ready = false;
     if (had) again.push_back(pair->peer());
   }
+  for (Fd& fd : retired_) reset(fd);
   retired_.clear();
   cfg_.routes = routes;
   generation_ = generation;
