@@ -92,11 +92,11 @@ Status Communicator::Impl::agree_on_epoch() {
   const auto named = [&](const Status& s) {
     return s.with_context(fmt::format("agreeing on the plan epoch before call {}", call));
   };
-  const uint64_t running = e.epoch;
+  // A switch inside the agreement (in_call_switch.cc) runs it again on a
+  // newer epoch, every rank with the result of that run (a rank that was
+  // behind joins it with the epoch it now runs): the decisions below
+  // compare with the epoch run after it, the same on every rank.
   if (Status s = agree(v); !s) return named(s);
-  // A switch inside the agreement (in_call_switch.cc) ran it again on a
-  // newer epoch, on every rank: that epoch is adopted already.
-  if (e.epoch != running) return Status::ok();
   e.countdown = static_cast<uint64_t>(-v[2]);
   e.since = 0;
   e.last = Clock::now();
@@ -125,7 +125,6 @@ Status Communicator::Impl::agree_on_epoch() {
     Status s = agree(again);
     if (in_call) in_call->quiet = false;
     if (!s) return named(s);
-    if (e.epoch != running) return Status::ok();
     if (-again[1] != again[0]) {
       if (first) {
         spdlog::info("weft: rank {}: the ranks hold plan epochs {} to {} before call {}; they agree again at later calls",
@@ -134,6 +133,7 @@ Status Communicator::Impl::agree_on_epoch() {
       return Status::ok();
     }
     newest = again[0];
+    if (newest <= static_cast<int64_t>(e.epoch)) return Status::ok();  // adopted inside the agreement
   }
   // Every rank holds `newest`, read from its file and checked there.
   if (!e.file.held()) return internal_error(fmt::format("rank {}: plan epoch {} agreed on is not held", cfg.rank, newest));

@@ -270,6 +270,8 @@ Status TcpTransport::make_ready(TcpPair& pair) {
     if (!pair.in[c].stage) {
       WEFT_RETURN_IF_ERROR(set_nonblocking(pair.in[c].fd.get()));
       pair.in[c].stage = std::make_unique<char[]>(kStageBytes);
+      const auto& silent = cfg_.tcp.test_silent_sports;
+      pair.in[c].silent = !silent.empty() && std::find(silent.begin(), silent.end(), remote_port(pair.in[c].fd.get())) != silent.end();
       watch_in(pair, c, EPOLLIN | EPOLLRDHUP);
     }
   }

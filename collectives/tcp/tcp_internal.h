@@ -107,6 +107,7 @@ struct InConn {
   // Staged bytes [lo, hi) of stage.
   std::unique_ptr<char[]> stage;
   size_t lo = 0, hi = 0;
+  bool silent = false;  // TcpOptions::test_silent_sports: never read
   // The peer's connection that replaces this one after a new plan epoch
   // (tcp_reroute.cc), when it arrived before this rank switched.
   Fd next;

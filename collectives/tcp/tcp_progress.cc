@@ -323,6 +323,11 @@ ssize_t TcpTransport::read_header_and_payload(InConn& conn, size_t* want) {
 
 void TcpTransport::progress_in(TcpPair& p, size_t c) {
   InConn& conn = p.in[c];
+  if (conn.silent) [[unlikely]] {  // TcpOptions::test_silent_sports: left in the kernel, unwatched
+    conn.stalled = true;
+    watch_in(p, c, EPOLLRDHUP);
+    return;
+  }
   while (!conn.closed && !conn.stalled && !conn.eof) {
     const Staged st = consume_staged(p, conn);
     if (st == Staged::kFailed) return;

@@ -21,19 +21,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct Dir {
-  std::string path;
-  Dir() {
-    char tmpl[] = "/tmp/weft-incall-XXXXXX";
-    if (::mkdtemp(tmpl)) path = tmpl;
-  }
-  ~Dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string file(int rank) const { return fmt::format("{}/rank{}.json", path, rank); }
-};
-
 // A value per rank, call and element whose sum over ranks is exact in i32.
 int32_t value(int rank, uint64_t call, size_t j) { return rank * 131 + static_cast<int32_t>(call * 7 + j % 97); }
 int32_t sum(int n, uint64_t call, size_t j) { return 131 * n * (n - 1) / 2 + n * static_cast<int32_t>(call * 7 + j % 97); }
@@ -43,7 +30,20 @@ int32_t sum(int n, uint64_t call, size_t j) { return 131 * n * (n - 1) / 2 + n *
 // watcher publishes epoch 2 (plan A again), rank 1's file `lag` after the
 // others': every rank must abandon the stalled call, and every rank run
 // epoch 2 within 2 s of the stall, each call exact.
-void stall_then_switch(int n, std::chrono::milliseconds lag, bool out_of_place) {
+struct Stall {
+  std::chrono::milliseconds lag{0};
+  bool out_of_place = false;
+  Algorithm algorithm = Algorithm::kHalvingDoubling;  // every fifth call butterfly
+  // The flow whose data is dropped under plan B, and the rank that drops
+  // it: its sender (never written) or its receiver (never read: the sender
+  // may finish its call and start the next one).
+  int from = 0, to = 1;
+  bool at_receiver = false;
+};
+
+void stall_then_switch(int n, const Stall& st) {
+  const std::chrono::milliseconds lag = st.lag;
+  const bool out_of_place = st.out_of_place;
   const size_t nn = static_cast<size_t>(n);
   const std::vector<uint16_t> ports = free_ports(nn + 2 * nn * nn);
   if (ports.size() < nn + 2 * nn * nn) GTEST_SKIP() << "not enough free TCP ports on 127.0.0.1";
@@ -52,10 +52,11 @@ void stall_then_switch(int n, std::chrono::milliseconds lag, bool out_of_place) 
   const std::vector<uint16_t> sports_b(ports.begin() + n + n * n, ports.end());
   const routing::RoutePlan plan_a = tcp_plan(n, "allreduce-hd", dports, sports_a);
   const routing::RoutePlan plan_b = tcp_plan(n, "allreduce-hd", dports, sports_b);
-  const uint16_t cut = sports_b[1];  // flow 0 -> 1 under plan B
-  Dir dir;
+  const uint16_t cut = sports_b[static_cast<size_t>(st.from * n + st.to)];
+  EpochDir dir;
   std::mutex mu;
   std::vector<Clock::time_point> at_one(nn), at_two(nn);
+  std::vector<uint64_t> call_two(nn);
   std::atomic<int> on_one{0}, on_two{0};
   std::atomic<uint64_t> calls_done{0};
   std::atomic<bool> stop{false};
@@ -90,7 +91,7 @@ void stall_then_switch(int n, std::chrono::milliseconds lag, bool out_of_place) 
         for (uint64_t i = 0; i < 40; ++i) {
           for (size_t j = 0; j < count; ++j) in[j] = value(me, i, j);
           CollectiveOptions o;
-          o.algorithm = i % 5 == 4 ? Algorithm::kButterfly : Algorithm::kHalvingDoubling;
+          o.algorithm = i % 5 == 4 ? Algorithm::kButterfly : st.algorithm;
           int32_t* result = out_of_place ? out.data() : in.data();
           Status s = comm.allreduce(in.data(), result, count, DataType::kI32, ReduceOp::kSum, o);
           ASSERT_TRUE(s) << "rank " << me << " call " << i << ": " << s.to_string();
@@ -114,7 +115,7 @@ void stall_then_switch(int n, std::chrono::milliseconds lag, bool out_of_place) 
         c.plan_poll = 20ms;
         c.timeout = 8s;
         c.switch_stall = 200ms;
-        if (c.rank == 0) c.tcp.test_silent_sports = {cut};
+        if (c.rank == (st.at_receiver ? st.to : st.from)) c.tcp.test_silent_sports = {cut};
         c.trace = [&](int rank, const TraceEvent& e) {
           if (e.kind != TraceEvent::kEpoch) return;
           std::lock_guard<std::mutex> l(mu);
@@ -124,6 +125,7 @@ void stall_then_switch(int n, std::chrono::milliseconds lag, bool out_of_place) 
           } else if (e.epoch == 2) {
             EXPECT_EQ(e.phase, "plan-epoch-in-call") << "rank " << rank;
             at_two[static_cast<size_t>(rank)] = Clock::now();
+            call_two[static_cast<size_t>(rank)] = e.call;
             ++on_two;
           }
         };
@@ -137,15 +139,46 @@ void stall_then_switch(int n, std::chrono::milliseconds lag, bool out_of_place) 
     EXPECT_LT(after, 2s) << "rank " << r << " ran epoch 2 " << after.count() << " ms after the stall began";
     EXPECT_GE(at_two[r], published_two) << "rank " << r;
   }
+  if (st.at_receiver) {
+    // The receiver was still in the call its peers had finished: they ran
+    // it again with it (from their kept inputs), then their own.
+    for (size_t r = 0; r < nn; ++r) {
+      const uint64_t want = call_two[static_cast<size_t>(st.to)] + (static_cast<int>(r) == st.to ? 0 : 1);
+      EXPECT_EQ(call_two[r], want) << "rank " << r << " switched in call " << call_two[r];
+    }
+  }
 }
 
-TEST(InCallSwitch, AStalledCallIsRunAgainOnTheNewEpochByEveryRankExactly) { stall_then_switch(4, 0ms, false); }
+TEST(InCallSwitch, AStalledCallIsRunAgainOnTheNewEpochByEveryRankExactly) { stall_then_switch(4, Stall{}); }
 
-TEST(InCallSwitch, OutOfPlaceCallsAreRunAgainExactly) { stall_then_switch(4, 0ms, true); }
+TEST(InCallSwitch, OutOfPlaceCallsAreRunAgainExactly) {
+  Stall st;
+  st.out_of_place = true;
+  stall_then_switch(4, st);
+}
+
+// Butterfly's last step pairs 0 and 2: rank 0's message to rank 2 leaves
+// (into the kernel's buffers) and rank 2's reaches rank 0, so ranks 0, 1
+// and 3 finish the call and stall in the next one, rank 2 in this one.
+TEST(InCallSwitch, RanksOneCallAheadRunThePreviousCallAgainFromTheirKeptInputs) {
+  for (bool out_of_place : {false, true}) {
+    Stall st;
+    st.algorithm = Algorithm::kButterfly;
+    st.from = 0;
+    st.to = 2;
+    st.at_receiver = true;
+    st.out_of_place = out_of_place;
+    stall_then_switch(4, st);
+  }
+}
 
 // Rank 1 hears of epoch 2 from its peers before its own file shows it: it
 // reads the file until it does (up to the grace), and joins the switch.
-TEST(InCallSwitch, ARankThatSeesTheEpochLateStillJoinsTheSameSwitch) { stall_then_switch(4, 300ms, false); }
+TEST(InCallSwitch, ARankThatSeesTheEpochLateStillJoinsTheSameSwitch) {
+  Stall st;
+  st.lag = 300ms;
+  stall_then_switch(4, st);
+}
 
 // No newer epoch: the stalled call fails within its timeout (plus the stall
 // verdict's window), naming the wait chain, and nothing hangs.
@@ -157,7 +190,7 @@ TEST(InCallSwitch, WithoutANewerEpochTheStalledCallFailsWithinItsTimeout) {
   const std::vector<uint16_t> dports(ports.begin(), ports.begin() + n);
   const std::vector<uint16_t> sports(ports.begin() + n, ports.end());
   const routing::RoutePlan plan = tcp_plan(n, "allreduce-hd", dports, sports);
-  Dir dir;
+  EpochDir dir;
   const auto timeout = 2s;
   std::atomic<int> failed{0};
   run_ranks(

@@ -50,7 +50,7 @@ TEST(TcpStrangers, ConnectionsThatAreNoPeersAreDroppedAndCountedAndTheJobSucceed
   auto addr = store.inner.get("weft/tcp/1", Clock::now() + 30s);
   ASSERT_TRUE(addr) << addr.status().to_string();
   std::vector<tcp::Fd> strangers;
-  strangers.push_back(stranger(*addr, std::string(16, '\xcd')));                         // not the protocol
+  strangers.push_back(stranger(*addr, std::string(sizeof(tcp::Hello), '\xcd')));                       // not the protocol
   strangers.push_back(stranger(*addr, hello_bytes(tcp::Hello{tcp::kMagic, 7, 0, 0, 0, 0})));  // no such rank
   strangers.push_back(stranger(*addr, hello_bytes(tcp::Hello{tcp::kMagic, 1, 0, 0, 0, 0})));  // rank 1 itself
   strangers.push_back(stranger(*addr, ""));  // says nothing: held aside, closed 10 s after it came (tcp_connect.cc)

@@ -174,9 +174,10 @@ struct TcpOptions {
   // on loopback (bench/results/2026-11-24-tcp-loopback.md).
   // 0: every send is copied by sendmsg(2).
   size_t splice_min_bytes = 256 << 10;
-  // Tests only: this rank's data on a connection that leaves from one of
-  // these source ports is never written, as if the link its path crosses
-  // dropped every packet (a gray failure). Empty: none.
+  // Tests only: data on a connection that leaves from one of these source
+  // ports is never written by this rank (its sender) nor read by this rank
+  // (its receiver, which leaves it in the kernel), as if the link its path
+  // crosses dropped every packet (a gray failure). Empty: none.
   std::vector<uint16_t> test_silent_sports;
 };
 
