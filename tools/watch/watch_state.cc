@@ -113,7 +113,9 @@ std::vector<LinkEvent> WatchState::evaluate(uint64_t now_ns) {
     }
     if (st != State::kHealthy && (first_loss == 0 || l.loss_since_ns < first_loss)) first_loss = l.loss_since_ns;
   }
-  const routing::Localisation loc = routing::localise(paths);
+  // Link ids (up()/down() above) differ in their lowest bit only between the
+  // two directions of a cable: a cut cable is named as such.
+  const routing::Localisation loc = routing::localise(paths, [](int e) { return e ^ 1; });
   if (loc.verdict != pending_ || loc.links != pending_links_ || down_carried != pending_carried_) {
     pending_ = loc.verdict;
     pending_links_ = loc.links;
