@@ -251,7 +251,8 @@ Status DemoSession::start_workers() {
                                                     {weft_, "demo", "worker", "--dir", dir_, "--host", h.name, "--ip",
                                                      h.ip, "--max-bytes",
                                                      std::to_string(cfg_.fail_during ? cfg_.call_bytes : cfg_.bytes)},
-                                                    {}, "/dev/null", fmt::format("{}/worker-{}.log", dir_, h.name)));
+                                                    {}, fmt::format("{}/worker-{}.out", dir_, h.name),
+                                                    fmt::format("{}/worker-{}.log", dir_, h.name)));
     workers_.push_back(pid);
     const auto deadline = Clock::now() + std::chrono::seconds(60);
     while (!read_file(fmt::format("{}/ready-{}", dir_, h.name))) {
