@@ -26,7 +26,9 @@ std::optional<Status> Communicator::Impl::butterfly_lane(const std::vector<int>&
                                                          size_t bytes, DataType t, ReduceOp op,
                                                          const CollectiveOptions& o) {
   const int n = static_cast<int>(group.size());
-  if ((n & (n - 1)) != 0 || links.transports.size() != 1 || cfg.trace) return std::nullopt;
+  // A call that may be run again after an in-call switch goes through
+  // execute, which keeps its input (in_call_switch.cc).
+  if ((n & (n - 1)) != 0 || links.transports.size() != 1 || cfg.trace || in_call) return std::nullopt;
   const int me = static_cast<int>(std::find(group.begin(), group.end(), cfg.rank) - group.begin());
   std::array<internal::ExchangePair*, 31> partner{};  // by step: rank me ^ 2^k's pair
   int steps = 0;

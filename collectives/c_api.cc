@@ -98,6 +98,11 @@ Status create(const weft_comm_config_t* config, weft_comm_t** out) {
   }
   cfg.plan_epochs = c.plan_epochs ? c.plan_epochs : "";
   cfg.job = c.job ? c.job : "";
+  cfg.in_call_switch = c.in_call_switch_off == 0;
+  if (c.switch_stall_ms < 0) {
+    return invalid_argument(fmt::format("weft_comm_create: config.switch_stall_ms {} is negative (0 = 200)", c.switch_stall_ms));
+  }
+  if (c.switch_stall_ms > 0) cfg.switch_stall = std::chrono::milliseconds(c.switch_stall_ms);
   if (Status s = cfg.validate(); !s) return s.with_context("weft_comm_create: config");
   // Before the store is opened (bootstrap/listen_address.h says why).
   WEFT_RETURN_IF_ERROR(internal::check_listen_overrides(cfg.tcp).with_context(fmt::format("rank {}", c.rank)));
@@ -116,7 +121,7 @@ extern "C" {
 
 weft_status_t weft_comm_config_init(weft_comm_config_t* c) {
   if (!c) return report(invalid_argument("weft_comm_config_init: config is NULL"));
-  *c = weft_comm_config_t{0, 1, nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr};
+  *c = weft_comm_config_t{0, 1, nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr, 0, 0};
   return WEFT_OK;
 }
 

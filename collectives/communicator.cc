@@ -53,6 +53,12 @@ Status CommConfig::validate() const {
   if (plan_poll < std::chrono::milliseconds(1) || plan_poll > std::chrono::minutes(1)) {
     return invalid_argument(fmt::format("communicator: plan_poll must be in [1 ms, 60000 ms] (got {} ms)", plan_poll.count()));
   }
+  if (switch_stall < std::chrono::milliseconds(10) || switch_stall > std::chrono::minutes(1) ||
+      (!plan_epochs.empty() && in_call_switch && switch_stall >= timeout)) {
+    return invalid_argument(fmt::format("communicator: switch_stall must be in [10 ms, 60000 ms] and below the timeout "
+                                        "({} ms) (got {} ms)",
+                                        timeout.count(), switch_stall.count()));
+  }
   if (plan) {
     if (plan->ranks != size) {
       return invalid_argument(fmt::format("communicator: the route plan is for {} ranks, the communicator has {}",
@@ -191,6 +197,7 @@ Status Communicator::Impl::setup(Store& store) {
     internal::move_to_block_cpu(static_cast<int>(at), static_cast<int>(local.size()));
   }
   if (cfg.scratch_reserve_bytes > 0) WEFT_RETURN_IF_ERROR(ensure_scratch(cfg.scratch_reserve_bytes));
+  setup_in_call();
   return Status::ok();
 }
 
@@ -390,9 +397,28 @@ Status Communicator::Impl::execute(int coll, Algorithm a, MakePlanFn make, const
   } else if (coll == internal::kAllreduce && a == Algorithm::kHalvingDoubling) {
     shape.piece = auto_picks.hd_piece_bytes;
   }
+  if (in_call && !in_call->recovering) [[unlikely]] {
+    CallRecord r;
+    r.coll = coll;
+    r.a = a;
+    r.make = make;
+    r.group = &group;
+    r.count = count;
+    r.root = root;
+    r.t = t;
+    r.op = op;
+    r.o = o;
+    r.bytes = bytes;
+    r.deadline = deadline;
+    record_call(std::move(r), data);
+  }
   Result<internal::Plan*> p = plan(coll, a, shape, make, deadline, timeout);
   Status s = p ? run(**p, group, shape.rank, data, bytes, t, op, deadline, timeout) : p.status();
-  if (!s) return fail_call(s, coll, a, count, t, op);
+  if (!s) {
+    // in_call_switch.cc: a call abandoned for a newer plan epoch runs again.
+    if (in_call && !in_call->recovering) [[unlikely]] return switch_inside(s, data);
+    return fail_call(s, coll, a, count, t, op);
+  }
   return s;
 }
 
@@ -423,6 +449,18 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommConfig& con
   if (const char* env = std::getenv("WEFT_PLAN_EPOCHS"); c.plan_epochs.empty() && env && *env && c.plan) c.plan_epochs = env;
   if (const char* env = std::getenv("WEFT_JOB"); c.job.empty() && env && *env) c.job = env;
   if (c.job.empty()) c.job = c.store_prefix;
+  if (const char* env = std::getenv("WEFT_IN_CALL_SWITCH"); env && *env) {
+    if (std::string_view(env) != "0" && std::string_view(env) != "1") {
+      return invalid_argument(fmt::format("WEFT_IN_CALL_SWITCH must be 0 or 1 (got '{}')", env));
+    }
+    c.in_call_switch = *env == '1';
+  }
+  if (const char* env = std::getenv("WEFT_SWITCH_STALL_MS"); env && *env) {
+    char* end = nullptr;
+    const long ms = std::strtol(env, &end, 10);
+    if (*end != '\0' || ms <= 0) return invalid_argument(fmt::format("WEFT_SWITCH_STALL_MS must be a number of ms (got '{}')", env));
+    c.switch_stall = std::chrono::milliseconds(ms);
+  }
   WEFT_RETURN_IF_ERROR(c.validate());
   auto impl = std::make_unique<Impl>();
   impl->cfg = std::move(c);

@@ -97,6 +97,11 @@ class Communicator::Impl {
   Status agree_on_epoch();
   Status agree(int64_t (&v)[3]);
   Status adopt(internal::PlanEpoch e);
+  // The plan, gates and counters of a new epoch, from call `call`
+  // (epoch_switch.cc); after the transports moved to its routes.
+  void install_epoch(internal::PlanEpoch next, std::vector<routing::Gate> next_gates, uint64_t call, bool inside);
+  // The routes of this rank's flows of `proto` in `plan`, by peer.
+  std::vector<PeerRoute> routes_of(const routing::RoutePlan& plan, const std::string& proto) const;
 
   // Butterfly AllReduce run straight on the pairs (butterfly_lane.cc), or
   // nullopt where that does not apply and execute runs the plan.
@@ -121,6 +126,39 @@ class Communicator::Impl {
   Status connect_plan_peers(const internal::Plan& p, const std::vector<int>& group, Deadline deadline,
                             std::chrono::milliseconds timeout);
   void link(int peer);
+  // In-call plan switches (in_call_switch.cc; docs/collectives.md "Plan
+  // epochs"): null unless plan epochs, CommConfig::in_call_switch and every
+  // peer over TCP. Each collective call that execute runs is recorded (the
+  // last two), an AllReduce with a copy of its input.
+  struct CallRecord {
+    int coll = -1;
+    Algorithm a = Algorithm::kAuto;
+    MakePlanFn make = nullptr;
+    const std::vector<int>* group = nullptr;
+    size_t count = 0;
+    int root = 0;
+    DataType t = DataType::kF32;
+    ReduceOp op = ReduceOp::kSum;
+    CollectiveOptions o;
+    size_t bytes = 0;
+    Deadline deadline{};
+    uint64_t seq = 0;
+    Clock::time_point started{};
+    std::vector<char> input;  // AllReduce: the data before the call
+  };
+  struct InCall {
+    CallRecord calls[2];   // by seq % 2
+    uint64_t seq = 0;      // calls recorded (the current one's number)
+    uint32_t generation = 0;  // in-call switches so far (tcp_rebuild.cc's Hello)
+    bool recovering = false;  // re-running: not recorded, no switch inside
+    bool quiet = false;       // no switch inside (epoch_switch.cc's second agreement round)
+    std::chrono::milliseconds grace{0};
+  };
+  std::unique_ptr<InCall> in_call;
+  void setup_in_call();
+  uint64_t probe_epoch();
+  void record_call(CallRecord r, const void* data);
+  Status switch_inside(const Status& why, void* data);
   Status execute(int coll, Algorithm a, MakePlanFn make, const std::vector<int>& group, size_t count, int root,
                  void* data, size_t bytes, DataType t, ReduceOp op, const CollectiveOptions& o);
   Status usable();

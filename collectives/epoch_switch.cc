@@ -92,6 +92,10 @@ Status Communicator::Impl::agree_on_epoch() {
   const auto named = [&](const Status& s) {
     return s.with_context(fmt::format("agreeing on the plan epoch before call {}", call));
   };
+  // A switch inside the agreement (in_call_switch.cc) runs it again on a
+  // newer epoch, every rank with the result of that run (a rank that was
+  // behind joins it with the epoch it now runs): the decisions below
+  // compare with the epoch run after it, the same on every rank.
   if (Status s = agree(v); !s) return named(s);
   e.countdown = static_cast<uint64_t>(-v[2]);
   e.since = 0;
@@ -115,7 +119,12 @@ Status Communicator::Impl::agree_on_epoch() {
     }
     e.waited_for = std::max(e.waited_for, static_cast<uint64_t>(newest));
     int64_t again[3] = {held(), -held(), 0};
-    if (Status s = agree(again); !s) return named(s);
+    // Ranks behind waited for the file above, up to a second: that wait is
+    // not a stall for in-call switches to act on.
+    if (in_call) in_call->quiet = true;
+    Status s = agree(again);
+    if (in_call) in_call->quiet = false;
+    if (!s) return named(s);
     if (-again[1] != again[0]) {
       if (first) {
         spdlog::info("weft: rank {}: the ranks hold plan epochs {} to {} before call {}; they agree again at later calls",
@@ -124,8 +133,10 @@ Status Communicator::Impl::agree_on_epoch() {
       return Status::ok();
     }
     newest = again[0];
+    if (newest <= static_cast<int64_t>(e.epoch)) return Status::ok();  // adopted inside the agreement
   }
   // Every rank holds `newest`, read from its file and checked there.
+  if (!e.file.held()) return internal_error(fmt::format("rank {}: plan epoch {} agreed on is not held", cfg.rank, newest));
   internal::PlanEpoch next = *e.file.held();
   e.file.drop_held();
   return adopt(std::move(next));
@@ -182,6 +193,16 @@ Status Communicator::Impl::adopt(internal::PlanEpoch next) {
     }
   }
   const uint64_t from = e.epoch;
+  const std::string reason = next.reason;
+  install_epoch(std::move(next), std::move(next_gates), call, false);
+  spdlog::info("weft: rank {} runs plan epoch {} (was {}) from call {}{}{}", me, e.epoch, from, call,
+               reason.empty() ? "" : ": ", reason);
+  return Status::ok();
+}
+
+void Communicator::Impl::install_epoch(internal::PlanEpoch next, std::vector<routing::Gate> next_gates, uint64_t call,
+                                       bool inside) {
+  Epochs& e = *epochs;
   cfg.plan = std::move(next.plan);
   gates = std::move(next_gates);
   // Cached plans hold the old gates; the next calls plan again.
@@ -190,18 +211,24 @@ Status Communicator::Impl::adopt(internal::PlanEpoch next) {
   e.epoch = next.epoch;
   auto& c = e.file.counters();
   ++c.switches;
+  if (inside) ++c.in_call_switches;
   c.epoch = e.epoch;
-  spdlog::info("weft: rank {} runs plan epoch {} (was {}) from call {}{}{}", me, e.epoch, from, call,
-               next.reason.empty() ? "" : ": ", next.reason);
   if (cfg.trace) {
     TraceEvent ev;
     ev.kind = TraceEvent::kEpoch;
-    ev.phase = "plan-epoch";
+    ev.phase = inside ? "plan-epoch-in-call" : "plan-epoch";
     ev.epoch = e.epoch;
     ev.call = call;
-    cfg.trace(me, ev);
+    cfg.trace(cfg.rank, ev);
   }
-  return Status::ok();
+}
+
+std::vector<PeerRoute> Communicator::Impl::routes_of(const routing::RoutePlan& plan, const std::string& proto) const {
+  std::vector<PeerRoute> routes(static_cast<size_t>(cfg.size));
+  for (const auto& f : plan.flows) {
+    if (f.protocol == proto && f.src_rank == cfg.rank) routes[static_cast<size_t>(f.dst_rank)].sport = f.sport;
+  }
+  return routes;
 }
 
 }  // namespace weft::coll

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "demo/demo_live.h"
 #include "demo/demo_plan.h"
 #include "demo/demo_report.h"
 #include "demo/demo_session.h"
@@ -150,12 +151,22 @@ Status run_timeline(demo::DemoSession& s, const DemoConfig& cfg, const std::stri
     runs.push_back({name, std::move(calls), faults.events()});
     fmt::print("  {}: {} calls, every result verified\n", name, runs.back().calls.size());
   }
+  WEFT_RETURN_IF_ERROR(interrupted_check());
+  fmt::print("  (c) weft order + plan, re-planned live: running...\n");
+  std::fflush(stdout);
+  WEFT_ASSIGN_OR_RETURN(demo::TimelineRun live,
+                        demo::run_live(s, cfg, dir, demo::host_names(fabric, orders.weft), plan_path));
+  fmt::print("  {}: {} calls, every result verified\n", live.name, live.calls.size());
+  WEFT_ASSIGN_OR_RETURN(demo::LiveFigures figures,
+                        demo::live_figures(cfg, live, fabric, orders.weft, s.db_path(), dir));
+  runs.push_back(std::move(live));
   fmt::print("\n{}", demo::timeline_table(cfg, runs));
+  fmt::print("{}", demo::live_summary(cfg, figures));
   if (!cfg.svg.empty()) {
     WEFT_RETURN_IF_ERROR(emit(cfg.svg, demo::timeline_svg(cfg, runs)));
     fmt::print("wrote {} (busbw per call over time)\n", cfg.svg);
   }
-  if (!cfg.json.empty()) WEFT_RETURN_IF_ERROR(emit(cfg.json, demo::timeline_json(cfg, runs)));
+  if (!cfg.json.empty()) WEFT_RETURN_IF_ERROR(emit(cfg.json, demo::timeline_json(cfg, runs, demo::live_json(figures))));
   return Status::ok();
 }
 

@@ -126,8 +126,11 @@ int run_watch(WatchArgs& a) {
         row.failing = static_cast<int64_t>(std::max<size_t>(1, c.failing));
         auto id = db::add_link_down(*db, row);
         if (id) open_event = *id; else db_error = id.status();
-        fmt::print("down {} first_loss_us={} localised_us={} localise_ms={:.1f} failing={}/{}\n", e.links[0],
-                   row.first_loss_us, row.localised_us, totals.last_localise_seconds * 1e3, c.failing, c.tuples);
+        // A cable (both directions) prints as "l3->s2+s2->l3"; the record
+        // and the re-plan name its first direction (a plan avoids the cable).
+        fmt::print("down {} first_loss_us={} localised_us={} localise_ms={:.1f} failing={}/{}\n",
+                   fmt::join(e.links, "+"), row.first_loss_us, row.localised_us, totals.last_localise_seconds * 1e3,
+                   c.failing, c.tuples);
         if (publisher) {
           auto epoch = publisher->publish_without(e.links[0]);
           if (!epoch) {
@@ -154,7 +157,7 @@ int run_watch(WatchArgs& a) {
           if (!epoch) {
             fmt::print(stderr, "weft watch: the full plan was not published: {}\n", epoch.status().message());
           } else {
-            fmt::print("published epoch {} (the full plan)\n", *epoch);
+            fmt::print("published epoch {} (the full plan) published_us={}\n", *epoch, us(probe::realtime_ns()));
           }
         }
         break;

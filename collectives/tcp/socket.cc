@@ -174,6 +174,7 @@ Result<Fd> connect_to(const Endpoint& to, const std::string& local_address, uint
   WEFT_ASSIGN_OR_RETURN(sockaddr_in dst, sockaddr_of(to.host, to.port));
   const auto what = [&] { return fmt::format("connect to {}{}", to.to_string(), sport ? fmt::format(" from port {}", sport) : ""); };
   auto pause = std::chrono::milliseconds(1);
+  int repaths = 0;
   for (;;) {
     Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd) return io_error("socket", errno);
@@ -187,14 +188,27 @@ Result<Fd> connect_to(const Endpoint& to, const std::string& local_address, uint
         return io_error(fmt::format("bind planned source port {}", sport), errno);
       }
     }
-    int err = connect_once(fd.get(), dst, deadline);
+    // A source port of the kernel's choosing is an ECMP path of chance: one
+    // across a link that drops everything (a gray failure, cut mid-job)
+    // never answers the SYN, and TCP resends it on the same 5-tuple, hence
+    // the same path, after 1, 3, 7 s... (RFC 6298, tcp(7) tcp_syn_retries).
+    // So an unanswered attempt is given up after kRepath and made again from
+    // a new socket: another port, most likely another path. A planned port
+    // is the plan's path and keeps its SYN until the deadline.
+    const Deadline attempt = sport == 0 ? std::min(deadline, Clock::now() + kRepath) : deadline;
+    int err = connect_once(fd.get(), dst, attempt);
     if (err == 0 && connected_to_itself(fd.get(), dst)) err = ECONNREFUSED;
     if (err == 0) {
       WEFT_RETURN_IF_ERROR(set_blocking(fd.get()));
       return fd;
     }
+    if (err == ETIMEDOUT && attempt < deadline && Clock::now() >= attempt) {
+      ++repaths;
+      continue;
+    }
     if (Clock::now() >= deadline) {
-      return deadline_exceeded(fmt::format("{}: no connection before the deadline ({})", what(), std::strerror(err)));
+      return deadline_exceeded(fmt::format("{}: no connection before the deadline ({}{})", what(), std::strerror(err),
+                                           repaths ? fmt::format("; {} source ports tried", repaths + 1) : ""));
     }
     if ((err != ECONNREFUSED && err != ETIMEDOUT && err != EADDRNOTAVAIL) || (err == ECONNREFUSED && !retry_refused)) {
       return io_error(what(), err);

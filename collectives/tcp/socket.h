@@ -3,6 +3,7 @@
 // the handshake. errno is turned into a Status here, once.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -44,8 +45,10 @@ Result<Fd> listen_on(const std::string& address, uint16_t port, Endpoint* bound)
 // spine). Buffers are sized before connect so the window scale covers them
 // (tcp(7): "set before connect/listen"). Retries refused connections until
 // the deadline, unless !retry_refused (a peer whose listener is known to
-// have been up: refused means it is gone). Returns a blocking socket with
-// TCP_NODELAY set.
+// have been up: refused means it is gone). Without `sport`, an attempt whose
+// SYN is not answered within kRepath is made again from another source port
+// (another ECMP path). Returns a blocking socket with TCP_NODELAY set.
+inline constexpr std::chrono::milliseconds kRepath{250};
 Result<Fd> connect_to(const Endpoint& to, const std::string& local_address, uint16_t sport,
                       int buffer_bytes, Deadline deadline, bool retry_refused = true);
 

@@ -118,7 +118,7 @@ Status TcpTransport::establish(const std::vector<int>& peers, Deadline deadline,
             fmt::format("connecting to rank {} ({} sockets open in this rank's tcp transport)", p, socket_count()));
       }
       WEFT_RETURN_IF_ERROR(choose_congestion_control(fd->get()).with_context(fmt::format("connection to rank {}", p)));
-      Hello h{kMagic, me, c, static_cast<int32_t>(::gettid())};
+      Hello h{kMagic, me, c, static_cast<int32_t>(::gettid()), generation_, 0};
       WEFT_RETURN_IF_ERROR(write_all(fd->get(), &h, sizeof h, deadline));
       out.fd = std::move(*fd);
     }
@@ -143,6 +143,7 @@ Status TcpTransport::establish(const std::vector<int>& peers, Deadline deadline,
     if (stall_noticed_.load(std::memory_order_relaxed)) {
       return deadline_exceeded(fmt::format("a peer reported a stalled call (waiting for rank {} to connect)", missing[0]));
     }
+    if (switch_to_.load(std::memory_order_relaxed) != 0) return abandoned();
     if (Clock::now() >= deadline) {
       return deadline_exceeded(fmt::format("timed out waiting for rank{} {} to connect", missing.size() == 1 ? "" : "s",
                                            fmt::join(missing, ", ")));
@@ -232,6 +233,14 @@ std::string TcpTransport::attach(const Hello& h, Fd fd) {
   if (h.rank < 0 || h.rank >= cfg_.size || !served_[static_cast<size_t>(h.rank)] || h.conn < 0 || h.conn >= k) {
     return fmt::format("unexpected hello (rank {}, connection {})", h.rank, h.conn);
   }
+  // tcp_rebuild.cc: a connection from before an in-call switch carries
+  // bytes of the abandoned call; one from a peer that rebuilt first waits
+  // for this rank's rebuild.
+  if (h.generation < generation_) return fmt::format("a connection of rank {} from before an in-call switch", h.rank);
+  if (h.generation > generation_) {
+    early_.emplace_back(h, std::move(fd));
+    return "";
+  }
   TcpPair& pair = slot(h.rank);
   InConn& in = pair.in[static_cast<size_t>(h.conn)];
   if (in.fd) {
@@ -255,10 +264,14 @@ Status TcpTransport::make_ready(TcpPair& pair) {
       WEFT_RETURN_IF_ERROR(set_nonblocking(pair.out[c].fd.get()));
       watch_out(pair, c, EPOLLRDHUP);
       pair.out[c].set_up = true;
+      const auto& silent = cfg_.tcp.test_silent_sports;
+      pair.out[c].silent = !silent.empty() && std::find(silent.begin(), silent.end(), local_port(pair.out[c].fd.get())) != silent.end();
     }
     if (!pair.in[c].stage) {
       WEFT_RETURN_IF_ERROR(set_nonblocking(pair.in[c].fd.get()));
       pair.in[c].stage = std::make_unique<char[]>(kStageBytes);
+      const auto& silent = cfg_.tcp.test_silent_sports;
+      pair.in[c].silent = !silent.empty() && std::find(silent.begin(), silent.end(), remote_port(pair.in[c].fd.get())) != silent.end();
       watch_in(pair, c, EPOLLIN | EPOLLRDHUP);
     }
   }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,20 +23,24 @@ namespace weft::coll::tcp {
 struct Header {
   uint32_t magic;
   uint16_t type;
-  uint16_t arg;  // kStall: the rank the sender waits on + 1 (0: no one known); else 0
-  uint64_t len;
+  uint16_t arg;  // kStall: the rank the sender waits on + 1 (0: no one known); kSwitch: origin + 1; else 0
+  uint64_t len;  // kSwitch: the plan epoch
 };
 static_assert(sizeof(Header) == 16, "wire header is 16 bytes without padding");
 constexpr uint32_t kMagic = 0x31544657;  // "WFT1"
-enum : uint16_t { kData = 1, kAbort = 2, kBye = 3, kStall = 4 };
+enum : uint16_t { kData = 1, kAbort = 2, kBye = 3, kStall = 4, kSwitch = 5 };
 
 struct Hello {
   uint32_t magic;
   int32_t rank;
   int32_t conn;
   int32_t tid;  // the sender's thread that connected (peer_cpu.h); 0: not said
+  // Connections made after the n-th in-call plan switch carry n
+  // (tcp_rebuild.cc): one of an earlier generation is refused.
+  uint32_t generation;
+  uint32_t reserved;
 };
-static_assert(sizeof(Hello) == 16, "handshake is 16 bytes without padding");
+static_assert(sizeof(Hello) == 24, "handshake is 24 bytes without padding");
 
 // A peer's kAbort reason is shown up to this many bytes, then cut with a
 // marker (abort_reason_shown): this rank sends at most 400, a longer one is
@@ -78,6 +83,7 @@ struct OutConn {
   Fd pipe_r, pipe_w;     // made at the first spliced part
   bool no_pipe = false;  // none of a useful size could be made: copy
   bool set_up = false;   // non-blocking and watched (make_ready)
+  bool silent = false;   // TcpOptions::test_silent_sports: its data is never written
   // The reverse direction carries only the peer's stall notices (kStall
   // headers, tcp_transport.h): the part of one read so far.
   Header ctl{};
@@ -101,6 +107,7 @@ struct InConn {
   // Staged bytes [lo, hi) of stage.
   std::unique_ptr<char[]> stage;
   size_t lo = 0, hi = 0;
+  bool silent = false;  // TcpOptions::test_silent_sports: never read
   // The peer's connection that replaces this one after a new plan epoch
   // (tcp_reroute.cc), when it arrived before this rank switched.
   Fd next;
@@ -168,6 +175,13 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   uint64_t spliced_bytes() const override { return spliced_bytes_.load(std::memory_order_relaxed); }
   int socket_count() const override;
   uint64_t dropped_connections() const override { return dropped_connections_; }
+  // tcp_rebuild.cc: in-call plan switches (Transport).
+  bool can_rebuild() const override { return true; }
+  void set_switch_probe(std::chrono::milliseconds after, std::chrono::milliseconds grace,
+                        std::function<uint64_t()> probe) override;
+  uint64_t switch_requested() const override { return switch_to_.load(std::memory_order_relaxed); }
+  int switch_origin() const override { return switch_origin_.load(std::memory_order_relaxed); }
+  Status rebuild(const std::vector<PeerRoute>& routes, uint32_t generation, Deadline deadline) override;
 
   // Called by pairs, with io_mu_ held.
   std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(io_mu_); }
@@ -192,6 +206,12 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   Status make_ready(TcpPair& p);
   Status wait_for_connections(const std::vector<int>& missing, Deadline deadline);
   void send_notice_locked(int origin, int waits_on);
+  // tcp_rebuild.cc. In waits and polls (io_mu_ held): kAborted once a
+  // switch is requested; probes the plan epochs after a stall; fails the
+  // transport for a connection lost longer than the grace ago.
+  Status switch_check_locked(bool moved);
+  void request_switch_locked(uint64_t epoch, int origin, int from);
+  Status abandoned() const;
   Status choose_congestion_control(int fd) const;
   void watch_out(TcpPair& p, size_t c, uint32_t events);
   void watch_in(TcpPair& p, size_t c, uint32_t events);
@@ -251,6 +271,16 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   // open, unwatched, until the next reroute, so that the peer reads their
   // last bytes before it sees them close.
   std::vector<Fd> retired_;
+  // In-call plan switches (tcp_rebuild.cc).
+  std::function<uint64_t()> probe_;
+  std::chrono::milliseconds probe_after_{0}, lost_grace_{0};
+  Clock::time_point last_moved_{}, next_probe_{};
+  std::atomic<uint64_t> switch_to_{0};
+  std::atomic<int> switch_origin_{-1};
+  uint32_t generation_ = 0;
+  std::vector<std::pair<Hello, Fd>> early_;  // connections of a later generation than this rank's
+  std::string lost_pending_;                 // a connection lost while a probe is set, not yet failed
+  Clock::time_point lost_at_{};
   bool splice_broken_ = false;  // vmsplice/splice refused once (seccomp, old kernel): copy from then on
   std::atomic<uint64_t> spliced_bytes_{0};
 };

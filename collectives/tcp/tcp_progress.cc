@@ -101,6 +101,16 @@ void TcpTransport::lost(TcpPair& p, std::string what) {
   if (has_failed_) return;
   const std::string why = salvage_abort(p);
   if (!why.empty()) return fail(aborted(fmt::format("rank {} gave up: {}", p.peer(), why)));
+  if (probe_) {
+    // The peer may be rebuilding its connections for an in-call switch
+    // whose notice has not reached this rank yet (tcp_rebuild.cc).
+    if (switch_to_.load(std::memory_order_relaxed) != 0) return;
+    if (lost_pending_.empty()) {
+      lost_pending_ = std::move(what);
+      lost_at_ = Clock::now();
+    }
+    return;
+  }
   fail(unavailable(std::move(what)));
 }
 
@@ -143,8 +153,14 @@ void TcpTransport::read_notices(TcpPair& p, OutConn& conn) {
     conn.ctl_have += static_cast<size_t>(n);
     if (conn.ctl_have < sizeof(Header)) continue;
     conn.ctl_have = 0;
-    if (conn.ctl.magic != kMagic || conn.ctl.type != kStall || conn.ctl.len > static_cast<uint64_t>(cfg_.size)) {
+    const bool stall = conn.ctl.type == kStall && conn.ctl.len <= static_cast<uint64_t>(cfg_.size);
+    const bool to_switch = conn.ctl.type == kSwitch && conn.ctl.arg >= 1 && conn.ctl.arg <= cfg_.size;
+    if (conn.ctl.magic != kMagic || (!stall && !to_switch)) {
       return fail(data_loss(fmt::format("garbage on the reverse direction of the connection to rank {}", p.peer())));
+    }
+    if (to_switch) {  // an in-call plan switch (tcp_rebuild.cc), passed on
+      request_switch_locked(conn.ctl.len, static_cast<int>(conn.ctl.arg) - 1, p.peer());
+      continue;
     }
     // The peer's own notice, or one it relays (len = its origin + 1).
     const int origin = conn.ctl.len == 0 ? p.peer() : static_cast<int>(conn.ctl.len) - 1;
@@ -157,6 +173,7 @@ void TcpTransport::read_notices(TcpPair& p, OutConn& conn) {
 void TcpTransport::progress_out(TcpPair& p, size_t c) {
   OutConn& conn = p.out[c];
   if (has_failed_) return;  // nothing but the abort notice goes out now
+  if (conn.silent) [[unlikely]] return;  // TcpOptions::test_silent_sports
   while (!conn.q.empty() && !conn.closed) {
     Part& part = conn.q.front();
     const bool fresh = conn.hdr_done == 0 && conn.data_done == 0 && conn.fed == 0;
@@ -306,6 +323,11 @@ ssize_t TcpTransport::read_header_and_payload(InConn& conn, size_t* want) {
 
 void TcpTransport::progress_in(TcpPair& p, size_t c) {
   InConn& conn = p.in[c];
+  if (conn.silent) [[unlikely]] {  // TcpOptions::test_silent_sports: left in the kernel, unwatched
+    conn.stalled = true;
+    watch_in(p, c, EPOLLRDHUP);
+    return;
+  }
   while (!conn.closed && !conn.stalled && !conn.eof) {
     const Staged st = consume_staged(p, conn);
     if (st == Staged::kFailed) return;

@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -75,6 +76,9 @@ Result<bool> TcpTransport::poll() {
   auto l = lock();
   bool moved = run_once(0);
   WEFT_RETURN_IF_ERROR(check());
+  if (probe_ || switch_to_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    WEFT_RETURN_IF_ERROR(switch_check_locked(moved));
+  }
   return moved;
 }
 
@@ -128,9 +132,16 @@ template <typename Pred>
 Status TcpTransport::wait(TcpPair& p, Pred done, bool in, Deadline d, const char* what, Ticket t) {
   internal::IdleWait w(d, std::chrono::microseconds(cfg_.tcp.spin_us), &hard_spin_, 1);  // a poll is a system call
   bool moved = false;
+  const bool switches = static_cast<bool>(probe_);
+  if (switches) last_moved_ = Clock::now();
   for (;;) {
     if (done()) return Status::ok();
     WEFT_RETURN_IF_ERROR(check());
+    if (switches || switch_to_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+      // tcp_rebuild.cc: a stalled wait may find a newer plan epoch, or a
+      // peer's; the call is then abandoned.
+      if (Status s = switch_check_locked(moved); !s) return s;
+    }
     if (stall_noticed_.load(std::memory_order_relaxed)) [[unlikely]] {
       return deadline_exceeded(fmt::format("a peer reported a stalled call (waiting for rank {})", p.peer()));
     }
@@ -150,7 +161,9 @@ Status TcpTransport::wait(TcpPair& p, Pred done, bool in, Deadline d, const char
         if (!moved) yield_to(p);
         break;
       case internal::IdleWait::kSleep:
-        moved = run_once(static_cast<int>(w.sleep_budget(std::chrono::milliseconds(1000)).count()));
+        moved = run_once(static_cast<int>(
+            w.sleep_budget(switches ? std::min(probe_after_, std::chrono::milliseconds(1000)) : std::chrono::milliseconds(1000))
+                .count()));
         break;
       case internal::IdleWait::kExpired:
         return deadline_exceeded(fmt::format("timed out waiting for rank {} ({} of message {})", p.peer(), what, t));

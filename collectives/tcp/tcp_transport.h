@@ -25,6 +25,11 @@
 //           the reverse direction of the connection the receiver opened,
 //           which carries nothing else, so it never waits behind data the
 //           receiver has not asked for.
+//   kSwitch no payload; `arg` = the origin + 1, `len` = a plan epoch: an
+//           in-call plan switch (tcp_rebuild.cc), on the same reverse
+//           direction as kStall, passed on once by each rank.
+// Each connection opens with a 24-byte Hello: who, which connection, and
+// the generation (in-call switches so far); tcp_rebuild.cc says why.
 #pragma once
 
 #include <memory>

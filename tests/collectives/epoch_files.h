@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -17,6 +18,20 @@
 #include "weft/routing/plan.h"
 
 namespace weft::coll::testing {
+
+// A directory of per-rank epoch files, removed with what is in it.
+struct EpochDir {
+  std::string path;
+  EpochDir() {
+    char tmpl[] = "/tmp/weft-epochs-XXXXXX";
+    if (::mkdtemp(tmpl)) path = tmpl;
+  }
+  ~EpochDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string file(int rank) const { return fmt::format("{}/rank{}.json", path, rank); }
+};
 
 // `k` distinct TCP ports that were free a moment ago: bound at once to
 // 127.0.0.1 port 0, then released (another process may take one meanwhile:

@@ -25,19 +25,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/weft-epochs-XXXXXX";
-    if (::mkdtemp(tmpl)) path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string file(int rank) const { return fmt::format("{}/rank{}.json", path, rank); }
-};
-
 struct Switch {
   int rank;
   uint64_t epoch;
@@ -79,7 +66,7 @@ void switch_twice(int n, const std::string& collective, std::chrono::millisecond
   const routing::RoutePlan plan_b = tcp_plan(n, collective, dports, sports_b);
   const routing::RoutePlan* by_epoch[] = {&plan_a, &plan_b, &plan_a};
   const Algorithm algorithm = collective == "allreduce-hd" ? Algorithm::kHalvingDoubling : Algorithm::kRing;
-  TempDir dir;
+  EpochDir dir;
   std::mutex mu;
   std::vector<Switch> switches;
   std::vector<std::atomic<uint64_t>> seen(nn), calls(nn);
@@ -228,7 +215,7 @@ TEST(EpochSwitchSkip, ARankThatOnlySeesANewerEpochTakesEveryRankThere) {
     const auto at = ports.begin() + 3 + 9 * static_cast<std::ptrdiff_t>(k);
     plans.push_back(tcp_plan(n, "allreduce-hd", dports, std::vector<uint16_t>(at, at + 9)));
   }
-  TempDir dir;
+  EpochDir dir;
   std::mutex mu;
   std::vector<Switch> switches;
   std::vector<std::atomic<int>> calls(static_cast<size_t>(n));
@@ -307,7 +294,7 @@ TEST(EpochSwitchConnections, OnlyTheConnectionsWhoseSourcePortChangedAreMadeAgai
   sports[3 * n + 2] = ports[static_cast<size_t>(n + n * n + 1)];  // flow 3 -> 2
   const routing::RoutePlan plan_b = tcp_plan(n, "allreduce-hd", dports, sports);
   const auto moved = [](int src, int dst) { return (src == 0 && dst == 1) || (src == 3 && dst == 2); };
-  TempDir dir;
+  EpochDir dir;
   const std::string path = dir.path + "/epochs.json";  // one file for every rank
   std::vector<std::atomic<int>> calls(static_cast<size_t>(n));
   std::thread watcher([&] {

@@ -50,9 +50,9 @@ TEST(TcpStrangers, ConnectionsThatAreNoPeersAreDroppedAndCountedAndTheJobSucceed
   auto addr = store.inner.get("weft/tcp/1", Clock::now() + 30s);
   ASSERT_TRUE(addr) << addr.status().to_string();
   std::vector<tcp::Fd> strangers;
-  strangers.push_back(stranger(*addr, std::string(16, '\xcd')));                         // not the protocol
-  strangers.push_back(stranger(*addr, hello_bytes(tcp::Hello{tcp::kMagic, 7, 0, 0})));  // no such rank
-  strangers.push_back(stranger(*addr, hello_bytes(tcp::Hello{tcp::kMagic, 1, 0, 0})));  // rank 1 itself
+  strangers.push_back(stranger(*addr, std::string(sizeof(tcp::Hello), '\xcd')));                       // not the protocol
+  strangers.push_back(stranger(*addr, hello_bytes(tcp::Hello{tcp::kMagic, 7, 0, 0, 0, 0})));  // no such rank
+  strangers.push_back(stranger(*addr, hello_bytes(tcp::Hello{tcp::kMagic, 1, 0, 0, 0, 0})));  // rank 1 itself
   strangers.push_back(stranger(*addr, ""));  // says nothing: held aside, closed 10 s after it came (tcp_connect.cc)
   store.open();
   for (auto& t : ranks) t.join();
@@ -83,7 +83,7 @@ TEST_P(PeerAbortReason, IsShownUpToTheBoundThenCutWithAMarker) {
   ASSERT_TRUE(store.set("weft/tcp/1", mine.to_string()));
   auto addr0 = store.get("weft/tcp/0", Clock::now() + 20s);
   ASSERT_TRUE(addr0);
-  tcp::Fd out = stranger(*addr0, hello_bytes(tcp::Hello{tcp::kMagic, 1, 0, 0}));
+  tcp::Fd out = stranger(*addr0, hello_bytes(tcp::Hello{tcp::kMagic, 1, 0, 0, 0, 0}));
   pollfd pf{listener->get(), POLLIN, 0};
   ASSERT_EQ(::poll(&pf, 1, 20000), 1);
   tcp::Fd in(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));  // rank 0's connection to "rank 1"

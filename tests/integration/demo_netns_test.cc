@@ -86,28 +86,37 @@ TEST(DemoNetnsTest, WeftsPlanReachesTheIdealAndBeatsEcmpAlsoAfterALinkFailsThenC
   fs::remove_all(dir);
 }
 
-// --fail-during: (a) and (b) each run back-to-back calls while spine 2 -
-// leaf 3 is cut, withdrawn 0.5 s later and restored; every event takes effect
-// within 0.2 s of its time, calls complete before, during and after the
-// fault, every call is verified (the demo fails otherwise), nothing is left.
-TEST(DemoNetnsTest, ALinkThatFailsMidJobIsCutWithdrawnAndRestoredOnTimeWithEveryCallVerified) {
+// --fail-during with a gray failure (never withdrawn): (a), (b) and (c) each
+// run back-to-back calls while spine 2 - leaf 3 is cut and restored; every
+// event takes effect within 0.2 s of its time, calls complete before the cut
+// and after the restore, every call is verified (the demo fails otherwise),
+// nothing is left. (c) is watched: the cable is localised within 1 s of the
+// cut, every rank runs the re-plan within 2 s of it (inside the call the cut
+// stalled), and the full plan again within 2 s of the restore.
+TEST(DemoNetnsTest, ALinkThatFailsMidJobIsLocalisedAndRoutedAroundLiveWithEveryCallVerified) {
   WEFT_SKIP_UNLESS_NETNS();
   const std::string dir = test_dir(), prefix = fmt::format("wfdt{}t-", ::getpid());
-  Demo d = start_demo(dir, {"--fail-during", "2:3@3s:7s", "--timeline", "10s", "--call-size", "2MiB", "--prefix",
-                            prefix, "--work-dir", dir + "/w", "--json", dir + "/t.json", "--svg", dir + "/t.svg"});
-  const int st = wait_for(d.pid, std::chrono::seconds(240));
+  Demo d = start_demo(dir, {"--fail-during", "2:3@3s:7s", "--timeline", "10s", "--call-size", "2MiB", "--converge-ms",
+                            "0", "--prefix", prefix, "--work-dir", dir + "/w", "--json", dir + "/t.json", "--svg",
+                            dir + "/t.svg"});
+  const int st = wait_for(d.pid, std::chrono::seconds(300));
   const std::string out = slurp(d.out);
   std::cout << out << slurp(d.err) << "[load] " << load_average() << "\n";
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "weft demo failed (its output above)";
   const auto j = nlohmann::json::parse(slurp(dir + "/t.json"));
-  ASSERT_EQ(j["runs"].size(), 2u);
+  ASSERT_EQ(j["runs"].size(), 3u);
   for (const auto& run : j["runs"]) {
-    const auto& ev = run["events"];
-    ASSERT_EQ(ev.size(), 3u) << run["name"];
-    const std::vector<std::pair<std::string, double>> planned = {{"cut", 3.0}, {"withdrawn", 3.5}, {"restored", 7.0}};
-    for (size_t i = 0; i < 3; ++i) {
-      EXPECT_EQ(ev[i]["what"], planned[i].first);
-      EXPECT_NEAR(ev[i]["at_s"].get<double>(), planned[i].second, 0.2) << run["name"] << " " << planned[i].first;
+    std::vector<std::pair<std::string, double>> faults;
+    for (const auto& e : run["events"]) {
+      if (e["what"] == "cut" || e["what"] == "withdrawn" || e["what"] == "restored") {
+        faults.emplace_back(e["what"].get<std::string>(), e["at_s"].get<double>());
+      }
+    }
+    ASSERT_EQ(faults.size(), 2u) << run["name"];
+    const std::vector<std::pair<std::string, double>> planned = {{"cut", 3.0}, {"restored", 7.0}};
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(faults[i].first, planned[i].first);
+      EXPECT_NEAR(faults[i].second, planned[i].second, 0.2) << run["name"] << " " << planned[i].first;
     }
     int before = 0, after = 0;
     double last_end = 0;
@@ -123,6 +132,19 @@ TEST(DemoNetnsTest, ALinkThatFailsMidJobIsCutWithdrawnAndRestoredOnTimeWithEvery
     EXPECT_GE(after, 1) << run["name"] << ": calls run again after the restore";
     EXPECT_GE(last_end, 10.0) << "the series runs its whole timeline";
   }
+  const auto& live = j["live"];
+  EXPECT_GE(live["localised_s"].get<double>(), 0);
+  EXPECT_LT(live["localised_s"].get<double>(), 1.0);
+  EXPECT_GE(live["adopted_s"].get<double>(), 0) << "the re-plan was run before the restore";
+  EXPECT_LT(live["adopted_s"].get<double>(), 2.0);
+  EXPECT_GE(live["back_adopted_s"].get<double>(), 0) << "the full plan was run again";
+  EXPECT_LT(live["back_adopted_s"].get<double>(), 2.0);
+  bool named = false;
+  for (const auto& e : j["runs"][2]["events"]) {
+    const std::string w = e["what"];
+    named |= w.rfind("localised ", 0) == 0 && w.find("s2") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << "the watcher names a link of spine 2";
   EXPECT_NE(slurp(dir + "/t.svg").find(">restored</text>"), std::string::npos);
   expect_clean(prefix, dir + "/w");
   fs::remove_all(dir);

@@ -22,7 +22,9 @@ struct Tuple {
   int a, b, spine, reply_spine;
 };
 
-ProbedPath path_of(const Tuple& t, int failed_link) {
+int reverse(int e) { return e ^ 1; }
+
+ProbedPath path_of(const Tuple& t, int failed_link, int failed_too = -1) {
   ProbedPath p;
   p.forward = {up(t.a, t.spine), down(t.spine, t.b)};
   for (int s = 0; s < kSpines; ++s) {
@@ -32,7 +34,7 @@ ProbedPath path_of(const Tuple& t, int failed_link) {
   const std::vector<int> actual = {up(t.a, t.spine), down(t.spine, t.b), up(t.b, t.reply_spine),
                                    down(t.reply_spine, t.a)};
   bool lost = false;
-  for (int e : actual) lost |= e == failed_link;
+  for (int e : actual) lost |= e == failed_link || e == failed_too;
   p.health = lost ? PathHealth::kFailing : PathHealth::kHealthy;
   return p;
 }
@@ -47,9 +49,9 @@ std::vector<Tuple> one_per_spine_per_pair() {
   return ts;
 }
 
-std::vector<ProbedPath> probe(const std::vector<Tuple>& ts, int failed_link) {
+std::vector<ProbedPath> probe(const std::vector<Tuple>& ts, int failed_link, int failed_too = -1) {
   std::vector<ProbedPath> ps;
-  for (const Tuple& t : ts) ps.push_back(path_of(t, failed_link));
+  for (const Tuple& t : ts) ps.push_back(path_of(t, failed_link, failed_too));
   return ps;
 }
 
@@ -70,6 +72,28 @@ std::string link_name(const ::testing::TestParamInfo<int>& p) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fabric4x4, EveryDirectedLink, ::testing::Range(0, 2 * kSpines * kLeaves), link_name);
+
+// A cut cable drops both directions: no single directed link explains the
+// losses, the cable does, and with `reverse` it is named (both directions).
+class EveryCable : public ::testing::TestWithParam<int> {};
+
+TEST_P(EveryCable, IsLocalisedAsBothDirections) {
+  const int leaf = GetParam() / kSpines, spine = GetParam() % kSpines;
+  const auto ps = probe(one_per_spine_per_pair(), up(leaf, spine), down(spine, leaf));
+  EXPECT_EQ(localise(ps).verdict, Verdict::kUnexplained) << "directed links only";
+  const Localisation l = localise(ps, reverse);
+  EXPECT_EQ(l.verdict, Verdict::kLocalised) << verdict_name(l.verdict);
+  EXPECT_TRUE(l.cable);
+  EXPECT_EQ(l.links, (std::vector<int>{up(leaf, spine), down(spine, leaf)}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fabric4x4, EveryCable, ::testing::Range(0, kSpines * kLeaves));
+
+TEST(Localise, ASingleDirectedLinkIsNotTakenForItsCable) {
+  const Localisation l = localise(probe(one_per_spine_per_pair(), down(2, 1)), reverse);
+  EXPECT_FALSE(l.cable);
+  EXPECT_EQ(l.links, std::vector<int>{down(2, 1)});
+}
 
 TEST(Localise, NoFailingPathIsNoVerdict) {
   const Localisation l = localise(probe(one_per_spine_per_pair(), /*failed_link=*/-1));
@@ -105,7 +129,7 @@ TEST(Localise, TwoFailedLinksOnDisjointPathsAreUnexplained) {
   std::vector<ProbedPath> ps = probe({{0, 1, 0, 0}, {2, 3, 2, 2}, {1, 0, 1, 1}, {3, 2, 3, 3}}, -1);
   ps[0].health = PathHealth::kFailing;
   ps[1].health = PathHealth::kFailing;
-  const Localisation l = localise(ps);
+  const Localisation l = localise(ps, reverse);  // not one cable either
   EXPECT_EQ(l.verdict, Verdict::kUnexplained);
   EXPECT_TRUE(l.links.empty());
   EXPECT_EQ(l.failing, 2);

@@ -95,6 +95,42 @@ TEST_F(WatchStateTest, ALinkIsDownOnceConfirmedAndUpOnceHealed) {
   EXPECT_FALSE(w.counts(at(1510)).down);
 }
 
+// The routing withdraws s1 -> l2: 0 -> 1's port that took s1 now takes s2 and
+// is healthy, as is everything else, yet no probe crosses s1 -> l2. The link
+// is up only once a probe crosses it again and comes back.
+TEST_F(WatchStateTest, AWithdrawnLinkIsNotUpUntilAProbeCrossesItAgain) {
+  report(0, 5, {0, 0, 0}, {0, 0});
+  arrived(0, 5, 5, 5, 5, 5);
+  report(1000, 8, {3, 0, 0}, {3, 0});
+  arrived(1000, 5, 8, 8, 8, 8);
+  report(1150, 10, {5, 0, 0}, {5, 0});
+  arrived(1150, 5, 10, 10, 10, 10);
+  ASSERT_TRUE(w.evaluate(at(1150)).empty());
+  ASSERT_EQ(w.evaluate(at(1260)).size(), 1u);
+  ASSERT_EQ(w.counts(at(1260)).down, "s1->l2");
+  auto rerouted = [&](uint64_t at_ms, uint64_t sent, int spine) {
+    const std::vector<probe::TupleTally> h0 = {row(20, 100, sent, 0, spine), row(20, 101, sent, 0, 2),
+                                               row(30, 104, sent, 0, 1)};
+    const std::vector<probe::TupleTally> h1 = {row(10, 102, sent, 0, spine), row(10, 103, sent, 0, 2)};
+    const std::vector<probe::TupleTally> h2 = {row(10, 105, sent, 0, 1)};
+    w.update(0, h0, at(at_ms));
+    w.update(1, h1, at(at_ms));
+    w.update(2, h2, at(at_ms));
+    arrived(at_ms, sent, sent, sent, sent, sent);
+  };
+  for (uint64_t t = 1400; t <= 2400; t += 100) {
+    rerouted(t, 12 + t / 100, 2);
+    EXPECT_TRUE(w.evaluate(at(t)).empty()) << "withdrawn, not restored, at " << t << " ms";
+  }
+  EXPECT_EQ(w.counts(at(2400)).down, "s1->l2");
+  rerouted(2500, 40, 1);
+  EXPECT_TRUE(w.evaluate(at(2500)).empty());  // crossed again, not yet confirmed
+  auto up = w.evaluate(at(2610));
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_EQ(up[0].kind, LinkEvent::Kind::kUp);
+  EXPECT_EQ(up[0].links, std::vector<std::string>{"s1->l2"});
+}
+
 TEST_F(WatchStateTest, RequestsThatStillArriveMakeTheOtherDirectionTheFailedOne) {
   report(0, 5, {0, 0, 0}, {0, 0});
   arrived(0, 5, 5, 5, 5, 5);

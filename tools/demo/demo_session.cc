@@ -4,6 +4,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <csignal>
+#include <cstdio>
+
 #include <cmath>
 #include <optional>
 #include <sstream>
@@ -21,6 +24,7 @@ namespace weft::cli::demo {
 namespace {
 
 constexpr int kProtoTcp = 6;
+constexpr int kProtoUdp = 17;
 
 std::string first_line(const std::string& s) {
   const auto b = s.find_first_not_of("\n ");
@@ -140,26 +144,36 @@ Status DemoSession::start_agents() {
 }
 
 Result<ProbeRun> DemoSession::probe(const std::vector<std::string>& hosts, bool targeted) {
+  std::vector<std::string> args = {"--backend", "tcp-syn", "--dport", std::to_string(cfg_.dport)};
+  if (targeted) {
+    // Windows of ports until each HD pair has, on every spine, as many
+    // answered ports as its host has HD partners (controller.h).
+    for (const char* a : {"--targeted", "allreduce-hd"}) args.push_back(a);
+    args.push_back("--spines");
+    args.push_back(std::to_string(cfg_.spines));
+  } else {
+    args.push_back("--ports");
+    args.push_back(std::to_string(cfg_.probe_ports));
+  }
+  return run_probe(hosts, targeted ? "/hosts-ranked" : "/hosts", args, kProtoTcp);
+}
+
+Result<ProbeRun> DemoSession::probe_udp(const std::vector<std::string>& hosts, int ports) {
+  return run_probe(hosts, "/hosts-watched", {"--ports", std::to_string(ports)}, kProtoUdp);
+}
+
+Result<ProbeRun> DemoSession::run_probe(const std::vector<std::string>& hosts, const std::string& file,
+                                        const std::vector<std::string>& args, int protocol) {
   std::string list;
   for (const auto& name : hosts) {
     WEFT_ASSIGN_OR_RETURN(const EmulatedHost* h, fabric_->host(name));
     list += fmt::format("{} {} 7400\n", h->name, h->ip);
   }
-  const std::string hosts_file = dir_ + (targeted ? "/hosts-ranked" : "/hosts");
+  const std::string hosts_file = dir_ + file;
   WEFT_RETURN_IF_ERROR(write_file_atomic(hosts_file, list));
   std::vector<std::string> argv = {weft_, "probe", "--hosts", hosts_file, "--secret-file", secret_, "--db", db_,
-                                   "--backend", "tcp-syn", "--dport", std::to_string(cfg_.dport), "--rate", "20000",
-                                   "--quiet"};
-  if (targeted) {
-    // Windows of ports until each HD pair has, on every spine, as many
-    // answered ports as its host has HD partners (controller.h).
-    for (const char* a : {"--targeted", "allreduce-hd"}) argv.push_back(a);
-    argv.push_back("--spines");
-    argv.push_back(std::to_string(cfg_.spines));
-  } else {
-    argv.push_back("--ports");
-    argv.push_back(std::to_string(cfg_.probe_ports));
-  }
+                                   "--rate", "20000", "--quiet"};
+  argv.insert(argv.end(), args.begin(), args.end());
   const auto t0 = Clock::now();
   WEFT_ASSIGN_OR_RETURN(pid_t pid, fabric_->spawn(fabric_->hosts().front().name, argv, {}, dir_ + "/probe.out",
                                                   dir_ + "/probe.err"));
@@ -173,11 +187,50 @@ Result<ProbeRun> DemoSession::probe(const std::vector<std::string>& hosts, bool 
   db::OpenOptions ro;
   ro.read_only = true;
   WEFT_ASSIGN_OR_RETURN(db::Database db, db::Database::open(db_, ro));
-  WEFT_ASSIGN_OR_RETURN(std::optional<int64_t> c, db::latest_done_campaign(db, kProtoTcp));
-  if (!c) return internal_error("weft probe finished but the database holds no finished TCP campaign");
+  WEFT_ASSIGN_OR_RETURN(std::optional<int64_t> c, db::latest_done_campaign(db, protocol));
+  if (!c) {
+    return internal_error(fmt::format("weft probe finished but the database holds no finished {} campaign",
+                                      protocol == kProtoTcp ? "TCP" : "UDP"));
+  }
   r.campaign = *c;
   WEFT_ASSIGN_OR_RETURN(r.flows, db.query_int(fmt::format("SELECT COUNT(*) FROM observations WHERE campaign_id = {}", *c)));
   return r;
+}
+
+// The watcher runs on the first host, as the controller does (it reaches
+// the agents' control ports through the fabric), and is ready once it
+// prints what it watches.
+Result<pid_t> DemoSession::start_watch(const std::string& plan, const std::string& epochs, const std::string& job) {
+  const std::string out = dir_ + "/watch.out", err = dir_ + "/watch.err";
+  (void)std::remove(out.c_str());
+  WEFT_ASSIGN_OR_RETURN(pid_t pid, fabric_->spawn(fabric_->hosts().front().name,
+                                                  {weft_, "watch", "--hosts", dir_ + "/hosts-watched", "--secret-file",
+                                                   secret_, "--db", db_, "--plan", plan, "--publish", epochs, "--job",
+                                                   job},
+                                                  {}, out, err));
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    auto text = read_file(out);
+    if (text && text->find("watching ") != std::string::npos) return pid;
+    if (!fabric_->running(pid)) {
+      auto e = read_file(err);
+      return internal_error(fmt::format("weft watch exited: {}", e ? first_line(*e) : ""));
+    }
+    if (InterruptGuard::interrupted()) return aborted("interrupted while starting weft watch");
+    if (Clock::now() > deadline) return deadline_exceeded("weft watch did not start watching in 30 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+Result<std::string> DemoSession::stop_watch(pid_t pid) {
+  if (!fabric_->running(pid)) {  // reaped now: it died during the run
+    auto e = read_file(dir_ + "/watch.err");
+    return internal_error(fmt::format("weft watch died during the run: {}", e ? first_line(*e) : ""));
+  }
+  ::kill(pid, SIGTERM);
+  WEFT_RETURN_IF_ERROR(
+      fabric_->wait_all({pid}, Clock::now() + std::chrono::seconds(10), "weft watch").status());
+  return read_file(dir_ + "/watch.out");
 }
 
 // A rank that finished an HD step early sends into the next one while its
@@ -198,7 +251,8 @@ Status DemoSession::start_workers() {
                                                     {weft_, "demo", "worker", "--dir", dir_, "--host", h.name, "--ip",
                                                      h.ip, "--max-bytes",
                                                      std::to_string(cfg_.fail_during ? cfg_.call_bytes : cfg_.bytes)},
-                                                    {}, "/dev/null", fmt::format("{}/worker-{}.log", dir_, h.name)));
+                                                    {}, fmt::format("{}/worker-{}.out", dir_, h.name),
+                                                    fmt::format("{}/worker-{}.log", dir_, h.name)));
     workers_.push_back(pid);
     const auto deadline = Clock::now() + std::chrono::seconds(60);
     while (!read_file(fmt::format("{}/ready-{}", dir_, h.name))) {
@@ -276,12 +330,17 @@ Result<AllreduceRun> DemoSession::allreduce(const std::vector<std::string>& host
 }
 
 Result<std::vector<SeriesCall>> DemoSession::series(const std::vector<std::string>& hosts, const std::string& plan,
-                                                    const std::string& tag, const std::function<Status(double t)>& at) {
+                                                    const std::string& tag, const std::function<Status(double t)>& at,
+                                                    const std::string& epochs, const std::string& job_id) {
   const int n = static_cast<int>(hosts.size());
   const std::string start_file = fmt::format("{}/series-{}.start", dir_, jobs_ + 1);
-  const nlohmann::json job = {{"bytes", cfg_.call_bytes},
-                              {"plan", plan},
-                              {"series", {{"start_file", start_file}, {"duration_s", cfg_.timeline_s}}}};
+  nlohmann::json job = {{"bytes", cfg_.call_bytes},
+                        {"plan", plan},
+                        {"series", {{"start_file", start_file}, {"duration_s", cfg_.timeline_s}}}};
+  if (!epochs.empty()) {
+    job["plan_epochs"] = epochs;
+    job["job"] = job_id;
+  }
   std::optional<int64_t> start_ns;
   auto tick = [&]() -> Status {
     if (!start_ns) {
@@ -299,8 +358,8 @@ Result<std::vector<SeriesCall>> DemoSession::series(const std::vector<std::strin
   std::vector<SeriesCall> calls;
   const double bus = static_cast<double>(cfg_.call_bytes) * 2.0 * (n - 1) / n;
   for (const auto& row : results[0].value("calls", nlohmann::json::array())) {
-    if (!row.is_array() || row.size() != 3) return internal_error(fmt::format("run {}: unreadable call row", tag));
-    SeriesCall c{row[0].get<double>(), row[1].get<double>(), 0, row[2].get<int64_t>()};
+    if (!row.is_array() || row.size() != 4) return internal_error(fmt::format("run {}: unreadable call row", tag));
+    SeriesCall c{row[0].get<double>(), row[1].get<double>(), 0, row[2].get<int64_t>(), row[3].get<uint64_t>()};
     if (!(c.seconds > 0)) return internal_error(fmt::format("run {}: a call without a time", tag));
     c.busbw_Bps = bus / c.seconds;
     if (c.wrong != 0) {
@@ -309,6 +368,7 @@ Result<std::vector<SeriesCall>> DemoSession::series(const std::vector<std::strin
     calls.push_back(c);
   }
   if (calls.empty()) return internal_error(fmt::format("run {}: no call completed", tag));
+  if (auto text = read_file(start_file)) series_start_ns_ = std::stoll(*text);
   return calls;
 }
 

@@ -47,6 +47,7 @@ struct SeriesCall {
   double seconds = 0;    // from the first rank's start to the last rank's end
   double busbw_Bps = 0;  // nccl-tests busbw of the call
   int64_t wrong = 0;
+  uint64_t epoch = 0;    // the plan epoch it ended on (0: the job's own plan)
 };
 
 class DemoSession {
@@ -64,6 +65,14 @@ class DemoSession {
   // ordered pairs x probe_ports, or only the HD pairs of this order, each
   // stopping once every spine has a port (job launch).
   Result<ProbeRun> probe(const std::vector<std::string>& hosts, bool targeted);
+  // A DSCP (UDP) campaign over `hosts`, `ports` source ports per pair: what
+  // `weft watch` watches from (its hosts file is the watcher's).
+  Result<ProbeRun> probe_udp(const std::vector<std::string>& hosts, int ports);
+  // `weft watch` on the hosts of the last probe_udp(), watching `plan` and
+  // publishing plan epochs of job `job` to `epochs`; returns once it watches.
+  Result<pid_t> start_watch(const std::string& plan, const std::string& epochs, const std::string& job);
+  // SIGTERM, wait, and what it printed (one line per verdict, cmd_watch.cc).
+  Result<std::string> stop_watch(pid_t pid);
 
   // HD AllReduce with rank r on hosts[r]; `plan` = "" for ephemeral ports.
   // `tag` names the run in messages.
@@ -72,14 +81,20 @@ class DemoSession {
   // Back-to-back HD AllReduce calls of cfg.call_bytes for cfg.timeline_s,
   // from a start rank 0 picks once every rank is connected; meanwhile
   // `at(t)` is called every few ms with the seconds since that start, to act
-  // on the fabric. An error from it ends the wait.
+  // on the fabric. An error from it ends the wait. With `epochs`, the ranks
+  // adopt the plan epochs published there for job `job_id`.
   Result<std::vector<SeriesCall>> series(const std::vector<std::string>& hosts, const std::string& plan,
-                                         const std::string& tag, const std::function<Status(double t)>& at);
+                                         const std::string& tag, const std::function<Status(double t)>& at,
+                                         const std::string& epochs = "", const std::string& job_id = "");
+  // CLOCK_REALTIME ns at which the last series started (0: none yet).
+  int64_t series_start_ns() const { return series_start_ns_; }
 
  private:
   DemoSession() = default;
   Status start_agents();
   Status start_workers();
+  Result<ProbeRun> run_probe(const std::vector<std::string>& hosts, const std::string& file,
+                             const std::vector<std::string>& args, int protocol);
   // Writes job k (hosts, store, timeout and socket buffer added) and waits
   // for every rank's result, calling `tick` while it waits.
   Result<std::vector<nlohmann::json>> run_job(const std::vector<std::string>& hosts, nlohmann::json job,
@@ -92,6 +107,7 @@ class DemoSession {
   std::unique_ptr<EmulatedFabric> fabric_;
   std::vector<pid_t> workers_;  // by host, in fabric_->hosts() order
   int jobs_ = 0;
+  int64_t series_start_ns_ = 0;
 };
 
 }  // namespace weft::cli::demo

@@ -125,7 +125,7 @@ std::string timeline_svg(const DemoConfig& cfg, const std::vector<TimelineRun>& 
                        "time (s), each call plotted when it ended", "busbw (Mbit/s)", series, axes);
 }
 
-std::string timeline_json(const DemoConfig& cfg, const std::vector<TimelineRun>& runs) {
+std::string timeline_json(const DemoConfig& cfg, const std::vector<TimelineRun>& runs, const nlohmann::json& extra) {
   const auto& f = *cfg.fail_during;
   nlohmann::json j = {{"link", {{"spine", f.spine}, {"leaf", f.leaf}}},
                       {"call_bytes", cfg.call_bytes},
@@ -134,11 +134,13 @@ std::string timeline_json(const DemoConfig& cfg, const std::vector<TimelineRun>&
   for (const TimelineRun& r : runs) {
     nlohmann::json run = {{"name", r.name}, {"calls", nlohmann::json::array()}, {"events", nlohmann::json::array()}};
     for (const SeriesCall& c : r.calls) {
-      run["calls"].push_back({{"at_s", c.at_s}, {"seconds", c.seconds}, {"busbw_mbit", mbit(c.busbw_Bps)}});
+      run["calls"].push_back(
+          {{"at_s", c.at_s}, {"seconds", c.seconds}, {"busbw_mbit", mbit(c.busbw_Bps)}, {"epoch", c.epoch}});
     }
     for (const FaultEvent& e : r.events) run["events"].push_back({{"what", e.what}, {"planned_s", e.at_s}, {"at_s", e.done_s}});
     j["runs"].push_back(std::move(run));
   }
+  for (const auto& [k, v] : extra.items()) j[k] = v;
   return j.dump(1) + "\n";
 }
 

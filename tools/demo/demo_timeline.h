@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "demo_config.h"
 #include "demo_session.h"
 
@@ -66,6 +68,8 @@ double phase_busbw(const std::vector<SeriesCall>& calls, double from_s, double t
 std::string timeline_table(const DemoConfig& cfg, const std::vector<TimelineRun>& runs);
 // busbw per call over time, the events marked.
 std::string timeline_svg(const DemoConfig& cfg, const std::vector<TimelineRun>& runs);
-std::string timeline_json(const DemoConfig& cfg, const std::vector<TimelineRun>& runs);
+// `extra`'s keys are added at the top level (run (c)'s figures).
+std::string timeline_json(const DemoConfig& cfg, const std::vector<TimelineRun>& runs,
+                          const nlohmann::json& extra = nlohmann::json::object());
 
 }  // namespace weft::cli::demo

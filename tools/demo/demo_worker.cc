@@ -34,6 +34,9 @@ struct Job {
   bool series = false;
   std::string start_file;
   double duration_s = 0;
+  // The plan epochs file a watcher publishes to (docs/collectives.md "Plan
+  // epochs"), and the job id its epochs must name; empty: the plan is fixed.
+  std::string plan_epochs, job_id;
 };
 
 Result<Job> parse_job(const std::string& text) {
@@ -52,6 +55,8 @@ Result<Job> parse_job(const std::string& text) {
       job.duration_s = j.at("series").at("duration_s").get<double>();
       if (!(job.duration_s > 0)) return invalid_argument("series duration out of range");
     }
+    job.plan_epochs = j.value("plan_epochs", std::string());
+    job.job_id = j.value("job", std::string());
     if (job.hosts.size() < 2 || job.bytes % 4 != 0 || job.timeout_s < 1) return invalid_argument("job out of range");
     return job;
   } catch (const std::exception& e) {
@@ -88,6 +93,8 @@ Result<Connected> connect(const WorkerArgs& a, const Job& job, int rank) {
   cfg.scratch_reserve_bytes = job.bytes;  // recycled memory: no page faults inside the timed call
   if (!job.plan.empty()) {
     WEFT_ASSIGN_OR_RETURN(cfg.plan, routing::load_plan(job.plan));
+    cfg.plan_epochs = job.plan_epochs;
+    cfg.job = job.job_id;
   }
   WEFT_ASSIGN_OR_RETURN(c.comm, coll::Communicator::create(cfg, *c.store));
   return c;
@@ -125,10 +132,12 @@ Result<Outcome> run_job(const WorkerArgs& a, const Job& job, int rank, HugeBuffe
 
 // One call of a series: when its first rank started it (s after the series'
 // start), until its last rank ended it (s), elements off the exact sum on
-// the worst rank.
+// the worst rank, and the plan epoch the call ended on (the same on every
+// rank: epochs switch at agreed calls).
 struct Call {
   double at_s = 0, seconds = 0;
   int64_t wrong = 0;
+  uint64_t epoch = 0;
 };
 
 int64_t unix_ns() {
@@ -162,6 +171,7 @@ Result<std::vector<Call>> run_series(const WorkerArgs& a, const Job& job, int ra
     WEFT_RETURN_IF_ERROR(
         c.comm->allreduce(data.data(), data.data(), count, coll::DataType::kF32, coll::ReduceOp::kSum, o));
     const int64_t t1 = unix_ns();
+    const uint64_t epoch = c.comm->plan_epoch();
     // The call lasts from the first rank's start to the last rank's end. A
     // rank leaves the agreement only once every rank has entered it, so the
     // next call starts after this one ended everywhere.
@@ -171,7 +181,7 @@ Result<std::vector<Call>> run_series(const WorkerArgs& a, const Job& job, int ra
                         rank == 0 && t1 >= end_ns ? 1 : 0};
     WEFT_RETURN_IF_ERROR(c.comm->allreduce(agree, agree, 4, coll::DataType::kI64, coll::ReduceOp::kMax));
     calls.push_back({static_cast<double>(-agree[0] - start_ns) / 1e9,
-                     static_cast<double>(agree[1] + agree[0]) / 1e9, agree[2]});
+                     static_cast<double>(agree[1] + agree[0]) / 1e9, agree[2], epoch});
     if (agree[3] != 0) return calls;
   }
 }
@@ -207,7 +217,7 @@ int run_worker(const WorkerArgs& a) {
         auto calls = run_series(a, *job, rank, data);
         if (calls) {
           nlohmann::json rows = nlohmann::json::array();
-          for (const Call& call : *calls) rows.push_back({call.at_s, call.seconds, call.wrong});
+          for (const Call& call : *calls) rows.push_back({call.at_s, call.seconds, call.wrong, call.epoch});
           res = {{"rank", rank}, {"ok", true}, {"calls", rank == 0 ? rows : nlohmann::json::array()}};
         } else {
           res = {{"rank", rank}, {"ok", false}, {"error", calls.status().to_string()}};

@@ -83,6 +83,11 @@ WatchState::State WatchState::state(const Live& l, uint64_t now_ns) const {
 std::vector<LinkEvent> WatchState::evaluate(uint64_t now_ns) {
   std::vector<routing::ProbedPath> paths;
   uint64_t first_loss = 0;
+  // A link comes back up on evidence only: a healthy probe crossing it. When
+  // the routing withdraws a failed link, its tuples hash onto other spines
+  // (their replies name the new spine) and every path turns healthy while
+  // nothing crosses the link at all.
+  bool down_carried = false;
   for (size_t i = 0; i < tuples_.size(); ++i) {
     const WatchTuple& t = tuples_[i];
     const Live& l = live_[i];
@@ -95,6 +100,7 @@ std::vector<LinkEvent> WatchState::evaluate(uint64_t now_ns) {
       reply.push_back(up(t.dst_leaf, s));
       reply.push_back(down(s, t.src_leaf));
     }
+    if (st == State::kHealthy && down_ && (forward[0] == *down_ || forward[1] == *down_)) down_carried = true;
     switch (st) {
       case State::kHealthy: paths.push_back({forward, {}, PathHealth::kHealthy}); break;
       case State::kForwardFailing: paths.push_back({forward, {}, PathHealth::kFailing}); break;
@@ -107,10 +113,13 @@ std::vector<LinkEvent> WatchState::evaluate(uint64_t now_ns) {
     }
     if (st != State::kHealthy && (first_loss == 0 || l.loss_since_ns < first_loss)) first_loss = l.loss_since_ns;
   }
-  const routing::Localisation loc = routing::localise(paths);
-  if (loc.verdict != pending_ || loc.links != pending_links_) {
+  // Link ids (up()/down() above) differ in their lowest bit only between the
+  // two directions of a cable: a cut cable is named as such.
+  const routing::Localisation loc = routing::localise(paths, [](int e) { return e ^ 1; });
+  if (loc.verdict != pending_ || loc.links != pending_links_ || down_carried != pending_carried_) {
     pending_ = loc.verdict;
     pending_links_ = loc.links;
+    pending_carried_ = down_carried;
     pending_since_ = now_ns;
     pending_reported_ = false;
   }
@@ -130,7 +139,7 @@ std::vector<LinkEvent> WatchState::evaluate(uint64_t now_ns) {
       }
       break;
     case Verdict::kNone:
-      if (down_) {
+      if (down_ && pending_carried_) {
         events.push_back({LinkEvent::Kind::kUp, {link_name(*down_)}, 0, now_ns});
         down_.reset();
       }

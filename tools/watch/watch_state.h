@@ -109,6 +109,7 @@ class WatchState {
   std::vector<int> pending_links_;
   uint64_t pending_since_ = 0;
   bool pending_reported_ = false;
+  bool pending_carried_ = false;  // a healthy probe crosses the link that is down
   std::optional<int> down_;  // the link declared down
 };
 

@@ -86,6 +86,11 @@ typedef struct {
    * are published in; needs plan_path. NULL: WEFT_PLAN_EPOCHS, else none. */
   const char* plan_epochs;
   const char* job;  /* the job the epochs name; NULL: WEFT_JOB, else "weft" */
+  /* In-call plan switches (CommConfig::in_call_switch, switch_stall):
+   * nonzero turns them off; the stall after which a wait looks for a newer
+   * epoch, in ms (0 = 200). WEFT_IN_CALL_SWITCH, WEFT_SWITCH_STALL_MS win. */
+  int in_call_switch_off;
+  int switch_stall_ms;
 } weft_comm_config_t;
 
 /* Every field to its default (as commented above). Fields are only ever

@@ -210,6 +210,7 @@ struct PlanEpochCounters {
   uint64_t epoch = 0;               // the plan epoch the communicator runs (0: CommConfig::plan)
   uint64_t switches = 0;            // plan epochs adopted
   uint64_t agreements = 0;          // agreement rounds run at call boundaries
+  uint64_t in_call_switches = 0;    // of `switches`, those inside a stalled call, which was run again
   uint64_t refused_job = 0;         // "job" is another job's
   uint64_t refused_stale = 0;       // "epoch" <= the epoch run or already read
   uint64_t refused_mismatch = 0;    // ranks, collective, flows or dports differ from the plan run
@@ -258,6 +259,16 @@ struct CommConfig {
   // The file is looked at (stat(2)) at most this often, and ranks agree on
   // the epoch about this often (1 ms .. 1 min).
   std::chrono::milliseconds plan_poll{100};
+  // In-call switches (docs/collectives.md "Plan epochs"): with a plan
+  // epochs file and every peer over TCP, an AllReduce whose wait has moved
+  // nothing for `switch_stall` looks at the file (one stat(2)); a newer
+  // epoch there makes every rank abandon the call, reconnect on the new
+  // epoch and run the call again, with its result exact. Each AllReduce
+  // then keeps a copy of its input (its bytes, two calls' worth of memory).
+  // false: a stalled call waits for its timeout, and no copy is made.
+  // $WEFT_IN_CALL_SWITCH=0/1 and $WEFT_SWITCH_STALL_MS, if set, win.
+  bool in_call_switch = true;
+  std::chrono::milliseconds switch_stall{200};  // 10 ms .. 60 s, below timeout
   // Where a transport pins registered pages (verbs), a call whose buffer is
   // not inside a registration (Communicator::register_buffer) of at most
   // this many bytes is copied into the communicator's own registered memory

@@ -174,6 +174,11 @@ struct TcpOptions {
   // on loopback (bench/results/2026-11-24-tcp-loopback.md).
   // 0: every send is copied by sendmsg(2).
   size_t splice_min_bytes = 256 << 10;
+  // Tests only: data on a connection that leaves from one of these source
+  // ports is never written by this rank (its sender) nor read by this rank
+  // (its receiver, which leaves it in the kernel), as if the link its path
+  // crosses dropped every packet (a gray failure). Empty: none.
+  std::vector<uint16_t> test_silent_sports;
 };
 
 struct ShmOptions {
@@ -348,6 +353,42 @@ class Transport {
     (void)waits_on;
   }
   static constexpr int kNoStallNotice = -2;
+
+  // In-call plan switches (docs/collectives.md "Plan epochs", collectives/
+  // in_call_switch.cc): a call stalled on a cut link is abandoned by every
+  // rank and run again on a newer plan epoch.
+  //   set_switch_probe(after, grace, probe)  a wait of this transport that
+  //       moved nothing for `after` calls probe() (at most once per
+  //       `after`); a nonzero epoch it returns is posted to every peer
+  //       (relayed, as stall notices are) and the wait returns kAborted.
+  //       Every wait that learns of a posted epoch does the same. While a
+  //       probe is set, a connection a peer closes mid-call fails the
+  //       transport only if no switch is heard of within `grace` (the peer
+  //       may be rebuilding its connections for the switch).
+  //   switch_requested()   the newest epoch posted or heard of (0: none);
+  //   switch_origin()      the rank that posted it first.
+  //   rebuild(routes, generation, deadline)  closes every connection and
+  //       connects the same peers again on `routes`; connections of an
+  //       earlier generation are refused, so no byte of the abandoned call
+  //       reaches the new ones. Collective between every pair of ranks
+  //       connected before it. Clears the switch request.
+  // Default (shm, loopback, verbs): no in-call switches; a call stalls and
+  // fails as before.
+  virtual bool can_rebuild() const { return false; }
+  virtual void set_switch_probe(std::chrono::milliseconds after, std::chrono::milliseconds grace,
+                                std::function<uint64_t()> probe) {
+    (void)after;
+    (void)grace;
+    (void)probe;
+  }
+  virtual uint64_t switch_requested() const { return 0; }
+  virtual int switch_origin() const { return -1; }
+  virtual Status rebuild(const std::vector<PeerRoute>& routes, uint32_t generation, Deadline deadline) {
+    (void)routes;
+    (void)generation;
+    (void)deadline;
+    return unimplemented(std::string(name()) + " transport: connections cannot be rebuilt");
+  }
 };
 
 // Creates and connects a transport: publishes this rank's address in the

@@ -16,7 +16,12 @@
 //      only the absence of it).
 // One candidate: that link failed. Several: the probes cannot tell them apart
 // (ambiguous; the caller says so rather than guess). None while paths fail:
-// no single link explains the losses (several failures, a host down, or the
+// no single directed link explains the losses. Then, given the caller's
+// `reverse` (the other direction of a link's cable), a cable is a candidate
+// when neither direction is cleared (1), every failing path may cross one
+// of them (2) and each direction has evidence of its own (3): a cut cable,
+// an optic dark both ways, drops both directions at once. Still none: no
+// single failure explains the losses (several failures, a host down, or the
 // moment of a cut, when some paths have not yet shown their loss).
 //
 //   std::vector<ProbedPath> paths = ...;  // link ids are the caller's
@@ -24,6 +29,7 @@
 //   if (l.verdict == Verdict::kLocalised) report(l.links[0]);
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -48,11 +54,14 @@ std::string_view verdict_name(Verdict v);
 
 struct Localisation {
   Verdict verdict = Verdict::kNone;
-  std::vector<int> links;
+  std::vector<int> links;  // a cable: both directions, ascending
+  bool cable = false;      // links are the two directions of one cable
   int failing = 0;  // paths failing
   int healthy = 0;  // paths healthy
 };
 
-Localisation localise(std::span<const ProbedPath> paths);
+// `reverse(e)`: the opposite direction of directed link e; empty: directed
+// links only.
+Localisation localise(std::span<const ProbedPath> paths, const std::function<int(int)>& reverse = {});
 
 }  // namespace weft::routing
