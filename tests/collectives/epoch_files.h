@@ -81,6 +81,27 @@ inline routing::RoutePlan tcp_plan(int n, const std::string& collective, const s
   return plan;
 }
 
+// Two TCP plans of `collective` on n ranks on free ports: the same listen
+// ports, every flow on another source port in b than in a. ok() is false
+// when the host had too few free ports (the caller skips).
+struct TwoPlans {
+  std::vector<uint16_t> dports, sports_a, sports_b;
+  routing::RoutePlan a, b;
+  bool ok() const { return !dports.empty(); }
+};
+inline TwoPlans two_tcp_plans(int n, const std::string& collective) {
+  const size_t nn = static_cast<size_t>(n);
+  const std::vector<uint16_t> ports = free_ports(nn + 2 * nn * nn);
+  TwoPlans t;
+  if (ports.size() < nn + 2 * nn * nn) return t;
+  t.dports.assign(ports.begin(), ports.begin() + n);
+  t.sports_a.assign(ports.begin() + n, ports.begin() + n + n * n);
+  t.sports_b.assign(ports.begin() + n + n * n, ports.end());
+  t.a = tcp_plan(n, collective, t.dports, t.sports_a);
+  t.b = tcp_plan(n, collective, t.dports, t.sports_b);
+  return t;
+}
+
 inline std::string epoch_json(const std::string& job, uint64_t epoch, const routing::RoutePlan& plan) {
   return fmt::format(R"({{"version": 1, "job": "{}", "epoch": {}, "reason": "test", "plan": {}}})", job, epoch,
                      routing::plan_to_json(plan));

@@ -45,13 +45,11 @@ void stall_then_switch(int n, const Stall& st) {
   const std::chrono::milliseconds lag = st.lag;
   const bool out_of_place = st.out_of_place;
   const size_t nn = static_cast<size_t>(n);
-  const std::vector<uint16_t> ports = free_ports(nn + 2 * nn * nn);
-  if (ports.size() < nn + 2 * nn * nn) GTEST_SKIP() << "not enough free TCP ports on 127.0.0.1";
-  const std::vector<uint16_t> dports(ports.begin(), ports.begin() + n);
-  const std::vector<uint16_t> sports_a(ports.begin() + n, ports.begin() + n + n * n);
-  const std::vector<uint16_t> sports_b(ports.begin() + n + n * n, ports.end());
-  const routing::RoutePlan plan_a = tcp_plan(n, "allreduce-hd", dports, sports_a);
-  const routing::RoutePlan plan_b = tcp_plan(n, "allreduce-hd", dports, sports_b);
+  const TwoPlans plans = two_tcp_plans(n, "allreduce-hd");
+  if (!plans.ok()) GTEST_SKIP() << "not enough free TCP ports on 127.0.0.1";
+  const routing::RoutePlan& plan_a = plans.a;
+  const routing::RoutePlan& plan_b = plans.b;
+  const std::vector<uint16_t>& sports_b = plans.sports_b;
   const uint16_t cut = sports_b[static_cast<size_t>(st.from * n + st.to)];
   EpochDir dir;
   std::mutex mu;

@@ -57,13 +57,10 @@ std::string ports_differ(Communicator& comm, const routing::RoutePlan& plan) {
 void switch_twice(int n, const std::string& collective, std::chrono::milliseconds late,
                   std::chrono::milliseconds timeout, const std::string& transport = "tcp") {
   const size_t nn = static_cast<size_t>(n);
-  const std::vector<uint16_t> ports = free_ports(nn + 2 * nn * nn);
-  if (ports.size() < nn + 2 * nn * nn) GTEST_SKIP() << "not enough free TCP ports on 127.0.0.1";
-  const std::vector<uint16_t> dports(ports.begin(), ports.begin() + n);
-  const std::vector<uint16_t> sports_a(ports.begin() + n, ports.begin() + n + n * n);
-  const std::vector<uint16_t> sports_b(ports.begin() + n + n * n, ports.end());
-  const routing::RoutePlan plan_a = tcp_plan(n, collective, dports, sports_a);
-  const routing::RoutePlan plan_b = tcp_plan(n, collective, dports, sports_b);
+  const TwoPlans plans = two_tcp_plans(n, collective);
+  if (!plans.ok()) GTEST_SKIP() << "not enough free TCP ports on 127.0.0.1";
+  const routing::RoutePlan& plan_a = plans.a;
+  const routing::RoutePlan& plan_b = plans.b;
   const routing::RoutePlan* by_epoch[] = {&plan_a, &plan_b, &plan_a};
   const Algorithm algorithm = collective == "allreduce-hd" ? Algorithm::kHalvingDoubling : Algorithm::kRing;
   EpochDir dir;
