@@ -226,6 +226,7 @@ class Planner {
       step_ids_.push_back(std::move(ids));
     }
     host_flows_.assign(f_.hosts.size(), 0);
+    used_mask_.assign(f_.hosts.size(), 0);
     for (const FlowInfo& fi : flows_) ++host_flows_[static_cast<size_t>(f_.nics[static_cast<size_t>(fi.src_nic)].host)];
     return Status::ok();
   }
@@ -255,8 +256,32 @@ class Planner {
         *offered,
         [&](std::span<const int> rt) { return !rt.empty() && rt.front() == ls && rt.back() == ld && route_is_up(rt); },
         [&](std::span<const int> rt) { return colour(rt); });
+    strike_taken(fi);
     return Status::ok();
   }
+
+  // Routes whose every offered port the host already uses (earlier classes)
+  // are struck before colouring: take_port would strike them after it, at
+  // the cost of colouring the class again. used_mask_ filters the ports to
+  // look up in used_ (a bit per port hash, set by take_port, never cleared).
+  void strike_taken(FlowInfo& fi) {
+    const int host = f_.nics[static_cast<size_t>(fi.src_nic)].host;
+    if (used_mask_[static_cast<size_t>(host)] == 0) return;
+    const auto& used = used_[static_cast<size_t>(host)];
+    free_on_.assign(cands_.num_routes(fi.ci), 0);
+    bool some_taken = false;
+    for (const PortRoute& pr : cands_.ports(fi.ci)) {
+      const bool taken = (used_mask_[static_cast<size_t>(host)] & port_bit(pr.sport)) != 0 &&
+                         std::find(used.begin(), used.end(), pr.sport) != used.end();
+      some_taken |= taken;
+      free_on_[static_cast<size_t>(pr.route)] |= !taken;
+    }
+    if (!some_taken) return;
+    for (size_t r = 0; r < free_on_.size(); ++r) {
+      if (!free_on_[r] && cands_.usable(fi.ci, r)) cands_.strike(fi.ci, static_cast<int>(r)), ++fi.struck;
+    }
+  }
+  static uint64_t port_bit(uint16_t p) { return uint64_t{1} << ((p * 0x9E37u) >> 10 & 63); }
 
   // Flow k's share of a pair's ports when the pair has n flows: route by
   // route, the ports are dealt round-robin over the flows (continuing from
@@ -444,6 +469,7 @@ class Planner {
     auto try_port = [&](uint16_t p) {
       if (std::find(used.begin(), used.end(), p) != used.end()) return false;
       used.push_back(p);
+      used_mask_[static_cast<size_t>(host)] |= port_bit(p);
       taken.emplace_back(host, p);
       fi.sport = p;
       return true;
@@ -600,6 +626,8 @@ class Planner {
   std::vector<std::vector<int>> step_ids_;  // per step: its flows, in the step's order
   std::vector<std::vector<uint16_t>> used_;  // per host: source ports in use
   std::vector<int> host_flows_;              // per host: flows it sends (each needs a port of its own)
+  std::vector<uint64_t> used_mask_;          // per host: port_bit() of the ports in used_
+  std::vector<char> free_on_;                // strike_taken: per route, a port not yet used
   CandidateStore cands_;  // the class being planned
   PairRoutes answer_;     // the path table's answer for one flow
   std::pair<int, int> answered_{-1, -1};  // the NIC pair answer_ is for
