@@ -1,7 +1,10 @@
 #include "weft/routing/clos3_coloring.h"
 
+#include "weft/routing/clos3_bound.h"
+
 #include <algorithm>
 #include <array>
+#include <bit>
 
 #include <fmt/format.h>
 
@@ -225,6 +228,42 @@ void Clos3Colorer::repair_unplaced() {
   }
 }
 
+// After tier 2 left flows above the target: a leaf whose flows reach, in a
+// slot, only cores already above it (the hash ties the aggregation switch's
+// choice to the leaf's) would put whichever flows tier 1 gives it there on
+// those cores again. Every such flow of the leaf strikes the slot, not just
+// the ones that were there: tier 1 then moves the leaf's share of the slot
+// to its other slots.
+void Clos3Colorer::strike_pinned() {
+  const size_t S = static_cast<size_t>(shape_.slots());
+  hot_.assign(static_cast<size_t>(shape_.num_switches()) * S, 0);
+  for (int f : over_) {
+    const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
+    const size_t s = static_cast<size_t>(slot_[static_cast<size_t>(f)]);
+    hot_[static_cast<size_t>(fl.src_leaf) * S + s] |= 1;
+    hot_[static_cast<size_t>(fl.dst_leaf) * S + s] |= 2;
+  }
+  for (size_t i = 0; i < flows_.size(); ++i) {
+    const Clos3Flow& fl = flows_[i];
+    const int up = shape_.pod(fl.src_leaf), down = shape_.pod(fl.dst_leaf);
+    if (up == down) continue;
+    uint64_t open = 0, listed = 0;  // slots with a key onto a core link at or below the target; slots listed
+    for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+      const int s = keys_[k].slot;
+      listed |= uint64_t{1} << s;
+      if (up_[cell(up, s, keys_[k].core)] < target_ && down_[cell(down, s, keys_[k].core)] < target_) {
+        open |= uint64_t{1} << s;
+      }
+    }
+    for (uint64_t rest = listed & ~open; rest != 0; rest &= rest - 1) {
+      const auto s = static_cast<size_t>(std::countr_zero(rest));
+      if ((hot_[static_cast<size_t>(fl.src_leaf) * S + s] & 1) || (hot_[static_cast<size_t>(fl.dst_leaf) * S + s] & 2)) {
+        struck_[i] |= uint64_t{1} << s;
+      }
+    }
+  }
+}
+
 // Where the repairs did not reach the target: each flow on a link above it
 // moves, over all its routes (slot and core), to the one whose busiest link
 // is least busy with it (min-congestion, one flow at a time, as
@@ -324,6 +363,7 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
   size_t best_over = 0;  // of the attempt kept
   constexpr int kPatience = 6;  // attempts in a row without fewer flows above the target
   int since_better = 0;
+  int t1_min = opt.min_load;  // tier 1 aims at out.target once that is known to be above tier 1's bound
   for (int attempt = 0;; ++attempt) {
     for (size_t i = 0; i < flows.size(); ++i) {
       auto& e = tier1_[i];
@@ -348,9 +388,23 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
         return n_cores[static_cast<size_t>(a)] > n_cores[static_cast<size_t>(b)];
       });
     }
-    WEFT_ASSIGN_OR_RETURN(auto t1, color_list_edges(ns, ns, S, tier1_, {.min_load = opt.min_load, .budget = opt.budget}));
+    WEFT_ASSIGN_OR_RETURN(auto t1, color_list_edges(ns, ns, S, tier1_, {.min_load = t1_min, .budget = opt.budget}));
     target_ = std::max(opt.min_load, t1.lower_bound);
-    if (attempt == 0) out.target = target_;
+    if (attempt == 0 && t1_min == opt.min_load) {
+      // Where the cores a leaf's flows reach cannot carry its share at tier
+      // 1's bound (clos3_bound.h), no attempt can: aim at what can be
+      // reached, and let tier 1 use that slack too (a leaf whose flows reach
+      // one core of a plane must send fewer of them through it).
+      auto reach = clos3_reach_bound(shape_, flows, keys, target_);
+      out.tier1_bound = target_;
+      out.target = reach.load;
+      out.witness = std::move(reach.witness);
+      if (out.target > target_) {
+        t1_min = out.target;
+        --attempt;
+        continue;
+      }
+    }
     target_ = out.target;  // struck lists may raise tier 1's own bound: keep aiming at the first
     slot_ = std::move(t1.colour);
     core_.assign(flows.size(), -1);
@@ -389,6 +443,9 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
     for (int f : over_) {
       struck_[static_cast<size_t>(f)] |= uint64_t{1} << slot_[static_cast<size_t>(f)];
     }
+    // Only with slack in tier 1 (the target above its bound): at the bound a
+    // leaf must fill every slot, and a leaf without a slot leaves it stuck.
+    if (out.target > out.tier1_bound) strike_pinned();
     ++out.repairs;
   }
   if (best_over > 0) settle(opt.min_load);

@@ -114,10 +114,23 @@ struct Clos3Options {
   int repairs = 16;      // times tier 2's overloaded flows may strike their slot and both tiers be redone
 };
 
+// Why a load is out of reach (clos3_bound.h): the leaves of one (pod, slot)
+// whose forced flows exceed what the cores they reach may carry at it.
+struct Clos3BoundWitness {
+  bool up = true;            // source side (core uplinks of the pod) or destination side
+  int pod = -1, slot = -1;
+  std::vector<int> leaves;   // switch indices
+  std::vector<int> cores;    // indices within the plane: every core those leaves' flows reach in the slot
+  int forced = 0;            // flows those leaves must put on the slot at K
+};
+
 struct Clos3Coloring {
   std::vector<int> chosen;  // per flow: index into its keys (0 .. n-1)
   int max_load = 0;         // over every leaf-agg and agg-core link, both directions
-  int target = 0;           // tier 1's bound: max over leaves ceil(degree / usable slots), >= min_load
+  int tier1_bound = 0;      // max over leaves ceil(degree / usable slots), >= min_load
+  int target = 0;           // the lower bound aimed at: tier1_bound raised by clos3_bound.h where the
+                            // cores the leaves' flows reach cannot carry it
+  Clos3BoundWitness witness;  // why target > tier1_bound (pod -1 when equal)
   int repairs = 0;          // times both tiers were coloured again
 };
 
@@ -141,6 +154,7 @@ class Clos3Colorer {
   bool tier2_paired();
   void repair_unplaced();
   Status tier2_lists(int budget);
+  void strike_pinned();
   void settle(int min_load);
 
   const Clos3Shape& shape_;
@@ -163,6 +177,7 @@ class Clos3Colorer {
   std::vector<int> leaf_up_, leaf_down_;  // leaf link loads per (leaf, slot)
   std::vector<int> best_slot_, best_core_;
   std::vector<uint64_t> struck_;    // per flow: slots struck from its tier-1 list
+  std::vector<char> hot_;           // strike_pinned: per (leaf, slot), 1: an uplink above the target, 2: a downlink
   std::vector<int> bucket_, ncores_, held_copy_;
   std::vector<std::pair<int, int>> pair_range_;  // per cross-pod flow: its leaf pair in cross_
 };
