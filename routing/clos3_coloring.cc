@@ -384,9 +384,16 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
         listed |= bit;
         e.colours.push_back(keys[k].slot);
       }
-      std::stable_sort(e.colours.begin(), e.colours.end(), [&](int a, int b) {
-        return n_cores[static_cast<size_t>(a)] > n_cores[static_cast<size_t>(b)];
-      });
+      // Insertion sort, stable: a list holds at most 64 slots, and
+      // std::stable_sort allocates a buffer per call (65,536 calls per attempt).
+      for (size_t a = 1; a < e.colours.size(); ++a) {
+        const int x = e.colours[a];
+        size_t b = a;
+        for (; b > 0 && n_cores[static_cast<size_t>(e.colours[b - 1])] < n_cores[static_cast<size_t>(x)]; --b) {
+          e.colours[b] = e.colours[b - 1];
+        }
+        e.colours[b] = x;
+      }
     }
     WEFT_ASSIGN_OR_RETURN(auto t1, color_list_edges(ns, ns, S, tier1_, {.min_load = t1_min, .budget = opt.budget}));
     target_ = std::max(opt.min_load, t1.lower_bound);
