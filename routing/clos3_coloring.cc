@@ -243,6 +243,19 @@ void Clos3Colorer::strike_pinned() {
     hot_[static_cast<size_t>(fl.src_leaf) * S + s] |= 1;
     hot_[static_cast<size_t>(fl.dst_leaf) * S + s] |= 2;
   }
+  // A leaf can do without a slot only when its other slots hold its flows
+  // at the target: otherwise its flows there stay, and only those above the
+  // target strike it (as before).
+  deg_out_.assign(static_cast<size_t>(shape_.num_switches()), 0);
+  deg_in_.assign(deg_out_.size(), 0);
+  for (const Clos3Flow& fl : flows_) ++deg_out_[static_cast<size_t>(fl.src_leaf)], ++deg_in_[static_cast<size_t>(fl.dst_leaf)];
+  const long room = static_cast<long>(S - 1) * target_;
+  for (size_t x = 0; x < deg_out_.size(); ++x) {
+    for (size_t s = 0; s < S; ++s) {
+      if (deg_out_[x] > room) hot_[x * S + s] &= ~1;
+      if (deg_in_[x] > room) hot_[x * S + s] &= ~2;
+    }
+  }
   for (size_t i = 0; i < flows_.size(); ++i) {
     const Clos3Flow& fl = flows_[i];
     const int up = shape_.pod(fl.src_leaf), down = shape_.pod(fl.dst_leaf);

@@ -5,6 +5,10 @@
 //    random multigraphs of awkward sizes (the König argument in the header).
 //  - Against brute force: on steps small enough to try every assignment, the
 //    colourer's max load is the optimum.
+//  - The list-aware bound (routing/clos3_bound.h): tier 1's bound with full
+//    lists; never above the brute-force optimum with short ones; where two
+//    leaves reach one core of a plane only, exactly one more, with the
+//    witness, and the colourer reaches it.
 //  - Through the planner (model path table, HD, rounds off): every step's max
 //    load, counted by the link-load checker over the paths the planned ports
 //    hash to, equals the checker's lower bound — full and partial
@@ -17,6 +21,7 @@
 #include <random>
 #include <tuple>
 
+#include "weft/routing/clos3_bound.h"
 #include "weft/routing/clos3_coloring.h"
 #include "weft/routing/link_load.h"
 #include "weft/routing/plan_router.h"
@@ -190,6 +195,90 @@ TEST(Clos3Colorer, RejectsAFlowWithoutRoutesOrWithAKeyOfAnotherFabric) {
   EXPECT_EQ(colorer.color(none, keys).status().message(), "flow 0 has no usable route");
   std::vector<Clos3Flow> bad{{leaves[0], leaves[2], 1, 1}};
   EXPECT_EQ(colorer.color(bad, keys).status().message(), "flow 0: route (2, 0) is not one of this fabric");
+}
+
+// ---- the list-aware bound (clos3_bound.h) ---------------------------------
+
+TEST_P(Clos3FullLists, ReachBoundIsTierOnesBoundWithFullLists) {
+  const auto& [s, n] = GetParam();
+  const auto f = clos3(s);
+  const auto shape = Clos3Shape::of(f);
+  for (uint32_t seed = 1; seed <= 5; ++seed) {
+    std::vector<Clos3Flow> flows;
+    std::vector<Clos3Key> keys;
+    random_flows(f, *shape, n, seed, 1.0, flows, keys);
+    std::map<int, int> out_deg, in_deg;
+    int bound = 1;
+    for (const auto& fl : flows) {
+      bound = std::max({bound, (++out_deg[fl.src_leaf] + s.aggs - 1) / s.aggs, (++in_deg[fl.dst_leaf] + s.aggs - 1) / s.aggs});
+    }
+    for (int from : {bound, bound + 1, bound + 3}) {  // from tier 1's bound up
+      const auto b = clos3_reach_bound(*shape, flows, keys, from);
+      EXPECT_EQ(b.load, from) << "seed " << seed;
+      EXPECT_EQ(b.witness.pod, -1);
+    }
+  }
+}
+
+TEST(Clos3ReachBound, NeverAboveTheBruteForceOptimum) {
+  const auto f = clos3({3, 2, 2, 4, 1});
+  const auto shape = Clos3Shape::of(f);
+  int raised = 0;
+  for (uint32_t seed = 1; seed <= 60; ++seed) {
+    std::vector<Clos3Flow> flows;
+    std::vector<Clos3Key> keys;
+    random_flows(f, *shape, 5 + static_cast<int>(seed % 4), seed, 0.4, flows, keys);
+    const auto b = clos3_reach_bound(*shape, flows, keys, 1);
+    ASSERT_LE(b.load, brute_force(*shape, flows, keys)) << "seed " << seed;
+    raised += b.load > 1;
+  }
+  EXPECT_GT(raised, 0);  // short lists do raise it sometimes: the test is not vacuous
+}
+
+// Pods of 2 leaves, 2 slots of 3 cores. Leaves A and B of pod 1 send 4 flows
+// each to pod 2 (tier 1's bound: 4 / 2 slots = 2); every route of theirs in
+// slot 0 goes through core 0, in slot 1 through any core. At load 2 each leaf
+// must put 2 flows on slot 0, 4 on core 0's link: above 2. At load 3 each
+// must put one there: 2 <= 3.
+TEST(Clos3ReachBound, TwoLeavesPinnedToOneCoreRaiseTheBoundByOne) {
+  const auto f = clos3({3, 2, 2, 6, 1});
+  const auto shape = Clos3Shape::of(f);
+  ASSERT_EQ(shape->plane_size(), 3);
+  const int a = *f.find_switch("p1-l1"), b = *f.find_switch("p1-l2");
+  const int x = *f.find_switch("p2-l1"), y = *f.find_switch("p2-l2");
+  std::vector<Clos3Flow> flows;
+  std::vector<Clos3Key> keys;
+  for (int src : {a, b}) {
+    for (int i = 0; i < 4; ++i) {
+      const auto at = static_cast<uint32_t>(keys.size());
+      keys.insert(keys.end(), {{0, 0}, {1, 0}, {1, 1}, {1, 2}});
+      flows.push_back({src, i % 2 ? x : y, at, 4});
+    }
+  }
+  const auto bound = clos3_reach_bound(*shape, flows, keys, 2);
+  EXPECT_EQ(bound.load, 3);
+  EXPECT_TRUE(bound.witness.up);
+  EXPECT_EQ(bound.witness.pod, shape->pod(a));
+  EXPECT_EQ(bound.witness.slot, 0);
+  EXPECT_EQ(bound.witness.leaves, (std::vector<int>{a, b}));
+  EXPECT_EQ(bound.witness.cores, (std::vector<int>{0}));
+  EXPECT_EQ(bound.witness.forced, 4);
+  EXPECT_EQ(brute_force(*shape, flows, keys), 3);
+  // The colourer aims at it and reaches it.
+  Clos3Colorer colorer(*shape);
+  auto col = colorer.color(flows, keys);
+  ASSERT_TRUE(col) << col.status().message();
+  EXPECT_EQ(col->tier1_bound, 2);
+  EXPECT_EQ(col->target, 3);
+  EXPECT_EQ(col->max_load, 3);
+  EXPECT_EQ(count_max_load(*shape, flows, keys, col->chosen), 3);
+  // With a second core open to B in slot 0, load 2 is possible again.
+  keys.push_back({0, 1});
+  for (auto& fl : flows) {
+    if (fl.src_leaf == b) fl = {b, fl.dst_leaf, static_cast<uint32_t>(keys.size()), 4}, keys.insert(keys.end(), {{0, 1}, {1, 0}, {1, 1}, {1, 2}});
+  }
+  EXPECT_EQ(clos3_reach_bound(*shape, flows, keys, 2).load, 2);
+  EXPECT_EQ(brute_force(*shape, flows, keys), 2);
 }
 
 // ---- through the planner --------------------------------------------------

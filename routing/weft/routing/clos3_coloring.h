@@ -177,6 +177,7 @@ class Clos3Colorer {
   std::vector<int> leaf_up_, leaf_down_;  // leaf link loads per (leaf, slot)
   std::vector<int> best_slot_, best_core_;
   std::vector<uint64_t> struck_;    // per flow: slots struck from its tier-1 list
+  std::vector<int> deg_out_, deg_in_;  // strike_pinned: flows per leaf
   std::vector<char> hot_;           // strike_pinned: per (leaf, slot), 1: an uplink above the target, 2: a downlink
   std::vector<int> bucket_, ncores_, held_copy_;
   std::vector<std::pair<int, int>> pair_range_;  // per cross-pod flow: its leaf pair in cross_
