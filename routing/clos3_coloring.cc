@@ -379,6 +379,8 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
   int t1_min = opt.min_load;  // tier 1 aims at out.target once that is known to be above tier 1's bound
   for (int attempt = 0;; ++attempt) {
     for (size_t i = 0; i < flows.size(); ++i) {
+      // After the first attempt only a flow that struck a slot has a new list.
+      if (attempt > 0 && struck_[i] == 0) continue;
       auto& e = tier1_[i];
       e.left = flows[i].src_leaf, e.right = flows[i].dst_leaf;
       e.colours.clear();
