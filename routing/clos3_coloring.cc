@@ -56,9 +56,8 @@ bool Clos3Colorer::augment(int f) {
   const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
   const int s = slot_[static_cast<size_t>(f)], pod = shape_.pod(fl.src_leaf);
   int best = -1;
-  for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
-    if (keys_[k].slot != s) continue;
-    const size_t c = cell(pod, s, keys_[k].core);
+  for (const int core : cores_of(f, s)) {
+    const size_t c = cell(pod, s, core);
     if (static_cast<int>(held_[c].size()) >= target_) continue;
     if (best < 0 || held_[c].size() < held_[static_cast<size_t>(best)].size()) best = static_cast<int>(c);
   }
@@ -66,9 +65,8 @@ bool Clos3Colorer::augment(int f) {
     move(f, best, true);
     return true;
   }
-  for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
-    if (keys_[k].slot != s) continue;
-    const size_t c = cell(pod, s, keys_[k].core);
+  for (const int core : cores_of(f, s)) {
+    const size_t c = cell(pod, s, core);
     if (seen_[c] == search_) continue;
     seen_[c] = search_;
     for (size_t j = 0; j < held_[c].size(); ++j) {
@@ -81,12 +79,35 @@ bool Clos3Colorer::augment(int f) {
   return false;
 }
 
-bool Clos3Colorer::has_slot(int f, int s) const {
-  const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
-  for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
-    if (keys_[k].slot == s) return true;
+bool Clos3Colorer::has_slot(int f, int s) const { return !cores_of(f, s).empty(); }
+
+std::span<const int> Clos3Colorer::cores_of(int f, int s) const {
+  const size_t b = static_cast<size_t>(f) * (static_cast<size_t>(shape_.slots()) + 1) + static_cast<size_t>(s);
+  return {by_slot_.data() + slot_at_[b], slot_at_[b + 1] - slot_at_[b]};
+}
+
+// cores_of's index: each cross-pod flow's cores grouped by slot (a counting
+// sort per flow), so the searches of tier 2 read the ~n / slots cores of the
+// one slot they ask about instead of every key of the flow.
+void Clos3Colorer::index_cores() {
+  const size_t S = static_cast<size_t>(shape_.slots());
+  slot_at_.assign(flows_.size() * (S + 1), 0);
+  by_slot_.resize(keys_.size());
+  uint32_t at = 0;
+  for (size_t i = 0; i < flows_.size(); ++i) {
+    const Clos3Flow& fl = flows_[i];
+    uint32_t* off = slot_at_.data() + i * (S + 1);
+    for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+      if (keys_[k].core >= 0) ++off[static_cast<size_t>(keys_[k].slot) + 1];
+    }
+    off[0] = at;
+    for (size_t x = 1; x <= S; ++x) off[x] += off[x - 1];
+    fill_.assign(off, off + S);
+    for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
+      if (keys_[k].core >= 0) by_slot_[fill_[static_cast<size_t>(keys_[k].slot)]++] = keys_[k].core;
+    }
+    at = off[S];
   }
-  return false;
 }
 
 // Places unplaced flow f by a swap of slots inside one leaf pair (tier 1's
@@ -168,10 +189,7 @@ bool Clos3Colorer::tier2_paired() {
   ncores_.resize(cross_.size());
   for (size_t j = 0; j < cross_.size(); ++j) {
     const int f = cross_[j];
-    const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
-    int n = 0;
-    for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) n += keys_[k].slot == slot_[static_cast<size_t>(f)];
-    ncores_[j] = std::min(n, C);
+    ncores_[j] = std::min(static_cast<int>(cores_of(f, slot_[static_cast<size_t>(f)]).size()), C);
     ++bucket_[static_cast<size_t>(ncores_[j]) + 1];
   }
   for (size_t b = 1; b < bucket_.size(); ++b) bucket_[b] += bucket_[b - 1];
@@ -219,9 +237,8 @@ void Clos3Colorer::repair_unplaced() {
     if (cell_of_[static_cast<size_t>(f)] >= 0) continue;
     const Clos3Flow& fl = flows_[static_cast<size_t>(f)];
     int best = -1;
-    for (uint32_t k = fl.at; k < fl.at + fl.n; ++k) {
-      if (keys_[k].slot != slot_[static_cast<size_t>(f)]) continue;
-      const size_t c = cell(shape_.pod(fl.src_leaf), slot_[static_cast<size_t>(f)], keys_[k].core);
+    for (const int core : cores_of(f, slot_[static_cast<size_t>(f)])) {
+      const size_t c = cell(shape_.pod(fl.src_leaf), slot_[static_cast<size_t>(f)], core);
       if (best < 0 || held_[c].size() < held_[static_cast<size_t>(best)].size()) best = static_cast<int>(c);
     }
     move(f, best, false);
@@ -366,6 +383,7 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
     }
   }
   flows_ = flows, keys_ = keys;
+  index_cores();
   Clos3Coloring out;
   // Tier 1 (slots), then tier 2 (cores). Flows that tier 2 left above the
   // target strike their slot, and both tiers are coloured again; the

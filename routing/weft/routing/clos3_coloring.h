@@ -149,6 +149,8 @@ class Clos3Colorer {
   void rollback(size_t mark);
   bool augment(int f);
   bool has_slot(int f, int s) const;
+  std::span<const int> cores_of(int f, int s) const;  // f's cores in slot s (cross-pod flows)
+  void index_cores();
   bool swap_in(int f);
   std::span<const int> pair_of(int f) const;  // f's leaf pair, f included
   bool tier2_paired();
@@ -177,6 +179,8 @@ class Clos3Colorer {
   std::vector<int> leaf_up_, leaf_down_;  // leaf link loads per (leaf, slot)
   std::vector<int> best_slot_, best_core_;
   std::vector<uint64_t> struck_;    // per flow: slots struck from its tier-1 list
+  std::vector<uint32_t> slot_at_, fill_;  // cores_of: per flow, S + 1 offsets into by_slot_
+  std::vector<int> by_slot_;
   std::vector<int> deg_out_, deg_in_;  // strike_pinned: flows per leaf
   std::vector<char> hot_;           // strike_pinned: per (leaf, slot), 1: an uplink above the target, 2: a downlink
   std::vector<int> bucket_, ncores_, held_copy_;
