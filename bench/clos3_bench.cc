@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <random>
 #include <string>
 
@@ -98,7 +99,18 @@ int reach_bound(const topo::Fabric& f, const ranking::RankOrder& order, const ro
     }
     flows.push_back({f.nic_switch(s), f.nic_switch(d), at, static_cast<uint32_t>(keys.size()) - at});
   }
-  return routing::clos3_reach_bound(shape, flows, keys, from).load;
+  const auto b = routing::clos3_reach_bound(shape, flows, keys, from);
+  if (b.witness.pod >= 0) {  // the proof, once per step above the checker's bound
+    std::string leaves, cores;
+    for (int l : b.witness.leaves) leaves.append(" ").append(f.switches[static_cast<size_t>(l)].name);
+    for (int c : b.witness.cores) cores.append(" ").append(std::to_string(c));
+    std::fprintf(stderr,
+                 "  step %s d=%d: bound %d over the offered ports: pod %d (%s), slot %d: leaves%s reach only cores%s of "
+                 "the plane, %d flows forced there > %d x %zu\n",
+                 st.phase.c_str(), st.distance, b.load, b.witness.pod, b.witness.up ? "uplinks" : "downlinks",
+                 b.witness.slot, leaves.c_str(), cores.c_str(), b.witness.forced, b.load - 1, b.witness.cores.size());
+  }
+  return b.load;
 }
 
 // Every step at its lower bound over the paths the planned ports hash to in
@@ -189,6 +201,8 @@ void BM_Plan3TierSeeds(benchmark::State& state) {
     for (uint32_t seed = 1; seed <= 5; ++seed) {
       auto p = plan_timed(f3, o3, s3, no_rounds, seed);
       if (!p) return state.SkipWithError(std::string(p.status().message()).c_str());
+      std::fprintf(stderr, "hash seed %u: planned in %.2f s CPU, %d of %d steps at the checker's bound\n", seed,
+                   p->cpu_s, p->planned.stats.steps_at_bound, p->planned.stats.steps);
       int reached = 0;
       if (auto why = verify(f3, o3, s3, p->planned.plan, seed, &reached); !why.empty()) {
         return state.SkipWithError(("seed " + std::to_string(seed) + ": " + why).c_str());
