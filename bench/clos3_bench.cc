@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <string>
 
@@ -100,7 +101,7 @@ int reach_bound(const topo::Fabric& f, const ranking::RankOrder& order, const ro
     flows.push_back({f.nic_switch(s), f.nic_switch(d), at, static_cast<uint32_t>(keys.size()) - at});
   }
   const auto b = routing::clos3_reach_bound(shape, flows, keys, from);
-  if (b.witness.pod >= 0) {  // the proof, once per step above the checker's bound
+  if (b.witness.pod >= 0) {  // the proof, once per flow set above the checker's bound
     std::string leaves, cores;
     for (int l : b.witness.leaves) leaves.append(" ").append(f.switches[static_cast<size_t>(l)].name);
     for (int c : b.witness.cores) cores.append(" ").append(std::to_string(c));
@@ -125,15 +126,22 @@ std::string verify(const topo::Fabric& f, const ranking::RankOrder& order, const
   if (auto st = routing::apply_plan_rounds(plan, with_rounds); !st) return std::string(st.message());
   auto rep = routing::check_link_load(f, order, with_rounds, **router);
   if (!rep) return std::string(rep.status().message());
+  std::map<int, int> bound_at;  // by distance
   for (const auto& st : rep->steps) {
     if (st.rounds > st.single_round_bound) {
       return "step " + std::to_string(st.step) + ": " + std::to_string(st.rounds) + " rounds for a single-round bound of " +
              std::to_string(st.single_round_bound);
     }
     if (st.max_load == st.lower_bound) continue;
-    const int bound = st.max_load > st.lower_bound && reached
-                          ? reach_bound(f, order, s.steps[static_cast<size_t>(st.step)], *table, st.lower_bound)
-                          : st.lower_bound;
+    // HD's reduce-scatter and allgather steps of one distance have one flow
+    // set: its bound once.
+    int& known = bound_at[st.distance];
+    if (known == 0) {
+      known = st.max_load > st.lower_bound && reached
+                  ? reach_bound(f, order, s.steps[static_cast<size_t>(st.step)], *table, st.lower_bound)
+                  : st.lower_bound;
+    }
+    const int bound = known;
     if (st.max_load != bound) {
       return "step " + std::to_string(st.step) + ": max load " + std::to_string(st.max_load) + " above the bound " +
              std::to_string(bound) + " (checker: " + std::to_string(st.lower_bound) + ")";
