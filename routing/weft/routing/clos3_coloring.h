@@ -54,6 +54,14 @@
 //     flow at a time). A search, not a proof.
 //   - otherwise: list edge colouring of (source pod x destination pod) per
 //     slot, with the same repairs and settling.
+// The target. Before tier 2, the colourer computes the bound over the routes
+// the ports offer (clos3_bound.h: where a leaf's flows reach too few cores of
+// a plane, tier 1's bound cannot be met by any choice of ports) and aims at
+// it; where it is above tier 1's bound, tier 1 is coloured with that slack
+// and a leaf whose flows in a slot reach only overloaded cores strikes that
+// slot for all of them (when its other slots can hold its flows) — which is
+// what settles the hash seeds where two leaves of a pod are pinned to one
+// core (bench/results/2026-11-26-clos3-reach-bound.md).
 // The caller reports max_load beside the checker's bound (link_load.h).
 #pragma once
 
