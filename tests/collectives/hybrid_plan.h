@@ -1,0 +1,39 @@
+// Hybrid AllReduce route plans for the collective tests, made as `weft
+// route --collective allreduce-hybrid` makes them: the inter-host flows of
+// routing::build_hybrid_schedule on a generated 2-tier Clos, planned by
+// routing::plan_routes, collective "allreduce-hybrid".
+#pragma once
+
+#include <string>
+
+#include "weft/ranking/rank_order.h"
+#include "weft/routing/ecmp.h"
+#include "weft/routing/hybrid_schedule.h"
+#include "weft/routing/path_table.h"
+#include "weft/routing/planner.h"
+#include "weft/topology/builders.h"
+
+namespace weft::coll::testing {
+
+// `hosts` hosts of `per_host` NICs (one rank each, ranks host by host),
+// `hosts_per_leaf` hosts on each leaf, `spines` spines. With one spine every
+// step's flows between two leaves share the leaf's one uplink: they run in
+// rounds, and the gates tie the legs of different local ranks together.
+inline routing::RoutePlan hybrid_route_plan(int hosts, int per_host, int hosts_per_leaf, int spines,
+                                            const std::string& protocol = "udp") {
+  const topo::Fabric f = topo::build_clos2({.spines = spines,
+                                            .leaves = hosts / hosts_per_leaf,
+                                            .hosts_per_leaf = hosts_per_leaf,
+                                            .nics_per_host = per_host})
+                             .value();
+  const ranking::RankOrder order = ranking::rank_naive(ranking::allocation_all(f));
+  const routing::HybridSchedule h = routing::build_hybrid_schedule(f, order, 1 << 20).value();
+  auto table = routing::make_model_path_table(f, routing::make_hash("crc32", 1).value());
+  routing::PlannerOptions opt;
+  opt.protocol = protocol;
+  routing::RoutePlan plan = routing::plan_routes(f, order, h.inter_host, *table, opt).value().plan;
+  plan.collective = "allreduce-hybrid";
+  return plan;
+}
+
+}  // namespace weft::coll::testing

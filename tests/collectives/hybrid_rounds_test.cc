@@ -1,0 +1,301 @@
+// Hybrid AllReduce under an allreduce-hybrid route plan
+// (allreduce_hybrid.cc, hybrid_plan.cc): exact results with the plan's
+// rounds enforced by zero-byte tokens, also between the legs of different
+// local ranks; the order the tokens impose, seen in the trace; kAuto keeps
+// to hybrid; plans whose flows are not hybrid's on the communicator's hosts
+// refused naming the flow. Several "hosts" on one machine: CommConfig::host.
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+
+#include "gated_calls.h"
+#include "harness.h"
+#include "hybrid_plan.h"
+#include "plan_epochs.h"
+#include "weft/routing/gates.h"
+#include "weft/routing/hybrid_inter_host.h"
+
+namespace weft::coll::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// Hosts of `per_host` consecutive ranks: the plan's grouping.
+std::function<void(CommConfig&)> on_hosts(int per_host, const routing::RoutePlan& plan) {
+  return [per_host, plan](CommConfig& c) {
+    c.host = host_name(c.rank / per_host);
+    c.plan = plan;
+  };
+}
+
+std::vector<std::vector<int>> blocks(int hosts, int per_host) {
+  std::vector<std::vector<int>> out(static_cast<size_t>(hosts));
+  for (int r = 0; r < hosts * per_host; ++r) out[static_cast<size_t>(r / per_host)].push_back(r);
+  return out;
+}
+
+TEST(HybridPlan, TheTestPlansHaveGatesThatTieLegsOfDifferentLocalRanks) {
+  for (const auto& [hosts, per_host] : {std::pair{2, 2}, {4, 2}}) {
+    const routing::RoutePlan plan = hybrid_route_plan(hosts, per_host, 1, 1);
+    ASSERT_TRUE(routing::parse_plan(routing::plan_to_json(plan))) << "a valid plan file";
+    auto gates = routing::plan_gates(plan);
+    ASSERT_TRUE(gates) << gates.status().to_string();
+    int across = 0;
+    for (const routing::Gate& g : *gates) across += g.waiter % per_host != g.from % per_host;
+    EXPECT_GT(across, 0) << hosts << " x " << per_host << ": a gate between legs";
+    // Every flow is an inter-host flow of hybrid on consecutive hosts.
+    EXPECT_TRUE(internal::check_hybrid_plan(plan, [&] {
+      std::vector<int> host_of;
+      for (int r = 0; r < hosts * per_host; ++r) host_of.push_back(r / per_host);
+      return host_of;
+    }()));
+  }
+}
+
+class HybridRounds : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+// Gated hybrid AllReduces, `calls` in a row, every element checked; the
+// zero-byte sends they took.
+int gated_hybrid(const std::string& transport, int hosts, int per_host, const routing::RoutePlan& plan, size_t count,
+                 int calls) {
+  const int n = hosts * per_host;
+  std::atomic<int> zero_byte{0};
+  run_ranks(
+      n,
+      [&](Communicator& comm) {
+        ASSERT_EQ(comm.host_count(), hosts);
+        std::vector<int32_t> v(count);
+        CollectiveOptions o;
+        o.algorithm = Algorithm::kHybrid;
+        for (int call = 0; call < calls; ++call) {
+          for (size_t i = 0; i < count; ++i) v[i] = comm.rank() * 1000 + static_cast<int32_t>(i % 97) + call;
+          Status s = comm.allreduce(v.data(), v.data(), count, DataType::kI32, ReduceOp::kSum, o);
+          ASSERT_TRUE(s) << s.to_string();
+          for (size_t i = 0; i < count; ++i) {
+            const int32_t want = 1000 * n * (n - 1) / 2 + n * (static_cast<int32_t>(i % 97) + call);
+            ASSERT_EQ(v[i], want) << "rank " << comm.rank() << " element " << i << " call " << call;
+          }
+        }
+      },
+      [&](CommConfig& c) {
+        on_hosts(per_host, plan)(c);
+        c.transport = transport;
+        c.timeout = 60s;
+        c.trace = [&](int, const TraceEvent& e) {
+          if (e.kind == TraceEvent::kSend && e.bytes == 0) ++zero_byte;
+        };
+      });
+  return zero_byte.load();
+}
+
+TEST_P(HybridRounds, IsExactWithTokensBetweenRounds) {
+  const auto [transport, hosts] = GetParam();
+  const int per_host = 2, calls = 3;
+  const routing::RoutePlan plan = hybrid_route_plan(hosts, per_host, 1, 1);
+  auto gates = routing::plan_gates(plan);
+  ASSERT_TRUE(gates && !gates->empty());
+  // 1: local rank 1's leg moves nothing (empty data messages among the
+  // tokens); 1003: no data message empty, so every zero-byte send is a
+  // token; 4099: odd blocks on every leg.
+  for (size_t count : {size_t{1}, size_t{1003}, size_t{4099}}) {
+    SCOPED_TRACE(::testing::Message() << count << " elements");
+    const int tokens = gated_hybrid(transport, hosts, per_host, plan, count, calls);
+    if (count == 1003) {
+      EXPECT_EQ(tokens, calls * static_cast<int>(gates->size())) << "one token per gate and call";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, HybridRounds,
+                         ::testing::Combine(::testing::Values("tcp", "loopback"), ::testing::Values(2, 4)),
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& p) {
+                           return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param)) + "hostsX2";
+                         });
+
+// The schedule step of an HD trace step event among `hosts` hosts; -1 for
+// the intra-host phases.
+int sched_step(const routing::HdLayout& L, std::string_view phase, int distance) {
+  int k = 0;
+  while ((1 << k) < distance) ++k;
+  if (phase == "fold") return routing::hd_fold_step(L);
+  if (phase == "unfold") return routing::hd_unfold_step(L);
+  if (phase == "rs") return routing::hd_rs_step(L, k);
+  if (phase == "ag") return routing::hd_ag_step(L, k);
+  return -1;
+}
+
+// For every gate {j, a, d, j'}: the flow into d of step j' was sent before
+// d's token to a, and the token before a's data of step j' — whether a and
+// d run the same leg or not.
+TEST(HybridRoundsOrder, AGatedRankSendsOnlyAfterTheTokenSourceHasItsData) {
+  const int hosts = 4, per_host = 2, n = hosts * per_host;
+  const routing::RoutePlan plan = hybrid_route_plan(hosts, per_host, 1, 1);
+  auto gates = routing::plan_gates(plan);
+  ASSERT_TRUE(gates && !gates->empty());
+  const auto sched = routing::hybrid_inter_host(blocks(hosts, per_host), 1);
+  ASSERT_TRUE(sched);
+  const routing::HdLayout L = routing::hd_layout(hosts);
+  struct Sent {
+    int step, peer;
+    size_t bytes;
+    Clock::time_point at;
+  };
+  std::mutex mu;
+  std::vector<std::vector<Sent>> sent(static_cast<size_t>(n));
+  std::vector<int> step_of(static_cast<size_t>(n), -1);
+  run_ranks(
+      n,
+      [&](Communicator& comm) {
+        std::vector<int32_t> v(4096, comm.rank());
+        CollectiveOptions o;
+        o.algorithm = Algorithm::kHybrid;
+        ASSERT_TRUE(comm.allreduce(v.data(), v.data(), v.size(), DataType::kI32, ReduceOp::kSum, o));
+        EXPECT_EQ(v[4095], n * (n - 1) / 2);
+      },
+      [&](CommConfig& c) {
+        on_hosts(per_host, plan)(c);
+        c.transport = "loopback";
+        c.trace = [&](int rank, const TraceEvent& e) {
+          const auto at = Clock::now();
+          std::lock_guard<std::mutex> l(mu);
+          const auto r = static_cast<size_t>(rank);
+          if (e.kind == TraceEvent::kStep) {
+            step_of[r] = sched_step(L, e.phase, e.distance);
+          } else if (e.kind == TraceEvent::kSend) {
+            sent[r].push_back({step_of[r], e.peer, e.bytes, at});
+          }
+        };
+      });
+  auto when = [&](int rank, int step, int peer, bool token) -> std::optional<Clock::time_point> {
+    for (const Sent& s : sent[static_cast<size_t>(rank)]) {
+      if (s.step == step && s.peer == peer && (s.bytes == 0) == token) return s.at;
+    }
+    return std::nullopt;
+  };
+  int across = 0;
+  for (const routing::Gate& g : *gates) {
+    SCOPED_TRACE(::testing::Message() << "gate: rank " << g.waiter << " at step " << g.step << " waits for rank "
+                                      << g.from << " after step " << g.after_step);
+    across += g.waiter % per_host != g.from % per_host;
+    int src = -1;
+    for (const routing::Flow& f : sched->steps[static_cast<size_t>(g.after_step)].flows) {
+      if (f.dst == g.from) src = f.src;
+    }
+    ASSERT_GE(src, 0);
+    int dst = -1;
+    for (const routing::Flow& f : sched->steps[static_cast<size_t>(g.step)].flows) {
+      if (f.src == g.waiter) dst = f.dst;
+    }
+    ASSERT_GE(dst, 0);
+    const auto data_in = when(src, g.after_step, g.from, false);
+    const auto token = when(g.from, g.after_step, g.waiter, true);
+    const auto data_out = when(g.waiter, g.step, dst, false);
+    ASSERT_TRUE(data_in && token && data_out);
+    EXPECT_LE(*data_in, *token) << "the token left before the data it vouches for was sent";
+    EXPECT_LE(*token, *data_out) << "the gated rank sent before its token was sent";
+  }
+  EXPECT_GT(across, 0) << "gates between legs were checked";
+}
+
+// kAuto under a hybrid plan: butterfly below the rule's HD threshold,
+// hybrid (gated: one token per gate) from it, where the rule alone would
+// run ring.
+TEST(HybridRoundsAuto, AutoRunsHybridFromTheHdThreshold) {
+  const int hosts = 2, per_host = 2, n = hosts * per_host;
+  const routing::RoutePlan plan = hybrid_route_plan(hosts, per_host, 1, 1);
+  auto gates = routing::plan_gates(plan);
+  ASSERT_TRUE(gates && !gates->empty());
+  for (const auto& [count, phase] : {std::pair<size_t, std::string>{15, "butterfly"}, {4099, "hybrid-rs"}}) {
+    std::atomic<int> tokens{0};
+    std::mutex mu;
+    std::set<std::string> phases;
+    run_ranks(
+        n,
+        [&](Communicator& comm) {
+          std::vector<int32_t> v(count);
+          for (size_t i = 0; i < count; ++i) v[i] = comm.rank() + static_cast<int32_t>(i % 13);
+          Status s = comm.allreduce(v.data(), v.data(), count, DataType::kI32, ReduceOp::kSum);  // kAuto
+          ASSERT_TRUE(s) << s.to_string();
+          for (size_t i = 0; i < count; ++i) {
+            ASSERT_EQ(v[i], n * (n - 1) / 2 + n * static_cast<int32_t>(i % 13)) << "element " << i;
+          }
+        },
+        [&](CommConfig& c) {
+          on_hosts(per_host, plan)(c);
+          c.transport = "loopback";
+          c.selection.rules = {{"*", INT_MAX, 64, 1024}};  // ring from 1 KiB without a plan
+          c.trace = [&](int rank, const TraceEvent& e) {
+            if (e.kind == TraceEvent::kSend && e.bytes == 0) ++tokens;
+            std::lock_guard<std::mutex> l(mu);
+            if (rank == 1 && e.kind == TraceEvent::kStep) phases.emplace(e.phase);
+          };
+        });
+    EXPECT_EQ(phases.count(phase), 1u) << count << " elements";
+    EXPECT_EQ(tokens.load(), phase == "hybrid-rs" ? static_cast<int>(gates->size()) : 0) << count << " elements";
+  }
+}
+
+// Creates the n communicators of `plan` with host names host_of_rank(r) at
+// once (a hybrid plan is checked once every host name is known); rank 0's
+// status.
+Status create_all(int n, const routing::RoutePlan& plan, const std::function<std::string(int)>& host_of_rank) {
+  MemoryStore store;
+  std::vector<Status> status(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      CommConfig c;
+      c.rank = r;
+      c.size = n;
+      c.transport = "loopback";
+      c.host = host_of_rank(r);
+      c.plan = plan;
+      c.timeout = 20s;
+      status[static_cast<size_t>(r)] = Communicator::create(c, store).status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  return status[0];
+}
+
+TEST(HybridPlanSetup, AFlowInsideAHostIsRefusedNamingIt) {
+  routing::RoutePlan plan = hybrid_route_plan(2, 2, 1, 1);
+  plan.flows[0].src_rank = 0;
+  plan.flows[0].dst_rank = 1;
+  const Status s = create_all(4, plan, [](int r) { return host_name(r / 2); });
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("route plan: flow 0 -> 1 is not an inter-host flow of hybrid allreduce on this "
+                             "communicator's 2 hosts of 2 ranks (rank 0 is local rank 0 on the host of rank 0, rank 1 "
+                             "is local rank 1 on the host of rank 0;"),
+            std::string::npos)
+      << s.message();
+}
+
+// The plan groups ranks {0, 1}, {2, 3}; hosts named round robin group them
+// {0, 2}, {1, 3}: the library would send 0 -> 1, the plan routes 0 -> 2.
+TEST(HybridPlanSetup, HostsThatGroupRanksOtherwiseThanThePlanAreRefused) {
+  const routing::RoutePlan plan = hybrid_route_plan(2, 2, 1, 1);
+  const Status s = create_all(4, plan, [](int r) { return host_name(r % 2); });
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("is not an inter-host flow of hybrid allreduce"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("rank 2 is local rank 1 on the host of rank 0"), std::string::npos) << s.message();
+}
+
+TEST(HybridPlanSetup, UnequalHostsAreRefused) {
+  const routing::RoutePlan plan = hybrid_route_plan(2, 2, 1, 1);
+  const Status s = create_all(4, plan, [](int r) { return host_name(r == 0 ? 0 : 1); });
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("needs the same number of ranks on every host"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace weft::coll::testing
