@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "epoch_files.h"
+
 #include "weft/ranking/rank_order.h"
 #include "weft/routing/ecmp.h"
 #include "weft/routing/hybrid_schedule.h"
@@ -33,6 +35,22 @@ inline routing::RoutePlan hybrid_route_plan(int hosts, int per_host, int hosts_p
   opt.protocol = protocol;
   routing::RoutePlan plan = routing::plan_routes(f, order, h.inter_host, *table, opt).value().plan;
   plan.collective = "allreduce-hybrid";
+  return plan;
+}
+
+// `plan` over TCP on ports free on this host: every flow its own source
+// port, every rank its own listen port (all ranks share 127.0.0.1, where
+// the planner's ports — distinct per source host, one listen port per
+// host's first rank — would collide).
+inline routing::RoutePlan on_free_tcp_ports(routing::RoutePlan plan) {
+  const std::vector<uint16_t> ports = free_ports(plan.flows.size() + static_cast<size_t>(plan.ranks));
+  if (ports.size() < plan.flows.size() + static_cast<size_t>(plan.ranks)) return plan;
+  for (size_t i = 0; i < plan.flows.size(); ++i) {
+    routing::PlanFlow& f = plan.flows[i];
+    f.protocol = "tcp";
+    f.sport = ports[i];
+    f.dport = ports[plan.flows.size() + static_cast<size_t>(f.dst_rank)];
+  }
   return plan;
 }
 

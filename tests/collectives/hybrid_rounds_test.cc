@@ -20,6 +20,7 @@
 #include "harness.h"
 #include "hybrid_plan.h"
 #include "plan_epochs.h"
+#include "tcp/tcp_transport.h"
 #include "weft/routing/gates.h"
 #include "weft/routing/hybrid_inter_host.h"
 
@@ -116,10 +117,51 @@ TEST_P(HybridRounds, IsExactWithTokensBetweenRounds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Collectives, HybridRounds,
-                         ::testing::Combine(::testing::Values("tcp", "loopback"), ::testing::Values(2, 4)),
+                         ::testing::Combine(::testing::Values("tcp", "loopback", "auto"), ::testing::Values(2, 4)),
                          [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& p) {
                            return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param)) + "hostsX2";
                          });
+
+// Over TCP between hosts (shm inside them, as `auto` runs hybrid), the
+// connection of every flow of the plan leaves from its planned source port
+// for its planned listen port; results exact. (Other pairs of hosts carry
+// gate tokens between legs alone, on ephemeral ports: zero bytes.)
+TEST(HybridPlannedPorts, EveryInterHostConnectionUsesItsPlannedPorts) {
+  const int hosts = 4, per_host = 2, n = hosts * per_host;
+  const routing::RoutePlan plan = on_free_tcp_ports(hybrid_route_plan(hosts, per_host, 1, 1));
+  ASSERT_EQ(plan.flows.front().protocol, "tcp") << "no free ports";
+  std::atomic<int> checked{0};
+  run_ranks(
+      n,
+      [&](Communicator& comm) {
+        const size_t count = 4099;
+        std::vector<int32_t> v(count);
+        for (size_t i = 0; i < count; ++i) v[i] = comm.rank() + static_cast<int32_t>(i % 13);
+        CollectiveOptions o;
+        o.algorithm = Algorithm::kHybrid;
+        Status s = comm.allreduce(v.data(), v.data(), count, DataType::kI32, ReduceOp::kSum, o);
+        ASSERT_TRUE(s) << s.to_string();
+        for (size_t i = 0; i < count; ++i) ASSERT_EQ(v[i], n * (n - 1) / 2 + n * static_cast<int32_t>(i % 13));
+        const int me = comm.rank();
+        for (int p = 0; p < n; ++p) {
+          auto* info = p == me ? nullptr : dynamic_cast<tcp::TcpTransportInfo*>(comm.transport_for(p));
+          if (info == nullptr) continue;  // shm: a rank of this host
+          for (const auto& c : info->connection_ports(p)) {
+            const routing::PlanFlow* f = c.outgoing ? plan.find(me, p) : plan.find(p, me);
+            if (f == nullptr) continue;
+            EXPECT_EQ(c.local_port, c.outgoing ? f->sport : f->dport) << "rank " << me << " with rank " << p;
+            EXPECT_EQ(c.remote_port, c.outgoing ? f->dport : f->sport) << "rank " << me << " with rank " << p;
+            ++checked;
+          }
+        }
+      },
+      [&](CommConfig& c) {
+        on_hosts(per_host, plan)(c);
+        c.transport = "auto";
+      });
+  // Both ends of every flow of the legs.
+  EXPECT_EQ(checked.load(), 2 * static_cast<int>(plan.flows.size()));
+}
 
 // The schedule step of an HD trace step event among `hosts` hosts; -1 for
 // the intra-host phases.
