@@ -1,7 +1,8 @@
-// Hybrid AllReduce route plans for the collective tests, made as `weft
-// route --collective allreduce-hybrid` makes them: the inter-host flows of
-// routing::build_hybrid_schedule on a generated 2-tier Clos, planned by
-// routing::plan_routes, collective "allreduce-hybrid".
+// Route plans for the collective tests made as `weft route` makes them, on
+// a generated 2-tier Clos by routing::plan_routes: hybrid (`--collective
+// allreduce-hybrid`: the inter-host flows of routing::build_hybrid_schedule,
+// collective "allreduce-hybrid") and HD with several TCP connections per
+// pair (`--qps-per-connection Q`: routing::with_connections).
 #pragma once
 
 #include <string>
@@ -11,6 +12,7 @@
 #include "weft/ranking/rank_order.h"
 #include "weft/routing/ecmp.h"
 #include "weft/routing/hybrid_schedule.h"
+#include "weft/routing/multi_connection.h"
 #include "weft/routing/path_table.h"
 #include "weft/routing/planner.h"
 #include "weft/topology/builders.h"
@@ -36,6 +38,19 @@ inline routing::RoutePlan hybrid_route_plan(int hosts, int per_host, int hosts_p
   routing::RoutePlan plan = routing::plan_routes(f, order, h.inter_host, *table, opt).value().plan;
   plan.collective = "allreduce-hybrid";
   return plan;
+}
+
+// HD on `ranks` ranks (one per host, 2 leaves, 4 spines) over tcp with `q`
+// connections per directed pair, conn = 0..q-1, each on a planned port.
+inline routing::RoutePlan hd_connections_plan(int ranks, int q) {
+  const topo::Fabric f = topo::build_clos2({.spines = 4, .leaves = 2, .hosts_per_leaf = ranks / 2}).value();
+  const ranking::RankOrder order = ranking::rank_naive(ranking::allocation_all(f));
+  const routing::Schedule hd = routing::build_schedule(routing::Collective::kAllreduceHd, ranks, 1 << 20).value();
+  auto table = routing::make_model_path_table(f, routing::make_hash("crc32", 1).value());
+  routing::PlannerOptions opt;
+  opt.protocol = "tcp";
+  opt.rounds = false;  // as `weft route` plans Q > 1
+  return routing::plan_routes(f, order, routing::with_connections(hd, q).value(), *table, opt).value().plan;
 }
 
 // `plan` over TCP on ports free on this host: every flow its own source
