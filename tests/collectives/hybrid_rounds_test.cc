@@ -10,12 +10,12 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <tuple>
 
+#include "gate_order.h"
 #include "gated_calls.h"
 #include "harness.h"
 #include "hybrid_plan.h"
@@ -28,7 +28,6 @@ namespace weft::coll::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
 // Hosts of `per_host` consecutive ranks: the plan's grouping.
 std::function<void(CommConfig&)> on_hosts(int per_host, const routing::RoutePlan& plan) {
@@ -64,40 +63,6 @@ TEST(HybridPlan, TheTestPlansHaveGatesThatTieLegsOfDifferentLocalRanks) {
 
 class HybridRounds : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
-// Gated hybrid AllReduces, `calls` in a row, every element checked; the
-// zero-byte sends they took.
-int gated_hybrid(const std::string& transport, int hosts, int per_host, const routing::RoutePlan& plan, size_t count,
-                 int calls) {
-  const int n = hosts * per_host;
-  std::atomic<int> zero_byte{0};
-  run_ranks(
-      n,
-      [&](Communicator& comm) {
-        ASSERT_EQ(comm.host_count(), hosts);
-        std::vector<int32_t> v(count);
-        CollectiveOptions o;
-        o.algorithm = Algorithm::kHybrid;
-        for (int call = 0; call < calls; ++call) {
-          for (size_t i = 0; i < count; ++i) v[i] = comm.rank() * 1000 + static_cast<int32_t>(i % 97) + call;
-          Status s = comm.allreduce(v.data(), v.data(), count, DataType::kI32, ReduceOp::kSum, o);
-          ASSERT_TRUE(s) << s.to_string();
-          for (size_t i = 0; i < count; ++i) {
-            const int32_t want = 1000 * n * (n - 1) / 2 + n * (static_cast<int32_t>(i % 97) + call);
-            ASSERT_EQ(v[i], want) << "rank " << comm.rank() << " element " << i << " call " << call;
-          }
-        }
-      },
-      [&](CommConfig& c) {
-        on_hosts(per_host, plan)(c);
-        c.transport = transport;
-        c.timeout = 60s;
-        c.trace = [&](int, const TraceEvent& e) {
-          if (e.kind == TraceEvent::kSend && e.bytes == 0) ++zero_byte;
-        };
-      });
-  return zero_byte.load();
-}
-
 TEST_P(HybridRounds, IsExactWithTokensBetweenRounds) {
   const auto [transport, hosts] = GetParam();
   const int per_host = 2, calls = 3;
@@ -109,7 +74,8 @@ TEST_P(HybridRounds, IsExactWithTokensBetweenRounds) {
   // token; 4099: odd blocks on every leg.
   for (size_t count : {size_t{1}, size_t{1003}, size_t{4099}}) {
     SCOPED_TRACE(::testing::Message() << count << " elements");
-    const int tokens = gated_hybrid(transport, hosts, per_host, plan, count, calls);
+    const int tokens = gated_allreduces(transport, hosts * per_host, plan, Algorithm::kHybrid, count, 0, calls,
+                                        on_hosts(per_host, plan));
     if (count == 1003) {
       EXPECT_EQ(tokens, calls * static_cast<int>(gates->size())) << "one token per gate and call";
     }
@@ -163,37 +129,20 @@ TEST(HybridPlannedPorts, EveryInterHostConnectionUsesItsPlannedPorts) {
   EXPECT_EQ(checked.load(), 2 * static_cast<int>(plan.flows.size()));
 }
 
-// The schedule step of an HD trace step event among `hosts` hosts; -1 for
-// the intra-host phases.
-int sched_step(const routing::HdLayout& L, std::string_view phase, int distance) {
-  int k = 0;
-  while ((1 << k) < distance) ++k;
-  if (phase == "fold") return routing::hd_fold_step(L);
-  if (phase == "unfold") return routing::hd_unfold_step(L);
-  if (phase == "rs") return routing::hd_rs_step(L, k);
-  if (phase == "ag") return routing::hd_ag_step(L, k);
-  return -1;
-}
-
 // For every gate {j, a, d, j'}: the flow into d of step j' was sent before
-// d's token to a, and the token before a's data of step j' — whether a and
+// d's token to a, and the token before a's data of step j — whether a and
 // d run the same leg or not.
 TEST(HybridRoundsOrder, AGatedRankSendsOnlyAfterTheTokenSourceHasItsData) {
   const int hosts = 4, per_host = 2, n = hosts * per_host;
   const routing::RoutePlan plan = hybrid_route_plan(hosts, per_host, 1, 1);
   auto gates = routing::plan_gates(plan);
   ASSERT_TRUE(gates && !gates->empty());
+  int across = 0;
+  for (const routing::Gate& g : *gates) across += g.waiter % per_host != g.from % per_host;
+  ASSERT_GT(across, 0) << "gates between legs";
   const auto sched = routing::hybrid_inter_host(blocks(hosts, per_host), 1);
   ASSERT_TRUE(sched);
-  const routing::HdLayout L = routing::hd_layout(hosts);
-  struct Sent {
-    int step, peer;
-    size_t bytes;
-    Clock::time_point at;
-  };
-  std::mutex mu;
-  std::vector<std::vector<Sent>> sent(static_cast<size_t>(n));
-  std::vector<int> step_of(static_cast<size_t>(n), -1);
+  SendLog log(n, routing::hd_layout(hosts));
   run_ranks(
       n,
       [&](Communicator& comm) {
@@ -206,46 +155,9 @@ TEST(HybridRoundsOrder, AGatedRankSendsOnlyAfterTheTokenSourceHasItsData) {
       [&](CommConfig& c) {
         on_hosts(per_host, plan)(c);
         c.transport = "loopback";
-        c.trace = [&](int rank, const TraceEvent& e) {
-          const auto at = Clock::now();
-          std::lock_guard<std::mutex> l(mu);
-          const auto r = static_cast<size_t>(rank);
-          if (e.kind == TraceEvent::kStep) {
-            step_of[r] = sched_step(L, e.phase, e.distance);
-          } else if (e.kind == TraceEvent::kSend) {
-            sent[r].push_back({step_of[r], e.peer, e.bytes, at});
-          }
-        };
+        c.trace = [&](int rank, const TraceEvent& e) { log.trace(rank, e); };
       });
-  auto when = [&](int rank, int step, int peer, bool token) -> std::optional<Clock::time_point> {
-    for (const Sent& s : sent[static_cast<size_t>(rank)]) {
-      if (s.step == step && s.peer == peer && (s.bytes == 0) == token) return s.at;
-    }
-    return std::nullopt;
-  };
-  int across = 0;
-  for (const routing::Gate& g : *gates) {
-    SCOPED_TRACE(::testing::Message() << "gate: rank " << g.waiter << " at step " << g.step << " waits for rank "
-                                      << g.from << " after step " << g.after_step);
-    across += g.waiter % per_host != g.from % per_host;
-    int src = -1;
-    for (const routing::Flow& f : sched->steps[static_cast<size_t>(g.after_step)].flows) {
-      if (f.dst == g.from) src = f.src;
-    }
-    ASSERT_GE(src, 0);
-    int dst = -1;
-    for (const routing::Flow& f : sched->steps[static_cast<size_t>(g.step)].flows) {
-      if (f.src == g.waiter) dst = f.dst;
-    }
-    ASSERT_GE(dst, 0);
-    const auto data_in = when(src, g.after_step, g.from, false);
-    const auto token = when(g.from, g.after_step, g.waiter, true);
-    const auto data_out = when(g.waiter, g.step, dst, false);
-    ASSERT_TRUE(data_in && token && data_out);
-    EXPECT_LE(*data_in, *token) << "the token left before the data it vouches for was sent";
-    EXPECT_LE(*token, *data_out) << "the gated rank sent before its token was sent";
-  }
-  EXPECT_GT(across, 0) << "gates between legs were checked";
+  log.expect_order(*gates, *sched);
 }
 
 // kAuto under a hybrid plan: butterfly below the rule's HD threshold,
