@@ -1,5 +1,7 @@
 #include "weft/routing/multi_connection.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace weft::routing {
@@ -35,6 +37,12 @@ Result<Schedule> with_connections(const Schedule& s, int q) {
     out.steps.push_back(std::move(split));
   }
   return out;
+}
+
+int plan_connections(const RoutePlan& plan) {
+  int q = 1;
+  for (const PlanFlow& f : plan.flows) q = std::max(q, f.conn + 1);
+  return q;
 }
 
 }  // namespace weft::routing

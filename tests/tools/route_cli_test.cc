@@ -3,6 +3,7 @@
 // non-zero exit and no output file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -65,6 +66,14 @@ TEST_F(RouteCli, QpsPerConnectionGivesEveryPairQConnectionsOnPortsOfTheirOwn) {
     }
     EXPECT_EQ(conns, (std::set<int>{0, 1, 2, 3})) << f.src_rank << " -> " << f.dst_rank;
   }
+  // weft check replays every connection (the plan's conn 0..3) at the plan's load.
+  int planned = 0;
+  for (const auto& st : four->steps) planned = std::max(planned, st.max_load);
+  CliRun c = weft("check --topology " + path("f.json") + " --ranks " + path("r.csv") + " --routes plan --plan " +
+                  path("four.json") + " --json");
+  ASSERT_EQ(c.rc, 0) << c.err;
+  EXPECT_EQ(nlohmann::json::parse(c.out)["max_load"], planned);
+  EXPECT_EQ(planned, 4) << "each host's 4 connections on its access link";
 }
 
 // `weft demo --fail 2:3`'s fabric: 4 spines x 4 leaves x 4 hosts, s2 - l3

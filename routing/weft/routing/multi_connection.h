@@ -11,6 +11,7 @@
 #pragma once
 
 #include "weft/common/status.h"
+#include "weft/routing/plan.h"
 #include "weft/routing/schedule.h"
 
 namespace weft::routing {
@@ -25,5 +26,10 @@ Status validate_connections_per_pair(int q);
 // Fails for q outside 1..kMaxConnectionsPerPair, naming q, and for a
 // schedule whose flows already carry connections (nccl-ring).
 Result<Schedule> with_connections(const Schedule& s, int q);
+
+// The connections per directed pair a plan of allreduce-hd or -ring names:
+// its largest `conn` + 1 (1 for a plan without connections). What `weft
+// check` splits the schedule by to replay the plan.
+int plan_connections(const RoutePlan& plan);
 
 }  // namespace weft::routing
