@@ -26,54 +26,6 @@
 
 namespace weft::coll {
 
-namespace {
-
-// A plan's connections per directed pair (PlanFlow::conn, `weft route
-// --qps-per-connection`) are the TCP transport's connections_per_peer:
-// connection c of a pair leaves from the port of its flow with conn = c.
-// Every pair of the plan has connections 0..Q-1, Q alike for all.
-Status check_plan_connections(const routing::RoutePlan& plan, int per_peer, bool epochs) {
-  std::map<std::pair<int, int>, std::set<int>> conns;
-  for (const auto& f : plan.flows) conns[{f.src_rank, f.dst_rank}].insert(f.conn);
-  size_t q = 1;
-  for (const auto& [pair, c] : conns) {
-    if (*c.begin() != 0 || *c.rbegin() != static_cast<int>(c.size()) - 1 ||
-        (pair != conns.begin()->first && c.size() != q)) {
-      return invalid_argument(fmt::format("communicator: the route plan's flows {} -> {} are connections {}; every "
-                                          "pair needs connections 0..Q-1, the same Q for all",
-                                          pair.first, pair.second, fmt::join(c, ", ")));
-    }
-    q = c.size();
-  }
-  if (static_cast<int>(q) != per_peer) {
-    return invalid_argument(fmt::format("communicator: the route plan has {} TCP connection{} per directed pair, "
-                                        "connections_per_peer is {}: they must be equal",
-                                        q, q == 1 ? "" : "s", per_peer));
-  }
-  if (q > 1) {
-    // All connections of a pair carry a striped message at once: no gate
-    // can hold one of them behind another (routing/gates.h), and plan
-    // epochs compare plans flow by pair.
-    for (const auto& f : plan.flows) {
-      for (int r : f.rounds) {
-        if (r != 0) {
-          return invalid_argument(fmt::format("communicator: the route plan has {} connections per pair and rounds "
-                                              "(flow {} -> {} connection {}): a pair's connections run at once",
-                                              q, f.src_rank, f.dst_rank, f.conn));
-        }
-      }
-    }
-    if (epochs) {
-      return invalid_argument(fmt::format("communicator: plan epochs need one connection per pair; the route plan "
-                                          "has {}",
-                                          q));
-    }
-  }
-  return Status::ok();
-}
-
-}  // namespace
-
 Status CommConfig::validate() const {
   if (size < 1) return invalid_argument(fmt::format("communicator: size must be >= 1 (got {})", size));
   if (rank < 0 || rank >= size) {
@@ -121,7 +73,7 @@ Status CommConfig::validate() const {
                                           "allreduce-hd, allreduce-ring or allreduce-hybrid",
                                           plan->collective));
     }
-    WEFT_RETURN_IF_ERROR(check_plan_connections(*plan, tcp.connections_per_peer, !plan_epochs.empty()));
+    WEFT_RETURN_IF_ERROR(internal::check_plan_connections(*plan, tcp.connections_per_peer, !plan_epochs.empty()));
   }
   return Status::ok();
 }

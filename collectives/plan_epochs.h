@@ -56,6 +56,14 @@ Result<std::vector<routing::Gate>> plan_round_gates(const routing::RoutePlan& pl
 // naming the first flow that is not, and where its ranks sit.
 Status check_hybrid_plan(const routing::RoutePlan& plan, const std::vector<int>& host_of);
 
+// A plan's connections per directed pair (PlanFlow::conn, `weft route
+// --qps-per-connection`) are the TCP transport's connections_per_peer
+// (`per_peer`): connection c of a pair leaves from the port of its flow
+// with conn = c. OK when every pair has connections 0..Q-1, Q alike for all
+// and equal to per_peer, and, for Q > 1, no rounds and no plan epochs
+// (`epochs`); else an error naming the numbers or the flow.
+Status check_plan_connections(const routing::RoutePlan& plan, int per_peer, bool epochs);
+
 // OK when `next` may replace `current` mid-job: the same ranks and
 // collective, the same directed flows (and connections) with the same
 // protocol and dport (listen ports cannot move while connections exist),
