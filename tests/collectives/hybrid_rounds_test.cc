@@ -18,7 +18,7 @@
 #include "gate_order.h"
 #include "gated_calls.h"
 #include "harness.h"
-#include "hybrid_plan.h"
+#include "planner_plans.h"
 #include "plan_epochs.h"
 #include "tcp/tcp_transport.h"
 #include "weft/routing/gates.h"

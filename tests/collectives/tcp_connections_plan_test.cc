@@ -8,7 +8,7 @@
 #include <string>
 
 #include "harness.h"
-#include "hybrid_plan.h"
+#include "planner_plans.h"
 #include "tcp/tcp_transport.h"
 
 namespace weft::coll::testing {
