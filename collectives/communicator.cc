@@ -67,17 +67,21 @@ Status CommConfig::validate() const {
     // An nccl-ring plan (several QP flows per pair, keyed by connection and
     // QP) is the NCCL net plugin's, not one this library's algorithms run.
     if (plan->collective != routing::collective_name(routing::Collective::kAllreduceHd) &&
-        plan->collective != routing::collective_name(routing::Collective::kAllreduceRing)) {
+        plan->collective != routing::collective_name(routing::Collective::kAllreduceRing) &&
+        plan->collective != internal::kHybridPlan) {
       return invalid_argument(fmt::format("communicator: the route plan is for '{}'; the library runs plans of "
-                                          "allreduce-hd or allreduce-ring",
+                                          "allreduce-hd, allreduce-ring or allreduce-hybrid",
                                           plan->collective));
     }
-    if (tcp.connections_per_peer != 1) {
-      return invalid_argument("communicator: a route plan names one TCP connection per direction; "
-                              "connections_per_peer must be 1 with a plan");
-    }
+    WEFT_RETURN_IF_ERROR(internal::check_plan_connections(*plan, tcp.connections_per_peer, !plan_epochs.empty()));
   }
   return Status::ok();
+}
+
+Algorithm planned_algorithm(const routing::RoutePlan& plan) {
+  if (plan.collective == routing::collective_name(routing::Collective::kAllreduceRing)) return Algorithm::kRing;
+  if (plan.collective == internal::kHybridPlan) return Algorithm::kHybrid;
+  return Algorithm::kHalvingDoubling;
 }
 
 namespace {
@@ -95,10 +99,11 @@ Status Communicator::Impl::setup(Store& store) {
   const int n = cfg.size, me = cfg.rank;
   // A plan's rounds become gates (plan_round_gates) — checked before any
   // peer is waited for, so that a bad plan fails at once on every rank.
+  // A hybrid plan's flows are checked against the hosts once they are
+  // known (below).
   if (cfg.plan) {
-    WEFT_ASSIGN_OR_RETURN(gates, internal::plan_round_gates(*cfg.plan));
-    const bool ring = cfg.plan->collective == routing::collective_name(routing::Collective::kAllreduceRing);
-    gated = ring ? Algorithm::kRing : Algorithm::kHalvingDoubling;
+    WEFT_ASSIGN_OR_RETURN(gates, internal::plan_round_gates(*cfg.plan, {}));
+    gated = planned_algorithm(*cfg.plan);
   }
   // The TCP listen address (listen_address.h): an override is checked
   // (whatever the transport, as launch_info_from_env does) before this rank
@@ -129,6 +134,8 @@ Status Communicator::Impl::setup(Store& store) {
     auto it = index.emplace(h, static_cast<int>(index.size())).first;
     host_of.push_back(it->second);
   }
+  // Every rank read every host name: every rank refuses alike.
+  if (cfg.plan && gated == Algorithm::kHybrid) WEFT_RETURN_IF_ERROR(internal::check_hybrid_plan(*cfg.plan, host_of));
 
   // Which transport serves which peer.
   std::map<std::string, std::vector<int>> peers_of;
@@ -171,7 +178,14 @@ Status Communicator::Impl::setup(Store& store) {
       tc.routes.assign(static_cast<size_t>(n), PeerRoute{});
       for (const auto& f : cfg.plan->flows) {
         if (f.protocol != proto) continue;
-        if (f.src_rank == me) tc.routes[static_cast<size_t>(f.dst_rank)].sport = f.sport;
+        if (f.src_rank == me) {
+          PeerRoute& route = tc.routes[static_cast<size_t>(f.dst_rank)];
+          if (f.conn == 0) route.sport = f.sport;
+          if (cfg.tcp.connections_per_peer > 1) {
+            route.sports.resize(static_cast<size_t>(cfg.tcp.connections_per_peer));
+            route.sports[static_cast<size_t>(f.conn)] = f.sport;
+          }
+        }
         if (f.dst_rank == me && name == "tcp") tc.tcp.listen_port = f.dport;
       }
     }
@@ -234,13 +248,11 @@ Status Communicator::Impl::choose_auto() {
   if (cfg.plan) {
     // A route plan is made for one algorithm's flows (routing/schedule.h):
     // only those pairs' connections carry planned ports, and only the
-    // plan's algorithm enforces its rounds. So kAuto keeps to the plan: the plan's algorithm
-    // or butterfly, which is latency-bound (one message per step, nothing
-    // for ECMP to collide) and pairs the same ranks as HD
-    // (routing::hd_layout); never hybrid, whose inter-host HD runs on
-    // subsets the plan does not describe.
-    const bool ring = cfg.plan->collective == routing::collective_name(routing::Collective::kAllreduceRing);
-    in.planned = ring ? Algorithm::kRing : Algorithm::kHalvingDoubling;
+    // plan's algorithm enforces its rounds. So kAuto keeps to the plan: the
+    // plan's algorithm (HD, ring or hybrid) or, below the size where it
+    // pays, butterfly, which is latency-bound (one message per step,
+    // nothing for ECMP to collide).
+    in.planned = gated;
   }
   auto_picks = select_allreduce(cfg.selection, tuning, in);
   return Status::ok();
@@ -387,7 +399,7 @@ Status Communicator::Impl::execute(int coll, Algorithm a, MakePlanFn make, const
   shape.segment = o.segment_bytes;
   shape.root = root;
   shape.group = &group;
-  // A plan's rounds bind its algorithm's AllReduce (HD or ring) when its
+  // A plan's rounds bind its algorithm's AllReduce (HD, ring or hybrid) when its
   // ranks are the plan's ranks; otherwise HD runs in the pieces of this transport's rule (forced or
   // picked alike: SelectionRule::hd_piece_bytes). The piece is fixed at
   // setup, so the plan cache's key need not hold it.

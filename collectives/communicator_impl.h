@@ -43,8 +43,9 @@ class Communicator::Impl {
   std::vector<int> host_of;       // by rank: host index in order of first appearance
   // The route plan's gates (routing/gates.h), computed at setup; empty
   // without a plan or when no flow of it has a nonzero round. The plan's
-  // algorithm, `gated` (HD or ring), enforces them on AllReduce in plan rank
-  // order (hd_gates.cc, ring_gates.cc).
+  // algorithm, `gated` (HD, ring or hybrid: planned_algorithm), enforces
+  // them on AllReduce in plan rank order (hd_gates.cc, ring_gates.cc,
+  // allreduce_hybrid.cc).
   std::vector<routing::Gate> gates;
   Algorithm gated = Algorithm::kAuto;
   using PlanKey = std::tuple<int, int, size_t, size_t, size_t, int>;
@@ -174,6 +175,10 @@ class Communicator::Impl {
   Status run(internal::Plan& p, const std::vector<int>& group_ranks, int me, void* data, size_t bytes,
              DataType t, ReduceOp op, Deadline deadline, std::chrono::milliseconds timeout);
 };
+
+// The AllReduce algorithm whose flows `plan` routes: ring for
+// allreduce-ring, hybrid for allreduce-hybrid, else HD.
+Algorithm planned_algorithm(const routing::RoutePlan& plan);
 
 namespace internal {
 enum Coll { kAllreduce = 0, kReduceScatter = 1, kAllgather = 2, kBroadcast = 3 };

@@ -58,7 +58,7 @@ Status Communicator::Impl::setup_epochs(Store& store, Deadline deadline) {
     }
   }
   if (cfg.plan_epochs.empty()) return Status::ok();
-  epochs = std::make_unique<Epochs>(internal::PlanEpochFile(cfg.plan_epochs, cfg.job, cfg.plan_poll, cfg.rank));
+  epochs = std::make_unique<Epochs>(internal::PlanEpochFile(cfg.plan_epochs, cfg.job, cfg.plan_poll, cfg.rank, host_of));
   epochs->last = Clock::now();
   return Status::ok();
 }
@@ -148,7 +148,7 @@ Status Communicator::Impl::adopt(internal::PlanEpoch next) {
   const int n = cfg.size, me = cfg.rank;
   const routing::RoutePlan& old = *cfg.plan;
   // Checked when read (plan_fits); the collective, hence `gated`, is the same.
-  WEFT_ASSIGN_OR_RETURN(std::vector<routing::Gate> next_gates, internal::plan_round_gates(next.plan));
+  WEFT_ASSIGN_OR_RETURN(std::vector<routing::Gate> next_gates, internal::plan_round_gates(next.plan, host_of));
   const Deadline deadline = Clock::now() + cfg.timeout;
   for (size_t t = 0; t < transports.size(); ++t) {
     const std::string_view name = transports[t]->name();

@@ -159,7 +159,7 @@ Status Communicator::Impl::switch_inside(const Status& why, void* data) {
   internal::PlanEpoch next = *e.file.held();
   e.file.drop_held();
   const uint64_t epoch = next.epoch;
-  Result<std::vector<routing::Gate>> next_gates = internal::plan_round_gates(next.plan);
+  Result<std::vector<routing::Gate>> next_gates = internal::plan_round_gates(next.plan, host_of);
   if (!next_gates) return give_up(next_gates.status());
   const std::vector<PeerRoute> routes = routes_of(next.plan, "tcp");
   const uint32_t generation = ++ic.generation;

@@ -49,16 +49,19 @@ Result<PlanEpoch> parse_plan_epoch(const std::string& text) {
   return e;
 }
 
-Result<std::vector<routing::Gate>> plan_round_gates(const routing::RoutePlan& plan) {
+Result<std::vector<routing::Gate>> plan_round_gates(const routing::RoutePlan& plan, const std::vector<int>& host_of) {
   const bool hd = plan.collective == routing::collective_name(routing::Collective::kAllreduceHd);
   const bool ring = plan.collective == routing::collective_name(routing::Collective::kAllreduceRing);
+  const bool hybrid = plan.collective == kHybridPlan;
   std::vector<routing::Gate> gates;
-  if (hd) {
+  if (hd || hybrid) {
     WEFT_ASSIGN_OR_RETURN(gates, routing::plan_gates(plan));
   } else if (ring) {
     WEFT_ASSIGN_OR_RETURN(gates, routing::ring_plan_gates(plan));
   }
-  if (!gates.empty()) {
+  if (hybrid) {
+    if (!host_of.empty()) WEFT_RETURN_IF_ERROR(check_hybrid_plan(plan, host_of));
+  } else if (!gates.empty()) {
     // Gates are only as true as the flows' steps.
     WEFT_ASSIGN_OR_RETURN(routing::Schedule sched,
                           routing::build_schedule(hd ? routing::Collective::kAllreduceHd
@@ -69,7 +72,7 @@ Result<std::vector<routing::Gate>> plan_round_gates(const routing::RoutePlan& pl
   return gates;
 }
 
-Status plan_fits(const routing::RoutePlan& current, const routing::RoutePlan& next) {
+Status plan_fits(const routing::RoutePlan& current, const routing::RoutePlan& next, const std::vector<int>& host_of) {
   if (next.ranks != current.ranks) {
     return invalid_argument(fmt::format("it is for {} ranks, the communicator has {}", next.ranks, current.ranks));
   }
@@ -99,7 +102,7 @@ Status plan_fits(const routing::RoutePlan& current, const routing::RoutePlan& ne
     }
   }
   // Rounds become gates: the same checks as at create().
-  return plan_round_gates(next).status();
+  return plan_round_gates(next, host_of).status();
 }
 
 void PlanEpochFile::look(Clock::time_point now, const routing::RoutePlan& current, uint64_t running, bool force) {
@@ -130,7 +133,7 @@ void PlanEpochFile::read(const routing::RoutePlan& current, uint64_t running) {
   if (e->epoch <= newest) {
     return refuse(counters_.refused_stale, fmt::format("epoch {} is not newer than {}", e->epoch, newest));
   }
-  if (Status s = plan_fits(current, e->plan); !s) {
+  if (Status s = plan_fits(current, e->plan, host_of_); !s) {
     return refuse(counters_.refused_mismatch, fmt::format("epoch {}: {}", e->epoch, s.message()));
   }
   held_ = std::move(*e);

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "weft/collectives/communicator.h"
 #include "weft/collectives/transport.h"
@@ -30,19 +32,44 @@ struct PlanEpoch {
 // "plan"}. Errors name the field ("/plan/flows/3/sport: ...").
 Result<PlanEpoch> parse_plan_epoch(const std::string& text);
 
+// The collective of a hybrid AllReduce route plan (allreduce_hybrid.cc,
+// docs/route-plan.md "Which algorithm honours which plan"): its flows are
+// the inter-host HD's alone (routing::hybrid_inter_host), global ranks,
+// steps numbered as that schedule's.
+inline constexpr std::string_view kHybridPlan = "allreduce-hybrid";
+
 // The gates of a plan's rounds (routing/gates.h) for the algorithm that
 // holds them: HD for allreduce-hd (hd_gates.cc), ring for allreduce-ring,
-// per repetition (ring_gates.cc); none for a plan without rounds. Each
-// flow's steps must be steps of that algorithm on plan.ranks ranks that
-// have the flow (routing::apply_plan_rounds), else an error naming it.
-Result<std::vector<routing::Gate>> plan_round_gates(const routing::RoutePlan& plan);
+// per repetition (ring_gates.cc), the inter-host HD legs for
+// allreduce-hybrid (allreduce_hybrid.cc); none for a plan without rounds.
+// Each flow's steps must be steps of that algorithm on plan.ranks ranks
+// that have the flow (routing::apply_plan_rounds), else an error naming
+// it. A hybrid plan's flows depend on the hosts: `host_of` (rank -> host,
+// the communicator's) checks them (check_hybrid_plan); empty = not known
+// yet, the gates alone.
+Result<std::vector<routing::Gate>> plan_round_gates(const routing::RoutePlan& plan, const std::vector<int>& host_of);
+
+// OK when every flow of an allreduce-hybrid plan is a flow of hybrid's
+// inter-host HD on these hosts (routing::hybrid_inter_host with hosts in
+// order of their first rank, local ranks in rank order: equal_hosts, as
+// allreduce_hybrid.cc groups them) in every step it lists; else an error
+// naming the first flow that is not, and where its ranks sit.
+Status check_hybrid_plan(const routing::RoutePlan& plan, const std::vector<int>& host_of);
+
+// A plan's connections per directed pair (PlanFlow::conn, `weft route
+// --qps-per-connection`) are the TCP transport's connections_per_peer
+// (`per_peer`): connection c of a pair leaves from the port of its flow
+// with conn = c. OK when every pair has connections 0..Q-1, Q alike for all
+// and equal to per_peer, and, for Q > 1, no rounds and no plan epochs
+// (`epochs`); else an error naming the numbers or the flow.
+Status check_plan_connections(const routing::RoutePlan& plan, int per_peer, bool epochs);
 
 // OK when `next` may replace `current` mid-job: the same ranks and
-// collective, the same directed flows with the same protocol and dport
-// (listen ports cannot move while connections exist), and rounds its
-// algorithm can hold (plan_round_gates). The message names the first
-// difference.
-Status plan_fits(const routing::RoutePlan& current, const routing::RoutePlan& next);
+// collective, the same directed flows (and connections) with the same
+// protocol and dport (listen ports cannot move while connections exist),
+// and rounds its algorithm can hold (plan_round_gates on `host_of`). The
+// message names the first difference.
+Status plan_fits(const routing::RoutePlan& current, const routing::RoutePlan& next, const std::vector<int>& host_of);
 
 // The file of one communicator. look() costs nothing until `poll` has
 // passed since the last look; then one stat(2), and only when the file's
@@ -50,8 +77,8 @@ Status plan_fits(const routing::RoutePlan& current, const routing::RoutePlan& ne
 // refused is counted and logged once, and not read again.
 class PlanEpochFile {
  public:
-  PlanEpochFile(std::string path, std::string job, std::chrono::milliseconds poll, int rank)
-      : path_(std::move(path)), job_(std::move(job)), poll_(poll), rank_(rank) {}
+  PlanEpochFile(std::string path, std::string job, std::chrono::milliseconds poll, int rank, std::vector<int> host_of)
+      : path_(std::move(path)), job_(std::move(job)), poll_(poll), rank_(rank), host_of_(std::move(host_of)) {}
 
   // Looks at the file now if `force` or the poll interval has passed; a
   // valid epoch newer than `running` (and than the one held) is then held.
@@ -76,6 +103,7 @@ class PlanEpochFile {
   std::string job_;
   std::chrono::milliseconds poll_;
   int rank_;
+  std::vector<int> host_of_;  // by rank (plan_fits)
   std::optional<Version> seen_;
   Clock::time_point next_look_{};
   std::optional<PlanEpoch> held_;

@@ -94,11 +94,14 @@ AllreducePicks by_rule(const Selection& s, const SelectionInput& in) {
   }
   const bool planned = in.planned != Algorithm::kAuto;
   const bool hybrid = !planned && s.hybrid_when_multi_host && multi_host(in);
-  const size_t ring_min = !planned ? r->ring_min_bytes : in.planned == Algorithm::kRing ? r->hd_min_bytes : SIZE_MAX;
+  // A plan's algorithm (HD, ring, hybrid) runs from the HD threshold.
+  const size_t ring_min = !planned ? r->ring_min_bytes : SIZE_MAX;
   auto pick = [&](size_t b) {
     if (hybrid && b >= r->hybrid_min_bytes) return Algorithm::kHybrid;
     if (in.oneshot && !planned && b < r->oneshot_below_bytes) return Algorithm::kOneShot;
-    return b < r->hd_min_bytes ? Algorithm::kButterfly : b >= ring_min ? Algorithm::kRing : Algorithm::kHalvingDoubling;
+    if (b < r->hd_min_bytes) return Algorithm::kButterfly;
+    if (planned) return in.planned;
+    return b >= ring_min ? Algorithm::kRing : Algorithm::kHalvingDoubling;
   };
   std::vector<size_t> cuts = {0, r->hybrid_min_bytes, r->oneshot_below_bytes, r->hd_min_bytes, ring_min};
   std::sort(cuts.begin(), cuts.end());

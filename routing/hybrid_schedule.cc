@@ -30,21 +30,10 @@ Result<HybridSchedule> build_hybrid_schedule(const topo::Fabric& f, const rankin
   HybridSchedule out;
   out.ranks_per_host = static_cast<int>(G);
   out.hosts = static_cast<int>(host_order.size());
-  const uint64_t part = (count + G - 1) / G;  // elements each group reduces
   out.intra_bytes = (count - count / G) * elem_size;
-  WEFT_ASSIGN_OR_RETURN(Schedule group, build_schedule(Collective::kAllreduceHd, out.hosts, part, elem_size));
-  out.inter_host = Schedule{Collective::kAllreduceHd, order.size(), count, elem_size, {}};
-  for (const Step& gs : group.steps) {
-    Step st{gs.phase, gs.distance, gs.repeat, {}};
-    st.flows.reserve(gs.flows.size() * G);
-    for (size_t k = 0; k < G; ++k) {
-      for (const Flow& fl : gs.flows) {
-        st.flows.push_back({by_host[host_order[static_cast<size_t>(fl.src)]][k],
-                            by_host[host_order[static_cast<size_t>(fl.dst)]][k], fl.bytes});
-      }
-    }
-    out.inter_host.steps.push_back(std::move(st));
-  }
+  std::vector<std::vector<int>> hosts;
+  for (int h : host_order) hosts.push_back(by_host[h]);
+  WEFT_ASSIGN_OR_RETURN(out.inter_host, hybrid_inter_host(hosts, count, elem_size));
   return out;
 }
 

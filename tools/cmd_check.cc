@@ -9,6 +9,7 @@
 #include "load_table.h"
 #include "weft/ranking/rank_file.h"
 #include "weft/routing/link_load.h"
+#include "weft/routing/multi_connection.h"
 #include "weft/routing/plan_router.h"
 #include "weft/topology/topology_file.h"
 
@@ -86,6 +87,12 @@ int run_check(const CheckArgs& a) {
     if (plan->collective != a.collective) {
       return fail(invalid_argument(fmt::format("{}: the plan is for {}, not --collective {}", a.plan, plan->collective,
                                                a.collective)));
+    }
+    if (*coll != routing::Collective::kNcclRing && routing::plan_connections(*plan) > 1) {
+      // `weft route --qps-per-connection`: a flow per connection.
+      auto split = routing::with_connections(*sched, routing::plan_connections(*plan));
+      if (!split) return fail(split.status().with_context(a.plan));
+      *sched = std::move(*split);
     }
     auto r = routing::make_plan_router(*fabric, *order, *plan);
     if (!r) return fail(r.status().with_context(a.plan));

@@ -9,6 +9,7 @@
 #include "path_source.h"
 #include "weft/ranking/rank_file.h"
 #include "weft/routing/link_load.h"
+#include "weft/routing/multi_connection.h"
 #include "weft/routing/plan_router.h"
 #include "weft/routing/planner.h"
 #include "weft/topology/topology_file.h"
@@ -47,6 +48,7 @@ struct RouteArgs {
   bool no_rounds = false;
   std::optional<int> channels;  // nccl-ring (cli_common.h)
   std::optional<int> qps;
+  int qps_per_connection = 1;  // TCP connections per directed pair (multi_connection.h)
   std::string out;
 };
 
@@ -64,6 +66,22 @@ Status check_addresses(const topo::Fabric& f, const ranking::RankOrder& order) {
   return Status::ok();
 }
 
+// --qps-per-connection: TCP connections the library stripes over, so tcp
+// only, and not nccl-ring (its QPs are --qps).
+Status connections_allowed(const RouteArgs& a, routing::Collective coll) {
+  WEFT_RETURN_IF_ERROR(routing::validate_connections_per_pair(a.qps_per_connection).with_context("--qps-per-connection"));
+  if (a.qps_per_connection == 1) return Status::ok();
+  if (coll == routing::Collective::kNcclRing) {
+    return invalid_argument("--qps-per-connection: nccl-ring plans the plugin's QPs with --qps");
+  }
+  if (a.protocol != "tcp") {
+    return invalid_argument(fmt::format("--qps-per-connection {} needs --protocol tcp: it plans the TCP transport's "
+                                        "connections_per_peer connections",
+                                        a.qps_per_connection));
+  }
+  return Status::ok();
+}
+
 int run_route(const RouteArgs& a) {
   auto coll = routing::parse_collective(a.collective);
   if (!coll) {
@@ -72,6 +90,7 @@ int run_route(const RouteArgs& a) {
   }
   auto shape = nccl_ring_shape(a.collective, a.channels, a.qps);
   if (!shape) return fail(shape.status());
+  if (auto st = connections_allowed(a, *coll); !st) return fail(st);
   auto range = parse_port_range(a.sports);
   if (!range) return fail(range.status().with_context("--sport-range"));
   if (a.dport < 1 || a.dport > 65535) return fail(invalid_argument(fmt::format("--dport {} is not a port (1-65535)", a.dport)));
@@ -84,7 +103,7 @@ int run_route(const RouteArgs& a) {
                               .sports = *range,
                               .ports_per_pair = ports_per_pair,
                               .tcp_dport = static_cast<uint16_t>(a.dport),
-                              .rounds = !a.no_rounds};
+                              .rounds = !a.no_rounds && a.qps_per_connection == 1};
   auto fabric = topo::load_topology(a.topology);
   if (!fabric) return fail(fabric.status());
   auto order = ranking::load_rank_file(*fabric, a.ranks);
@@ -99,6 +118,9 @@ int run_route(const RouteArgs& a) {
   // Flows per step are fixed by the schedule; bytes do not change the plan.
   auto sched = routing::build_schedule(*coll, order->size(), 1024, 4, *shape);
   if (!sched) return fail(sched.status());
+  auto split = routing::with_connections(*sched, a.qps_per_connection);
+  if (!split) return fail(split.status().with_context("--qps-per-connection"));
+  *sched = std::move(*split);
   if (order->size() >= kProgressRanks) {
     fmt::print(stderr, "planning {} for {} ranks on {} ({} paths, {} ports per pair)...\n", a.collective,
                order->size(), fabric->name, (*table)->describe(), ports_per_pair);
@@ -183,6 +205,10 @@ void register_route(CLI::App& app, Registry& reg) {
                   "Candidate source ports per host pair (0 = 64 from the model, every probed port up to 1024 from a "
                   "database)")->capture_default_str();
   cmd->add_option("--dport", a.dport, "tcp: listen port of each host's first rank (then +1 per rank on the host)")
+      ->capture_default_str();
+  cmd->add_option("--qps-per-connection", a.qps_per_connection,
+                  "tcp: Q connections per directed pair (the library's connections_per_peer = Q), each a flow on "
+                  "a planned port of its own; 1..64. Q > 1 plans no rounds: a pair's connections run at once")
       ->capture_default_str();
   cmd->add_flag("--no-rounds", a.no_rounds, "Let flows share a link instead of splitting a step into rounds");
   cmd->add_option("-o,--output", a.out, "Plan file (default: stdout); never left half-written");

@@ -40,8 +40,9 @@ struct Shape {
   int root = 0;          // broadcast
   std::vector<int> host_of;  // group index -> host index (hybrid, hierarchical); filled when planning
   const std::vector<int>* group = nullptr;  // group index -> rank (the communicator's, while planning)
-  // The route plan's gates (allreduce HD on the whole communicator in the
-  // plan's rank order only; nullptr otherwise): ranks = group indices.
+  // The route plan's gates (allreduce HD, ring or hybrid — the plan's — on
+  // the whole communicator in the plan's rank order only; nullptr
+  // otherwise): ranks = group indices.
   const std::vector<routing::Gate>* gates = nullptr;
   size_t piece = 0;  // HD: run on consecutive pieces of at most this many bytes (0 = whole; pieces.h)
 };

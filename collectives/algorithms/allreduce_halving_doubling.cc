@@ -71,6 +71,12 @@ void HalvingDoubling::finish(const Shape& s) {
   if (s.gates != nullptr && !s.gates->empty()) take_gates(*s.gates, s.rank, s.size);
 }
 
+void HalvingDoubling::join_group(const std::vector<int>& members, int size, const std::vector<routing::Gate>& gates) {
+  for (HdStep& st : steps_) st.peer = members[static_cast<size_t>(st.peer)];
+  me_ = members[static_cast<size_t>(me_)];
+  if (!gates.empty()) take_gates(gates, me_, size);
+}
+
 Status HalvingDoubling::run(Context& ctx) const {
   if (!gated_.empty()) return run_gated(ctx);  // hd_gates.cc
   const size_t es = esize_;

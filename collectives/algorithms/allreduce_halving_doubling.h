@@ -29,6 +29,12 @@ class HalvingDoubling final : public Plan {
   Status run(Context& ctx) const override;
   // The partners of the steps, and the ranks tokens come from or go to.
   std::vector<int> peers() const override;
+  // Hybrid's inter-host leg under a route plan with rounds
+  // (allreduce_hybrid.cc): this HD, planned on the leg's ranks, runs in the
+  // context of a group of `size` that holds them at group indices
+  // `members` (by leg index), and holds `gates` (ranks = that group's
+  // indices), whose tokens may come from or go to ranks of other legs.
+  void join_group(const std::vector<int>& members, int size, const std::vector<routing::Gate>& gates);
 
  private:
   void finish(const Shape& s);

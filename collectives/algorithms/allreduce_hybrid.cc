@@ -7,7 +7,18 @@
 //      hosts, on chunk l only (1/m of the vector crosses the fabric per
 //      rank, and HD's partners are exactly the flows weft routes);
 //   3. allgather inside each host.
+//
+// Under an allreduce-hybrid route plan (plan_epochs.h: kHybridPlan) the
+// plan's flows are step 2's, and with rounds its gates (routing/gates.h)
+// hold them as hd_gates.cc does for HD. A gate may tie legs together — a
+// flow of local rank 0 waits for one of local rank 1 that shares a link
+// with it — so the gated legs run in the whole group's context, not each
+// in its own subgroup: its tokens then reach any rank. Nothing else
+// changes: on a pair of one host the intra-host reduce-scatter's messages
+// all precede the leg's tokens, and these the allgather's, in both the
+// order sent and the order the receives are posted (transport.h).
 #include "algorithms/algorithms.h"
+#include "algorithms/allreduce_halving_doubling.h"
 #include "algorithms/ring_phases.h"
 #include "weft/routing/schedule.h"
 
@@ -52,14 +63,23 @@ class Hybrid final : public Plan {
     chunks_ = ring_chunks(static_cast<int>(m), 0, s.count, s.esize, seg);
     const routing::Range mine = routing::ring_chunk(static_cast<int>(m), static_cast<int>(l), s.count);
     Shape leg{static_cast<int>(hosts.size()), static_cast<int>(my_host), mine.size(), s.esize, seg, mine.lo, 0, {}};
-    inter_plan_ = plan_allreduce_hd(leg);
+    if (s.gates != nullptr && !s.gates->empty() && hosts.size() > 1) {
+      auto hd = std::make_unique<HalvingDoubling>(leg);
+      hd->join_group(inter_, s.size, *s.gates);
+      inter_plan_ = std::move(hd);
+      whole_group_ = true;
+    } else {
+      inter_plan_ = plan_allreduce_hd(leg);
+    }
   }
   size_t scratch_bytes() const override { return bytes_; }
   // The intra-host ring's neighbours and the inter-host HD's partners.
   std::vector<int> peers() const override {
     std::vector<int> out;
     for (int i : ring_peers(l_, static_cast<int>(local_.size()))) out.push_back(local_[static_cast<size_t>(i)]);
-    if (inter_.size() > 1) {
+    if (whole_group_) {
+      for (int i : inter_plan_->peers()) out.push_back(i);
+    } else if (inter_.size() > 1) {
       for (int i : inter_plan_->peers()) out.push_back(inter_[static_cast<size_t>(i)]);
     }
     return peer_set(std::move(out), me_);
@@ -68,7 +88,9 @@ class Hybrid final : public Plan {
     Context local = ctx.subgroup(local_);
     local.step("hybrid-rs", 1);
     WEFT_RETURN_IF_ERROR(ring_reduce_scatter(local, chunks_, 0));
-    if (inter_.size() > 1) {
+    if (whole_group_) {
+      WEFT_RETURN_IF_ERROR(inter_plan_->run(ctx));
+    } else if (inter_.size() > 1) {
       Context inter = ctx.subgroup(inter_);
       WEFT_RETURN_IF_ERROR(inter_plan_->run(inter));
     }
@@ -82,6 +104,7 @@ class Hybrid final : public Plan {
   std::vector<int> local_, inter_;
   Chunks chunks_;
   std::unique_ptr<Plan> inter_plan_;
+  bool whole_group_ = false;  // the leg's HD addresses the whole group (gates)
 };
 
 }  // namespace

@@ -95,10 +95,10 @@ Status TcpTransport::establish(const std::vector<int>& peers, Deadline deadline,
   const int me = cfg_.rank, k = cfg_.tcp.connections_per_peer;
   for (int p : peers) {
     TcpPair& pair = slot(p);
-    const uint16_t sport = cfg_.routes.empty() ? 0 : cfg_.routes[static_cast<size_t>(p)].sport;
     for (int c = 0; c < k; ++c) {
       OutConn& out = pair.out[static_cast<size_t>(c)];
       if (out.fd) continue;
+      const uint16_t sport = cfg_.routes.empty() ? 0 : cfg_.routes[static_cast<size_t>(p)].sport_of(static_cast<size_t>(c));
       // At setup a refused connection is retried until the deadline (as
       // before); later the peer's listener was up at setup, so refused
       // means the peer is gone.

@@ -35,12 +35,12 @@ Status TcpTransport::reroute(const std::vector<PeerRoute>& routes, const std::ve
     return invalid_argument(fmt::format("tcp transport: {} routes for {} ranks", routes.size(), cfg_.size));
   }
   retired_.clear();  // their peers closed them at the previous epoch's switch
-  const auto sport = [&](const std::vector<PeerRoute>& r, size_t p) { return r.empty() ? 0 : r[p].sport; };
+  const auto route = [&](const std::vector<PeerRoute>& r, size_t p) { return r.empty() ? PeerRoute{} : r[p]; };
   std::vector<int> again;
   for (size_t p = 0; p < pairs_.size(); ++p) {
     TcpPair* pair = pairs_[p].get();
     if (pair == nullptr || !pair->ready) continue;
-    const bool out = sport(cfg_.routes, p) != routes[p].sport;
+    const bool out = route(cfg_.routes, p) != routes[p];
     const bool in = std::find(inbound.begin(), inbound.end(), static_cast<int>(p)) != inbound.end();
     if (!out && !in) continue;
     for (size_t c = 0; c < pair->out.size(); ++c) {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,8 +19,10 @@ namespace weft::coll::testing {
 // the default), every element of every call checked exactly (each call's
 // input differs, so a call that moved nothing is caught). Returns the
 // zero-byte sends of all ranks: the tokens, where no data message is empty.
+// `also` edits each rank's config further (host names).
 inline int gated_allreduces(const std::string& transport, int n, const routing::RoutePlan& plan, Algorithm algorithm,
-                            size_t count, size_t segment, int calls) {
+                            size_t count, size_t segment, int calls,
+                            const std::function<void(CommConfig&)>& also = {}) {
   std::atomic<int> zero_byte{0};
   run_ranks(
       n,
@@ -45,6 +48,7 @@ inline int gated_allreduces(const std::string& transport, int n, const routing::
         c.trace = [&](int, const TraceEvent& e) {
           if (e.kind == TraceEvent::kSend && e.bytes == 0) ++zero_byte;
         };
+        if (also) also(c);
       });
   return zero_byte.load();
 }

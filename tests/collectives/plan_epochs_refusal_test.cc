@@ -67,17 +67,17 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(PlanFits, NamesTheFirstDifference) {
   const routing::RoutePlan now = plan_of(4);
-  EXPECT_TRUE(internal::plan_fits(now, plan_of(4, "allreduce-hd", 41000)));  // other sports only
-  EXPECT_NE(internal::plan_fits(now, plan_of(5)).message().find("for 5 ranks"), std::string::npos);
-  EXPECT_NE(internal::plan_fits(now, plan_of(4, "allreduce-ring")).message().find("collective"), std::string::npos);
-  EXPECT_NE(internal::plan_fits(now, plan_of(4, "allreduce-hd", 40000, 31000)).message().find("dport"),
+  EXPECT_TRUE(internal::plan_fits(now, plan_of(4, "allreduce-hd", 41000), {}));  // other sports only
+  EXPECT_NE(internal::plan_fits(now, plan_of(5), {}).message().find("for 5 ranks"), std::string::npos);
+  EXPECT_NE(internal::plan_fits(now, plan_of(4, "allreduce-ring"), {}).message().find("collective"), std::string::npos);
+  EXPECT_NE(internal::plan_fits(now, plan_of(4, "allreduce-hd", 40000, 31000), {}).message().find("dport"),
             std::string::npos);
   routing::RoutePlan fewer = now;
   fewer.flows.pop_back();
-  EXPECT_NE(internal::plan_fits(now, fewer).message().find("flows"), std::string::npos);
+  EXPECT_NE(internal::plan_fits(now, fewer, {}).message().find("flows"), std::string::npos);
   routing::RoutePlan udp = now;
   udp.flows[0].protocol = "udp";
-  EXPECT_NE(internal::plan_fits(now, udp).message().find("is udp"), std::string::npos);
+  EXPECT_NE(internal::plan_fits(now, udp, {}).message().find("is udp"), std::string::npos);
 }
 
 // One bad (or good) file per phase, written by each rank into its own file;

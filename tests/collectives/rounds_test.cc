@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "gate_order.h"
 #include "gated_calls.h"
 #include "harness.h"
 #include "rounds_plan.h"
@@ -61,15 +62,6 @@ INSTANTIATE_TEST_SUITE_P(Collectives, RoundsAllreduce,
 INSTANTIATE_TEST_SUITE_P(Shm, RoundsAllreduce, ::testing::Combine(::testing::Values("shm"), ::testing::Values(4, 5)),
                          case_name);
 
-// The schedule step of an HD trace step event.
-int sched_step(const routing::HdLayout& L, std::string_view phase, int distance) {
-  int k = 0;
-  while ((1 << k) < distance) ++k;
-  if (phase == "fold") return routing::hd_fold_step(L);
-  if (phase == "unfold") return routing::hd_unfold_step(L);
-  return phase == "rs" ? routing::hd_rs_step(L, k) : routing::hd_ag_step(L, k);
-}
-
 TEST(RoundsOrder, AGatedRankSendsOnlyAfterTheTokenSourceHasItsData) {
   const int n = 13;
   const routing::RoutePlan plan = plan_for(n, 3);
@@ -77,15 +69,7 @@ TEST(RoundsOrder, AGatedRankSendsOnlyAfterTheTokenSourceHasItsData) {
   ASSERT_TRUE(gates && !gates->empty());
   const auto sched = routing::build_schedule(routing::Collective::kAllreduceHd, n, 1);
   ASSERT_TRUE(sched);
-  const routing::HdLayout L = routing::hd_layout(n);
-  struct Sent {
-    int step, peer;
-    size_t bytes;
-    Clock::time_point at;
-  };
-  std::mutex mu;
-  std::vector<std::vector<Sent>> sent(static_cast<size_t>(n));
-  std::vector<int> step_of(static_cast<size_t>(n), -1);
+  SendLog log(n, routing::hd_layout(n));
   run_ranks(
       n,
       [&](Communicator& comm) {
@@ -98,44 +82,9 @@ TEST(RoundsOrder, AGatedRankSendsOnlyAfterTheTokenSourceHasItsData) {
       [&](CommConfig& c) {
         c.transport = "loopback";
         c.plan = plan;
-        c.trace = [&](int rank, const TraceEvent& e) {
-          const auto at = Clock::now();
-          std::lock_guard<std::mutex> l(mu);
-          const auto r = static_cast<size_t>(rank);
-          if (e.kind == TraceEvent::kStep) {
-            step_of[r] = sched_step(L, e.phase, e.distance);
-          } else {
-            sent[r].push_back({step_of[r], e.peer, e.bytes, at});
-          }
-        };
+        c.trace = [&](int rank, const TraceEvent& e) { log.trace(rank, e); };
       });
-  auto when = [&](int rank, int step, int peer, bool token) -> std::optional<Clock::time_point> {
-    for (const Sent& s : sent[static_cast<size_t>(rank)]) {
-      if (s.step == step && s.peer == peer && (s.bytes == 0) == token) return s.at;
-    }
-    return std::nullopt;
-  };
-  for (const routing::Gate& g : *gates) {
-    SCOPED_TRACE(::testing::Message() << "gate: rank " << g.waiter << " at step " << g.step << " waits for rank "
-                                      << g.from << " after step " << g.after_step);
-    // The flow into `from` at after_step, the token, the waiter's data send.
-    int src = -1;
-    for (const routing::Flow& f : sched->steps[static_cast<size_t>(g.after_step)].flows) {
-      if (f.dst == g.from) src = f.src;
-    }
-    ASSERT_GE(src, 0);
-    int dst = -1;
-    for (const routing::Flow& f : sched->steps[static_cast<size_t>(g.step)].flows) {
-      if (f.src == g.waiter) dst = f.dst;
-    }
-    ASSERT_GE(dst, 0);
-    const auto data_in = when(src, g.after_step, g.from, false);
-    const auto token = when(g.from, g.after_step, g.waiter, true);
-    const auto data_out = when(g.waiter, g.step, dst, false);
-    ASSERT_TRUE(data_in && token && data_out);
-    EXPECT_LE(*data_in, *token) << "the token left before the data it vouches for was sent";
-    EXPECT_LE(*token, *data_out) << "the gated rank sent before its token was sent";
-  }
+  log.expect_order(*gates, *sched);
 }
 
 TEST(RoundsSetup, APlanWhoseStepsAreNotHdsIsRejectedNamingTheFlow) {

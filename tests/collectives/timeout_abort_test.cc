@@ -83,7 +83,8 @@ TEST(Config, InvalidValuesAreRejectedWithAMessage) {
   c.plan->ranks = 1;
   c.plan->collective = "nccl-ring";  // the NCCL plugin's: several QP flows per pair
   EXPECT_EQ(Communicator::create(c, store).status().message(),
-            "communicator: the route plan is for 'nccl-ring'; the library runs plans of allreduce-hd or allreduce-ring");
+            "communicator: the route plan is for 'nccl-ring'; the library runs plans of allreduce-hd, allreduce-ring or "
+            "allreduce-hybrid");
 }
 
 TEST(LaunchEnv, TorchrunVariablesGiveRankSizeAndStore) {

@@ -3,9 +3,13 @@
 // non-zero exit and no output file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_fixture.h"
+#include "weft/routing/plan.h"
 
 namespace {
 
@@ -36,6 +40,40 @@ TEST_F(RouteCli, WritesAPlanThatTheCheckerReplaysAtLoadOne) {
                   path("plan.json") + " --json");
   ASSERT_EQ(c.rc, 0) << c.err;
   EXPECT_EQ(nlohmann::json::parse(c.out)["max_load"], 1);
+}
+
+// --qps-per-connection 4: every directed pair of the Q = 1 plan has
+// connections 0..3, each a flow on a source port no other flow of its host
+// uses; the checker replays it at the bound.
+TEST_F(RouteCli, QpsPerConnectionGivesEveryPairQConnectionsOnPortsOfTheirOwn) {
+  ASSERT_EQ(weft(base() + "--protocol tcp -o " + path("one.json")).rc, 0);
+  CliRun r = weft(base() + "--protocol tcp --qps-per-connection 4 -o " + path("four.json"));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("8 of 8 steps at the bound; wrote"), std::string::npos) << r.err;
+  auto one = weft::routing::load_plan(path("one.json"));
+  auto four = weft::routing::load_plan(path("four.json"));
+  ASSERT_TRUE(one && four);
+  ASSERT_EQ(four->flows.size(), 4 * one->flows.size());
+  std::set<std::pair<std::string, int>> host_ports;
+  for (const auto& f : one->flows) {
+    std::set<int> conns;
+    for (const auto& g : four->flows) {
+      if (g.src_rank != f.src_rank || g.dst_rank != f.dst_rank) continue;
+      conns.insert(g.conn);
+      EXPECT_EQ(g.qp, 0);
+      EXPECT_EQ(g.dport, f.dport);
+      EXPECT_TRUE(host_ports.emplace(g.src_host, g.sport).second) << g.src_host << " reuses " << g.sport;
+    }
+    EXPECT_EQ(conns, (std::set<int>{0, 1, 2, 3})) << f.src_rank << " -> " << f.dst_rank;
+  }
+  // weft check replays every connection (the plan's conn 0..3) at the plan's load.
+  int planned = 0;
+  for (const auto& st : four->steps) planned = std::max(planned, st.max_load);
+  CliRun c = weft("check --topology " + path("f.json") + " --ranks " + path("r.csv") + " --routes plan --plan " +
+                  path("four.json") + " --json");
+  ASSERT_EQ(c.rc, 0) << c.err;
+  EXPECT_EQ(nlohmann::json::parse(c.out)["max_load"], planned);
+  EXPECT_EQ(planned, 4) << "each host's 4 connections on its access link";
 }
 
 // `weft demo --fail 2:3`'s fabric: 4 spines x 4 leaves x 4 hosts, s2 - l3
@@ -163,7 +201,18 @@ INSTANTIATE_TEST_SUITE_P(
                  "listen port 50000 lies inside the source port range 49152-65535"},
         BadRoute{"unknown_hash", "--hash fnv", "unknown hash model 'fnv' (crc32, linux-l4, linux-l3)"},
         BadRoute{"missing_probe_db", "--paths no-such-fabric.db",
-                 "--paths no-such-fabric.db: opening no-such-fabric.db: unable to open database file"}),
+                 "--paths no-such-fabric.db: opening no-such-fabric.db: unable to open database file"},
+        BadRoute{"zero_qps_per_connection", "--protocol tcp --qps-per-connection 0",
+                 "--qps-per-connection: 0 connections per directed pair: the TCP transport opens 1..64 "
+                 "(connections_per_peer)"},
+        BadRoute{"too_many_qps_per_connection", "--protocol tcp --qps-per-connection 65",
+                 "--qps-per-connection: 65 connections per directed pair: the TCP transport opens 1..64 "
+                 "(connections_per_peer)"},
+        BadRoute{"qps_per_connection_over_udp", "--qps-per-connection 4",
+                 "--qps-per-connection 4 needs --protocol tcp: it plans the TCP transport's connections_per_peer "
+                 "connections"},
+        BadRoute{"qps_per_connection_with_nccl_ring", "--collective nccl-ring --qps-per-connection 2",
+                 "--qps-per-connection: nccl-ring plans the plugin's QPs with --qps"}),
     [](const auto& p) { return std::string(p.param.name); });
 
 TEST_F(RouteCli, RanksNotInTheTopologyAreOneLine) {

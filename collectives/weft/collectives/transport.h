@@ -121,6 +121,12 @@ class Pair {
 // The route of one peer, from this rank's point of view.
 struct PeerRoute {
   uint16_t sport = 0;  // source port of this rank's connection/QP to the peer; 0 = ephemeral
+  // TCP with connections_per_peer > 1 under a plan that has as many
+  // connections per pair (PlanFlow::conn): connection c's source port.
+  // Empty: `sport` for connection 0, ephemeral for the others.
+  std::vector<uint16_t> sports;
+  uint16_t sport_of(size_t conn) const { return conn < sports.size() ? sports[conn] : conn == 0 ? sport : 0; }
+  friend bool operator==(const PeerRoute&, const PeerRoute&) = default;
 };
 
 struct TcpOptions {
@@ -145,7 +151,11 @@ struct TcpOptions {
   std::string listen_address;
   std::string socket_ifname;                 // interfaces to take listen_address from (as in 2.)
   uint16_t listen_port = 0;                  // 0 = ephemeral (no plan); a plan sets the dport
-  int connections_per_peer = 1;              // >1 stripes large messages (no route plan then)
+  // >1 stripes large messages (>= 256 KiB) over the connections; with a
+  // route plan it must equal the plan's connections per directed pair
+  // (`weft route --qps-per-connection`), connection c leaving from the
+  // port of the pair's flow with conn = c.
+  int connections_per_peer = 1;
   int socket_buffer_bytes = 4 << 20;         // SO_SNDBUF / SO_RCVBUF
   // Congestion control of the connections that carry this rank's data
   // (TCP_CONGESTION, tcp(7)). "auto": Reno where the peer is on this host

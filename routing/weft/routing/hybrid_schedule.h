@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "weft/ranking/rank_order.h"
+#include "weft/routing/hybrid_inter_host.h"
 #include "weft/routing/schedule.h"
 
 namespace weft::routing {
@@ -27,6 +28,8 @@ struct HybridSchedule {
 };
 
 // Fails when hosts carry different numbers of ranks (the groups would not line up).
+// inter_host is hybrid_inter_host() of the hosts in order of their first
+// rank, each host's ranks in rank order.
 Result<HybridSchedule> build_hybrid_schedule(const topo::Fabric& f, const ranking::RankOrder& order, uint64_t count,
                                              uint32_t elem_size = 4);
 
