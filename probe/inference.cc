@@ -51,14 +51,30 @@ std::map<int, std::string> number_ttl_spines(std::vector<db::Observation>& obs) 
   return out;
 }
 
+std::string_view nic_host(std::string_view name) {
+  const auto colon = name.find(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == name.size() ||
+      name.find(':', colon + 1) != std::string_view::npos) {
+    return {};
+  }
+  return name.substr(0, colon);
+}
+
 Inference infer_fabric(const std::vector<db::HostRow>& hosts, const std::vector<db::Observation>& obs,
                        const std::map<int, std::string>& spine_address) {
   Inference inf;
   std::map<int64_t, size_t> index;
   for (size_t i = 0; i < hosts.size(); ++i) index[hosts[i].id] = i;
+  // Observations between two hosts of this list that are not NICs of one host.
+  auto in_fabric = [&](const db::Observation& o) {
+    auto s = index.find(o.src_id), d = index.find(o.dst_id);
+    if (s == index.end() || d == index.end()) return false;
+    const std::string_view host = nic_host(hosts[s->second].name);
+    return host.empty() || host != nic_host(hosts[d->second].name);
+  };
   UnionFind uf(hosts.size());
   for (const auto& o : obs) {
-    if (o.answered > 0 && o.spine == 0 && !o.unstable && index.count(o.src_id) && index.count(o.dst_id)) {
+    if (o.answered > 0 && o.spine == 0 && !o.unstable && in_fabric(o)) {
       uf.join(index[o.src_id], index[o.dst_id]);
     }
   }
@@ -77,7 +93,7 @@ Inference infer_fabric(const std::vector<db::HostRow>& hosts, const std::vector<
   std::map<int, int64_t> leaf_cross;              // leaf -> cross-leaf flows seen
   std::map<std::pair<int64_t, int64_t>, int> answered_ports;
   for (const auto& o : obs) {
-    if (!index.count(o.src_id) || !index.count(o.dst_id)) continue;  // not a host of this list
+    if (!in_fabric(o)) continue;
     answered_ports[{o.src_id, o.dst_id}] += o.answered > 0 ? 1 : 0;
     if (o.unstable) {
       inf.anomalies.push_back({"unstable", fmt::format("{} -> {} {} sport {} dport {}: spines {} and {}",

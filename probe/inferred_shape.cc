@@ -4,15 +4,13 @@
 #include <numeric>
 #include <set>
 
+#include "weft/probe/inference.h"
+
 namespace weft::probe {
 
 void split_nic_names(std::vector<Endpoint>& ends) {
   for (const auto& e : ends) {
-    const auto colon = e.host.find(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == e.host.size() ||
-        e.host.find(':', colon + 1) != std::string::npos) {
-      return;
-    }
+    if (nic_host(e.host).empty()) return;
   }
   for (auto& e : ends) {
     const auto colon = e.host.find(':');

@@ -96,6 +96,26 @@ TEST(InferenceTest2, UnstableAndUnreachableBecomeAnomalies) {
   EXPECT_EQ(inf.anomalies[1].detail, "h2-1 -> h1-1: no probe answered on any port");
 }
 
+// Two NICs of one host ("h:a", "h:b") reach each other inside the host: the
+// kernel delivers locally, the probe crosses no spine, and yet they sit on
+// different leaves (rails). Only hosts named alike up to the colon count.
+TEST(InferenceTest2, FlowsBetweenNicsOfOneHostSayNothingAboutLeaves) {
+  Synth d = synth({2, 2, 2}, 4);
+  d.hosts[0].name = "x:eth0";  // leaf 1
+  d.hosts[2].name = "x:eth1";  // leaf 2
+  d.hosts[1].name = "x";       // leaf 1: not a NIC name
+  d.hosts[3].name = "y:eth0";  // leaf 2
+  for (auto& o : d.obs) {
+    const bool x_nics = (o.src_id == 101 && o.dst_id == 201) || (o.src_id == 201 && o.dst_id == 101);
+    if (x_nics) o.spine = 0;  // delivered inside host x
+  }
+  Inference inf = infer_fabric(d.hosts, d.obs);
+  EXPECT_EQ(inf.leaves, 2);
+  for (const auto& h : d.hosts) EXPECT_EQ(inf.fabric.host_leaf.at(h.id), h.id / 100) << h.name;
+  EXPECT_EQ(nic_host("x:eth0"), "x");
+  for (const char* not_nic : {"x", ":eth0", "x:", "x:a:b"}) EXPECT_EQ(nic_host(not_nic), "") << not_nic;
+}
+
 TEST(InferenceTest2, TtlHopAddressesAreNumberedInNumericOrder) {
   std::vector<db::Observation> obs(4);
   obs[0].hop_addr = "10.254.0.10";
