@@ -7,10 +7,11 @@
 #
 # Commands (the stable interface; tests/integration/netns_fabric.h wraps it):
 #   up S L H            build S spines, L leaves, H hosts per leaf
-#   up-rail P G H S     a rail fabric as `weft topo gen rail --hosts H --nics G
-#                       --spines S --planes P` describes it: P planes that share
-#                       no switch, each with S spines and one leaf per rail; NIC
-#                       g of every host on rail g's leaf of every plane
+#   up-rail P G H S [R] a rail fabric as `weft topo gen rail --hosts H --nics G
+#                       --spines S --planes P --rail-leaves R` describes it: P
+#                       planes that share no switch, each with S spines and R
+#                       leaves per rail (default 1); NIC g's port k of every
+#                       host on a leaf of rail g in plane k
 #   down                kill every process inside the fabric's namespaces,
 #                       delete the namespaces and the state dir (idempotent)
 #   hosts               "namespace ip leaf index" per host, leaves in order;
@@ -68,11 +69,12 @@
 #   spine N <-> leaf M    spine dev dn<M> 172.16.N.(2M-2)/31, leaf dev up<N> 172.16.N.(2M-1)/31
 #   leaf M                bridge br0 10.0.M.254/24; port h<K> -> host K's eth0 10.0.M.K/24
 #
-# A rail fabric (up-rail P G H S) numbers spines and leaves plane by plane and
+# A rail fabric (up-rail P G H S [R]) numbers spines and leaves plane by plane and
 # names them as `weft topo gen rail` does (topology/builders.cc):
 #   spine N (1..P*S)      ${P}pl<k>-s<i>, N = (k-1)*S + i: the topology's spine id,
 #                         so its DSCP rewrite X -> X+N names it to the probe
-#   leaf M (1..P*G)       ${P}pl<k>-r<g>-l1, M = (k-1)*G + g
+#   leaf M (1..P*G*R)     ${P}pl<k>-r<g>-l<j>, M = ((k-1)*G + g-1)*R + j; the
+#                         hosts in contiguous blocks over a rail's leaves
 #   host K (1..H)         ${P}h<K>; NIC g's plane-k port eth<g>p<k> (0-based;
 #                         eth<g> with one plane, and no pl<k>- prefix) is port
 #                         h<K> of leaf M, address 10.0.M.K/24
@@ -142,8 +144,11 @@ spine_ns() {
 }
 leaf_ns() {
   if ((G == 0)); then echo "${P}l$1"; return; fi
-  local k; k=$(leaf_plane "$1"); echo "${P}$(plane_prefix "$k")r$((($1 - 1) % G + 1))-l1"
+  local k r=$((L / (PL * G))); k=$(leaf_plane "$1")
+  echo "${P}$(plane_prefix "$k")r$(($(leaf_rail "$1") + 1))-l$((($1 - 1) % r + 1))"
 }
+# Rail (0-based) of a rail fabric's leaf M: a plane's leaves go rail by rail.
+leaf_rail() { echo $(((($1 - 1) % (L / PL)) / (L / (PL * G)))); }
 nic_name() { ((PL > 1)) && echo "eth$1p$2" || echo "eth$1"; }  # RAIL PLANE (0-based)
 # Every host port: "host-namespace device leaf port-index address", hosts in
 # order, a host's NICs plane by plane (the topology's NIC index k*G + g).
@@ -153,9 +158,17 @@ ports() {
     for ((l=1;l<=L;l++)); do for ((h=1;h<=H;h++)); do echo "${P}h$l-$h eth0 $l $h 10.0.$l.$h"; done; done
     return
   fi
-  for ((i=1;i<=H;i++)); do for ((k=0;k<PL;k++)); do for ((g=0;g<G;g++)); do
-    m=$((k * G + g + 1)); echo "${P}h$i $(nic_name "$g" "$k") $m $i 10.0.$m.$i"
-  done; done; done
+  # R leaves per rail hold the hosts in contiguous blocks, the first H mod R
+  # blocks one host larger (as builders.cc splits them).
+  local r=$((L / (PL * G))) j=0 left
+  left=$((H / r + (H % r > 0)))
+  for ((i=1;i<=H;i++)); do
+    ((left > 0)) || { j=$((j + 1)); left=$((H / r + (j < H % r))); }
+    left=$((left - 1))
+    for ((k=0;k<PL;k++)); do for ((g=0;g<G;g++)); do
+      m=$(((k * G + g) * r + j + 1)); echo "${P}h$i $(nic_name "$g" "$k") $m $i 10.0.$m.$i"
+    done; done
+  done
 }
 # Spine-leaf links: "spine leaf", the pairs of one plane.
 links() {
@@ -183,11 +196,13 @@ up() {
 }
 
 up_rail() {
-  (($# == 4)) || die "usage: up-rail PLANES RAILS HOSTS SPINES_PER_PLANE"
-  [[ "$1$2$3$4" =~ ^[0-9]+$ ]] || die "sizes must be positive integers: '$1' '$2' '$3' '$4'"
-  (($1 >= 1 && $2 >= 1 && $3 >= 1 && $4 >= 1)) || die "sizes must be >= 1"
-  check_sizes $(($1 * $4)) $(($1 * $2)) "$3"
-  mkdir -p "$STATE"; echo "$(($1 * $4)) $(($1 * $2)) $3 $1 $2" > "$STATE/size"
+  (($# == 4 || $# == 5)) || die "usage: up-rail PLANES RAILS HOSTS SPINES_PER_PLANE [LEAVES_PER_RAIL]"
+  local r=${5:-1}
+  [[ "$1$2$3$4$r" =~ ^[0-9]+$ ]] || die "sizes must be positive integers: '$1' '$2' '$3' '$4' '$r'"
+  (($1 >= 1 && $2 >= 1 && $3 >= 1 && $4 >= 1 && r >= 1)) || die "sizes must be >= 1"
+  ((r <= $3)) || die "leaves per rail ($r) must be <= hosts ($3): every rail leaf needs a host"
+  check_sizes $(($1 * $4)) $(($1 * $2 * r)) "$3"
+  mkdir -p "$STATE"; echo "$(($1 * $4)) $(($1 * $2 * r)) $3 $1 $2" > "$STATE/size"
   build
 }
 
@@ -247,7 +262,9 @@ build() {
     {
       echo "link set lo up"
       echo "link add br0 type bridge"; echo "addr add 10.0.$l.254/24 dev br0"; echo "link set br0 up"
-      for ((h=1;h<=H;h++)); do echo "link set h$h master br0"; echo "link set h$h up"; done
+      for t in "${port[@]}"; do read -r ns dev m h ip <<< "$t"; ((m == l)) || continue
+        echo "link set h$h master br0"; echo "link set h$h up"
+      done
       for t in "${link[@]}"; do read -r s h <<< "$t"; ((h == l)) || continue
         echo "addr add 172.16.$s.$((2*l-1))/31 dev up$s"; echo "link set up$s up"
         echo "route add 10.254.0.$s/32 via 172.16.$s.$((2*l-2)) dev up$s"
@@ -402,7 +419,7 @@ spines() {
 
 leaves() {
   local S L H PL G l; size
-  for ((l=1;l<=L;l++)); do echo "$(leaf_ns "$l") 10.0.$l.254 $(leaf_plane "$l") $((G == 0 ? -1 : (l - 1) % G))"; done
+  for ((l=1;l<=L;l++)); do echo "$(leaf_ns "$l") 10.0.$l.254 $(leaf_plane "$l") $( ((G == 0)) && echo -1 || leaf_rail "$l")"; done
 }
 
 host_ns() {
@@ -466,7 +483,7 @@ counters() {
   for ((l=1;l<=L;l++)); do
     link_stats "$(leaf_ns "$l")" '^h[0-9]+$' | sort -V | while read -r dev rxb rxp txb txp; do
       # A rail host's port names the NIC: h<K>:eth<g>p<k>.
-      if ((G == 0)); then name="h$l-${dev#h}"; else name="h${dev#h}:$(nic_name $(((l - 1) % G)) "$(leaf_plane "$l")")"; fi
+      if ((G == 0)); then name="h$l-${dev#h}"; else name="h${dev#h}:$(nic_name "$(leaf_rail "$l")" "$(leaf_plane "$l")")"; fi
       echo "host $name up $rxb $rxp"; echo "host $name down $txb $txp"
     done
   done
@@ -500,5 +517,5 @@ case "$cmd" in
   routes) routes ;;
   counters) counters ;;
   seed) (($# == 1)) || die "usage: seed N"; seed "$1" ;;
-  *) echo "usage: $0 up S L H | up-rail P G H S | down | hosts | spines | exec HOST CMD... | fail N M | restore N M | failed | cut N M | mend N M | cuts | route SRC DST PROTO SPORT DPORT | routes | counters | seed N" >&2; exit 2 ;;
+  *) echo "usage: $0 up S L H | up-rail P G H S [R] | down | hosts | spines | exec HOST CMD... | fail N M | restore N M | failed | cut N M | mend N M | cuts | route SRC DST PROTO SPORT DPORT | routes | counters | seed N" >&2; exit 2 ;;
 esac

@@ -32,7 +32,7 @@ namespace weft::test {
 struct FabricOptions {
   int spines = 4;          // per plane
   int leaves = 4;          // in all
-  int hosts_per_leaf = 4;
+  int hosts_per_leaf = 4;  // rail: hosts in all
   int planes = 1;          // a rail fabric's planes
   int rails = 0;           // 0: spine-leaf (`up`); else NICs per host (`up-rail`)
   int probe_dscp = 8;          // spine N rewrites DSCP X -> X+N
@@ -46,10 +46,11 @@ struct FabricOptions {
     o.hosts_per_leaf = h;
     return o;
   }
-  // P planes x G rails, H hosts, S spines per plane: every host on rail g's
-  // leaf of every plane (scripts/netns-fabric.sh up-rail).
-  static FabricOptions rail(int planes, int rails, int hosts, int spines_per_plane) {
-    FabricOptions o = clos(spines_per_plane, planes * rails, hosts);
+  // P planes x G rails, H hosts, S spines per plane, R leaves per rail: NIC
+  // g's port k of every host on a leaf of rail g in plane k, hosts in
+  // contiguous blocks over a rail's leaves (scripts/netns-fabric.sh up-rail).
+  static FabricOptions rail(int planes, int rails, int hosts, int spines_per_plane, int leaves_per_rail = 1) {
+    FabricOptions o = clos(spines_per_plane, planes * rails * leaves_per_rail, hosts);
     o.planes = planes;
     o.rails = rails;
     return o;
