@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "agent_fleet.h"
+#include "weft/db/database.h"
 #include "weft/topology/topology_file.h"
 
 namespace weft::test {
@@ -172,6 +173,17 @@ TEST_P(RailFabricNetns, TopoInferOfAProbeCampaignIsTheRailFabricTopoGenDescribes
     EXPECT_EQ(seen[i], (*truth)[i]) << tuples[i].src_ip << " -> " << tuples[i].dst_ip << " sport " << tuples[i].sport;
   }
   const std::string inferred = (dir / "inferred.json").string(), gen = (dir / "gen.json").string();
+  {
+    // Planes are no failure: no spine-leaf pair of two planes is named dead,
+    // no pair of hosts of two planes unreachable.
+    db::OpenOptions ro;
+    ro.read_only = true;
+    auto d = db::Database::open(db, ro);
+    ASSERT_TRUE(d) << d.status().to_string();
+    auto anomalies = d->query_int("SELECT COUNT(*) FROM anomalies");
+    ASSERT_TRUE(anomalies) << anomalies.status().to_string();
+    EXPECT_EQ(*anomalies, 0) << run.out;
+  }
   auto infer = run_shell(fmt::format("{} topo infer --db {} -o {}", weft, db, inferred));
   ASSERT_TRUE(infer) << infer.status().to_string();
   auto made = run_shell(fmt::format("{} topo gen rail {} -o {}", weft, GetParam().gen_args(), gen));

@@ -8,6 +8,9 @@
 //             link no flow crossed while the spine and the leaf both carried
 //             other flows is named dead ("spine 3 – leaf 7: no flow crossed it").
 // Unstable 5-tuples and host pairs that never answered become anomalies.
+// On a multi-plane fabric (planes.h: the parts of the spine-leaf graph that
+// share no link that carried a flow) a spine and a leaf of two planes are not
+// a link and hosts of two planes cannot reach each other: neither is named.
 #pragma once
 
 #include <map>
