@@ -18,7 +18,8 @@
 #                       a rail fabric: "namespace ip leaf index nic" per NIC,
 #                       hosts in order, a host's NICs plane by plane
 #   spines              "namespace loopback-ip" per spine
-#   leaves              "namespace gateway-ip plane rail" per leaf (-1: none)
+#   leaves              "namespace gateway-ip plane rail" per leaf (-1: none,
+#                       as in a topology file: one plane has no plane number)
 #   exec HOST CMD...    run CMD inside host HOST (a name such as h2-3, h2 or the
 #                       full namespace name); stdin/stdout pass through
 #   fail N M            fail link spine N <-> leaf M (spine end admin-down, leaf
@@ -419,7 +420,9 @@ spines() {
 
 leaves() {
   local S L H PL G l; size
-  for ((l=1;l<=L;l++)); do echo "$(leaf_ns "$l") 10.0.$l.254 $(leaf_plane "$l") $( ((G == 0)) && echo -1 || leaf_rail "$l")"; done
+  for ((l=1;l<=L;l++)); do
+    echo "$(leaf_ns "$l") 10.0.$l.254 $( ((PL > 1)) && leaf_plane "$l" || echo -1) $( ((G == 0)) && echo -1 || leaf_rail "$l")"
+  done
 }
 
 host_ns() {
