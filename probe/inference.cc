@@ -3,27 +3,15 @@
 
 #include <arpa/inet.h>
 
-#include <numeric>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "planes.h"
+#include "union_find.h"
+
 namespace weft::probe {
 namespace {
-
-struct UnionFind {
-  std::vector<size_t> parent;
-  explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), size_t{0}); }
-  size_t find(size_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  }
-  void join(size_t a, size_t b) {
-    a = find(a);
-    b = find(b);
-    if (a != b) parent[std::max(a, b)] = std::min(a, b);
-  }
-};
 
 uint32_t parse_ip(const std::string& s) {
   in_addr a{};
@@ -51,14 +39,30 @@ std::map<int, std::string> number_ttl_spines(std::vector<db::Observation>& obs) 
   return out;
 }
 
+std::string_view nic_host(std::string_view name) {
+  const auto colon = name.find(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == name.size() ||
+      name.find(':', colon + 1) != std::string_view::npos) {
+    return {};
+  }
+  return name.substr(0, colon);
+}
+
 Inference infer_fabric(const std::vector<db::HostRow>& hosts, const std::vector<db::Observation>& obs,
                        const std::map<int, std::string>& spine_address) {
   Inference inf;
   std::map<int64_t, size_t> index;
   for (size_t i = 0; i < hosts.size(); ++i) index[hosts[i].id] = i;
+  // Observations between two hosts of this list that are not NICs of one host.
+  auto in_fabric = [&](const db::Observation& o) {
+    auto s = index.find(o.src_id), d = index.find(o.dst_id);
+    if (s == index.end() || d == index.end()) return false;
+    const std::string_view host = nic_host(hosts[s->second].name);
+    return host.empty() || host != nic_host(hosts[d->second].name);
+  };
   UnionFind uf(hosts.size());
   for (const auto& o : obs) {
-    if (o.answered > 0 && o.spine == 0 && !o.unstable && index.count(o.src_id) && index.count(o.dst_id)) {
+    if (o.answered > 0 && o.spine == 0 && !o.unstable && in_fabric(o)) {
       uf.join(index[o.src_id], index[o.dst_id]);
     }
   }
@@ -77,7 +81,7 @@ Inference infer_fabric(const std::vector<db::HostRow>& hosts, const std::vector<
   std::map<int, int64_t> leaf_cross;              // leaf -> cross-leaf flows seen
   std::map<std::pair<int64_t, int64_t>, int> answered_ports;
   for (const auto& o : obs) {
-    if (!index.count(o.src_id) || !index.count(o.dst_id)) continue;  // not a host of this list
+    if (!in_fabric(o)) continue;
     answered_ports[{o.src_id, o.dst_id}] += o.answered > 0 ? 1 : 0;
     if (o.unstable) {
       inf.anomalies.push_back({"unstable", fmt::format("{} -> {} {} sport {} dport {}: spines {} and {}",
@@ -98,8 +102,18 @@ Inference infer_fabric(const std::vector<db::HostRow>& hosts, const std::vector<
     auto a = spine_address.find(s);
     inf.fabric.spines.push_back({s, a == spine_address.end() ? "" : a->second});
   }
+  // Planes (planes.h) share no link: a spine and a leaf of two planes are no
+  // link, let alone a dead one, and hosts of two planes never reach each other.
+  db::InferredFabric carried;
+  carried.spines = inf.fabric.spines;
+  for (const auto& [key, n] : flows) carried.links.push_back({key.first, key.second, n, false});
+  const Planes planes = infer_planes(carried, inf.leaves);
+  auto same_plane = [&](int leaf_a, int leaf_b) {
+    return !planes.several() || planes.leaf[static_cast<size_t>(leaf_a)] == planes.leaf[static_cast<size_t>(leaf_b)];
+  };
   for (int s : spines) {
     for (int l = 1; l <= inf.leaves; ++l) {
+      if (planes.several() && planes.spine.at(s) != planes.leaf[static_cast<size_t>(l)]) continue;
       const int64_t n = flows.count({s, l}) ? flows[{s, l}] : 0;
       // Only a leaf that sent or received cross-leaf traffic can show a dead link.
       const bool dead = n == 0 && leaf_cross[l] > 0;
@@ -108,7 +122,7 @@ Inference infer_fabric(const std::vector<db::HostRow>& hosts, const std::vector<
     }
   }
   for (const auto& [pair, n] : answered_ports) {
-    if (n == 0) {
+    if (n == 0 && same_plane(leaf[index[pair.first]], leaf[index[pair.second]])) {
       inf.anomalies.push_back({"unreachable", fmt::format("{} -> {}: no probe answered on any port",
                                                           hosts[index[pair.first]].name, hosts[index[pair.second]].name)});
     }

@@ -93,7 +93,10 @@ Result<std::string> run_shell(const std::string& cmd, const std::string& stdin_t
 }
 
 Result<std::unique_ptr<NetnsFabric>> NetnsFabric::create(const FabricOptions& opt) {
-  if (opt.spines < 1 || opt.leaves < 1 || opt.hosts_per_leaf < 1) return invalid_argument("fabric sizes must be >= 1");
+  if (opt.spines < 1 || opt.leaves < 1 || opt.hosts_per_leaf < 1 || opt.planes < 1 || opt.rails < 0 ||
+      (opt.rails > 0 && opt.leaves % (opt.planes * opt.rails) != 0)) {
+    return invalid_argument("fabric sizes must be >= 1");
+  }
   std::unique_ptr<NetnsFabric> f(new NetnsFabric());
   f->opt_ = opt;
   f->prefix_ = fmt::format("wf{}{}-", opt.prefix_tag, ::getpid());
@@ -107,6 +110,19 @@ Result<std::unique_ptr<NetnsFabric>> NetnsFabric::create(const FabricOptions& op
                                 f->state_dir_, opt.probe_dscp);
   if (!opt.link_rate.empty()) env += " LINK_RATE=" + opt.link_rate;
   f->up_ = true;  // from here on teardown must run, also for a half-built fabric
+  if (opt.rails > 0) {
+    auto up = run_shell(fmt::format("{} bash {} up-rail {} {} {} {} {}", env, kScript, opt.planes, opt.rails,
+                                    opt.hosts_per_leaf, opt.spines, opt.leaves / (opt.planes * opt.rails)));
+    if (!up) return up.status().with_context("building the netns rail fabric");
+    WEFT_ASSIGN_OR_RETURN(std::string listing, f->script("hosts"));
+    std::istringstream in(listing);
+    std::string nic;
+    for (FabricHost h; in >> h.ns >> h.ip >> h.leaf >> h.index >> nic;) {
+      h.name = h.ns.substr(f->prefix_.size()) + ":" + nic;
+      f->hosts_.push_back(h);
+    }
+    return f;
+  }
   auto up = run_shell(fmt::format("{} bash {} up {} {} {}", env, kScript, opt.spines, opt.leaves, opt.hosts_per_leaf));
   if (!up) return up.status().with_context("building the netns fabric");
   for (int l = 1; l <= opt.leaves; ++l) {

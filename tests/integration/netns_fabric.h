@@ -30,9 +30,11 @@
 namespace weft::test {
 
 struct FabricOptions {
-  int spines = 4;
-  int leaves = 4;
-  int hosts_per_leaf = 4;
+  int spines = 4;          // per plane
+  int leaves = 4;          // in all
+  int hosts_per_leaf = 4;  // rail: hosts in all
+  int planes = 1;          // a rail fabric's planes
+  int rails = 0;           // 0: spine-leaf (`up`); else NICs per host (`up-rail`)
   int probe_dscp = 8;          // spine N rewrites DSCP X -> X+N
   std::string link_rate;       // "" = unshaped, else tbf rate such as "100mbit"
   std::string prefix_tag = "t";  // namespaces are "wf<tag><pid>-..."
@@ -44,10 +46,21 @@ struct FabricOptions {
     o.hosts_per_leaf = h;
     return o;
   }
+  // P planes x G rails, H hosts, S spines per plane, R leaves per rail: NIC
+  // g's port k of every host on a leaf of rail g in plane k, hosts in
+  // contiguous blocks over a rail's leaves (scripts/netns-fabric.sh up-rail).
+  static FabricOptions rail(int planes, int rails, int hosts, int spines_per_plane, int leaves_per_rail = 1) {
+    FabricOptions o = clos(spines_per_plane, planes * rails * leaves_per_rail, hosts);
+    o.planes = planes;
+    o.rails = rails;
+    return o;
+  }
 };
 
+// One probed address: a host of a spine-leaf fabric, or one NIC port of a
+// rail fabric's host (several share a namespace).
 struct FabricHost {
-  std::string name;  // "h<leaf>-<k>"
+  std::string name;  // "h<leaf>-<k>"; rail: "h<k>:eth<g>p<plane>" (topology NIC name)
   std::string ns;    // full namespace name
   std::string ip;    // 10.0.<leaf>.<k>
   int leaf = 0;

@@ -96,6 +96,61 @@ TEST(InferenceTest2, UnstableAndUnreachableBecomeAnomalies) {
   EXPECT_EQ(inf.anomalies[1].detail, "h2-1 -> h1-1: no probe answered on any port");
 }
 
+// Two NICs of one host ("h:a", "h:b") reach each other inside the host: the
+// kernel delivers locally, the probe crosses no spine, and yet they sit on
+// different leaves (rails). Only hosts named alike up to the colon count.
+TEST(InferenceTest2, FlowsBetweenNicsOfOneHostSayNothingAboutLeaves) {
+  Synth d = synth({2, 2, 2}, 4);
+  d.hosts[0].name = "x:eth0";  // leaf 1
+  d.hosts[2].name = "x:eth1";  // leaf 2
+  d.hosts[1].name = "x";       // leaf 1: not a NIC name
+  d.hosts[3].name = "y:eth0";  // leaf 2
+  for (auto& o : d.obs) {
+    const bool x_nics = (o.src_id == 101 && o.dst_id == 201) || (o.src_id == 201 && o.dst_id == 101);
+    if (x_nics) o.spine = 0;  // delivered inside host x
+  }
+  Inference inf = infer_fabric(d.hosts, d.obs);
+  EXPECT_EQ(inf.leaves, 2);
+  for (const auto& h : d.hosts) EXPECT_EQ(inf.fabric.host_leaf.at(h.id), h.id / 100) << h.name;
+  EXPECT_EQ(nic_host("x:eth0"), "x");
+  for (const char* not_nic : {"x", ":eth0", "x:", "x:a:b"}) EXPECT_EQ(nic_host(not_nic), "") << not_nic;
+}
+
+// Two planes: leaves 1, 2 and spines 1, 2 on one, leaves 3, 4, 5 and spines
+// 3, 4 on the other; hosts of different planes never answer each other. Only
+// the link that is really gone (spine 4 - leaf 3) is named.
+TEST(InferenceTest2, PlanesAreNeitherDeadLinksNorUnreachablePairs) {
+  Synth d;
+  for (int l = 1; l <= 5; ++l) {
+    for (int h = 1; h <= 2; ++h) d.hosts.push_back({l * 100 + h, fmt::format("h{}-{}", l, h), "", ""});
+  }
+  for (const auto& a : d.hosts) {
+    for (const auto& b : d.hosts) {
+      if (a.id == b.id) continue;
+      const int la = static_cast<int>(a.id / 100), lb = static_cast<int>(b.id / 100);
+      for (int p = 0; p < 8; ++p) {
+        db::Observation o;
+        o.src_id = a.id;
+        o.dst_id = b.id;
+        o.sport = 1000 + p;
+        o.answered = (la <= 2) == (lb <= 2) ? 1 : 0;
+        if (o.answered && la != lb) {
+          o.spine = (la <= 2 ? 1 : 3) + p % 2;
+          if (*o.spine == 4 && (la == 3 || lb == 3)) o.spine = 3;
+        } else if (o.answered) {
+          o.spine = 0;
+        }
+        d.obs.push_back(o);
+      }
+    }
+  }
+  Inference inf = infer_fabric(d.hosts, d.obs);
+  EXPECT_EQ(inf.leaves, 5);
+  ASSERT_EQ(inf.anomalies.size(), 1u) << (inf.anomalies.empty() ? "" : inf.anomalies.back().detail);
+  EXPECT_EQ(inf.anomalies[0].detail, "spine 4 - leaf 3: no flow crossed it");
+  EXPECT_EQ(inf.fabric.links.size(), 10u) << "2 spines x 2 leaves, 2 spines x 3 leaves";
+}
+
 TEST(InferenceTest2, TtlHopAddressesAreNumberedInNumericOrder) {
   std::vector<db::Observation> obs(4);
   obs[0].hop_addr = "10.254.0.10";

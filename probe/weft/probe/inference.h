@@ -8,10 +8,14 @@
 //             link no flow crossed while the spine and the leaf both carried
 //             other flows is named dead ("spine 3 – leaf 7: no flow crossed it").
 // Unstable 5-tuples and host pairs that never answered become anomalies.
+// On a multi-plane fabric (planes.h: the parts of the spine-leaf graph that
+// share no link that carried a flow) a spine and a leaf of two planes are not
+// a link and hosts of two planes cannot reach each other: neither is named.
 #pragma once
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "weft/db/stores.h"
@@ -24,7 +28,13 @@ struct Inference {
   int leaves = 0;
 };
 
-// hosts: every host of the campaign in list order (id, name).
+// The host of a per-NIC campaign name "host:nic" (one NIC of a multi-NIC
+// host probed at its own address, inferred_topology.h); "" for other names.
+std::string_view nic_host(std::string_view name);
+
+// hosts: every host of the campaign in list order (id, name). Flows between
+// two NICs of one host ("h:a" -> "h:b") are left out: the kernel delivers to
+// a local address without sending, so they never enter the fabric.
 Inference infer_fabric(const std::vector<db::HostRow>& hosts, const std::vector<db::Observation>& obs,
                        const std::map<int, std::string>& spine_address = {});
 
