@@ -5,10 +5,12 @@
 // call fails within its timeout as before.
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -56,6 +58,8 @@ void stall_then_switch(int n, const Stall& st) {
   std::vector<Clock::time_point> at_one(nn), at_two(nn);
   std::vector<uint64_t> call_two(nn);
   std::atomic<int> on_one{0}, on_two{0};
+  std::vector<std::optional<uint64_t>> switched_after(nn);  // the call after which a rank is on epoch 2
+  int switched = 0;
   std::atomic<uint64_t> calls_done{0};
   std::atomic<bool> stop{false};
   Clock::time_point published_two{};
@@ -97,7 +101,21 @@ void stall_then_switch(int n, const Stall& st) {
             ASSERT_EQ(result[j], sum(n, i, j)) << "rank " << me << " call " << i << " element " << j;
           }
           ++calls_done;
-          if (comm.plan_epoch() == 2 && i >= 12) break;
+          // Every rank must make the same calls, but a rank one call ahead
+          // sees epoch 2 one call later than the others: stop one call after
+          // the last rank's switch. Whoever ends that call knows every
+          // rank's: each entered it after recording its own.
+          if (comm.plan_epoch() == 2 && !switched_after[static_cast<size_t>(me)]) {
+            std::lock_guard<std::mutex> l(mu);
+            switched_after[static_cast<size_t>(me)] = i;
+            ++switched;
+          }
+          std::optional<uint64_t> last;
+          {
+            std::lock_guard<std::mutex> l(mu);
+            if (switched == n) last = *std::max_element(switched_after.begin(), switched_after.end());
+          }
+          if (last && i > *last && i >= 12) break;
         }
         EXPECT_EQ(comm.plan_epoch(), 2u);
         const PlanEpochCounters c = comm.plan_epoch_counters();
