@@ -107,7 +107,8 @@ int run_check(const CheckArgs& a) {
   }
   if (rep->cross_plane_flows > 0) {
     return fail(failed_precondition(fmt::format(
-        "{} flows cross planes, which share no switch, so they have no route (first: {}); run one collective per plane",
+        "{} flows cross planes, which share no switch, so they have no route (first: {}); a flow rides its source "
+        "port's plane to the destination NIC's port on it, so give every NIC a port on every plane",
         rep->cross_plane_flows, rep->first_cross_plane)));
   }
   return 0;
