@@ -33,7 +33,7 @@ Result<HybridSchedule> build_hybrid_schedule(const topo::Fabric& f, const rankin
   const uint64_t part = (count + G - 1) / G;  // elements each group reduces
   out.intra_bytes = (count - count / G) * elem_size;
   WEFT_ASSIGN_OR_RETURN(Schedule group, build_schedule(Collective::kAllreduceHd, out.hosts, part, elem_size));
-  out.inter_host = Schedule{Collective::kAllreduceHd, order.size(), count, elem_size, {}};
+  out.inter_host = Schedule{Collective::kAllreduceHybrid, order.size(), count, elem_size, {}};
   for (const Step& gs : group.steps) {
     Step st{gs.phase, gs.distance, gs.repeat, {}};
     st.flows.reserve(gs.flows.size() * G);
@@ -46,6 +46,16 @@ Result<HybridSchedule> build_hybrid_schedule(const topo::Fabric& f, const rankin
     out.inter_host.steps.push_back(std::move(st));
   }
   return out;
+}
+
+Result<Schedule> build_fabric_schedule(const topo::Fabric& f, const ranking::RankOrder& order, Collective c,
+                                       uint64_t count, uint32_t elem_size, const NcclRingShape& shape) {
+  if (c != Collective::kAllreduceHybrid) return build_schedule(c, order.size(), count, elem_size, shape);
+  if (shape.channels != 1 || shape.qps != 1) {
+    return invalid_argument("allreduce-hybrid has one flow per pair of ranks: channels and QPs are for nccl-ring");
+  }
+  WEFT_ASSIGN_OR_RETURN(auto h, build_hybrid_schedule(f, order, count, elem_size));
+  return std::move(h.inter_host);
 }
 
 }  // namespace weft::routing

@@ -8,6 +8,7 @@
 #include "cli_common.h"
 #include "load_table.h"
 #include "weft/ranking/rank_file.h"
+#include "weft/routing/hybrid_schedule.h"
 #include "weft/routing/link_load.h"
 #include "weft/routing/plan_router.h"
 #include "weft/topology/topology_file.h"
@@ -61,7 +62,7 @@ int run_check(const CheckArgs& a) {
   auto coll = routing::parse_collective(a.collective);
   if (!coll) {
     return fail(invalid_argument(
-        fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring, nccl-ring)", a.collective)));
+        fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring, allreduce-hybrid, nccl-ring)", a.collective)));
   }
   auto shape = nccl_ring_shape(a.collective, a.channels, a.qps);
   if (!shape) return fail(shape.status());
@@ -77,7 +78,7 @@ int run_check(const CheckArgs& a) {
   if (!fabric) return fail(fabric.status());
   auto order = ranking::load_rank_file(*fabric, a.ranks);
   if (!order) return fail(order.status());
-  auto sched = routing::build_schedule(*coll, order->size(), *bytes / 4, 4, *shape);
+  auto sched = routing::build_fabric_schedule(*fabric, *order, *coll, *bytes / 4, 4, *shape);
   if (!sched) return fail(sched.status());
   std::unique_ptr<routing::Router> router;
   if (a.routes == "plan") {
@@ -127,7 +128,7 @@ void register_check(CLI::App& app, Registry& reg) {
       "the paths of a route plan from weft route (--plan FILE).");
   cmd->add_option("--topology", a.topology, "Topology file")->required();
   cmd->add_option("--ranks", a.ranks, "Rank file (any weft rank --format; detected)")->required();
-  cmd->add_option("--collective", a.collective, "allreduce-hd|allreduce-ring|nccl-ring")->capture_default_str();
+  cmd->add_option("--collective", a.collective, "allreduce-hd|allreduce-ring|allreduce-hybrid|nccl-ring")->capture_default_str();
   add_nccl_ring_options(*cmd, a.channels, a.qps);
   cmd->add_option("--routes", a.routes, "ideal|ecmp|plan")->capture_default_str();
   cmd->add_option("--plan", a.plan, "Route plan to replay (with --routes plan)");

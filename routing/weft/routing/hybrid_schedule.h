@@ -27,7 +27,15 @@ struct HybridSchedule {
 };
 
 // Fails when hosts carry different numbers of ranks (the groups would not line up).
+// inter_host.collective is Collective::kAllreduceHybrid; its steps are HD's
+// over the hosts (hd_rs_step etc. of hd_layout(hosts)), with global ranks:
+// (host a, local k) -> (host b, local k) for every local rank k.
 Result<HybridSchedule> build_hybrid_schedule(const topo::Fabric& f, const ranking::RankOrder& order, uint64_t count,
                                              uint32_t elem_size = 4);
+
+// The schedule of any collective over `order` on `f`: build_hybrid_schedule's
+// inter_host for allreduce-hybrid, build_schedule for the others.
+Result<Schedule> build_fabric_schedule(const topo::Fabric& f, const ranking::RankOrder& order, Collective c,
+                                       uint64_t count, uint32_t elem_size = 4, const NcclRingShape& shape = {});
 
 }  // namespace weft::routing
