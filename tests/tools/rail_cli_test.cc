@@ -88,6 +88,29 @@ TEST_F(Cli, CheckNamesAFlowWhoseDestinationNicHasNoPortOnTheSourcePlane) {
   EXPECT_FALSE(fs::exists(path("p.json")));
 }
 
+TEST_F(Cli, RouteHybridOnADualPlaneRailFabricPlansEachLocalRankOnItsOwnRailAndPlane) {
+  ASSERT_EQ(weft("topo gen rail --hosts 4 --nics 2 --rail-leaves 2 --spines 2 --planes 2 -o " + path("f.json")).rc, 0);
+  ASSERT_EQ(weft("rank --topology " + path("f.json") + " --all --format csv -o " + path("r.csv")).rc, 0);
+  CliRun r = weft("route --topology " + path("f.json") + " --ranks " + path("r.csv") +
+                  " --collective allreduce-hybrid -o " + path("p.json"));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("max load 1 (lower bound 1), 4 of 4 steps at the bound"), std::string::npos) << r.err;
+  const auto plan = nlohmann::json::parse(weft::read_file(path("p.json")).value());
+  EXPECT_EQ(plan["collective"], "allreduce-hybrid");
+  // HD over 4 hosts (rs d=1,2, ag d=2,1), one flow per local rank: 4 local x 4 hosts x 2 partners.
+  EXPECT_EQ(plan["steps"].size(), 4u);
+  ASSERT_EQ(plan["flows"].size(), 32u);
+  for (const auto& fl : plan["flows"]) {
+    EXPECT_NE(fl["src_host"], fl["dst_host"]);
+    EXPECT_EQ(fl["src_rank"].get<int>() % 4, fl["dst_rank"].get<int>() % 4);
+    EXPECT_EQ(fl["src_nic"], fl["dst_nic"]);  // the same rail and plane
+  }
+  CliRun c = weft("check --topology " + path("f.json") + " --ranks " + path("r.csv") +
+                  " --collective allreduce-hybrid --routes plan --plan " + path("p.json"));
+  EXPECT_EQ(c.rc, 0) << c.err;
+  EXPECT_NE(c.out.find("max load 1 (lower bound 1) over 4 steps"), std::string::npos) << c.out;
+}
+
 struct BadGen {
   const char* name;
   const char* args;
