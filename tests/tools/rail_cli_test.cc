@@ -149,4 +149,52 @@ TEST_F(Cli, ShowRefusesPlanesThatShareASwitch) {
   EXPECT_FALSE(fs::exists(path("bad.svg")));
 }
 
+struct BadFabric {
+  const char* name;
+  const char* command;  // run on bad.json, writing out.*
+  bool share_switch;    // else: host h2 misses rail 1
+  const char* error;    // after "weft: error: <bad.json>: "
+};
+
+class CliRailBadFabric : public Cli, public ::testing::WithParamInterface<BadFabric> {};
+
+TEST_P(CliRailBadFabric, RouteAndSimPrintOneLineAndWriteNothing) {
+  const auto& c = GetParam();
+  ASSERT_EQ(weft("topo gen rail --hosts 2 --nics 2 --spines 1 --planes 2 -o " + path("f.json")).rc, 0);
+  ASSERT_EQ(weft("rank --topology " + path("f.json") + " --all --format csv -o " + path("r.csv")).rc, 0);
+  auto doc = nlohmann::json::parse(weft::read_file(path("f.json")).value());
+  if (c.share_switch) {
+    doc["links"].push_back({{"a", "pl2-s1"}, {"b", "pl1-r2-l1"}});
+  } else {
+    auto& nics = doc["hosts"][1]["nics"];
+    nics.erase(3);  // eth1p1: rail 1 of plane 1
+    auto& links = doc["links"];
+    for (size_t i = 0; i < links.size(); ++i) {
+      if (links[i]["a"] == "h2:eth1p1" || links[i]["b"] == "h2:eth1p1") links.erase(i--);
+    }
+  }
+  write("bad.json", doc.dump());
+  std::string cmd = c.command;
+  for (auto at = cmd.find("{}"); at != std::string::npos; at = cmd.find("{}")) cmd.replace(at, 2, path(""));
+  CliRun r = weft(cmd);
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(r.err, "weft: error: " + path("bad.json") + ": " + c.error + "\n");
+  EXPECT_FALSE(fs::exists(path("out.json")));
+  EXPECT_FALSE(fs::exists(path("out.svg")));
+}
+
+constexpr const char* kRoute = "route --topology {}bad.json --ranks {}r.csv --collective allreduce-hybrid -o {}out.json";
+constexpr const char* kSim = "sim --topology {}bad.json --collective allreduce-hybrid --svg {}out.svg";
+constexpr const char* kMissesRail =
+    "host 'h2' has no NIC on rail 1 of plane 1: a rail fabric puts NIC g of every host on rail g";
+constexpr const char* kShareSwitch =
+    "link pl2-s1 - pl1-r2-l1 joins plane 1 and plane 0: planes share no switch and no link";
+
+INSTANTIATE_TEST_SUITE_P(Cases, CliRailBadFabric,
+                         ::testing::Values(BadFabric{"RouteHostMissesARail", kRoute, false, kMissesRail},
+                                           BadFabric{"SimHostMissesARail", kSim, false, kMissesRail},
+                                           BadFabric{"RoutePlanesShareASwitch", kRoute, true, kShareSwitch},
+                                           BadFabric{"SimPlanesShareASwitch", kSim, true, kShareSwitch}),
+                         [](const auto& tp) { return std::string(tp.param.name); });
+
 }  // namespace
