@@ -47,7 +47,7 @@ std::string report_json(const topo::Fabric& f, const routing::LoadReport& rep) {
                      {"rounds", s.rounds},
                      {"single_round_bound", s.single_round_bound},
                      {"cross_rail_flows", s.cross_rail_flows},
-                     {"cross_plane_flows", s.cross_plane_flows},
+                     {"cross_plane_flows", s.cross_plane_flows}, {"in_nic_flows", s.in_nic_flows},
                      {"rail_max_load", s.rail_max_load},
                      {"plane_max_load", s.plane_max_load},
                      {"hottest", s.hottest >= 0 ? f.directed_name(s.hottest) : ""}});
