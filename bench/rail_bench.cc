@@ -92,7 +92,7 @@ void BM_PlanHybridRailDualPlane16384Gpus(benchmark::State& state) {
     auto e = busbw(*f, *order, s, intra_s, *ecmp);
     if (!p || !i || !e) return state.SkipWithError("simulation failed");
     planned_bw = *p, ideal_bw = *i, ecmp_bw = *e;
-    steps = planned->stats.steps;
+    steps = planned->stats.steps_at_bound;
   }
   state.counters["plan_cpu_s"] = plan_cpu;
   state.counters["plan_s"] = plan_wall;
