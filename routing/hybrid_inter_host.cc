@@ -13,7 +13,7 @@ Result<Schedule> hybrid_inter_host(const std::vector<std::vector<int>>& hosts, u
   const uint64_t part = (count + G - 1) / G;  // elements each group reduces
   WEFT_ASSIGN_OR_RETURN(Schedule group, build_schedule(Collective::kAllreduceHd, static_cast<int>(hosts.size()), part,
                                                        elem_size));
-  Schedule out{Collective::kAllreduceHd, ranks, count, elem_size, {}};
+  Schedule out{Collective::kAllreduceHybrid, ranks, count, elem_size, {}};
   for (const Step& gs : group.steps) {
     Step st{gs.phase, gs.distance, gs.repeat, {}};
     st.flows.reserve(gs.flows.size() * G);

@@ -37,4 +37,14 @@ Result<HybridSchedule> build_hybrid_schedule(const topo::Fabric& f, const rankin
   return out;
 }
 
+Result<Schedule> build_fabric_schedule(const topo::Fabric& f, const ranking::RankOrder& order, Collective c,
+                                       uint64_t count, uint32_t elem_size, const NcclRingShape& shape) {
+  if (c != Collective::kAllreduceHybrid) return build_schedule(c, order.size(), count, elem_size, shape);
+  if (shape.channels != 1 || shape.qps != 1) {
+    return invalid_argument("allreduce-hybrid has one flow per pair of ranks: channels and QPs are for nccl-ring");
+  }
+  WEFT_ASSIGN_OR_RETURN(auto h, build_hybrid_schedule(f, order, count, elem_size));
+  return std::move(h.inter_host);
+}
+
 }  // namespace weft::routing

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "weft/routing/planes.h"
+
 namespace weft::routing {
 
 namespace {
@@ -23,7 +25,8 @@ Bounds step_bounds(const topo::Fabric& f, const ranking::RankOrder& order, const
   std::vector<int> acc_out(f.nics.size(), 0), acc_in(f.nics.size(), 0);
   std::vector<uint64_t> pairs;
   for (const auto& fl : step.flows) {
-    int s = order.nics[fl.src], d = order.nics[fl.dst];
+    const auto [s, d] = flow_nics(f, order, fl);
+    if (d < 0 || s == d) continue;  // cross-plane (no route) or in-NIC (no link): planes.h
     out.access = std::max({out.access, ++acc_out[s], ++acc_in[d]});
     int ls = f.nic_switch(s), ld = f.nic_switch(d);
     if (ls != ld) {
@@ -67,7 +70,8 @@ Bounds step_bounds(const topo::Fabric& f, const ranking::RankOrder& order, const
 
 int step_lower_bound(const topo::Fabric& f, const ranking::RankOrder& order, const Step& step) {
   const Bounds b = step_bounds(f, order, step);
-  return step.flows.empty() ? 0 : std::max({1, b.access, b.fabric});
+  // access >= 1 as soon as one flow needs a link (in-NIC flows need none).
+  return std::max(b.access, b.fabric);
 }
 
 int step_fabric_lower_bound(const topo::Fabric& f, const ranking::RankOrder& order, const Step& step) {
@@ -76,26 +80,31 @@ int step_fabric_lower_bound(const topo::Fabric& f, const ranking::RankOrder& ord
 
 namespace {
 
-// Moves the flows whose NICs sit on different planes out of `st` into a
-// copy that only holds the routable ones; counts what it moves.
-const Step& drop_cross_plane(const topo::Fabric& f, const ranking::RankOrder& order, const Step& st, size_t si,
-                             Step& routable, std::vector<size_t>& kept, StepLoad& sl, LoadReport& rep) {
+// Moves the flows that have no route (their NICs on different planes, with
+// no port of the destination's NIC on the source's plane) out of `st` into a
+// copy that only holds the routable ones; counts what it moves, and the
+// in-NIC flows (planes.h), which stay: routers give them no path.
+const Step& drop_unrouted(const topo::Fabric& f, const ranking::RankOrder& order, const Step& st, size_t si,
+                          Step& routable, std::vector<size_t>& kept, StepLoad& sl, LoadReport& rep) {
   kept.clear();
   for (size_t i = 0; i < st.flows.size(); ++i) {
-    const int s = order.nics[static_cast<size_t>(st.flows[i].src)], d = order.nics[static_cast<size_t>(st.flows[i].dst)];
-    if (f.nic_rail(s) != f.nic_rail(d)) ++sl.cross_rail_flows;
-    if (f.nic_plane(s) == f.nic_plane(d)) {
+    const auto [s, d] = flow_nics(f, order, st.flows[i]);
+    if (d >= 0 && f.nic_rail(s) != f.nic_rail(d)) ++sl.cross_rail_flows;
+    if (d >= 0) {
+      sl.in_nic_flows += d == s;
       kept.push_back(i);
       continue;
     }
     ++sl.cross_plane_flows;
+    const int dn = order.nics[static_cast<size_t>(st.flows[i].dst)];
     if (rep.first_cross_plane.empty()) {
-      rep.first_cross_plane = fmt::format("step {} ({} d={}): rank {} on {} (plane {}) -> rank {} on {} (plane {})", si,
+      rep.first_cross_plane = fmt::format("step {} ({} d={}): rank {} on {} (plane {}) -> rank {} on {} (plane {}, "
+                                          "whose host has no such NIC on plane {})", si,
                                           st.phase, st.distance, st.flows[i].src, f.nic_qualified_name(s), f.nic_plane(s),
-                                          st.flows[i].dst, f.nic_qualified_name(d), f.nic_plane(d));
+                                          st.flows[i].dst, f.nic_qualified_name(dn), f.nic_plane(dn), f.nic_plane(s));
     }
   }
-  if (sl.cross_plane_flows == 0) return st;
+  if (kept.size() == st.flows.size()) return st;
   routable.phase = st.phase;
   routable.distance = st.distance;
   routable.repeat = st.repeat;
@@ -128,7 +137,7 @@ Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrd
     StepLoad sl;
     sl.rail_max_load.assign(rails, 0);
     sl.plane_max_load.assign(planes, 0);
-    const Step& st = drop_cross_plane(f, order, s.steps[si], si, routable, kept, sl, rep);
+    const Step& st = drop_unrouted(f, order, s.steps[si], si, routable, kept, sl, rep);
     paths.resize(st.flows.size());  // routers overwrite; reusing keeps the vectors' capacity
     for (auto& p : paths) p.dlinks.clear();
     auto rs = router.route_step(st, static_cast<int>(si), paths);
@@ -162,6 +171,7 @@ Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrd
       for (size_t k = b; k < e; ++k) {
         const size_t i = by_round[k];
         const Path& p = paths[i];
+        if (p.dlinks.empty() && sl.in_nic_flows > 0 && flow_nics(f, order, st.flows[i]).in_nic()) continue;
         if (p.dlinks.size() < 2) return internal_error(fmt::format("router {} returned an empty path", router.name()));
         int fabric_hops = 0;
         for (int dl : p.dlinks) {
@@ -203,7 +213,7 @@ Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrd
     }
     if (opt.keep_per_link) sl.bytes = bytes;
     if (opt.keep_paths) {
-      if (sl.cross_plane_flows == 0) {
+      if (kept.size() == s.steps[si].flows.size()) {
         sl.paths = paths;
       } else {
         sl.paths.assign(s.steps[si].flows.size(), Path{});

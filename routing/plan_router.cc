@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "weft/routing/planes.h"
+
 namespace weft::routing {
 namespace {
 
@@ -15,8 +17,8 @@ Status check_against_order(const topo::Fabric& f, const ranking::RankOrder& orde
   if (plan.ranks != order.size()) {
     return invalid_argument(fmt::format("the plan is for {} ranks but the rank order has {}", plan.ranks, order.size()));
   }
-  auto at = [&](int rank, const std::string& host, const std::string& nic, const char* end) -> Status {
-    const auto& n = f.nics[static_cast<size_t>(order.nics[static_cast<size_t>(rank)])];
+  auto at = [&](int rank, int nic_index, const std::string& host, const std::string& nic, const char* end) -> Status {
+    const auto& n = f.nics[static_cast<size_t>(nic_index)];
     const std::string& h = f.hosts[static_cast<size_t>(n.host)].name;
     if (h != host || (!nic.empty() && nic != n.name)) {
       return invalid_argument(fmt::format("plan flow {} rank {} is on '{}{}{}' but the rank order runs it on '{}:{}'",
@@ -25,10 +27,25 @@ Status check_against_order(const topo::Fabric& f, const ranking::RankOrder& orde
     return Status::ok();
   };
   for (const auto& fl : plan.flows) {
-    WEFT_RETURN_IF_ERROR(at(fl.src_rank, fl.src_host, fl.src_nic, "source"));
-    WEFT_RETURN_IF_ERROR(at(fl.dst_rank, fl.dst_host, fl.dst_nic, "destination"));
+    // The destination end is the NIC port the flow arrives at (planes.h):
+    // the destination rank's own port, or its NIC's port on the source's plane.
+    const int s = order.nics[static_cast<size_t>(fl.src_rank)];
+    const int d = order.nics[static_cast<size_t>(fl.dst_rank)];
+    const int arrives = plane_carrier(f, s, d);
+    WEFT_RETURN_IF_ERROR(at(fl.src_rank, s, fl.src_host, fl.src_nic, "source"));
+    WEFT_RETURN_IF_ERROR(at(fl.dst_rank, arrives >= 0 ? arrives : d, fl.dst_host, fl.dst_nic, "destination"));
   }
   return Status::ok();
+}
+
+// A plan flow's path: none for a flow between two ports of one NIC (planes.h).
+Result<Path> plan_flow_path(const PathFinder& pf, const topo::Fabric& f, const ranking::RankOrder& order,
+                            const PlanFlow& fl, std::span<const int> route) {
+  const int s = order.nics[static_cast<size_t>(fl.src_rank)];
+  const int d = plane_carrier(f, s, order.nics[static_cast<size_t>(fl.dst_rank)]);
+  if (d == s) return Path{};
+  if (d < 0) return routed_nics(f, order, Flow{.src = fl.src_rank, .dst = fl.dst_rank}).status();
+  return route_path(pf, s, d, route);
 }
 
 class PathsRouter final : public Router {
@@ -73,7 +90,7 @@ Result<std::unique_ptr<Router>> make_plan_router(const topo::Fabric& f, const ra
       if (!sw) return invalid_argument(fmt::format("plan flow {}: unknown switch '{}' in its path", i, name));
       r.push_back(*sw);
     }
-    auto p = route_path(pf, order.nics[static_cast<size_t>(fl.src_rank)], order.nics[static_cast<size_t>(fl.dst_rank)], r);
+    auto p = plan_flow_path(pf, f, order, fl, r);
     if (!p) return p.status().with_context(fmt::format("plan flow {}", i));
     paths.emplace(key_of(fl), std::move(*p));
   }
@@ -88,7 +105,13 @@ Result<std::unique_ptr<Router>> make_table_router(const topo::Fabric& f, const r
   paths.reserve(plan.flows.size());
   for (size_t i = 0; i < plan.flows.size(); ++i) {
     const auto& fl = plan.flows[i];
-    const int s = order.nics[static_cast<size_t>(fl.src_rank)], d = order.nics[static_cast<size_t>(fl.dst_rank)];
+    const int s = order.nics[static_cast<size_t>(fl.src_rank)];
+    const int d = plane_carrier(f, s, order.nics[static_cast<size_t>(fl.dst_rank)]);
+    if (d == s) {  // in-NIC: no path (planes.h)
+      paths.emplace(key_of(fl), Path{});
+      continue;
+    }
+    if (d < 0) return plan_flow_path(pf, f, order, fl, {}).status().with_context(fmt::format("plan flow {}", i));
     FlowKey k{s, d, fl.protocol == "tcp" ? kProtoTcp : kProtoUdp, fl.sport, fl.dport};
     auto r = table.route(k);
     if (!r) return r.status().with_context(fmt::format("plan flow {} (sport {})", i, fl.sport));

@@ -11,6 +11,7 @@
 #include "weft/routing/clos3_coloring.h"
 #include "weft/routing/link_load.h"
 #include "weft/routing/list_edge_coloring.h"
+#include "weft/routing/planes.h"
 #include "weft/routing/rounds.h"
 #include "weft/routing/route_assignment.h"
 
@@ -195,7 +196,10 @@ class Planner {
             fi.pair_k = first.pair_n++;
           }
           outs.emplace_back(key, id);
-          fi.src_nic = order_.nics[static_cast<size_t>(fl.src)], fi.dst_nic = order_.nics[static_cast<size_t>(fl.dst)];
+          // The port it arrives at: the destination's own, or its NIC's port
+          // on the source's plane (planes.h).
+          WEFT_ASSIGN_OR_RETURN(const FlowNics nics, routed_nics(f_, order_, fl));
+          fi.src_nic = nics.src, fi.dst_nic = nics.dst;
           flows_.push_back(std::move(fi));
           class_of_.push_back(-1);
           seen_in_step.push_back(-1);
@@ -336,6 +340,9 @@ class Planner {
     return true;
   }
 
+  // A flow between two ports of one NIC (planes.h): it never enters the fabric.
+  static bool in_nic(const FlowInfo& fi) { return fi.src_nic == fi.dst_nic; }
+
   std::string flow_name(const FlowInfo& fi) const {
     return fmt::format("rank {} ({}) -> rank {} ({})", fi.src, f_.nic_qualified_name(fi.src_nic), fi.dst,
                        f_.nic_qualified_name(fi.dst_nic));
@@ -347,6 +354,12 @@ class Planner {
   std::string starved_message(const FlowInfo& fi) const {
     const int host = f_.nics[static_cast<size_t>(fi.src_nic)].host;
     const int need = host_flows_[static_cast<size_t>(host)];
+    if (in_nic(fi)) {
+      return fmt::format("no free source port for {}: host '{}' sends {} flows, each on a source port of its own, and "
+                         "the source port range {}-{} holds {}: widen it (--sport-range)", flow_name(fi),
+                         f_.hosts[static_cast<size_t>(host)].name, need, opt_.sports.lo, opt_.sports.hi,
+                         opt_.sports.size());
+    }
     const auto ports = cands_.ports(fi.ci);
     std::string per_route;
     for (size_t r = 0; r < cands_.num_routes(fi.ci); ++r) {
@@ -383,6 +396,7 @@ class Planner {
     for (int id : ids) {
       FlowInfo& fi = flows_[static_cast<size_t>(id)];
       fi.route = -1;
+      if (in_nic(fi)) continue;
       for (size_t r = 0; r < cands_.num_routes(fi.ci) && fi.route < 0; ++r) {
         if (cands_.usable(fi.ci, r)) fi.route = static_cast<int>(r);
       }
@@ -474,6 +488,12 @@ class Planner {
       fi.sport = p;
       return true;
     };
+    if (in_nic(fi)) {  // any free port of the range: the flow has no path to pick one for
+      for (uint32_t p = opt_.sports.lo; p <= opt_.sports.hi; ++p) {
+        if (try_port(static_cast<uint16_t>(p))) return true;
+      }
+      return false;
+    }
     for (const PortRoute& pr : cands_.ports(fi.ci)) {
       if (pr.route == fi.route && try_port(pr.sport)) return true;
     }
@@ -486,7 +506,9 @@ class Planner {
     cands_.clear(ids.size(), static_cast<size_t>(opt_.ports_per_pair));
     answered_ = {-1, -1};
     for (size_t i = 0; i < ids.size(); ++i) {
-      WEFT_RETURN_IF_ERROR(query(flows_[static_cast<size_t>(ids[i])]));
+      FlowInfo& fi = flows_[static_cast<size_t>(ids[i])];
+      if (in_nic(fi)) continue;  // no path to plan: a free port only (take_port)
+      WEFT_RETURN_IF_ERROR(query(fi));
     }
     std::vector<std::pair<int, uint16_t>> taken;
     for (int attempt = 0;; ++attempt) {
@@ -499,7 +521,12 @@ class Planner {
       if (!starved) {
         for (int id : ids) {
           FlowInfo& fi = flows_[static_cast<size_t>(id)];
-          set_path(fi, cands_.route(fi.ci, static_cast<size_t>(fi.route)));
+          if (in_nic(fi)) {
+            const int leaf = f_.nic_switch(fi.src_nic);
+            set_path(fi, std::span<const int>(&leaf, 1));
+          } else {
+            set_path(fi, cands_.route(fi.ci, static_cast<size_t>(fi.route)));
+          }
         }
         return Status::ok();
       }
@@ -583,6 +610,7 @@ class Planner {
     // just written, as indices: make_plan_router would look the names up).
     std::vector<Path> paths(flows_.size());
     for (size_t i = 0; i < flows_.size(); ++i) {
+      if (in_nic(flows_[i])) continue;  // no path (planes.h)
       WEFT_ASSIGN_OR_RETURN(paths[i], route_path(pf_, flows_[i].src_nic, flows_[i].dst_nic, path(flows_[i])));
     }
     StepPathsRouter router(step_ids_, paths);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "weft/routing/edge_coloring.h"
+#include "weft/routing/planes.h"
 
 namespace weft::routing {
 
@@ -64,7 +65,9 @@ class IdealRouter final : public Router {
     std::vector<std::vector<size_t>> edge_flow(spines_.size());
     const int ns = static_cast<int>(f_.switches.size());
     for (size_t i = 0; i < step.flows.size(); ++i) {
-      int s = order_.nics[step.flows[i].src], d = order_.nics[step.flows[i].dst];
+      const auto [s, d] = flow_nics(f_, order_, step.flows[i]);
+      if (d < 0) return false;  // cross-plane: route_greedy names it
+      if (s == d) continue;     // in-NIC: no path (planes.h)
       int ls = f_.nic_switch(s), ld = f_.nic_switch(d);
       if (ls == ld) {
         paths[i].dlinks = {f_.directed_from(f_.nic_link(s), f_.nic_vertex(s)),
@@ -79,8 +82,7 @@ class IdealRouter final : public Router {
       auto colours = color_bipartite_edges(ns, ns, edges[p], static_cast<int>(spines_[p].size()));
       if (!colours) return false;  // more flows per leaf than spines: fall back
       for (size_t e = 0; e < edges[p].size(); ++e) {
-        const Flow& fl = step.flows[edge_flow[p][e]];
-        int s = order_.nics[fl.src], d = order_.nics[fl.dst];
+        const auto [s, d] = flow_nics(f_, order_, step.flows[edge_flow[p][e]]);
         int via[3] = {edges[p][e].left, spines_[p][static_cast<size_t>((*colours)[e])], edges[p][e].right};
         auto path = pf_.route_via(s, d, via);
         if (!path) return false;
@@ -100,7 +102,9 @@ class IdealRouter final : public Router {
       return best;
     };
     for (size_t i = 0; i < step.flows.size(); ++i) {
-      auto p = pf_.route(order_.nics[step.flows[i].src], order_.nics[step.flows[i].dst], least_loaded);
+      WEFT_ASSIGN_OR_RETURN(const FlowNics n, routed_nics(f_, order_, step.flows[i]));
+      if (n.in_nic()) continue;
+      auto p = pf_.route(n.src, n.dst, least_loaded);
       if (!p) return p.status();
       for (int dl : p->dlinks) ++load_[dl];
       paths[i] = std::move(*p);
@@ -136,7 +140,9 @@ class EcmpRouter final : public Router {
     const uint64_t span = static_cast<uint64_t>(opt_.port_hi - opt_.port_lo) + 1;
     for (size_t i = 0; i < step.flows.size(); ++i) {
       const Flow& fl = step.flows[i];
-      int s = order_.nics[fl.src], d = order_.nics[fl.dst];
+      WEFT_ASSIGN_OR_RETURN(const FlowNics n, routed_nics(f_, order_, fl));
+      if (n.in_nic()) continue;
+      const int s = n.src, d = n.dst;
       // One connection per directed rank pair; its ephemeral port is drawn once.
       uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(fl.src)) << 32) | static_cast<uint32_t>(fl.dst);
       FiveTuple t{nic_ipv4(f_, s), nic_ipv4(f_, d), opt_.proto,
@@ -165,7 +171,11 @@ class CrossbarRouter final : public Router {
   std::string_view name() const override { return "crossbar"; }
   Status route_step(const Step& step, int, std::vector<Path>& paths) override {
     for (size_t i = 0; i < step.flows.size(); ++i) {
-      const int s = order_.nics[static_cast<size_t>(step.flows[i].src)], d = order_.nics[static_cast<size_t>(step.flows[i].dst)];
+      // The same ends as on the fabric (planes.h), so an in-NIC flow costs
+      // nothing here either; a crossbar joins every port, planes or not.
+      auto [s, d] = flow_nics(f_, order_, step.flows[i]);
+      if (s == d) continue;
+      if (d < 0) d = order_.nics[static_cast<size_t>(step.flows[i].dst)];
       paths[i].dlinks = {f_.directed_from(f_.nic_link(s), f_.nic_vertex(s)),
                          f_.directed_from(f_.nic_link(d), f_.switch_vertex(f_.nic_switch(d)))};
     }

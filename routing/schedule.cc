@@ -11,12 +11,14 @@ std::string_view collective_name(Collective c) {
     case Collective::kAllreduceHd: return "allreduce-hd";
     case Collective::kAllreduceRing: return "allreduce-ring";
     case Collective::kNcclRing: return "nccl-ring";
+    case Collective::kAllreduceHybrid: return "allreduce-hybrid";
   }
   return "allreduce-hd";
 }
 
 std::optional<Collective> parse_collective(std::string_view s) {
-  for (auto c : {Collective::kAllreduceHd, Collective::kAllreduceRing, Collective::kNcclRing}) {
+  for (auto c : {Collective::kAllreduceHd, Collective::kAllreduceRing, Collective::kNcclRing,
+                 Collective::kAllreduceHybrid}) {
     if (collective_name(c) == s) return c;
   }
   return std::nullopt;
@@ -152,6 +154,9 @@ Result<Schedule> build_schedule(Collective c, int ranks, uint64_t count, uint32_
     case Collective::kAllreduceHd: return build_hd(ranks, count, elem_size);
     case Collective::kAllreduceRing: return build_ring(ranks, count, elem_size);
     case Collective::kNcclRing: return build_nccl_ring(ranks, shape, count, elem_size);
+    case Collective::kAllreduceHybrid:
+      return invalid_argument("allreduce-hybrid groups ranks by host: build it with build_hybrid_schedule "
+                              "(routing/weft/routing/hybrid_schedule.h)");
   }
   return internal_error("unknown collective");
 }

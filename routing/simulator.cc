@@ -71,12 +71,13 @@ Result<SimResult> simulate(const topo::Fabric& f, const ranking::RankOrder& orde
     double one_repeat = 0;
     for (int r = 0; r < ss.rounds; ++r) {
       size_t m = 0;
-      for (size_t i = 0; i < n; ++i) m += st.flows[i].round == r;
+      for (size_t i = 0; i < n; ++i) m += st.flows[i].round == r && !paths[i].dlinks.empty();
       links.resize(m);  // keeps the inner vectors' capacity from step to step
       left.clear();
       size_t hops = 0;
       for (size_t i = 0; i < n; ++i) {
-        if (st.flows[i].round != r) continue;
+        // An in-NIC flow (planes.h) has no path and takes no time.
+        if (st.flows[i].round != r || paths[i].dlinks.empty()) continue;
         links[left.size()] = paths[i].dlinks;
         for (int l : paths[i].dlinks) ss.max_load = std::max(ss.max_load, ++load[static_cast<size_t>(l)]);
         hops = std::max(hops, paths[i].dlinks.size());

@@ -8,6 +8,7 @@
 #include "cli_common.h"
 #include "load_table.h"
 #include "weft/ranking/rank_file.h"
+#include "weft/routing/hybrid_schedule.h"
 #include "weft/routing/link_load.h"
 #include "weft/routing/multi_connection.h"
 #include "weft/routing/plan_router.h"
@@ -47,7 +48,7 @@ std::string report_json(const topo::Fabric& f, const routing::LoadReport& rep) {
                      {"rounds", s.rounds},
                      {"single_round_bound", s.single_round_bound},
                      {"cross_rail_flows", s.cross_rail_flows},
-                     {"cross_plane_flows", s.cross_plane_flows},
+                     {"cross_plane_flows", s.cross_plane_flows}, {"in_nic_flows", s.in_nic_flows},
                      {"rail_max_load", s.rail_max_load},
                      {"plane_max_load", s.plane_max_load},
                      {"hottest", s.hottest >= 0 ? f.directed_name(s.hottest) : ""}});
@@ -62,7 +63,7 @@ int run_check(const CheckArgs& a) {
   auto coll = routing::parse_collective(a.collective);
   if (!coll) {
     return fail(invalid_argument(
-        fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring, nccl-ring)", a.collective)));
+        fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring, allreduce-hybrid, nccl-ring)", a.collective)));
   }
   auto shape = nccl_ring_shape(a.collective, a.channels, a.qps);
   if (!shape) return fail(shape.status());
@@ -78,7 +79,7 @@ int run_check(const CheckArgs& a) {
   if (!fabric) return fail(fabric.status());
   auto order = ranking::load_rank_file(*fabric, a.ranks);
   if (!order) return fail(order.status());
-  auto sched = routing::build_schedule(*coll, order->size(), *bytes / 4, 4, *shape);
+  auto sched = routing::build_fabric_schedule(*fabric, *order, *coll, *bytes / 4, 4, *shape);
   if (!sched) return fail(sched.status());
   std::unique_ptr<routing::Router> router;
   if (a.routes == "plan") {
@@ -114,7 +115,8 @@ int run_check(const CheckArgs& a) {
   }
   if (rep->cross_plane_flows > 0) {
     return fail(failed_precondition(fmt::format(
-        "{} flows cross planes, which share no switch, so they have no route (first: {}); run one collective per plane",
+        "{} flows cross planes, which share no switch, so they have no route (first: {}); a flow rides its source "
+        "port's plane to the destination NIC's port on it, so give every NIC a port on every plane",
         rep->cross_plane_flows, rep->first_cross_plane)));
   }
   return 0;
@@ -133,7 +135,7 @@ void register_check(CLI::App& app, Registry& reg) {
       "the paths of a route plan from weft route (--plan FILE).");
   cmd->add_option("--topology", a.topology, "Topology file")->required();
   cmd->add_option("--ranks", a.ranks, "Rank file (any weft rank --format; detected)")->required();
-  cmd->add_option("--collective", a.collective, "allreduce-hd|allreduce-ring|nccl-ring")->capture_default_str();
+  cmd->add_option("--collective", a.collective, "allreduce-hd|allreduce-ring|allreduce-hybrid|nccl-ring")->capture_default_str();
   add_nccl_ring_options(*cmd, a.channels, a.qps);
   cmd->add_option("--routes", a.routes, "ideal|ecmp|plan")->capture_default_str();
   cmd->add_option("--plan", a.plan, "Route plan to replay (with --routes plan)");

@@ -8,6 +8,7 @@
 #include "cli_common.h"
 #include "path_source.h"
 #include "weft/ranking/rank_file.h"
+#include "weft/routing/hybrid_schedule.h"
 #include "weft/routing/link_load.h"
 #include "weft/routing/multi_connection.h"
 #include "weft/routing/plan_router.h"
@@ -86,7 +87,7 @@ int run_route(const RouteArgs& a) {
   auto coll = routing::parse_collective(a.collective);
   if (!coll) {
     return fail(invalid_argument(
-        fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring, nccl-ring)", a.collective)));
+        fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring, allreduce-hybrid, nccl-ring)", a.collective)));
   }
   auto shape = nccl_ring_shape(a.collective, a.channels, a.qps);
   if (!shape) return fail(shape.status());
@@ -116,7 +117,7 @@ int run_route(const RouteArgs& a) {
   auto table = open_path_table(*fabric, a.paths, a.model);
   if (!table) return fail(table.status());
   // Flows per step are fixed by the schedule; bytes do not change the plan.
-  auto sched = routing::build_schedule(*coll, order->size(), 1024, 4, *shape);
+  auto sched = routing::build_fabric_schedule(*fabric, *order, *coll, 1024, 4, *shape);
   if (!sched) return fail(sched.status());
   auto split = routing::with_connections(*sched, a.qps_per_connection);
   if (!split) return fail(split.status().with_context("--qps-per-connection"));
@@ -192,7 +193,7 @@ void register_route(CLI::App& app, Registry& reg) {
       "      --channels 2 --qps 4 -o plan.json");
   cmd->add_option("--topology", a.topology, "Topology file")->required();
   cmd->add_option("--ranks", a.ranks, "Rank file (any weft rank --format; detected)")->required();
-  cmd->add_option("--collective", a.collective, "allreduce-hd|allreduce-ring|nccl-ring")->capture_default_str();
+  cmd->add_option("--collective", a.collective, "allreduce-hd|allreduce-ring|allreduce-hybrid|nccl-ring")->capture_default_str();
   add_nccl_ring_options(*cmd, a.channels, a.qps);
   cmd->add_option("--paths", a.paths, "Where paths come from: 'model' (ECMP hash model) or a probe database file")
       ->capture_default_str();

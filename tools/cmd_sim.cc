@@ -25,8 +25,11 @@ namespace {
 struct SimArgs {
   std::string topology;
   std::string hosts;
+  std::string fabric = "clos";  // the sweep's fabric kind: clos | rail
   int spines = 8;
   int hosts_per_leaf = 8;
+  int nics = 1;    // sweep: NICs per host (rail: rails)
+  int planes = 1;  // sweep: planes
   std::string leaves = "2,4,8,16,32";
   double gbps = 100;
   std::string collective = "allreduce-hd";
@@ -123,11 +126,20 @@ int run_sim(const SimArgs& a) {
     if (!f) return fail(f.status());
     fabrics.push_back(std::move(*f));
   } else {
+    if (a.fabric != "clos" && a.fabric != "rail") {
+      return fail(invalid_argument(fmt::format("unknown --fabric '{}' (clos, rail)", a.fabric)));
+    }
     auto leaves = parse_list(a.leaves);
     if (!leaves) return fail(leaves.status());
     for (int l : *leaves) {
-      auto f = topo::build_clos2({.spines = a.spines, .leaves = l, .hosts_per_leaf = a.hosts_per_leaf,
-                                  .fabric_gbps = a.gbps, .access_gbps = a.gbps});
+      // rail: --leaves counts each rail's leaves, --hosts-per-leaf the hosts under each.
+      auto f = a.fabric == "rail"
+                   ? topo::build_rail({.hosts = l * a.hosts_per_leaf, .nics_per_host = a.nics, .leaves_per_rail = l,
+                                       .spines = a.spines, .planes = a.planes, .fabric_gbps = a.gbps,
+                                       .access_gbps = a.gbps})
+                   : topo::build_clos2({.spines = a.spines, .leaves = l, .hosts_per_leaf = a.hosts_per_leaf,
+                                        .nics_per_host = a.nics, .planes = a.planes, .fabric_gbps = a.gbps,
+                                        .access_gbps = a.gbps});
       if (!f) return fail(f.status());
       fabrics.push_back(std::move(*f));
     }
@@ -161,7 +173,12 @@ int run_sim(const SimArgs& a) {
         series[k].y.push_back(r.cases[k].busbw / 1e9);
       }
     }
-    auto st = emit(a.svg, line_plot_svg(fmt::format("{} of {}, busbw", a.collective, format_bytes(static_cast<double>(*bytes))),
+    // The fabric kind in the title: one plot per kind (docs/simulator.md).
+    const auto& f0 = fabrics.front();
+    std::string kind(topo::fabric_kind_name(f0.kind));
+    if (f0.num_planes() > 1) kind += fmt::format(", {} planes", f0.num_planes());
+    auto st = emit(a.svg, line_plot_svg(fmt::format("{} of {} on {}, busbw", a.collective,
+                                                    format_bytes(static_cast<double>(*bytes)), kind),
                                         "endpoints", "busbw (GB/s)", series));
     if (!st) return fail(st);
   }
@@ -192,12 +209,17 @@ void register_sim(CLI::App& app, Registry& reg) {
       "  (a) the allocation's order, ECMP with random ephemeral ports (what you get today)\n"
       "  (b) leaf-set ranking, still ECMP     (c) weft: ranking + planned source ports\n"
       "  (d) an ideal non-blocking switch (the bound)\n"
-      "On --topology (with --hosts, or every NIC), or on generated 2-tier Clos fabrics of\n"
-      "--spines x L x --hosts-per-leaf for each L in --leaves. Prints a table and writes an\n"
-      "SVG plot of busbw against endpoints.");
+      "On --topology (with --hosts, or every NIC), or on generated fabrics (--fabric clos:\n"
+      "2-tier Clos of --spines x L x --hosts-per-leaf; rail: --nics rails of L leaves each)\n"
+      "for each L in --leaves, with --nics NICs per host and --planes planes. Prints a table\n"
+      "and writes an SVG plot of busbw against endpoints, titled with the fabric kind.");
   cmd->add_option("--topology", a.topology, "Topology file (default: a sweep of generated Clos fabrics)");
   cmd->add_option("--hosts", a.hosts, "Allocation for --topology (default: every NIC, shuffled by --seed)");
-  cmd->add_option("--spines", a.spines, "Sweep: spines")->capture_default_str();
+  cmd->add_option("--fabric", a.fabric, "Sweep: clos (2-tier) or rail (rail-optimised: --leaves per rail)")
+      ->capture_default_str();
+  cmd->add_option("--spines", a.spines, "Sweep: spines (per plane)")->capture_default_str();
+  cmd->add_option("--nics", a.nics, "Sweep: NICs per host (rail: rails)")->capture_default_str();
+  cmd->add_option("--planes", a.planes, "Sweep: planes (NIC port k on plane k)")->capture_default_str();
   cmd->add_option("--hosts-per-leaf", a.hosts_per_leaf, "Sweep: hosts per leaf")->capture_default_str();
   cmd->add_option("--leaves", a.leaves, "Sweep: leaf counts, comma-separated")->capture_default_str();
   cmd->add_option("--gbps", a.gbps, "Sweep: link rate, Gbit/s")->capture_default_str();

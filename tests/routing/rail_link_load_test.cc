@@ -1,6 +1,8 @@
 // The link-load checker on rail and multi-plane fabrics: flows that leave
-// their rail or plane are counted, cross-plane flows are named and not
-// routed, and the max load of every rail's and plane's links is reported.
+// their rail are counted, a flow rides its source port's plane to the
+// destination NIC's port on it (routing/weft/routing/planes.h), flows between
+// two ports of one NIC take no link, and the max load of every rail's and
+// plane's links is reported.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -14,7 +16,7 @@
 namespace weft::routing {
 namespace {
 
-TEST(RailLinkLoad, CountsCrossRailAndCrossPlaneFlowsOfHdOnADualPlaneRailFabric) {
+TEST(RailLinkLoad, CarriesHdOnTheSourcePlaneOfADualPlaneRailFabric) {
   // 4 hosts x 2 NICs x 2 ports: local rank l = 2 * plane + rail.
   auto f = topo::build_rail({.hosts = 4, .nics_per_host = 2, .leaves_per_rail = 1, .spines = 2, .planes = 2});
   ASSERT_TRUE(f);
@@ -27,15 +29,16 @@ TEST(RailLinkLoad, CountsCrossRailAndCrossPlaneFlowsOfHdOnADualPlaneRailFabric) 
   ASSERT_TRUE(rep) << rep.status().message();
   ASSERT_EQ(rep->steps.size(), 8u);  // rs d=1,2,4,8, ag d=8,4,2,1
   const int cross_rail[8] = {16, 0, 0, 0, 0, 0, 0, 16};
-  const int cross_plane[8] = {0, 16, 0, 0, 0, 0, 16, 0};
+  // d=2 pairs the two ports of one NIC: in-NIC flows, no link, no bound.
+  const int in_nic[8] = {0, 16, 0, 0, 0, 0, 16, 0};
   for (size_t s = 0; s < 8; ++s) {
     EXPECT_EQ(rep->steps[s].cross_rail_flows, cross_rail[s]) << "step " << s;
-    EXPECT_EQ(rep->steps[s].cross_plane_flows, cross_plane[s]) << "step " << s;
+    EXPECT_EQ(rep->steps[s].cross_plane_flows, 0) << "step " << s;
+    EXPECT_EQ(rep->steps[s].in_nic_flows, in_nic[s]) << "step " << s;
     EXPECT_EQ(rep->steps[s].flows, 16);
   }
-  EXPECT_EQ(rep->cross_plane_flows, 32);
-  EXPECT_EQ(rep->first_cross_plane, "step 1 (rs d=2): rank 0 on h1:eth0p0 (plane 0) -> rank 2 on h1:eth0p1 (plane 1)");
-  // Cross-plane flows have no path: nothing of step 1 is routed.
+  EXPECT_EQ(rep->cross_plane_flows, 0);
+  EXPECT_EQ(rep->first_cross_plane, "");
   EXPECT_EQ(rep->steps[1].max_load, 0);
   EXPECT_EQ(rep->steps[1].lower_bound, 0);
   // d=4 and d=8 pair equal local ranks of two hosts under one rail leaf.
@@ -91,14 +94,17 @@ TEST_P(RailLinkLoadRecount, MatchesABruteForceRecountOfRailAndPlaneFlowsAndLinks
     for (size_t s = 0; s < sched->steps.size(); ++s) {
       const auto& sl = rep->steps[s];
       // Rank r is local rank r % local of its host: rail l % G, plane l / G.
-      int cross_rail = 0, cross_plane = 0;
+      // A flow rides its source's plane, so none crosses planes; it stays
+      // inside one NIC when both ranks are ports of one host's NIC g.
+      int cross_rail = 0, cross_plane = 0, in_nic = 0;
       for (const auto& fl : sched->steps[s].flows) {
         const int ls = fl.src % local, ld = fl.dst % local;
         cross_rail += ls % c.nics != ld % c.nics;
-        cross_plane += ls / c.nics != ld / c.nics;
+        in_nic += fl.src / local == fl.dst / local && ls % c.nics == ld % c.nics;
       }
       EXPECT_EQ(sl.cross_rail_flows, cross_rail) << "step " << s;
       EXPECT_EQ(sl.cross_plane_flows, cross_plane) << "step " << s;
+      EXPECT_EQ(sl.in_nic_flows, in_nic) << "step " << s;
       total_cross_plane += cross_plane;
       std::vector<int> rail_max(static_cast<size_t>(c.nics), 0), plane_max(c.planes > 1 ? static_cast<size_t>(c.planes) : 0, 0);
       for (size_t dl = 0; dl < sl.load.size(); ++dl) {

@@ -2,6 +2,8 @@
 // SVG), rank and check, and bad input refused without writing.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_fixture.h"
@@ -45,19 +47,68 @@ TEST_F(Cli, ShowDrawsTheFabricWithRailAndPlaneInTheTooltips) {
   EXPECT_NE(weft::read_file(path("r.svg")).value().find("<title>r2-l1 rail 1</title>"), std::string::npos);
 }
 
-TEST_F(Cli, CheckOnADualPlaneFabricNamesTheFlowsThatCrossPlanes) {
+TEST_F(Cli, CheckOnADualPlaneFabricCarriesEveryFlowOnItsSourcePlane) {
   ASSERT_EQ(weft("topo gen rail --hosts 4 --nics 2 --spines 2 --planes 2 -o " + path("f.json")).rc, 0);
   ASSERT_EQ(weft("rank --topology " + path("f.json") + " --all --format torchrun -o " + path("r.txt")).rc, 0);
   CliRun r = weft("check --topology " + path("f.json") + " --ranks " + path("r.txt"));
-  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  // d=2 pairs the two ports of one NIC: no link, no load.
   EXPECT_NE(r.out.find("step  x-rail x-plane  max load per rail        per plane\n"
                        "   0      16       0  2 2                      2 2\n"
-                       "   1       0      16  0 0                      0 0\n"),
+                       "   1       0       0  0 0                      0 0\n"),
             std::string::npos)
       << r.out;
+}
+
+TEST_F(Cli, CheckNamesAFlowWhoseDestinationNicHasNoPortOnTheSourcePlane) {
+  // Host h1-2 loses NIC 1's plane-1 port: a flow from plane 1 to that NIC has nowhere to arrive.
+  ASSERT_EQ(weft("topo gen clos --spines 2 --leaves 2 --hosts 2 --nics 2 --planes 2 -o " + path("f.json")).rc, 0);
+  auto doc = nlohmann::json::parse(weft::read_file(path("f.json")).value());
+  auto& nics = doc["hosts"][1]["nics"];
+  nics.erase(3);
+  ASSERT_EQ(nics.size(), 3u);
+  auto& links = doc["links"];
+  for (size_t i = 0; i < links.size(); ++i) {
+    if (links[i]["a"] == "h1-2:eth1p1" || links[i]["b"] == "h1-2:eth1p1") links.erase(i--);
+  }
+  std::ofstream(path("g.json")) << doc.dump();
+  ASSERT_EQ(weft("rank --topology " + path("g.json") + " --all --format csv -o " + path("r.csv")).rc, 0);
+  CliRun r = weft("check --topology " + path("g.json") + " --ranks " + path("r.csv"));
+  EXPECT_EQ(r.rc, 1);
   EXPECT_EQ(r.err,
-            "weft: error: 32 flows cross planes, which share no switch, so they have no route (first: step 1 (rs d=2): "
-            "rank 0 on h1:eth0p0 (plane 0) -> rank 2 on h1:eth0p1 (plane 1)); run one collective per plane\n");
+            "weft: error: 2 flows cross planes, which share no switch, so they have no route (first: step 1 (rs d=1): "
+            "rank 14 on h1-2:eth0p1 (plane 1) -> rank 13 on h1-2:eth1p0 (plane 0, whose host has no such NIC on "
+            "plane 1)); a flow rides its source port's plane to the destination NIC's port on it, so give every NIC "
+            "a port on every plane\n");
+  CliRun route = weft("route --topology " + path("g.json") + " --ranks " + path("r.csv") + " -o " + path("p.json"));
+  EXPECT_EQ(route.rc, 1);
+  EXPECT_EQ(route.err,
+            "weft: error: no path rank 14 (h1-2:eth0p1, plane 1) -> rank 13 (h1-2:eth1p0, plane 0): host 'h1-2' has "
+            "no NIC on plane 1 at that NIC's position, and planes share no switch\n");
+  EXPECT_FALSE(fs::exists(path("p.json")));
+}
+
+TEST_F(Cli, RouteHybridOnADualPlaneRailFabricPlansEachLocalRankOnItsOwnRailAndPlane) {
+  ASSERT_EQ(weft("topo gen rail --hosts 4 --nics 2 --rail-leaves 2 --spines 2 --planes 2 -o " + path("f.json")).rc, 0);
+  ASSERT_EQ(weft("rank --topology " + path("f.json") + " --all --format csv -o " + path("r.csv")).rc, 0);
+  CliRun r = weft("route --topology " + path("f.json") + " --ranks " + path("r.csv") +
+                  " --collective allreduce-hybrid -o " + path("p.json"));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("max load 1 (lower bound 1), 4 of 4 steps at the bound"), std::string::npos) << r.err;
+  const auto plan = nlohmann::json::parse(weft::read_file(path("p.json")).value());
+  EXPECT_EQ(plan["collective"], "allreduce-hybrid");
+  // HD over 4 hosts (rs d=1,2, ag d=2,1), one flow per local rank: 4 local x 4 hosts x 2 partners.
+  EXPECT_EQ(plan["steps"].size(), 4u);
+  ASSERT_EQ(plan["flows"].size(), 32u);
+  for (const auto& fl : plan["flows"]) {
+    EXPECT_NE(fl["src_host"], fl["dst_host"]);
+    EXPECT_EQ(fl["src_rank"].get<int>() % 4, fl["dst_rank"].get<int>() % 4);
+    EXPECT_EQ(fl["src_nic"], fl["dst_nic"]);  // the same rail and plane
+  }
+  CliRun c = weft("check --topology " + path("f.json") + " --ranks " + path("r.csv") +
+                  " --collective allreduce-hybrid --routes plan --plan " + path("p.json"));
+  EXPECT_EQ(c.rc, 0) << c.err;
+  EXPECT_NE(c.out.find("max load 1 (lower bound 1) over 4 steps"), std::string::npos) << c.out;
 }
 
 struct BadGen {
@@ -97,5 +148,53 @@ TEST_F(Cli, ShowRefusesPlanesThatShareASwitch) {
                        ": link pl2-s1 - pl1-r2-l1 joins plane 1 and plane 0: planes share no switch and no link\n");
   EXPECT_FALSE(fs::exists(path("bad.svg")));
 }
+
+struct BadFabric {
+  const char* name;
+  const char* command;  // run on bad.json, writing out.*
+  bool share_switch;    // else: host h2 misses rail 1
+  const char* error;    // after "weft: error: <bad.json>: "
+};
+
+class CliRailBadFabric : public Cli, public ::testing::WithParamInterface<BadFabric> {};
+
+TEST_P(CliRailBadFabric, RouteAndSimPrintOneLineAndWriteNothing) {
+  const auto& c = GetParam();
+  ASSERT_EQ(weft("topo gen rail --hosts 2 --nics 2 --spines 1 --planes 2 -o " + path("f.json")).rc, 0);
+  ASSERT_EQ(weft("rank --topology " + path("f.json") + " --all --format csv -o " + path("r.csv")).rc, 0);
+  auto doc = nlohmann::json::parse(weft::read_file(path("f.json")).value());
+  if (c.share_switch) {
+    doc["links"].push_back({{"a", "pl2-s1"}, {"b", "pl1-r2-l1"}});
+  } else {
+    auto& nics = doc["hosts"][1]["nics"];
+    nics.erase(3);  // eth1p1: rail 1 of plane 1
+    auto& links = doc["links"];
+    for (size_t i = 0; i < links.size(); ++i) {
+      if (links[i]["a"] == "h2:eth1p1" || links[i]["b"] == "h2:eth1p1") links.erase(i--);
+    }
+  }
+  write("bad.json", doc.dump());
+  std::string cmd = c.command;
+  for (auto at = cmd.find("{}"); at != std::string::npos; at = cmd.find("{}")) cmd.replace(at, 2, path(""));
+  CliRun r = weft(cmd);
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(r.err, "weft: error: " + path("bad.json") + ": " + c.error + "\n");
+  EXPECT_FALSE(fs::exists(path("out.json")));
+  EXPECT_FALSE(fs::exists(path("out.svg")));
+}
+
+constexpr const char* kRoute = "route --topology {}bad.json --ranks {}r.csv --collective allreduce-hybrid -o {}out.json";
+constexpr const char* kSim = "sim --topology {}bad.json --collective allreduce-hybrid --svg {}out.svg";
+constexpr const char* kMissesRail =
+    "host 'h2' has no NIC on rail 1 of plane 1: a rail fabric puts NIC g of every host on rail g";
+constexpr const char* kShareSwitch =
+    "link pl2-s1 - pl1-r2-l1 joins plane 1 and plane 0: planes share no switch and no link";
+
+INSTANTIATE_TEST_SUITE_P(Cases, CliRailBadFabric,
+                         ::testing::Values(BadFabric{"RouteHostMissesARail", kRoute, false, kMissesRail},
+                                           BadFabric{"SimHostMissesARail", kSim, false, kMissesRail},
+                                           BadFabric{"RoutePlanesShareASwitch", kRoute, true, kShareSwitch},
+                                           BadFabric{"SimPlanesShareASwitch", kSim, true, kShareSwitch}),
+                         [](const auto& tp) { return std::string(tp.param.name); });
 
 }  // namespace

@@ -175,7 +175,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, RouteCliBadInput,
     ::testing::Values(
         BadRoute{"unknown_collective", "--collective allgather",
-                 "unknown --collective 'allgather' (allreduce-hd, allreduce-ring, nccl-ring)"},
+                 "unknown --collective 'allgather' (allreduce-hd, allreduce-ring, allreduce-hybrid, nccl-ring)"},
         BadRoute{"channels_without_nccl_ring", "--channels 2",
                  "--channels is for --collective nccl-ring only, not allreduce-hd"},
         BadRoute{"qps_without_nccl_ring", "--collective allreduce-ring --qps 2",

@@ -36,6 +36,28 @@ TEST_F(Cli, SimJsonGivesPerLinkUtilisationForOneFabric) {
   EXPECT_FALSE(fs::exists(path("weft-sim.svg")));
 }
 
+class SimCliRail : public Cli, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(SimCliRail, ComparesFourWaysOnDualPlaneRailFabricsAndNamesTheKindInThePlot) {
+  CliRun r = weft(std::string("sim --fabric rail --nics 2 --planes 2 --spines 2 --hosts-per-leaf 2 --leaves 1,2 "
+                              "--size 1MiB --collective ") + GetParam() + " --svg " + path("p.svg"));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  // 2 and 4 hosts x 2 NICs x 2 ports; planned routes at load 1, the ideal at 100%.
+  for (const char* row : {"       8  (c) weft", "      16  (c) weft", "      16  (d) ideal switch"}) {
+    EXPECT_NE(r.out.find(row), std::string::npos) << row << " in\n" << r.out;
+  }
+  EXPECT_NE(r.err.find("on rail-4h-2r-2l-2s-2p (16 endpoints)"), std::string::npos) << r.err;
+  const std::string svg = weft::read_file(path("p.svg")).value();
+  EXPECT_NE(svg.find(std::string(GetParam()) + " of 1.0 MiB on rail, 2 planes, busbw"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, SimCliRail,
+                         ::testing::Values("allreduce-hd", "allreduce-ring", "allreduce-hybrid"),
+                         [](const auto& tp) {
+                           std::string n = tp.param;
+                           return n.substr(n.find('-') + 1);
+                         });
+
 struct BadSim {
   const char* name;
   const char* args;
@@ -56,6 +78,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadSim{"unknown_collective", "--collective allgather",
                "unknown --collective 'allgather' (allreduce-hd, allreduce-ring, allreduce-hybrid, nccl-ring)"},
+        BadSim{"unknown_fabric", "--fabric torus", "unknown --fabric 'torus' (clos, rail)"},
         BadSim{"bad_leaves", "--leaves 2,x", "bad --leaves '2,x' (a comma-separated list of counts >= 1, e.g. 2,4,8)"},
         BadSim{"bad_size", "--size 3", "bad --size '3' (a multiple of 4 bytes, e.g. 64MiB)"},
         BadSim{"unknown_hash", "--hash md5", "unknown hash model 'md5' (crc32, linux-l4, linux-l3)"},

@@ -17,7 +17,8 @@ namespace weft::routing {
 // the k-th ranks of all hosts side by side for every k: one flow per local
 // index per host pair, steps numbered as build_schedule(kAllreduceHd,
 // hosts.size()) numbers them, flows of a step by local index, then as HD
-// lists them. Fails when hosts differ in size or there is no rank.
+// lists them; the schedule's collective is kAllreduceHybrid. Fails when
+// hosts differ in size or there is no rank.
 Result<Schedule> hybrid_inter_host(const std::vector<std::vector<int>>& hosts, uint64_t count, uint32_t elem_size = 4);
 
 }  // namespace weft::routing

@@ -30,7 +30,13 @@ struct HybridSchedule {
 // Fails when hosts carry different numbers of ranks (the groups would not line up).
 // inter_host is hybrid_inter_host() of the hosts in order of their first
 // rank, each host's ranks in rank order.
+// Its collective is Collective::kAllreduceHybrid.
 Result<HybridSchedule> build_hybrid_schedule(const topo::Fabric& f, const ranking::RankOrder& order, uint64_t count,
                                              uint32_t elem_size = 4);
+
+// The schedule of any collective over `order` on `f`: build_hybrid_schedule's
+// inter_host for allreduce-hybrid, build_schedule for the others.
+Result<Schedule> build_fabric_schedule(const topo::Fabric& f, const ranking::RankOrder& order, Collective c,
+                                       uint64_t count, uint32_t elem_size = 4, const NcclRingShape& shape = {});
 
 }  // namespace weft::routing

@@ -18,10 +18,13 @@
 // single_round_bound is the bound of all the step's flows together: what the
 // step needs without rounds. Steps without rounds count exactly as before.
 //
-// Rails and planes (fabric.h): on a multi-plane fabric a flow whose two NICs
-// sit on different planes has no path at all — planes share no switch — so
-// it is counted in cross_plane_flows, named in the report, and not routed;
-// a correct plan has none. On a rail fabric cross_rail_flows counts flows
+// Rails and planes (fabric.h): on a multi-plane fabric a flow rides the
+// plane of its source port to the destination NIC's port on that plane
+// (planes.h). A flow between two ports of one NIC never enters the fabric
+// (in_nic_flows: no link load). A flow whose destination host has no NIC at
+// that position on the source's plane has no path at all — planes share no
+// switch — so it is counted in cross_plane_flows, named in the report, and
+// not routed; a correct plan has none. On a rail fabric cross_rail_flows counts flows
 // between NICs of different rails (they must climb to a spine), and
 // rail_max_load / plane_max_load give the max load over the links of each
 // rail (its NICs' access links and its leaves' uplinks) and of each plane.
@@ -58,7 +61,8 @@ struct StepLoad {
   int fabric_lower_bound = 0;
   int single_round_bound = 0;  // the bound of all the step's flows at once
   int cross_rail_flows = 0;    // NICs on different rails (rail fabrics)
-  int cross_plane_flows = 0;   // NICs on different planes: no path, not routed
+  int cross_plane_flows = 0;   // no port of the destination's NIC on the source's plane: not routed
+  int in_nic_flows = 0;        // between two ports of one NIC: not routed, no load (planes.h)
   std::vector<int> rail_max_load;   // per rail (empty without rails)
   std::vector<int> plane_max_load;  // per plane (empty without planes)
   std::vector<int> load;          // per directed link, max over rounds (only with keep_per_link)

@@ -20,6 +20,10 @@
 //   neighbouring ranks — inside one leaf under a leaf-set ranking.
 // allreduce-ring: reduce-scatter then allgather, each P-1 repetitions of
 //   r -> r+1; chunk c holds elements [c*count/P, (c+1)*count/P).
+// allreduce-hybrid: the inter-host part of hybrid allreduce (hybrid_schedule.h):
+//   HD among hosts, one flow per local rank per host pair, the steps of HD
+//   over the hosts; it needs the fabric and the rank order, so
+//   build_hybrid_schedule() builds it, not build_schedule().
 // nccl-ring: NCCL's inter-node ring as the weft NCCL net plugin carries it
 //   (nccl_ring_schedule.cc): the allreduce-ring steps, with every edge
 //   r -> r+1 a connection per channel and several QPs per connection, each
@@ -37,7 +41,7 @@
 
 namespace weft::routing {
 
-enum class Collective { kAllreduceHd, kAllreduceRing, kNcclRing };
+enum class Collective { kAllreduceHd, kAllreduceRing, kNcclRing, kAllreduceHybrid };
 
 std::string_view collective_name(Collective c);
 std::optional<Collective> parse_collective(std::string_view s);

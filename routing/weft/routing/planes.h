@@ -1,0 +1,47 @@
+// Which NIC port a flow arrives at on a multi-plane fabric.
+//
+// On a multi-plane fabric (docs/topology-format.md "Rails and planes") a NIC
+// has a port on every plane (Alibaba HPN: each NIC's two ports on two
+// planes), and `weft rank` gives every port a rank of its own. The planes
+// share no switch, so a flow can only reach ports of its own plane. The rule
+// every router, the checker, the planner and the simulator follow: a flow
+// rides the plane of its source port and arrives at the destination NIC's
+// port on that plane. The destination NIC's port on plane k is the host's
+// NIC on plane k at the same position among that host's plane-k NICs as the
+// destination port holds among its own plane's (the same NIC index g on a
+// generated fabric: `eth<g>p<k>`).
+//
+// Two consequences: a flow between two ports of one NIC arrives at its own
+// source port — it never enters the fabric (an in-NIC flow: no path, no
+// link load, no time); and a flow whose destination host has no NIC at that
+// position on the source's plane still has no route (a cross-plane flow,
+// counted by the checker).
+#pragma once
+
+#include "weft/common/status.h"
+#include "weft/ranking/rank_order.h"
+#include "weft/routing/schedule.h"
+#include "weft/topology/fabric.h"
+
+namespace weft::routing {
+
+// The NIC a flow from NIC `src` to NIC `dst` arrives at: `dst` itself
+// without planes or on the same plane; otherwise dst's port on src's plane,
+// -1 when there is none. It equals `src` for an in-NIC flow.
+int plane_carrier(const topo::Fabric& f, int src, int dst);
+
+// A flow's source NIC and the NIC it arrives at (plane_carrier).
+struct FlowNics {
+  int src = -1;
+  int dst = -1;  // -1: a cross-plane flow, no route
+  bool in_nic() const { return src == dst; }
+};
+inline FlowNics flow_nics(const topo::Fabric& f, const ranking::RankOrder& order, const Flow& fl) {
+  const int s = order.nics[static_cast<size_t>(fl.src)];
+  return {s, plane_carrier(f, s, order.nics[static_cast<size_t>(fl.dst)])};
+}
+
+// flow_nics for a router: fails for a cross-plane flow, naming it.
+Result<FlowNics> routed_nics(const topo::Fabric& f, const ranking::RankOrder& order, const Flow& fl);
+
+}  // namespace weft::routing
