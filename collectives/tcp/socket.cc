@@ -187,6 +187,19 @@ Result<Fd> connect_to(const Endpoint& to, const std::string& local_address, uint
       if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&src), sizeof src) != 0) {
         return io_error(fmt::format("bind planned source port {}", sport), errno);
       }
+    } else if (!local_address.empty() && local_address != "0.0.0.0") {
+      // An ephemeral port still leaves from this rank's address: on a host
+      // with a NIC per rank (rail-optimised) the kernel would take the
+      // source from the main routing table, i.e. another rank's NIC.
+      // IP_BIND_ADDRESS_NO_PORT (ip(7)) leaves the port to connect(), which
+      // needs only the 4-tuple unique, not the port (no ephemeral port
+      // exhaustion from bind-before-connect).
+      int one = 1;
+      ::setsockopt(fd.get(), IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+      WEFT_ASSIGN_OR_RETURN(sockaddr_in src, sockaddr_of(local_address, 0));
+      if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&src), sizeof src) != 0) {
+        return io_error(fmt::format("bind source address {}", local_address), errno);
+      }
     }
     // A source port of the kernel's choosing is an ECMP path of chance: one
     // across a link that drops everything (a gray failure, cut mid-job)

@@ -40,7 +40,8 @@ struct Endpoint {
 // planned port is reusable right after a previous job (TIME_WAIT).
 Result<Fd> listen_on(const std::string& address, uint16_t port, Endpoint* bound);
 
-// Connects to `to`, binding source port `sport` first when non-zero (the
+// Connects to `to` from `local_address` ("0.0.0.0" or "" = the kernel's
+// choice of source), binding source port `sport` first when non-zero (the
 // planned route: ECMP hashes the 5-tuple, so the source port picks the
 // spine). Buffers are sized before connect so the window scale covers them
 // (tcp(7): "set before connect/listen"). Retries refused connections until

@@ -18,7 +18,12 @@
 #include <thread>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "bootstrap/listen_address.h"
+#include "tcp/socket.h"
 #include "weft/collectives/c_api.h"
 #include "weft/collectives/communicator.h"
 
@@ -342,6 +347,64 @@ TEST(CApi, ConfigInitLeavesTheListenFieldsUnsetAndAWrongOverrideIsOneError) {
   weft_comm_destroy(comm);
   std::filesystem::remove_all(dir);
 }
+
+// The address a connected socket's end `local` (getsockname) or `peer`
+// (getpeername) has.
+std::string address_of(int fd, bool local) {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  const int rc = local ? ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len)
+                       : ::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  if (rc != 0) return "?";
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &a.sin_addr, text, sizeof text);
+  return text;
+}
+
+struct SourceCase {
+  const char* local_address;  // connect_to's
+  bool planned_port;
+  const char* leaves_from;    // the source address the listener sees
+};
+void PrintTo(const SourceCase& c, std::ostream* os) {
+  *os << "'" << c.local_address << "' " << (c.planned_port ? "planned port" : "ephemeral port");
+}
+
+class ConnectionSource : public ::testing::TestWithParam<SourceCase> {};
+
+// A rank's connections leave from its listen address with a planned port
+// and with an ephemeral one alike: on a host with a NIC per rank the
+// kernel's own choice would be the main table's NIC, another rank's. All of
+// 127/8 is this host's (loopback), so 127.0.0.2 stands in for a second NIC.
+TEST_P(ConnectionSource, LeavesFromTheRanksAddressWhateverItsPort) {
+  const SourceCase& c = GetParam();
+  tcp::Endpoint at;
+  auto listener = tcp::listen_on("127.0.0.1", 0, &at);
+  ASSERT_TRUE(listener.is_ok()) << listener.status().to_string();
+  uint16_t sport = 0;
+  if (c.planned_port) {
+    tcp::Endpoint spare;
+    auto probe = tcp::listen_on("127.0.0.1", 0, &spare);  // a port free a moment ago
+    ASSERT_TRUE(probe.is_ok());
+    sport = spare.port;
+  }
+  auto fd = tcp::connect_to(at, c.local_address, sport, 1 << 16, std::chrono::steady_clock::now() + 2s);
+  ASSERT_TRUE(fd.is_ok()) << fd.status().to_string();
+  const int accepted = ::accept(listener->get(), nullptr, nullptr);
+  ASSERT_GE(accepted, 0);
+  tcp::Fd hold(accepted);
+  EXPECT_EQ(address_of(fd->get(), true), c.leaves_from);
+  EXPECT_EQ(address_of(accepted, false), c.leaves_from);
+  if (c.planned_port) {
+    EXPECT_EQ(tcp::local_port(fd->get()), sport);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sources, ConnectionSource,
+                         ::testing::Values(SourceCase{"127.0.0.2", false, "127.0.0.2"},
+                                           SourceCase{"127.0.0.3", true, "127.0.0.3"},
+                                           SourceCase{"0.0.0.0", false, "127.0.0.1"},
+                                           SourceCase{"", false, "127.0.0.1"}));
 
 }  // namespace
 }  // namespace weft::coll::internal
