@@ -1,3 +1,5 @@
+// The route planner (planner.h): flows and classes, candidate ports, the
+// colouring per class, ports. Output: planner_output.cc.
 #include "weft/routing/planner.h"
 
 #include <algorithm>
@@ -5,96 +7,21 @@
 
 #include <fmt/format.h>
 
+#include "planner_internal.h"
 #include "weft/common/huge_pages.h"
-
 #include "weft/routing/candidates.h"
 #include "weft/routing/clos3_coloring.h"
-#include "weft/routing/link_load.h"
 #include "weft/routing/list_edge_coloring.h"
 #include "weft/routing/planes.h"
-#include "weft/routing/rounds.h"
 #include "weft/routing/route_assignment.h"
 
 namespace weft::routing {
 
-Status validate(const PlannerOptions& opt, const topo::Fabric& f, const ranking::RankOrder& order) {
-  if (opt.protocol != "udp" && opt.protocol != "tcp") {
-    return invalid_argument(fmt::format("unknown protocol '{}' (udp, tcp)", opt.protocol));
-  }
-  if (opt.sports.size() == 0 || opt.sports.lo == 0) {
-    return invalid_argument(fmt::format("source port range {}-{} is empty", opt.sports.lo, opt.sports.hi));
-  }
-  if (opt.ports_per_pair < 1) return invalid_argument(fmt::format("ports per pair must be >= 1 (got {})", opt.ports_per_pair));
-  if (opt.budget < 0) return invalid_argument("the search budget must be >= 0");
-  if (opt.protocol == "tcp") {
-    WEFT_ASSIGN_OR_RETURN(auto dports, listen_ports(f, order, opt));
-    for (uint16_t p : dports) {
-      if (opt.sports.contains(p)) {
-        return invalid_argument(fmt::format("listen port {} lies inside the source port range {}-{}", p, opt.sports.lo,
-                                            opt.sports.hi));
-      }
-    }
-  }
-  return Status::ok();
-}
-
-Result<std::vector<uint16_t>> listen_ports(const topo::Fabric& f, const ranking::RankOrder& order,
-                                           const PlannerOptions& opt) {
-  std::vector<uint16_t> out(order.nics.size(), kRoceV2Port);
-  if (opt.protocol != "tcp") return out;
-  std::vector<int> on_host(f.hosts.size(), 0);
-  for (size_t r = 0; r < order.nics.size(); ++r) {
-    const int host = f.nics[static_cast<size_t>(order.nics[r])].host;
-    const int p = opt.tcp_dport + on_host[static_cast<size_t>(host)]++;
-    if (opt.tcp_dport < 1 || p > 65535) {
-      return invalid_argument(fmt::format("listen port {} of rank {} (host '{}') is outside 1-65535", p, r,
-                                          f.hosts[static_cast<size_t>(host)].name));
-    }
-    out[r] = static_cast<uint16_t>(p);
-  }
-  return out;
-}
-
-Status validate_nccl_ring(const topo::Fabric& f, const ranking::RankOrder& order, const PlannerOptions& opt) {
-  if (opt.protocol != "udp") {
-    return invalid_argument(fmt::format("nccl-ring plans RoCE v2 QPs: protocol '{}' must be udp", opt.protocol));
-  }
-  std::vector<int> rank_on(f.hosts.size(), -1);
-  for (size_t r = 0; r < order.nics.size(); ++r) {
-    const int host = f.nics[static_cast<size_t>(order.nics[r])].host;
-    int& first = rank_on[static_cast<size_t>(host)];
-    if (first >= 0) {
-      return invalid_argument(fmt::format(
-          "nccl-ring needs one rank per host: ranks {} and {} both run on '{}' (NCCL joins the GPUs of one host inside "
-          "it; rank each host's NIC once)", first, r, f.hosts[static_cast<size_t>(host)].name));
-    }
-    first = static_cast<int>(r);
-  }
-  return Status::ok();
-}
-
 namespace {
 
-struct FlowInfo {
-  int src = 0, dst = 0;          // ranks
-  int conn = 0, qp = 0;          // Flow::conn, Flow::qp
-  // Where a rank pair has several flows (nccl-ring's QPs): the first flow
-  // of the pair (-1: the pair has one), this flow's index in the pair, and
-  // (in the first flow) how many it has. Each takes its share of the pair's
-  // ports (planner.h, 2).
-  int pair_group = -1;
-  int pair_k = 0;
-  int pair_n = 1;
-  int src_nic = 0, dst_nic = 0;
-  std::vector<int> steps;
-  int ci = -1;                   // its candidates in cands_ while its class is planned
-  int route = -1;                // chosen
-  uint32_t path_at = 0;          // the chosen route's switches: path_pool_[path_at, + path_len)
-  uint32_t path_len = 0;
-  int struck = 0;                // routes struck because their ports ran out
-  uint16_t sport = 0;
-  int round = 0;                 // in every step of its class (planner.h, 5)
-};
+using planner_internal::Chosen;
+using planner_internal::FlowInfo;
+using planner_internal::in_nic;
 
 bool is_two_tier(const topo::Fabric& f) {
   if (f.kind == topo::FabricKind::kClos2) return true;
@@ -107,29 +34,12 @@ bool is_two_tier(const topo::Fabric& f) {
   return f.num_tiers() == 2;
 }
 
-// Serves step si's flows from one path per planned flow.
-class StepPathsRouter final : public Router {
- public:
-  StepPathsRouter(const std::vector<std::vector<int>>& step_ids, const std::vector<Path>& paths)
-      : step_ids_(step_ids), paths_(paths) {}
-  std::string_view name() const override { return "plan"; }
-  Status route_step(const Step& step, int si, std::vector<Path>& paths) override {
-    const auto& ids = step_ids_[static_cast<size_t>(si)];
-    if (ids.size() != step.flows.size()) return internal_error("step flows changed under the planner");
-    for (size_t i = 0; i < ids.size(); ++i) paths[i] = paths_[static_cast<size_t>(ids[i])];
-    return Status::ok();
-  }
-
- private:
-  const std::vector<std::vector<int>>& step_ids_;
-  const std::vector<Path>& paths_;
-};
 
 class Planner {
  public:
   Planner(const topo::Fabric& f, const ranking::RankOrder& order, const Schedule& s, PathTable& table,
           const PlannerOptions& opt, std::vector<uint16_t> dports)
-      : f_(f), order_(order), s_(s), table_(table), opt_(opt), dports_(std::move(dports)), pf_(f),
+      : f_(f), order_(order), s_(s), table_(table), opt_(opt), dports_(std::move(dports)),
         two_tier_(is_two_tier(f)), colour_of_(f.switches.size(), -1), used_(f.hosts.size()) {
     if (!two_tier_) clos3_ = Clos3Shape::of(f);
     if (clos3_) colorer3_.emplace(*clos3_);
@@ -158,8 +68,10 @@ class Planner {
     // them, so nccl-ring plans never have rounds; its steps' bound counts
     // the C x Q QPs on every access link, which the colouring (K flows per
     // spine link, list_edge_coloring.h) meets without them.
-    if (opt_.rounds && s_.collective != Collective::kNcclRing) assign_rounds();
-    WEFT_RETURN_IF_ERROR(emit(out));
+    Chosen chosen{flows_, path_pool_, classes_, step_ids_};
+    const bool has_rounds = opt_.rounds && s_.collective != Collective::kNcclRing &&
+                            planner_internal::assign_rounds(f_, chosen);
+    WEFT_RETURN_IF_ERROR(planner_internal::emit_plan(f_, order_, s_, opt_, dports_, chosen, has_rounds, out));
     return out;
   }
 
@@ -339,9 +251,6 @@ class Planner {
     }
     return true;
   }
-
-  // A flow between two ports of one NIC (planes.h): it never enters the fabric.
-  static bool in_nic(const FlowInfo& fi) { return fi.src_nic == fi.dst_nic; }
 
   std::string flow_name(const FlowInfo& fi) const {
     return fmt::format("rank {} ({}) -> rank {} ({})", fi.src, f_.nic_qualified_name(fi.src_nic), fi.dst,
@@ -548,98 +457,12 @@ class Planner {
   }
   std::span<const int> path(const FlowInfo& fi) const { return {path_pool_.data() + fi.path_at, fi.path_len}; }
 
-  // Rounds per class (planner.h, 5; rounds.h) over the chosen paths'
-  // directed switch-to-switch links.
-  void assign_rounds() {
-    RoundAssigner assigner(2 * static_cast<int>(f_.links.size()));
-    std::vector<int> links, round;
-    std::vector<RoundFlow> rf;
-    for (const auto& ids : classes_) {
-      links.clear();
-      for (int id : ids) {
-        const auto sw = path(flows_[static_cast<size_t>(id)]);
-        for (size_t k = 0; k + 1 < sw.size(); ++k) {
-          const int from = f_.switch_vertex(sw[k]);
-          links.push_back(f_.directed_from(*f_.link_between(from, f_.switch_vertex(sw[k + 1])), from));
-        }
-      }
-      rf.clear();
-      size_t at = 0;
-      for (int id : ids) {
-        const FlowInfo& fi = flows_[static_cast<size_t>(id)];
-        const size_t n = fi.path_len > 0 ? fi.path_len - 1 : 0;
-        rf.push_back({fi.src, fi.dst, std::span<const int>(links).subspan(at, n)});
-        at += n;
-      }
-      if (assigner.assign(rf, round) == 1) continue;
-      for (size_t i = 0; i < ids.size(); ++i) flows_[static_cast<size_t>(ids[i])].round = round[i];
-      has_rounds_ = true;
-    }
-  }
-
-  Status emit(PlannedRoutes& out) {
-    RoutePlan& p = out.plan;
-    p.collective = std::string(collective_name(s_.collective));
-    p.topology = f_.name;
-    p.ranks = s_.ranks;
-    // Built in place: a PlanFlow is ~200 bytes and a plan holds ~10^6 of them.
-    reserve_huge(p.flows, flows_.size());
-    p.flows.resize(flows_.size());
-    for (size_t i = 0; i < flows_.size(); ++i) {
-      FlowInfo& fi = flows_[i];
-      PlanFlow& pf = p.flows[i];
-      pf.src_rank = fi.src, pf.dst_rank = fi.dst;
-      const auto& sn = f_.nics[static_cast<size_t>(fi.src_nic)];
-      const auto& dn = f_.nics[static_cast<size_t>(fi.dst_nic)];
-      pf.src_host = f_.hosts[static_cast<size_t>(sn.host)].name, pf.src_nic = sn.name;
-      pf.dst_host = f_.hosts[static_cast<size_t>(dn.host)].name, pf.dst_nic = dn.name;
-      pf.protocol = opt_.protocol;
-      pf.sport = fi.sport;
-      pf.dport = dports_[static_cast<size_t>(fi.dst)];
-      pf.path.reserve(fi.path_len);
-      for (int sw : path(fi)) pf.path.push_back(f_.switches[static_cast<size_t>(sw)].name);
-      pf.conn = fi.conn, pf.qp = fi.qp;
-      // The NCCL plugin finds its QPs by NIC address (docs/nccl.md).
-      if (s_.collective == Collective::kNcclRing) pf.src_addr = sn.address, pf.dst_addr = dn.address;
-      pf.steps = std::move(fi.steps);
-      if (fi.round != 0) pf.rounds.assign(pf.steps.size(), fi.round);  // as the file has it (round 0: omitted)
-      out.stats.fabric_flows += pf.path.size() > 1;
-    }
-    out.stats.flows = static_cast<int>(p.flows.size());
-    // The judge: the link-load checker over the plan's paths (the switches
-    // just written, as indices: make_plan_router would look the names up).
-    std::vector<Path> paths(flows_.size());
-    for (size_t i = 0; i < flows_.size(); ++i) {
-      if (in_nic(flows_[i])) continue;  // no path (planes.h)
-      WEFT_ASSIGN_OR_RETURN(paths[i], route_path(pf_, flows_[i].src_nic, flows_[i].dst_nic, path(flows_[i])));
-    }
-    StepPathsRouter router(step_ids_, paths);
-    Schedule with_rounds;  // a copy only when the plan has rounds
-    if (has_rounds_) {
-      with_rounds = s_;
-      WEFT_RETURN_IF_ERROR(apply_plan_rounds(p, with_rounds));
-    }
-    WEFT_ASSIGN_OR_RETURN(auto rep, check_link_load(f_, order_, has_rounds_ ? with_rounds : s_, router));
-    for (const auto& sl : rep.steps) {
-      p.steps.push_back({sl.step, sl.phase, sl.max_load, sl.lower_bound, sl.rounds});
-      out.stats.steps_at_bound += sl.max_load == sl.lower_bound;
-      out.stats.steps_in_rounds += sl.rounds > 1;
-      out.stats.max_single_round_bound = std::max(out.stats.max_single_round_bound, sl.single_round_bound);
-    }
-    out.stats.max_rounds = rep.max_rounds;
-    out.stats.steps = static_cast<int>(rep.steps.size());
-    out.stats.max_load = rep.max_load;
-    out.stats.max_lower_bound = rep.max_lower_bound;
-    return Status::ok();
-  }
-
   const topo::Fabric& f_;
   const ranking::RankOrder& order_;
   const Schedule& s_;
   PathTable& table_;
   const PlannerOptions& opt_;
   std::vector<uint16_t> dports_;
-  PathFinder pf_;
   bool two_tier_;
   std::vector<int> colour_of_;  // switch -> spine colour, -1 for leaves
   std::vector<char> up_;        // 2-tier: [leaf * spines + colour] link is up
@@ -666,7 +489,6 @@ class Planner {
   std::vector<RouteChoice> choices_;
   std::vector<std::vector<int>> route_ids_;
   std::vector<int> path_pool_;
-  bool has_rounds_ = false;  // some class runs in more than one round
 };
 
 }  // namespace
