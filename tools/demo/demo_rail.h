@@ -11,7 +11,7 @@
 // (the same planner, checker and simulator), on a path table read from the
 // fabric's forwarding tables (fib_path_table.h: `ip route get` of each
 // candidate 5-tuple on its source leaf), not on the linux-l4 hash model,
-// which sent about one planned flow in four through another spine than this
+// which sent 5 of 16 planned spine-crossing flows through another spine than this
 // kernel does, nor on a probe campaign, which would need an agent per NIC
 // port (tests/integration/rail_fabric_netns_test.cc runs one).
 #pragma once
