@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "../cli_common.h"
+#include "demo_plan.h"
 #include "demo_report.h"
 #include "demo_session.h"
 #include "fib_path_table.h"
@@ -84,17 +85,9 @@ Result<RailPlan> plan_rail(const topo::Fabric& f, const ranking::RankOrder& orde
   WEFT_ASSIGN_OR_RETURN(routing::PlannedRoutes planned, routing::plan_routes(f, order, sched, *table, opt));
   RailPlan r;
   r.plan = std::move(planned.plan);
-  WEFT_RETURN_IF_ERROR(routing::apply_plan_rounds(r.plan, sched));
-  // Judged by where the fabric forwards the planned ports (the table is the
-  // kernel's answer for exactly those 5-tuples), as `weft route` judges a plan.
-  WEFT_ASSIGN_OR_RETURN(auto check_router, routing::make_table_router(f, order, r.plan, *table));
-  WEFT_ASSIGN_OR_RETURN(r.check, routing::check_link_load(f, order, sched, *check_router));
-  for (size_t i = 0; i < r.check.steps.size(); ++i) {
-    if (r.check.steps[i].max_load != r.plan.steps[i].max_load) {
-      return internal_error(fmt::format("step {}: the plan claims load {} but the fabric forwards its ports at load {}", i,
-                                        r.plan.steps[i].max_load, r.check.steps[i].max_load));
-    }
-  }
+  // Judged by where the fabric forwards the planned ports (the table holds
+  // the kernel's answer for exactly those 5-tuples).
+  WEFT_ASSIGN_OR_RETURN(r.check, judge_plan(f, order, sched, r.plan, *table));
   for (const auto& fl : r.plan.flows) r.fabric_flows += fl.path.size() >= 3;
   WEFT_ASSIGN_OR_RETURN(auto sim_router, routing::make_table_router(f, order, r.plan, *table));
   WEFT_ASSIGN_OR_RETURN(routing::SimResult sim, routing::simulate(f, order, sched, *sim_router, {.hop_latency_s = 0}));
