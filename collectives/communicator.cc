@@ -156,7 +156,7 @@ Status Communicator::Impl::setup(Store& store) {
   WEFT_RETURN_IF_ERROR(setup_epochs(store, deadline));
   // The peers of what kAuto may run are connected now, the rest on demand
   // (connections.cc).
-  const std::vector<bool> at_setup = setup_peers();
+  const std::vector<bool> at_setup = cfg.connect_on_demand ? std::vector<bool>(static_cast<size_t>(n), false) : setup_peers();
   for (auto& [name, peers] : peers_of) {
     TransportConfig tc;
     tc.name = name;

@@ -37,8 +37,9 @@
 #   route SRC_IP DST_IP PROTO SPORT DPORT
 #                       ground truth: the spine the fabric forwards this 5-tuple
 #                       through (0 = same leaf, never leaves it; -1 = unreachable)
-#   routes              the same for many 5-tuples: one "SRC_IP DST_IP PROTO
-#                       SPORT DPORT" per stdin line -> one spine per stdout line
+#   routes [FILE]       the same for many 5-tuples: one "SRC_IP DST_IP PROTO
+#                       SPORT DPORT" per line of FILE (default stdin) -> one
+#                       spine per stdout line
 #   counters            per link and direction: "spine leaf up|down bytes packets"
 #                       (up = leaf -> spine, read from the spine's interface
 #                       counters), "spine probes PKTS" (DSCP-X packets the
@@ -517,7 +518,7 @@ case "$cmd" in
   mend) (($# == 2)) || die "usage: mend SPINE LEAF"; mend "$1" "$2" ;;
   cuts) size; cat "$STATE/cuts" 2>/dev/null || true ;;
   route) route "$@" ;;
-  routes) routes ;;
+  routes) if (($# == 1)); then routes < "$1"; else routes; fi ;;
   counters) counters ;;
   seed) (($# == 1)) || die "usage: seed N"; seed "$1" ;;
   *) echo "usage: $0 up S L H | up-rail P G H S [R] | down | hosts | spines | exec HOST CMD... | fail N M | restore N M | failed | cut N M | mend N M | cuts | route SRC DST PROTO SPORT DPORT | routes | counters | seed N" >&2; exit 2 ;;

@@ -22,6 +22,7 @@
 #include "cli_common.h"
 #include "demo/demo_live.h"
 #include "demo/demo_plan.h"
+#include "demo/demo_rail.h"
 #include "demo/demo_report.h"
 #include "demo/demo_session.h"
 #include "demo/demo_sim.h"
@@ -176,6 +177,7 @@ Status run_emulated(const DemoConfig& cfg, const std::string& dir, bool own_dir)
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return io_error("readlink /proc/self/exe", errno);
   const std::string weft(exe, static_cast<size_t>(n));
+  if (cfg.fabric == "rail") return demo::run_rail(cfg, weft, dir, own_dir);
   const std::string runs = cfg.fail_during ? fmt::format("a {:g} s timeline with a link failure", cfg.timeline_s)
                                             : fmt::format("{} trial{}", cfg.trials, cfg.trials == 1 ? "" : "s");
   fmt::print("weft demo: HD AllReduce of {} over TCP on an emulated {}x{}x{} spine-leaf fabric\n"
@@ -263,6 +265,9 @@ Status run_emulated(const DemoConfig& cfg, const std::string& dir, bool own_dir)
 int run_demo(const DemoConfig& cfg) {
   if (auto st = cfg.validate(); !st) return fail(st);
   const std::string why = demo::emulation_unavailable_reason();
+  if (cfg.fabric == "rail" && !why.empty()) {
+    return fail(invalid_argument(fmt::format("--fabric rail runs on the emulated fabric only: {}", why)));
+  }
   if (cfg.fail_during && (cfg.simulate || !why.empty())) {
     return fail(invalid_argument(fmt::format("--fail-during runs on the emulated fabric only{}",
                                              why.empty() ? " (drop --simulate)" : ": " + why)));
@@ -364,7 +369,17 @@ void register_demo(CLI::App& app, Registry& reg) {
       "  weft demo --fail 2:3             # then fail spine 2 - leaf 3, re-probe, re-plan, rerun\n"
       "  weft demo --fail-during 2:3@10s  # calls back to back for 30 s; spine 2 - leaf 3 fails at\n"
       "                                   # 10 s (the routing withdraws it 0.5 s later), back at 20 s\n"
-      "  weft demo --size 16MiB --trials 3 --json out.json");
+      "  weft demo --size 16MiB --trials 3 --json out.json\n"
+      "  weft demo --fabric rail          # 2 planes x 2 rails x 4 hosts, 16 ranks: hybrid AllReduce,\n"
+      "                                   # ECMP vs the allreduce-hybrid plan (docs/demo.md)");
+  cmd->add_option("--fabric", cfg.fabric,
+                  "spine-leaf, or rail: hybrid AllReduce on a rail-optimised multi-plane fabric, one rank per NIC port "
+                  "(--planes x --rails x --rail-hosts; 2 leaves per rail, 2 spines per plane), (a) ECMP vs (b) the "
+                  "allreduce-hybrid plan")
+      ->capture_default_str();
+  cmd->add_option("--planes", cfg.planes, "--fabric rail: planes (they share no switch)")->capture_default_str();
+  cmd->add_option("--rails", cfg.rails, "--fabric rail: NICs per host, NIC g on rail g")->capture_default_str();
+  cmd->add_option("--rail-hosts", cfg.rail_hosts, "--fabric rail: hosts")->capture_default_str();
   cmd->add_option("--spines", cfg.spines, "Spines")->capture_default_str();
   cmd->add_option("--leaves", cfg.leaves, "Leaves")->capture_default_str();
   cmd->add_option("--hosts", cfg.hosts_per_leaf, "Hosts per leaf")->capture_default_str();
@@ -400,12 +415,25 @@ void register_demo(CLI::App& app, Registry& reg) {
   auto* wcmd = cmd->add_subcommand("worker", "")->group("");
   wcmd->add_option("--dir", worker.dir)->required();
   wcmd->add_option("--host", worker.host)->required();
+  wcmd->add_option("--name", worker.name);
   wcmd->add_option("--ip", worker.ip)->required();
   wcmd->add_option("--max-bytes", worker.max_bytes)->required();
   wcmd->callback([&reg] { reg.run = [] { return demo::run_worker(worker); }; });
-  cmd->callback([&reg, wcmd] {
+  cmd->callback([&reg, wcmd, cmd] {
     if (wcmd->parsed()) return;
-    reg.run = [] {
+    reg.run = [cmd] {
+      if (cfg.fabric == "rail") {
+        std::vector<std::string> given;
+        for (const char* flag : {"--spines", "--leaves", "--hosts", "--order", "--fail", "--fail-during", "--timeline",
+                                 "--call-size", "--converge-ms", "--probe-ports", "--svg", "--simulate"}) {
+          if (cmd->count(flag) > 0) given.push_back(flag);
+        }
+        if (auto st = demo::check_rail_flags(given); !st) return fail(st);
+      } else {
+        for (const char* flag : {"--planes", "--rails", "--rail-hosts"}) {
+          if (cmd->count(flag) > 0) return fail(invalid_argument(fmt::format("{} needs --fabric rail", flag)));
+        }
+      }
       auto bytes = parse_size(size);
       if (!bytes) return fail(invalid_argument(fmt::format("bad --size '{}' (e.g. 64MiB)", size)));
       cfg.bytes = *bytes;

@@ -152,6 +152,31 @@ INSTANTIATE_TEST_SUITE_P(Collectives, Connections,
                          ::testing::Combine(::testing::Values("loopback", "tcp", "shm"), ::testing::Values(5, 13, 33)),
                          [](const auto& p) { return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param)) + "ranks"; });
 
+class ConnectOnDemand : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+// CommConfig::connect_on_demand: setup connects no pair; HD AllReduce then
+// connects exactly its partners (rank XOR 2^k on a power of two), exact.
+TEST_P(ConnectOnDemand, SetupConnectsNothingAndACallOnlyItsAlgorithmsPeers) {
+  const auto [transport, ranks] = GetParam();
+  run_ranks(
+      ranks,
+      [&, ranks = ranks](Communicator& comm) {
+        EXPECT_EQ(connected(comm), std::set<int>{}) << "rank " << comm.rank() << " after setup";
+        expect_allreduce_exact(comm, Algorithm::kHalvingDoubling, 4099);
+        std::set<int> partners;
+        for (int d = 1; d < ranks; d <<= 1) partners.insert(comm.rank() ^ d);
+        EXPECT_EQ(connected(comm), partners) << "rank " << comm.rank() << " after HD";
+      },
+      [&, transport = transport](CommConfig& c) {
+        c.transport = transport;
+        c.connect_on_demand = true;
+      });
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, ConnectOnDemand,
+                         ::testing::Combine(::testing::Values("loopback", "tcp"), ::testing::Values(8, 16)),
+                         [](const auto& p) { return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param)) + "ranks"; });
+
 // A pair connected on demand with a rank that has gone (its communicator
 // closed, its listening socket with it): every other rank's call fails at
 // once naming it — refused, hung up, or told by a peer that saw it go —

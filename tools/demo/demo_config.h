@@ -16,6 +16,17 @@ struct DemoConfig {
   int spines = 4;
   int leaves = 4;
   int hosts_per_leaf = 4;
+  // "spine-leaf" (the sizes above) or "rail": a rail-optimised fabric of
+  // `planes` planes that share no switch, `rails` NICs per host (NIC g on
+  // rail g), `rail_hosts` hosts; each rail has 2 leaves per plane and each
+  // plane 2 spines, so that half of the inter-host flows cross a spine, two
+  // per leaf on its two uplinks: ECMP may put both on one, a plan never.
+  // One rank per (host, NIC port), rail order, hybrid AllReduce (demo_rail.h).
+  std::string fabric = "spine-leaf";
+  int planes = 2;
+  int rails = 2;
+  int rail_hosts = 4;
+  static constexpr int kRailLeaves = 2, kRailSpines = 2;
   int rate_mbit = 200;  // tbf rate of every link, both directions
   int mtu = 9000;
   // The collective: HD AllReduce of `bytes` (f32 sum) over TCP, run twice

@@ -78,6 +78,24 @@ std::vector<std::string> host_names(const topo::Fabric& f, const ranking::RankOr
   return out;
 }
 
+Result<routing::LoadReport> judge_plan(const topo::Fabric& f, const ranking::RankOrder& order,
+                                       routing::Schedule& sched, const routing::RoutePlan& plan,
+                                       routing::PathTable& table) {
+  // Load, bound and time per round, as the collective library runs it.
+  WEFT_RETURN_IF_ERROR(routing::apply_plan_rounds(plan, sched));
+  // Judge the plan by where the table sends its ports, not by its own claim
+  // (as `weft route` does before it writes a plan).
+  WEFT_ASSIGN_OR_RETURN(auto check_router, routing::make_table_router(f, order, plan, table));
+  WEFT_ASSIGN_OR_RETURN(routing::LoadReport check, routing::check_link_load(f, order, sched, *check_router));
+  for (size_t i = 0; i < check.steps.size(); ++i) {
+    if (check.steps[i].max_load != plan.steps[i].max_load) {
+      return internal_error(fmt::format("step {}: the plan claims load {} but its ports give {}", i,
+                                        plan.steps[i].max_load, check.steps[i].max_load));
+    }
+  }
+  return check;
+}
+
 Result<TrialPlan> plan_trial(const topo::Fabric& f, const ranking::RankOrder& order, const std::string& db_path,
                              const DemoConfig& cfg, const std::string& plan_path) {
   routing::PlannerOptions opt;
@@ -92,18 +110,7 @@ Result<TrialPlan> plan_trial(const topo::Fabric& f, const ranking::RankOrder& or
   WEFT_ASSIGN_OR_RETURN(routing::PlannedRoutes planned, routing::plan_routes(f, order, sched, *table, opt));
   TrialPlan t;
   t.plan = std::move(planned.plan);
-  // Load, bound and time per round, as the collective library runs it.
-  WEFT_RETURN_IF_ERROR(routing::apply_plan_rounds(t.plan, sched));
-  // Judge the plan by where the probes saw its ports go, not by its own claim
-  // (as `weft route` does before it writes a plan).
-  WEFT_ASSIGN_OR_RETURN(auto check_router, routing::make_table_router(f, order, t.plan, *table));
-  WEFT_ASSIGN_OR_RETURN(t.check, routing::check_link_load(f, order, sched, *check_router));
-  for (size_t i = 0; i < t.check.steps.size(); ++i) {
-    if (t.check.steps[i].max_load != t.plan.steps[i].max_load) {
-      return internal_error(fmt::format("step {}: the plan claims load {} but its ports give {}", i,
-                                        t.plan.steps[i].max_load, t.check.steps[i].max_load));
-    }
-  }
+  WEFT_ASSIGN_OR_RETURN(t.check, judge_plan(f, order, sched, t.plan, *table));
   WEFT_ASSIGN_OR_RETURN(auto sim_router, routing::make_table_router(f, order, t.plan, *table));
   WEFT_ASSIGN_OR_RETURN(routing::SimResult sim, routing::simulate(f, order, sched, *sim_router, {.hop_latency_s = 0}));
   t.ideal_seconds = sim.seconds;

@@ -11,7 +11,9 @@
 #include "demo_config.h"
 #include "weft/ranking/rank_order.h"
 #include "weft/routing/link_load.h"
+#include "weft/routing/path_table.h"
 #include "weft/routing/plan.h"
+#include "weft/routing/schedule.h"
 #include "weft/topology/fabric.h"
 
 namespace weft::cli::demo {
@@ -38,6 +40,13 @@ struct TrialPlan {
   double ideal_busbw_Bps = 0;  // the plan simulated on the shaped links, rounds one after another
   double ideal_seconds = 0;
 };
+
+// Gives `sched` the plan's rounds and checks the plan on where `table`
+// sends its ports (probed or the fabric's own forwarding); fails when that
+// load differs from what the plan claims.
+Result<routing::LoadReport> judge_plan(const topo::Fabric& f, const ranking::RankOrder& order,
+                                       routing::Schedule& sched, const routing::RoutePlan& plan,
+                                       routing::PathTable& table);
 
 // Plans HD AllReduce over TCP for `order` with the newest campaign's ports
 // (in rounds where a failed link leaves a leaf too few uplinks), checks it

@@ -170,8 +170,14 @@ std::string results_json(const DemoConfig& cfg, const std::vector<TrialResult>& 
   }
   const Stats r = stats(ratio), v = stats(vs_ideal);
   nlohmann::json j = {
-      {"fabric", {{"spines", cfg.spines}, {"leaves", cfg.leaves}, {"hosts_per_leaf", cfg.hosts_per_leaf},
-                  {"rate_mbit", cfg.rate_mbit}, {"mtu", cfg.mtu}}},
+      {"fabric", cfg.fabric == "rail"
+                     ? nlohmann::json{{"kind", "rail"}, {"planes", cfg.planes}, {"rails", cfg.rails},
+                                      {"hosts", cfg.rail_hosts}, {"leaves_per_rail", DemoConfig::kRailLeaves},
+                                      {"spines_per_plane", DemoConfig::kRailSpines}, {"rate_mbit", cfg.rate_mbit},
+                                      {"mtu", cfg.mtu}}
+                     : nlohmann::json{{"spines", cfg.spines}, {"leaves", cfg.leaves},
+                                      {"hosts_per_leaf", cfg.hosts_per_leaf}, {"rate_mbit", cfg.rate_mbit},
+                                      {"mtu", cfg.mtu}}},
       {"bytes", cfg.bytes},
       {"trials", runs},
       {"summary", {{"ratio_mean", r.mean}, {"ratio_min", r.lo}, {"ratio_max", r.hi}, {"b_over_ideal_mean", v.mean},

@@ -35,6 +35,16 @@ std::string first_line(const std::string& s) {
 }  // namespace
 
 Status DemoConfig::validate() const {
+  if (fabric != "spine-leaf" && fabric != "rail") {
+    return invalid_argument(fmt::format("--fabric '{}' is not spine-leaf or rail", fabric));
+  }
+  if (fabric == "rail") {
+    if (planes < 1 || planes > 4) return invalid_argument(fmt::format("--planes {} is not 1..4", planes));
+    if (rails < 1 || rails > 8) return invalid_argument(fmt::format("--rails {} is not 1..8", rails));
+    if (rail_hosts < kRailLeaves || rail_hosts > 64) {
+      return invalid_argument(fmt::format("--rail-hosts {} is not {}..64 (every rail leaf needs a host)", rail_hosts, kRailLeaves));
+    }
+  }
   if (spines < 1 || leaves < 1 || hosts_per_leaf < 1) return invalid_argument("fabric sizes must be >= 1");
   if (hosts() < 2) return invalid_argument("an AllReduce needs at least 2 hosts");
   if (rate_mbit < 1 || rate_mbit > 100000) return invalid_argument(fmt::format("--rate-mbit {} is not 1..100000", rate_mbit));
@@ -99,8 +109,17 @@ Result<std::unique_ptr<DemoSession>> DemoSession::start(const DemoConfig& cfg, c
   fc.prefix = cfg.prefix;
   fc.work_dir = dir;
   fc.remove_work_dir = own_dir;
+  if (cfg.fabric == "rail") {
+    fc.spines = DemoConfig::kRailSpines;
+    fc.planes = cfg.planes;
+    fc.rails = cfg.rails;
+    fc.rail_hosts = cfg.rail_hosts;
+    fc.rail_leaves = DemoConfig::kRailLeaves;
+  }
   WEFT_ASSIGN_OR_RETURN(s->fabric_, EmulatedFabric::create(fc));
-  WEFT_RETURN_IF_ERROR(s->start_agents());
+  // The rail demo plans on the model and checks the plan against the
+  // fabric's own forwarding (demo_rail.h): no agents, no probe.
+  if (cfg.fabric != "rail") WEFT_RETURN_IF_ERROR(s->start_agents());
   WEFT_RETURN_IF_ERROR(s->start_workers());
   return s;
 }
@@ -248,8 +267,8 @@ Status DemoSession::start_workers() {
   // One after another: each faults its memory in alone (demo_worker.h).
   for (const auto& h : fabric_->hosts()) {
     WEFT_ASSIGN_OR_RETURN(pid_t pid, fabric_->spawn(h.name,
-                                                    {weft_, "demo", "worker", "--dir", dir_, "--host", h.name, "--ip",
-                                                     h.ip, "--max-bytes",
+                                                    {weft_, "demo", "worker", "--dir", dir_, "--host", h.machine,
+                                                     "--name", h.name, "--ip", h.ip, "--max-bytes",
                                                      std::to_string(cfg_.fail_during ? cfg_.call_bytes : cfg_.bytes)},
                                                     {}, fmt::format("{}/worker-{}.out", dir_, h.name),
                                                     fmt::format("{}/worker-{}.log", dir_, h.name)));
@@ -279,6 +298,12 @@ Result<std::vector<nlohmann::json>> DemoSession::run_job(const std::vector<std::
   job["store"] = fmt::format("tcp://{}:{}", root->ip, cfg_.store_port + k % 100);
   job["timeout_s"] = cfg_.timeout_s;
   job["socket_buffer"] = socket_buffer();
+  if (cfg_.fabric == "rail") {
+    // Hybrid, and no pair connected before a call needs it: the ring's
+    // neighbours across hosts sit on different planes (CommConfig::connect_on_demand).
+    job["algorithm"] = "hybrid";
+    job["connect_on_demand"] = true;
+  }
   WEFT_RETURN_IF_ERROR(write_file_atomic(fmt::format("{}/job-{}.json", dir_, k), job.dump(1) + "\n"));
   const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
   std::vector<nlohmann::json> results(static_cast<size_t>(n));

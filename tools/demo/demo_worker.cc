@@ -37,6 +37,10 @@ struct Job {
   // The plan epochs file a watcher publishes to (docs/collectives.md "Plan
   // epochs"), and the job id its epochs must name; empty: the plan is fixed.
   std::string plan_epochs, job_id;
+  // "hd" (default) or "hybrid"; connect_on_demand: CommConfig's (a rail
+  // fabric's planes share nothing, so not every pair of ranks has a route).
+  coll::Algorithm algorithm = coll::Algorithm::kHalvingDoubling;
+  bool connect_on_demand = false;
 };
 
 Result<Job> parse_job(const std::string& text) {
@@ -57,6 +61,10 @@ Result<Job> parse_job(const std::string& text) {
     }
     job.plan_epochs = j.value("plan_epochs", std::string());
     job.job_id = j.value("job", std::string());
+    const auto algo = coll::parse_algorithm(j.value("algorithm", std::string("hd")));
+    if (!algo) return invalid_argument("job: unknown algorithm");
+    job.algorithm = *algo;
+    job.connect_on_demand = j.value("connect_on_demand", false);
     if (job.hosts.size() < 2 || job.bytes % 4 != 0 || job.timeout_s < 1) return invalid_argument("job out of range");
     return job;
   } catch (const std::exception& e) {
@@ -89,6 +97,7 @@ Result<Connected> connect(const WorkerArgs& a, const Job& job, int rank) {
   cfg.host = a.host;
   cfg.timeout = std::chrono::seconds(job.timeout_s);
   cfg.tcp.listen_address = a.ip;
+  cfg.connect_on_demand = job.connect_on_demand;
   if (job.socket_buffer > 0) cfg.tcp.socket_buffer_bytes = job.socket_buffer;
   cfg.scratch_reserve_bytes = job.bytes;  // recycled memory: no page faults inside the timed call
   if (!job.plan.empty()) {
@@ -116,7 +125,7 @@ Result<Outcome> run_job(const WorkerArgs& a, const Job& job, int rank, HugeBuffe
   WEFT_ASSIGN_OR_RETURN(Connected c, connect(a, job, rank));
   coll::Communicator* comm = c.comm.get();
   coll::CollectiveOptions o;
-  o.algorithm = coll::Algorithm::kHalvingDoubling;
+  o.algorithm = job.algorithm;
   WEFT_RETURN_IF_ERROR(comm->barrier());
   out.connect_s = lap();
   const auto t0 = Clock::now();
@@ -189,6 +198,7 @@ Result<std::vector<Call>> run_series(const WorkerArgs& a, const Job& job, int ra
 }  // namespace
 
 int run_worker(const WorkerArgs& a) {
+  const std::string& name = a.name.empty() ? a.host : a.name;
   if (a.dir.empty() || a.host.empty() || a.ip.empty() || a.max_bytes == 0) {
     return fail(invalid_argument("weft demo worker needs --dir, --host, --ip and --max-bytes"));
   }
@@ -197,7 +207,7 @@ int run_worker(const WorkerArgs& a) {
   HugeBuffer::set_recycling(a.max_bytes + (4u << 20));
   HugeBuffer data(a.max_bytes);
   { HugeBuffer warm(a.max_bytes); }
-  if (auto st = write_file_atomic(fmt::format("{}/ready-{}", a.dir, a.host), "ok\n"); !st) return fail(st);
+  if (auto st = write_file_atomic(fmt::format("{}/ready-{}", a.dir, name), "ok\n"); !st) return fail(st);
   for (int k = 1;; ++k) {
     const std::string path = fmt::format("{}/job-{}.json", a.dir, k);
     Result<std::string> text = not_found("");
@@ -210,7 +220,7 @@ int run_worker(const WorkerArgs& a) {
     int rank = -1;
     if (job) {
       for (size_t i = 0; i < job->hosts.size(); ++i) {
-        if (job->hosts[i] == a.host) rank = static_cast<int>(i);
+        if (job->hosts[i] == name) rank = static_cast<int>(i);
       }
       if (rank < 0) continue;  // not in this job
       if (job->series) {
@@ -222,7 +232,7 @@ int run_worker(const WorkerArgs& a) {
         } else {
           res = {{"rank", rank}, {"ok", false}, {"error", calls.status().to_string()}};
         }
-        if (auto st = write_file_atomic(fmt::format("{}/result-{}-{}.json", a.dir, k, a.host), res.dump() + "\n"); !st) {
+        if (auto st = write_file_atomic(fmt::format("{}/result-{}-{}.json", a.dir, k, name), res.dump() + "\n"); !st) {
           return fail(st);
         }
         continue;
@@ -239,7 +249,7 @@ int run_worker(const WorkerArgs& a) {
     } else {
       res = {{"rank", rank}, {"ok", false}, {"error", job.status().to_string()}};
     }
-    if (auto st = write_file_atomic(fmt::format("{}/result-{}-{}.json", a.dir, k, a.host), res.dump() + "\n"); !st) {
+    if (auto st = write_file_atomic(fmt::format("{}/result-{}-{}.json", a.dir, k, name), res.dump() + "\n"); !st) {
       return fail(st);
     }
   }

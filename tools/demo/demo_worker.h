@@ -31,8 +31,9 @@ namespace weft::cli::demo {
 
 struct WorkerArgs {
   std::string dir;
-  std::string host;
-  std::string ip;  // the host's fabric address (listen and bind)
+  std::string host;  // CommConfig::host: ranks with equal host are one machine (hybrid)
+  std::string name;  // the rank's name in jobs and its files ("" = host); rail: "h1:eth0p1"
+  std::string ip;    // the rank's fabric address (listen and bind): its NIC port's
   uint64_t max_bytes = 0;
 };
 

@@ -88,7 +88,10 @@ std::string emulation_unavailable_reason() {
 
 Status EmulatedFabricConfig::validate() const {
   if (spines < 1 || leaves < 1 || hosts_per_leaf < 1) return invalid_argument("fabric sizes must be >= 1");
-  if (probe_dscp < 0 || probe_dscp + spines > 63) {
+  if (rails > 0 && (planes < 1 || rail_hosts < 2 || rail_leaves < 1 || rail_leaves > rail_hosts)) {
+    return invalid_argument(fmt::format("rail fabric: {} planes, {} hosts, {} leaves per rail", planes, rail_hosts, rail_leaves));
+  }
+  if (probe_dscp < 0 || probe_dscp + spines * planes > 63) {
     return invalid_argument(fmt::format("probe DSCP {} + {} spines exceeds 63 (DSCP is 6 bits)", probe_dscp, spines));
   }
   if (leaves > 127 || hosts_per_leaf > 253) return invalid_argument("at most 127 leaves and 253 hosts per leaf");
@@ -131,19 +134,29 @@ Result<std::unique_ptr<EmulatedFabric>> EmulatedFabric::create(const EmulatedFab
   WEFT_ASSIGN_OR_RETURN(f->reaper_, Reaper::start(down));
 
   f->up_ = true;  // from here on teardown must run, also for a half-built fabric
-  WEFT_RETURN_IF_ERROR(f->script({"up", std::to_string(config.spines), std::to_string(config.leaves),
-                                  std::to_string(config.hosts_per_leaf)})
-                           .status()
-                           .with_context("building the emulated fabric"));
+  const bool rail = config.rails > 0;
+  const std::vector<std::string> up =
+      rail ? std::vector<std::string>{"up-rail", std::to_string(config.planes), std::to_string(config.rails),
+                                      std::to_string(config.rail_hosts), std::to_string(config.spines),
+                                      std::to_string(config.rail_leaves)}
+           : std::vector<std::string>{"up", std::to_string(config.spines), std::to_string(config.leaves),
+                                      std::to_string(config.hosts_per_leaf)};
+  WEFT_RETURN_IF_ERROR(f->script(up).status().with_context("building the emulated fabric"));
   WEFT_ASSIGN_OR_RETURN(std::string listing, f->script({"hosts"}));
+  // `hosts` lists "ns ip leaf index", and on a rail fabric the NIC port too.
   std::istringstream in(listing);
-  for (EmulatedHost h; in >> h.ns >> h.ip >> h.leaf >> h.index;) {
-    h.name = h.ns.substr(f->cfg_.prefix.size());
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    EmulatedHost h;
+    std::string nic;
+    if (!(fields >> h.ns >> h.ip >> h.leaf >> h.index)) continue;
+    h.machine = h.ns.substr(f->cfg_.prefix.size());
+    h.name = rail && (fields >> nic) ? h.machine + ":" + nic : h.machine;
     f->hosts_.push_back(h);
   }
-  if (f->hosts_.size() != static_cast<size_t>(config.leaves * config.hosts_per_leaf)) {
-    return internal_error(fmt::format("the fabric script listed {} hosts, expected {}", f->hosts_.size(),
-                                      config.leaves * config.hosts_per_leaf));
+  const int want = rail ? config.planes * config.rails * config.rail_hosts : config.leaves * config.hosts_per_leaf;
+  if (f->hosts_.size() != static_cast<size_t>(want)) {
+    return internal_error(fmt::format("the fabric script listed {} hosts, expected {}", f->hosts_.size(), want));
   }
   return f;
 }
@@ -225,7 +238,24 @@ Status EmulatedFabric::mend_link(int spine, int leaf) {
   return script({"mend", std::to_string(spine), std::to_string(leaf)}).status();
 }
 
+Result<std::vector<int>> EmulatedFabric::spines_of(const std::vector<std::string>& lines) {
+  // `routes` reads the tuples from a file given as its standard input.
+  const std::string in = cfg_.work_dir + "/routes.in";
+  std::string text;
+  for (const auto& l : lines) text += l + "\n";
+  WEFT_RETURN_IF_ERROR(write_file_atomic(in, text));
+  WEFT_ASSIGN_OR_RETURN(std::string out, script({"routes", in}));
+  std::vector<int> spines;
+  std::istringstream is(out);
+  for (int s; is >> s;) spines.push_back(s);
+  if (spines.size() != lines.size()) {
+    return internal_error(fmt::format("netns-fabric.sh routes answered {} lines for {}", spines.size(), lines.size()));
+  }
+  return spines;
+}
+
 Result<FabricCounters> EmulatedFabric::counters() {
+  if (cfg_.rails > 0) return FabricCounters{};  // link utilisation is the spine-leaf demo's (demo_report.h)
   if (spine_stats_.empty()) {
     for (int sp = 1; sp <= cfg_.spines; ++sp) {
       WEFT_ASSIGN_OR_RETURN(LinkStats st, LinkStats::open(fmt::format("/run/netns/{}s{}", cfg_.prefix, sp)));

@@ -53,6 +53,9 @@ struct EmulatedFabricConfig {
   int spines = 4;
   int leaves = 4;
   int hosts_per_leaf = 4;
+  // rails > 0: a rail fabric (netns-fabric.sh up-rail planes rails
+  // rail_hosts spines rail_leaves), spines per plane; leaves, hosts_per_leaf unused.
+  int planes = 1, rails = 0, rail_hosts = 0, rail_leaves = 1;
   int rate_mbit = 0;        // tbf rate of every link, Mbit/s; 0 = unshaped
   std::string tbf_burst = "256kb";  // tbf bucket: slack for late qdisc timers on a busy host
   int mtu = 9000;           // every veth
@@ -66,7 +69,8 @@ struct EmulatedFabricConfig {
 };
 
 struct EmulatedHost {
-  std::string name;  // h<leaf>-<k>
+  std::string name;  // h<leaf>-<k>; on a rail fabric one entry per NIC port, h<K>:eth<g>p<k>
+  std::string machine;  // the host it is a port of: its name, on a rail fabric h<K>
   std::string ns;    // network namespace
   std::string ip;    // 10.0.<leaf>.<k>
   int leaf = 0;
@@ -105,6 +109,10 @@ class EmulatedFabric {
   Status mend_link(int spine, int leaf);
   const std::string& prefix() const { return cfg_.prefix; }
   Result<FabricCounters> counters();
+  // The spine (1.., Switch::id) the fabric forwards each TCP 5-tuple
+  // through ("SRC_IP DST_IP tcp SPORT DPORT" per line, netns-fabric.sh
+  // `routes`), in order; 0 = one leaf, -1 = no route.
+  Result<std::vector<int>> spines_of(const std::vector<std::string>& lines);
 
   // Starts argv (argv[0] an absolute path) inside the host's namespace with
   // `env` ("K=V") added to weft's environment, stdout and stderr to files.

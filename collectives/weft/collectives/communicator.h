@@ -237,6 +237,14 @@ struct CommConfig {
   // Physical rank pairs whose direct link is down: allreduce remaps logical
   // ranks so that no algorithm step uses them (remap.h).
   std::vector<std::pair<int, int>> failed_links;
+  // true: create() connects no pair; every pair is connected by the first
+  // call that needs it ("Connections" above). For fabrics where not every
+  // pair of ranks has a route: on a multi-plane fabric (planes share no
+  // switch) the ring's neighbours (host a's last local rank, host a + 1's
+  // first) sit on different planes, so connecting kAuto's ring at setup
+  // would fail although hybrid AllReduce, which pairs only ranks of one host
+  // and equal local ranks of different hosts, runs there.
+  bool connect_on_demand = false;
   TcpOptions tcp;
   ShmOptions shm;
   VerbsOptions verbs;  // transport "verbs": device, queue depth, ...
