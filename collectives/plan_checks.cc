@@ -93,5 +93,4 @@ Status check_plan_connections(const routing::RoutePlan& plan, int per_peer, bool
   return Status::ok();
 }
 
-
 }  // namespace weft::coll::internal

@@ -87,21 +87,8 @@ struct Trial {
     WEFT_ASSIGN_OR_RETURN(demo::AllreduceRun b, s.allreduce(demo::host_names(fabric, orders.weft), plan_path, "b" + tag));
     fmt::print("  (b) weft order + plan:            {:.2f} s, busbw {:.1f} Mbit/s, result verified\n", b.seconds,
                b.busbw_Bps * 8 / 1e6);
-    TrialResult r;
-    r.trial = t;
-    r.hash_seed = seed;
+    TrialResult r = demo::trial_result(t, seed, a, b, plan.ideal_busbw_Bps, plan.check);
     r.failed_link = failed;
-    r.busbw_a = a.busbw_Bps;
-    r.busbw_b = b.busbw_Bps;
-    r.seconds_a = a.seconds;
-    r.seconds_b = b.seconds;
-    r.ideal = plan.ideal_busbw_Bps;
-    r.max_load_b = plan.check.max_load;
-    r.lower_bound_b = plan.check.max_lower_bound;
-    r.rounds_b = plan.check.max_rounds;
-    r.steps_in_rounds_b = in_rounds;
-    r.single_round_bound_b = single_round_bound;
-    r.steps_above_bound_b = above;
     WEFT_ASSIGN_OR_RETURN(r.util_a, demo::measured_utilisation(fabric, a.bytes, a.seconds, cfg.rate_mbit));
     WEFT_ASSIGN_OR_RETURN(r.util_b, demo::measured_utilisation(fabric, b.bytes, b.seconds, cfg.rate_mbit));
     r.fabric = fabric;

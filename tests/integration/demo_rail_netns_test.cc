@@ -73,6 +73,7 @@ struct BadFlags {
   std::string name;
   std::vector<std::string> args;
   std::string message;
+  friend void PrintTo(const BadFlags& b, std::ostream* os) { *os << b.name; }
 };
 
 class DemoRailBadInput : public ::testing::TestWithParam<BadFlags> {};

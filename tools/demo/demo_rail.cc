@@ -145,23 +145,7 @@ Status run_rail(const DemoConfig& cfg, const std::string& weft, const std::strin
     fmt::print("  (b) rail order + plan:          {:.2f} s, busbw {:.1f} Mbit/s, result verified\n", b.seconds,
                b.busbw_Bps * 8 / 1e6);
     std::fflush(stdout);
-    TrialResult r;
-    r.trial = t;
-    r.hash_seed = seed;
-    r.busbw_a = a.busbw_Bps;
-    r.busbw_b = b.busbw_Bps;
-    r.seconds_a = a.seconds;
-    r.seconds_b = b.seconds;
-    r.ideal = p.ideal_Bps;
-    r.max_load_b = p.check.max_load;
-    r.lower_bound_b = p.check.max_lower_bound;
-    for (const auto& st : p.check.steps) {
-      r.rounds_b = std::max(r.rounds_b, st.rounds);
-      r.steps_in_rounds_b += st.rounds > 1;
-      r.steps_above_bound_b += st.max_load > st.lower_bound;
-      r.single_round_bound_b = std::max(r.single_round_bound_b, st.single_round_bound);
-    }
-    results.push_back(std::move(r));
+    results.push_back(trial_result(t, seed, a, b, p.ideal_Bps, p.check));
   }
   fmt::print("\nhybrid AllReduce of {} on {} ranks, busbw in Mbit/s ({} Mbit/s links); ideal = the plan simulated "
              "on the shaped links (inter-host steps; inside a host the ports talk over the host itself)\n{}",

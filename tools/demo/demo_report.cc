@@ -97,6 +97,27 @@ std::string trial_header() {
                      "(b) busbw", "ideal", "(b)/(a)", "(b)/ideal", "(b) load");
 }
 
+TrialResult trial_result(int trial, uint32_t seed, const AllreduceRun& a, const AllreduceRun& b, double ideal,
+                         const routing::LoadReport& check) {
+  TrialResult r;
+  r.trial = trial;
+  r.hash_seed = seed;
+  r.busbw_a = a.busbw_Bps;
+  r.busbw_b = b.busbw_Bps;
+  r.seconds_a = a.seconds;
+  r.seconds_b = b.seconds;
+  r.ideal = ideal;
+  r.max_load_b = check.max_load;
+  r.lower_bound_b = check.max_lower_bound;
+  r.rounds_b = check.max_rounds;
+  for (const auto& st : check.steps) {
+    r.steps_in_rounds_b += st.rounds > 1;
+    r.steps_above_bound_b += st.max_load > st.lower_bound;
+    r.single_round_bound_b = std::max(r.single_round_bound_b, st.single_round_bound);
+  }
+  return r;
+}
+
 std::string trial_row(const TrialResult& t) {
   std::string note;
   if (t.failed_link) note = "one link failed: ideal and bound from the surviving links";

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "demo_config.h"
+#include "demo_session.h"
 #include "emulated_fabric.h"
+#include "weft/routing/link_load.h"
 #include "weft/topology/fabric.h"
 
 namespace weft::cli::demo {
@@ -31,6 +33,11 @@ struct TrialResult {
   std::vector<double> util_a, util_b;          // per directed link of `fabric`
   topo::Fabric fabric;                         // the probed fabric of this run
 };
+
+// A row from runs (a) and (b), the ideal (bytes/s) and the checker's report
+// over (b)'s plan; the caller adds the utilisation and the fabric.
+TrialResult trial_result(int trial, uint32_t seed, const AllreduceRun& a, const AllreduceRun& b, double ideal,
+                         const routing::LoadReport& check);
 
 // "  1   seed 1   (a) 41.2  (b) 94.0  ideal 100.0 Mbit/s   (b)/(a) 2.28  (b)/ideal 0.94 ..."
 std::string trial_row(const TrialResult& t);
