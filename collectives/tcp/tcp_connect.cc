@@ -112,7 +112,8 @@ Status TcpTransport::establish(const std::vector<int>& peers, Deadline deadline,
     for (int c = 0; c < k; ++c) {
       OutConn& out = pair.out[static_cast<size_t>(c)];
       if (out.fd) continue;
-      const PeerRoute route = cfg_.routes.empty() ? PeerRoute{} : cfg_.routes[static_cast<size_t>(p)];
+      static const PeerRoute kUnplanned;
+      const PeerRoute& route = cfg_.routes.empty() ? kUnplanned : cfg_.routes[static_cast<size_t>(p)];
       const uint16_t sport = route.sport_of(static_cast<size_t>(c));
       WEFT_ASSIGN_OR_RETURN(const AddressPair via, choose_addresses(locals_, addrs_[static_cast<size_t>(p)], route, me, p));
       // At setup a refused connection is retried until the deadline (as
