@@ -211,5 +211,37 @@ TEST_P(PlanesNetns, RanksOwningAPortPerPlaneRunAPlanExactlyOnThePlannedFourTuple
 
 INSTANTIATE_TEST_SUITE_P(Collectives, PlanesNetns, ::testing::Values("ring", "hd"));
 
+// Two ranks whose addresses share no plane: the connection cannot be made,
+// and the error names the rank pair and both addresses.
+TEST(PlanesNetnsUnreachable, APairOnTwoPlanesIsOneErrorNamingTheRanksAndAddresses) {
+  WEFT_SKIP_UNLESS_NETNS();
+  auto made = NetnsFabric::create(FabricOptions::rail(kPlanes, 1, kHosts, 1));
+  ASSERT_TRUE(made) << made.status().to_string();
+  NetnsFabric& fabric = **made;
+  const FabricHost a = fabric.host("h1:eth0p0"), b = fabric.host("h2:eth0p1");
+  coll::MemoryStore store;
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      const FabricHost& me = rank == 0 ? a : b;
+      if (!enter_netns(me.ns)) return;
+      coll::CommConfig c;
+      c.rank = rank;
+      c.size = 2;
+      c.transport = "tcp";
+      c.host = me.name;
+      c.tcp.listen_address = me.ip;
+      c.timeout = 1s;
+      auto comm = coll::Communicator::create(c, store);
+      if (!comm) errors[static_cast<size_t>(rank)] = comm.status().message();
+    });
+  }
+  for (auto& t : threads) t.join();
+  const std::string want = fmt::format("connecting to rank 1 from {} to {}:", a.ip, b.ip);
+  EXPECT_NE(errors[0].find(want), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find(fmt::format("rank 1 listens on {}:", b.ip)), std::string::npos) << errors[0];
+}
+
 }  // namespace
 }  // namespace weft::test
