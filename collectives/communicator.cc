@@ -180,7 +180,7 @@ Status Communicator::Impl::setup(Store& store) {
         if (f.protocol != proto) continue;
         if (f.src_rank == me) {
           PeerRoute& route = tc.routes[static_cast<size_t>(f.dst_rank)];
-          if (f.conn == 0) route.sport = f.sport;
+          if (f.conn == 0) route.sport = f.sport, route.src_addr = f.src_addr, route.dst_addr = f.dst_addr;
           if (cfg.tcp.connections_per_peer > 1) {
             route.sports.resize(static_cast<size_t>(cfg.tcp.connections_per_peer));
             route.sports[static_cast<size_t>(f.conn)] = f.sport;

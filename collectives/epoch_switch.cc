@@ -38,6 +38,17 @@
 namespace weft::coll {
 namespace {
 constexpr int64_t kMaxInterval = 4096;  // calls between agreements, at most
+
+// A flow's route as the transport takes it: its source port and, on a
+// multi-plane fabric, its addresses (tcp/address_choice.h).
+void set_route(PeerRoute& r, const routing::PlanFlow& f) {
+  r.sport = f.sport, r.src_addr = f.src_addr, r.dst_addr = f.dst_addr;
+}
+// A connection moves when its port or either address does.
+bool same_route(const routing::PlanFlow* before, const routing::PlanFlow& f) {
+  return before != nullptr && before->sport == f.sport && before->src_addr == f.src_addr &&
+         before->dst_addr == f.dst_addr;
+}
 }  // namespace
 
 // Every rank reads an epochs file, or none: a rank that agrees while its
@@ -160,14 +171,12 @@ Status Communicator::Impl::adopt(internal::PlanEpoch next) {
     for (const auto& f : next.plan.flows) {
       if (f.protocol != proto) continue;
       if (f.src_rank == me) {
-        routes[static_cast<size_t>(f.dst_rank)].sport = f.sport;
-        const routing::PlanFlow* before = old.find(me, f.dst_rank);
-        moved = moved || before == nullptr || before->sport != f.sport;
+        set_route(routes[static_cast<size_t>(f.dst_rank)], f);
+        moved = moved || !same_route(old.find(me, f.dst_rank), f);
       }
       const auto src = static_cast<size_t>(f.src_rank);
       if (f.dst_rank == me && links.transport_of[src] == static_cast<int>(t) && links.pairs[src] != nullptr) {
-        const routing::PlanFlow* before = old.find(f.src_rank, me);
-        if (before == nullptr || before->sport != f.sport) inbound.push_back(f.src_rank);
+        if (!same_route(old.find(f.src_rank, me), f)) inbound.push_back(f.src_rank);
       }
     }
     if (name == "verbs" && moved) {
@@ -226,7 +235,7 @@ void Communicator::Impl::install_epoch(internal::PlanEpoch next, std::vector<rou
 std::vector<PeerRoute> Communicator::Impl::routes_of(const routing::RoutePlan& plan, const std::string& proto) const {
   std::vector<PeerRoute> routes(static_cast<size_t>(cfg.size));
   for (const auto& f : plan.flows) {
-    if (f.protocol == proto && f.src_rank == cfg.rank) routes[static_cast<size_t>(f.dst_rank)].sport = f.sport;
+    if (f.protocol == proto && f.src_rank == cfg.rank) set_route(routes[static_cast<size_t>(f.dst_rank)], f);
   }
   return routes;
 }

@@ -86,8 +86,13 @@ Status emit_plan(const topo::Fabric& f, const ranking::RankOrder& order, const S
     pf.path.reserve(fi.path_len);
     for (int sw : c.path(fi)) pf.path.push_back(f.switches[static_cast<size_t>(sw)].name);
     pf.conn = fi.conn, pf.qp = fi.qp;
-    // The NCCL plugin finds its QPs by NIC address (docs/nccl.md).
-    if (s.collective == Collective::kNcclRing) pf.src_addr = sn.address, pf.dst_addr = dn.address;
+    // The NCCL plugin finds its QPs by NIC address (docs/nccl.md); on a
+    // multi-plane fabric a rank owns an address per plane and the library
+    // connects from and to the flow's plane's (docs/collectives.md "Several
+    // addresses, several planes"): dn is already the port on the source's
+    // plane (planes.h).
+    const bool planes = f.nic_plane(fi.src_nic) >= 0;
+    if (s.collective == Collective::kNcclRing || planes) pf.src_addr = sn.address, pf.dst_addr = dn.address;
     pf.steps = std::move(fi.steps);
     if (fi.round != 0) pf.rounds.assign(pf.steps.size(), fi.round);  // as the file has it (round 0: omitted)
     out.stats.fabric_flows += pf.path.size() > 1;

@@ -34,7 +34,38 @@ std::string describe(const std::vector<NetInterface>& ifs) {
 
 bool in_loopback_net(const std::string& address) { return address.rfind("127.", 0) == 0; }
 
+int prefix_of(const sockaddr* mask) {
+  if (!mask || mask->sa_family != AF_INET) return 32;
+  return __builtin_popcount(reinterpret_cast<const sockaddr_in*>(mask)->sin_addr.s_addr);
+}
+
+// One address of an override (`what` names it in errors: "WEFT_LISTEN_ADDR=
+// '10.0.1.1'", or for a list "WEFT_LISTEN_ADDR='10.0.1.1,10.9.9.9':
+// '10.9.9.9'").
+Status check_address(const std::string& what, const std::string& address, const std::vector<NetInterface>& ifs) {
+  in_addr a{};
+  if (::inet_pton(AF_INET, address.c_str(), &a) != 1) return invalid_argument(fmt::format("{} is not an IPv4 address", what));
+  if (a.s_addr == htonl(INADDR_ANY)) {
+    return invalid_argument(
+        fmt::format("{} is no address peers can connect to: name one of this host's ({})", what, describe(ifs)));
+  }
+  for (const NetInterface& i : ifs) {
+    if (i.address == address || (i.loopback && i.up && in_loopback_net(address))) return Status::ok();
+  }
+  return invalid_argument(fmt::format("{} is not an address of this host (its IPv4 addresses: {})", what, describe(ifs)));
+}
+
 }  // namespace
+
+std::vector<std::string> address_list(std::string_view list) {
+  std::vector<std::string> out;
+  for (;;) {
+    const size_t comma = list.find(',');
+    out.emplace_back(list.substr(0, comma));
+    if (comma == std::string_view::npos) return out;
+    list.remove_prefix(comma + 1);
+  }
+}
 
 Result<std::vector<NetInterface>> local_interfaces() {
   ifaddrs* list = nullptr;
@@ -44,7 +75,8 @@ Result<std::vector<NetInterface>> local_interfaces() {
     if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
     char buf[INET_ADDRSTRLEN] = {};
     ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf);
-    out.push_back({a->ifa_name, buf, (a->ifa_flags & IFF_UP) != 0, (a->ifa_flags & IFF_LOOPBACK) != 0});
+    out.push_back({a->ifa_name, buf, (a->ifa_flags & IFF_UP) != 0, (a->ifa_flags & IFF_LOOPBACK) != 0,
+                   prefix_of(a->ifa_netmask)});
   }
   ::freeifaddrs(list);
   return out;
@@ -90,19 +122,16 @@ Result<ListenOverrides> listen_overrides(const TcpOptions& tcp) {
 Result<std::string> override_address(const ListenOverrides& o, const std::vector<NetInterface>& ifs,
                                      std::string_view route_address) {
   if (!o.address.empty()) {
-    in_addr a{};
-    if (::inet_pton(AF_INET, o.address.c_str(), &a) != 1) {
-      return invalid_argument(fmt::format("{}='{}' is not an IPv4 address", o.address_from, o.address));
+    const std::vector<std::string> list = address_list(o.address);
+    const std::string given = fmt::format("{}='{}'", o.address_from, o.address);
+    for (size_t k = 0; k < list.size(); ++k) {
+      const std::string what = list.size() == 1 ? given : fmt::format("{}: '{}'", given, list[k]);
+      WEFT_RETURN_IF_ERROR(check_address(what, list[k], ifs));
+      for (size_t j = 0; j < k; ++j) {
+        if (list[j] == list[k]) return invalid_argument(fmt::format("{} is named twice", what));
+      }
     }
-    if (a.s_addr == htonl(INADDR_ANY)) {
-      return invalid_argument(fmt::format("{}='{}' is no address peers can connect to: name one of this host's ({})",
-                                          o.address_from, o.address, describe(ifs)));
-    }
-    for (const NetInterface& i : ifs) {
-      if (i.address == o.address || (i.loopback && i.up && in_loopback_net(o.address))) return o.address;
-    }
-    return invalid_argument(fmt::format("{}='{}' is not an address of this host (its IPv4 addresses: {})",
-                                        o.address_from, o.address, describe(ifs)));
+    return o.address;
   }
   const Result<IfnameFilter> f = IfnameFilter::parse(o.ifname);
   if (!f) return f.status().with_context(o.ifname_from);

@@ -30,7 +30,12 @@ struct NetInterface {
   std::string address;    // dotted IPv4
   bool up = false;        // IFF_UP
   bool loopback = false;  // IFF_LOOPBACK
+  int prefix_len = 32;    // of ifa_netmask: the subnet the address is on
 };
+
+// The addresses of a comma-separated list ("10.0.1.1,10.0.3.1"), in order;
+// empty elements are kept (override_address refuses them).
+std::vector<std::string> address_list(std::string_view list);
 
 // Every IPv4 address of this host, in getifaddrs(3) order.
 Result<std::vector<NetInterface>> local_interfaces();
@@ -64,7 +69,9 @@ Result<ListenOverrides> listen_overrides(const TcpOptions& tcp);
 
 // The address the overrides name, checked against this host's interfaces: an
 // address must be one of them (127.0.0.0/8 while a loopback interface is
-// up); an interface list must match an interface that is up. Of several
+// up); a comma list of addresses (a rank with a port on several planes)
+// must hold only such addresses, each once, and is returned as given; an
+// interface list must match an interface that is up. Of several
 // matches: the one with `route_address` (this process's address towards the
 // rendezvous, "" if unknown), else the first that is not loopback, else the
 // first.

@@ -31,6 +31,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "bootstrap/listen_address.h"
 #include "tcp/tcp_internal.h"
 
 namespace weft::coll::tcp {
@@ -40,10 +41,23 @@ constexpr size_t kMaxPendingHellos = 256;
 }  // namespace
 
 Status TcpTransport::connect(Store& store, Deadline deadline) {
-  Endpoint bound;
-  WEFT_ASSIGN_OR_RETURN(listen_fd_, listen_on(cfg_.tcp.listen_address, cfg_.tcp.listen_port, &bound));
-  WEFT_RETURN_IF_ERROR(set_nonblocking(listen_fd_.get()));  // accept_ready takes what is there
-  listen_port_ = bound.port;
+  // A listening socket per address (address_choice.h), each published with
+  // its port: "10.0.1.1:47000,10.0.3.1:47000".
+  WEFT_ASSIGN_OR_RETURN(const std::vector<internal::NetInterface> ifs, internal::local_interfaces());
+  std::vector<Endpoint> published;
+  for (const std::string& a : internal::address_list(cfg_.tcp.listen_address)) {
+    LocalAddress local{a, 32};
+    for (const auto& i : ifs) {
+      if (i.address == a) local.prefix_len = i.prefix_len;
+    }
+    Endpoint bound;
+    WEFT_ASSIGN_OR_RETURN(Fd fd, listen_on(a, cfg_.tcp.listen_port, &bound));
+    WEFT_RETURN_IF_ERROR(set_nonblocking(fd.get()));  // accept_ready takes what is there
+    if (listen_fds_.empty()) listen_port_ = bound.port;
+    listen_fds_.push_back(std::move(fd));
+    locals_.push_back(std::move(local));
+    published.push_back(std::move(bound));
+  }
   epoll_fd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll_fd_ || !wake_fd_) return io_error("epoll_create1/eventfd", errno);
@@ -52,18 +66,18 @@ Status TcpTransport::connect(Store& store, Deadline deadline) {
   ev.data.u64 = kWakeTag;
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev);
   const std::string key = cfg_.store_prefix + "/tcp/";
-  WEFT_RETURN_IF_ERROR(store.set(key + std::to_string(cfg_.rank), bound.to_string()));
+  WEFT_RETURN_IF_ERROR(store.set(key + std::to_string(cfg_.rank), endpoints_to_string(published)));
 
   const auto n = static_cast<size_t>(cfg_.size);
   pairs_.resize(n);
   stall_from_.assign(n, kNoStallNotice);
   served_.assign(n, false);
   addrs_.resize(n);
-  // Every served peer's address now: the communicator keeps no store after
-  // setup, and a pair may be connected later.
+  // Every served peer's addresses now: the communicator keeps no store
+  // after setup, and a pair may be connected later.
   for (int p : cfg_.peer_ranks()) {
     WEFT_ASSIGN_OR_RETURN(std::string addr, store.get(key + std::to_string(p), deadline));
-    WEFT_ASSIGN_OR_RETURN(addrs_[static_cast<size_t>(p)], Endpoint::parse(addr));
+    WEFT_ASSIGN_OR_RETURN(addrs_[static_cast<size_t>(p)], parse_endpoints(addr));
     served_[static_cast<size_t>(p)] = true;
   }
   auto l = lock();
@@ -98,12 +112,14 @@ Status TcpTransport::establish(const std::vector<int>& peers, Deadline deadline,
     for (int c = 0; c < k; ++c) {
       OutConn& out = pair.out[static_cast<size_t>(c)];
       if (out.fd) continue;
-      const uint16_t sport = cfg_.routes.empty() ? 0 : cfg_.routes[static_cast<size_t>(p)].sport_of(static_cast<size_t>(c));
+      static const PeerRoute kUnplanned;
+      const PeerRoute& route = cfg_.routes.empty() ? kUnplanned : cfg_.routes[static_cast<size_t>(p)];
+      const uint16_t sport = route.sport_of(static_cast<size_t>(c));
+      WEFT_ASSIGN_OR_RETURN(const AddressPair via, choose_addresses(locals_, addrs_[static_cast<size_t>(p)], route, me, p));
       // At setup a refused connection is retried until the deadline (as
       // before); later the peer's listener was up at setup, so refused
       // means the peer is gone.
-      auto fd = connect_to(addrs_[static_cast<size_t>(p)], cfg_.tcp.listen_address, sport,
-                           cfg_.tcp.socket_buffer_bytes, deadline, at_setup);
+      auto fd = connect_to(via.remote, via.local, sport, cfg_.tcp.socket_buffer_bytes, deadline, at_setup);
       if (!fd && !at_setup) {
         // The peer's listener is gone: it exited. If it gave up because of
         // another rank, it told the ranks it was connected to why, and that
@@ -115,7 +131,10 @@ Status TcpTransport::establish(const std::vector<int>& peers, Deadline deadline,
       }
       if (!fd) {
         return fd.status().with_context(
-            fmt::format("connecting to rank {} ({} sockets open in this rank's tcp transport)", p, socket_count()));
+            fmt::format("connecting to rank {} from {} to {} (rank {} listens on {}; {} sockets open in this rank's tcp "
+                        "transport)",
+                        p, via.local, via.remote.to_string(), p, endpoints_to_string(addrs_[static_cast<size_t>(p)]),
+                        socket_count()));
       }
       WEFT_RETURN_IF_ERROR(choose_congestion_control(fd->get()).with_context(fmt::format("connection to rank {}", p)));
       Hello h{kMagic, me, c, static_cast<int32_t>(::gettid()), generation_, 0};
@@ -162,7 +181,8 @@ Status TcpTransport::establish(const std::vector<int>& peers, Deadline deadline,
 // still `missing` that hangs up the connection this rank opened to it died
 // or gave up before it connected back: said at once, not at the deadline.
 Status TcpTransport::wait_for_connections(const std::vector<int>& missing, Deadline deadline) {
-  std::vector<pollfd> fds{{listen_fd_.get(), POLLIN, 0}, {epoll_fd_.get(), POLLIN, 0}};
+  std::vector<pollfd> fds{{epoll_fd_.get(), POLLIN, 0}};
+  for (const Fd& l : listen_fds_) fds.push_back({l.get(), POLLIN, 0});
   for (const Pending& q : pending_) fds.push_back({q.fd.get(), POLLIN, 0});
   const size_t outs = fds.size();
   for (int p : missing) {
@@ -182,23 +202,27 @@ Status TcpTransport::wait_for_connections(const std::vector<int>& missing, Deadl
 }
 
 Status TcpTransport::accept_ready() {
-  for (;;) {
-    const int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok();
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      return io_error(fmt::format("accept on port {} ({} sockets open in this rank's tcp transport)", listen_port_,
-                                  socket_count()),
-                      errno);
+  for (size_t i = 0; i < listen_fds_.size(); ++i) {
+    for (;;) {
+      const int fd = ::accept4(listen_fds_[i].get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        return io_error(fmt::format("accept on {} ({} sockets open in this rank's tcp transport)",
+                                    Endpoint{locals_[i].address, local_port(listen_fds_[i].get())}.to_string(),
+                                    socket_count()),
+                        errno);
+      }
+      if (pending_.size() >= kMaxPendingHellos) {
+        Fd closed(fd);
+        ++dropped_connections_;
+        continue;
+      }
+      set_buffers_and_nodelay(fd, cfg_.tcp.socket_buffer_bytes);
+      pending_.push_back(Pending{Fd(fd), Clock::now()});
     }
-    if (pending_.size() >= kMaxPendingHellos) {
-      Fd closed(fd);
-      ++dropped_connections_;
-      continue;
-    }
-    set_buffers_and_nodelay(fd, cfg_.tcp.socket_buffer_bytes);
-    pending_.push_back(Pending{Fd(fd), Clock::now()});
   }
+  return Status::ok();
 }
 
 Status TcpTransport::read_hellos() {

@@ -13,6 +13,7 @@
 
 #include "completion.h"
 #include "idle_wait.h"
+#include "tcp/address_choice.h"
 #include "tcp/peer_cpu.h"
 #include "tcp/socket.h"
 #include "tcp/tcp_transport.h"
@@ -243,7 +244,10 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   unsigned shared_yields_ = 0;      // yields in a row to a peer on this rank's CPU
   std::vector<std::unique_ptr<TcpPair>> pairs_;
   std::vector<bool> served_;      // by rank: a peer of this transport
-  std::vector<Endpoint> addrs_;   // by rank: where a served peer listens (read at setup)
+  // By rank: where a served peer listens (read at setup), one endpoint per
+  // address (TcpOptions::listen_address), and this rank's own addresses.
+  std::vector<std::vector<Endpoint>> addrs_;
+  std::vector<LocalAddress> locals_;
   // Accepted connections whose Hello has not fully arrived: they are read
   // as they come, so that one slow peer delays no other.
   struct Pending {
@@ -253,7 +257,8 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
     size_t have = 0;
   };
   std::vector<Pending> pending_;
-  Fd listen_fd_, epoll_fd_, wake_fd_;
+  std::vector<Fd> listen_fds_;  // one per address of locals_
+  Fd epoll_fd_, wake_fd_;
   uint16_t listen_port_ = 0;
   // Connections to the listening port that were no peer's (a bad hello,
   // none in kHelloTimeout, closed first, too many waiting): closed, counted.

@@ -255,7 +255,7 @@ std::vector<ConnectionPorts> TcpTransport::connection_ports(int peer) const {
 }
 
 int TcpTransport::socket_count() const {
-  int n = listen_fd_ ? 1 : 0;
+  int n = static_cast<int>(listen_fds_.size());
   for (const auto& p : pairs_) {
     if (!p) continue;
     for (const OutConn& c : p->out) n += c.fd ? 1 : 0;

@@ -156,5 +156,38 @@ INSTANTIATE_TEST_SUITE_P(
                                          Collective::kAllreduceRing)),
     case_name);
 
+// The library connects from and to a flow's plane's addresses (docs/
+// collectives.md "Several addresses, several planes"): a plan of a
+// multi-plane fabric carries the ports' addresses, one plane's pair per
+// flow; a single-plane fabric's plans stay as they were.
+class PlaneAddresses : public ::testing::TestWithParam<std::tuple<int, Collective>> {};
+
+TEST_P(PlaneAddresses, AreWrittenForEveryFlowOfAMultiPlaneFabric) {
+  const auto [planes, coll] = GetParam();
+  auto built = topo::build_rail({.hosts = 3, .nics_per_host = 2, .leaves_per_rail = 1, .spines = 2, .planes = planes});
+  ASSERT_TRUE(built) << built.status().message();
+  topo::Fabric& f = *built;
+  for (size_t n = 0; n < f.nics.size(); ++n) f.nics[n].address = fmt::format("10.0.{}.{}", n / 250, n % 250 + 1);
+  auto order = ranking::rank(f, ranking::allocation_from_names(f, {"h1", "h2", "h3"}).value(), ranking::RankAlgo::kRail);
+  ASSERT_TRUE(order) << order.status().message();
+  auto sched = build_fabric_schedule(f, *order, coll, 1000, 4);
+  ASSERT_TRUE(sched) << sched.status().message();
+  auto table = make_model_path_table(f, make_hash("crc32", 1).value());
+  auto planned = plan_routes(f, *order, *sched, *table, {});
+  ASSERT_TRUE(planned) << planned.status().message();
+  ASSERT_FALSE(planned->plan.flows.empty());
+  for (const auto& fl : planned->plan.flows) {
+    const int src = *f.find_nic(fl.src_host + ":" + fl.src_nic), dst = *f.find_nic(fl.dst_host + ":" + fl.dst_nic);
+    EXPECT_EQ(fl.src_addr, planes > 1 ? f.nics[static_cast<size_t>(src)].address : "") << fl.src_rank << " -> " << fl.dst_rank;
+    EXPECT_EQ(fl.dst_addr, planes > 1 ? f.nics[static_cast<size_t>(dst)].address : "") << fl.src_rank << " -> " << fl.dst_rank;
+    EXPECT_EQ(f.nic_plane(src), f.nic_plane(dst));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fabrics, PlaneAddresses,
+                         ::testing::Combine(::testing::Values(1, 2, 4),
+                                            ::testing::Values(Collective::kAllreduceHd, Collective::kAllreduceRing,
+                                                              Collective::kAllreduceHybrid)));
+
 }  // namespace
 }  // namespace weft::routing

@@ -80,7 +80,7 @@ typedef struct {
    * transport.h has the rules). NULL: WEFT_LISTEN_ADDR or WEFT_SOCKET_IFNAME
    * from the environment, else loopback on one host and, across hosts, the
    * address on the route to the store's host. At most one of the two. */
-  const char* listen_address; /* an IPv4 address of this host */
+  const char* listen_address; /* an IPv4 address of this host, or a comma list (one per plane port) */
   const char* socket_ifname;  /* interfaces, as NCCL_SOCKET_IFNAME: "eth1", "^docker,lo" */
   /* Plan epochs (docs/collectives.md "Plan epochs"): the file newer plans
    * are published in; needs plan_path. NULL: WEFT_PLAN_EPOCHS, else none. */

@@ -126,13 +126,24 @@ struct PeerRoute {
   // Empty: `sport` for connection 0, ephemeral for the others.
   std::vector<uint16_t> sports;
   uint16_t sport_of(size_t conn) const { return conn < sports.size() ? sports[conn] : conn == 0 ? sport : 0; }
+  // TCP: the plan's flow's src_addr (one of this rank's listen addresses)
+  // and dst_addr (one of the peer's); "" = chosen by the transport
+  // (TcpOptions::listen_address: several addresses).
+  std::string src_addr, dst_addr;
   friend bool operator==(const PeerRoute&, const PeerRoute&) = default;
 };
 
 struct TcpOptions {
   // The IPv4 address peers connect to; this rank's own connections leave
   // from it too (Gloo's and NCCL's choice, collectives/bootstrap/
-  // listen_address.h). "" = the communicator chooses, first match wins:
+  // listen_address.h). A comma list ("10.0.1.1,10.0.3.1", also in
+  // WEFT_LISTEN_ADDR): the rank listens on each and publishes them all — a
+  // NIC with a port on every plane of a multi-plane fabric, listed plane by
+  // plane; a connection leaves from and goes to the addresses of its plan
+  // flow (PeerRoute::src_addr/dst_addr), else to a peer address on one
+  // subnet with one of this rank's, else at the same position in both
+  // lists (docs/collectives.md "Several addresses, several planes").
+  // "" = the communicator chooses, first match wins:
   //   1. socket_ifname (below), if set;
   //   2. the environment: WEFT_LISTEN_ADDR (an address), or
   //      WEFT_SOCKET_IFNAME (interfaces, NCCL_SOCKET_IFNAME's syntax:
@@ -144,7 +155,7 @@ struct TcpOptions {
   //      and neither loopback nor docker*, as NCCL; else 127.0.0.1.
   // Of several interfaces that match a list, the one of 4, else the first
   // that is not loopback. An address set here or in WEFT_LISTEN_ADDR that
-  // is not this host's, or a list that matches no interface that is up,
+  // is not this host's (each one of a list), or a list that matches no interface that is up,
   // fails create() with one message naming it and where it was set, before
   // the rank writes anything to the store. A transport
   // made without a communicator (make_transport) listens on 127.0.0.1 for "".
