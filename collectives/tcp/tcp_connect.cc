@@ -50,8 +50,11 @@ Status TcpTransport::connect(Store& store, Deadline deadline) {
     for (const auto& i : ifs) {
       if (i.address == a) local.prefix_len = i.prefix_len;
     }
+    // One port on every address: a plan gives each destination rank one
+    // dport (routing/plan.h), so an ephemeral first port is reused.
     Endpoint bound;
-    WEFT_ASSIGN_OR_RETURN(Fd fd, listen_on(a, cfg_.tcp.listen_port, &bound));
+    const uint16_t port = listen_fds_.empty() ? cfg_.tcp.listen_port : listen_port_;
+    WEFT_ASSIGN_OR_RETURN(Fd fd, listen_on(a, port, &bound));
     WEFT_RETURN_IF_ERROR(set_nonblocking(fd.get()));  // accept_ready takes what is there
     if (listen_fds_.empty()) listen_port_ = bound.port;
     listen_fds_.push_back(std::move(fd));
