@@ -301,10 +301,16 @@ class Planner {
         "no free source port for {}: host '{}' sends {} flows, each on a source port of its own, and every port {} "
         "holds for this pair on a usable route is taken (ports per route: {})",
         flow_name(fi), f_.hosts[static_cast<size_t>(host)].name, need, table_.describe(), per_route);
-    if (!qpns_.empty()) {
-      return fmt::format("{}, or its QPN is held by another flow into rank {} (which has {} QPNs; each serves one "
-                         "flow): publish more QPNs (--qpn-pool) or ask for more ports (--ports-per-pair {})",
-                         head, fi.dst, qpns_[static_cast<size_t>(fi.dst)].size(), 2 * opt_.ports_per_pair);
+    if (!qpns_.empty()) {  // E-ECMP: a choice is free when its port and its QPN are (take_port)
+      const size_t pool = qpns_[static_cast<size_t>(fi.dst)].size();
+      const auto into = std::count_if(flows_.begin(), flows_.end(), [&](const FlowInfo& g) { return g.dst == fi.dst; });
+      if (used_qpns_[static_cast<size_t>(fi.dst)].size() >= pool) {
+        return fmt::format("no free QPN for {}: each of rank {}'s {} QPN{} serves another flow into it (an RC QP "
+                           "connects to one remote QP), and {} flows come into it: publish at least {} QPNs per rank "
+                           "(--qpn-pool)", flow_name(fi), fi.dst, pool, pool == 1 ? "" : "s", into, into);
+      }
+      return fmt::format("{}, or its QPN serves another flow into rank {} ({} QPNs): publish more QPNs (--qpn-pool) "
+                         "or ask for more ports (--ports-per-pair {})", head, fi.dst, pool, 2 * opt_.ports_per_pair);
     }
     if (opt_.sports.size() < static_cast<uint32_t>(need)) {
       return fmt::format("{}; the source port range {}-{} holds {} ports: widen it by at least {} (--sport-range)", head,

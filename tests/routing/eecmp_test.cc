@@ -275,7 +275,8 @@ TEST(EcmpQpPlanner, RefusesPoolsThatCannotApply) {
   one.qpns = default_qpn_pool(order.size(), 1);
   auto starved = plan_routes(f, order, s, *qp, one);
   ASSERT_FALSE(starved);
-  EXPECT_NE(starved.status().message().find("QPNs; each serves one flow): publish more QPNs (--qpn-pool)"),
+  EXPECT_NE(starved.status().message().find("QPN serves another flow into it (an RC QP connects to one remote QP), "
+                                           "and 3 flows come into it: publish at least 3 QPNs per rank (--qpn-pool)"),
             std::string::npos)
       << starved.status().message();
 }
