@@ -104,10 +104,17 @@ class ModelPathTable final : public PathTable {
     }
     // E-ECMP: the i-th port goes with one of the pair's QPNs, in turn (path_table.h).
     const bool qpn = hash_->hashes_qpn() && !q.dqpns.empty();
+    if (qpn && q.dqpns.size() > 65536) {
+      return invalid_argument(fmt::format("{} destination QPNs for one pair: at most 65536", q.dqpns.size()));
+    }
     dqpns_.resize(qpn ? want : 0);
+    qpn_at_.resize(qpn ? want : 0);
     // Starting at a QPN keyed by the pair, so that the first choices of the
     // pairs into one rank do not all name its first QPN.
-    for (size_t i = 0; i < dqpns_.size(); ++i) dqpns_[i] = q.dqpns[(i + pair_key) % q.dqpns.size()];
+    for (size_t i = 0; i < dqpns_.size(); ++i) {
+      qpn_at_[i] = static_cast<uint16_t>((i + pair_key) % q.dqpns.size());
+      dqpns_[i] = q.dqpns[qpn_at_[i]];
+    }
     const FiveTuple t{nic_ipv4(f_, q.src_nic), nic_ipv4(f_, q.dst_nic), q.proto, 0, q.dport};
     walk_all(t, f_.nic_switch(q.src_nic), f_.nic_switch(q.dst_nic), hops_to_dst);
     // Distinct routes through a small open-addressing table (route hash ->
@@ -140,7 +147,7 @@ class ModelPathTable final : public PathTable {
           }
         }
       }
-      out.ports.push_back({sports_[i], sl.route, qpn ? dqpns_[i] : 0});
+      out.ports.push_back({.sport = sports_[i], .qpn = qpn ? qpn_at_[i] : uint16_t{0}, .route = sl.route});
     }
     return Status::ok();
   }
@@ -254,7 +261,8 @@ class ModelPathTable final : public PathTable {
   Route r_;
   // walk_all's buffers, reused across calls.
   std::vector<uint16_t> sports_, picks_;
-  std::vector<uint32_t> dqpns_;  // parallel to sports_ (E-ECMP), else empty
+  std::vector<uint32_t> dqpns_;   // parallel to sports_ (E-ECMP), else empty
+  std::vector<uint16_t> qpn_at_;  // their indices in the query's dqpns
   std::vector<uint32_t> perm_;
   std::vector<int> at_;
   std::vector<uint64_t> keys_;

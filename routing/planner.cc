@@ -240,7 +240,9 @@ class Planner {
       for (int i = route_start_[r]; i < route_start_[r + 1]; ++i) {
         if (i % n != k) continue;  // the i-th port overall goes to flow i mod n
         if (mine < 0) mine = out.add_route(all.route(r));
-        out.ports.push_back({by_route_[static_cast<size_t>(i)].sport, mine, by_route_[static_cast<size_t>(i)].dqpn});
+        PortRoute p = by_route_[static_cast<size_t>(i)];
+        p.route = mine;
+        out.ports.push_back(p);
       }
     }
   }
@@ -440,10 +442,11 @@ class Planner {
     auto* qused = used_qpns_.empty() ? nullptr : &used_qpns_[static_cast<size_t>(fi.dst)];
     for (const PortRoute& pr : cands_.ports(fi.ci)) {
       if (pr.route != fi.route) continue;
-      if (qused && std::find(qused->begin(), qused->end(), pr.dqpn) != qused->end()) continue;
+      const uint32_t dqpn = qused ? qpns_[static_cast<size_t>(fi.dst)][pr.qpn] : 0;
+      if (qused && std::find(qused->begin(), qused->end(), dqpn) != qused->end()) continue;
       if (try_port(pr.sport)) {
-        fi.dqpn = pr.dqpn;
-        if (qused) qused->push_back(pr.dqpn), taken_qpns_.emplace_back(fi.dst, pr.dqpn);
+        fi.dqpn = dqpn;
+        if (qused) qused->push_back(dqpn), taken_qpns_.emplace_back(fi.dst, dqpn);
         return true;
       }
     }

@@ -103,11 +103,13 @@ TEST(EcmpQpTable, OffersSportQpnChoicesThatRouteAgrees) {
     ASSERT_EQ(pr.ports.size(), 64u);
     std::map<uint32_t, int> used;
     for (const PortRoute& p : pr.ports) {
-      ++used[p.dqpn];
-      auto r = table->route({0, 9, kProtoUdp, p.sport, kRoceV2Port, p.dqpn});
+      const uint32_t dqpn = table->hashes_qpn() ? qpns.at(p.qpn) : 0;
+      ++used[dqpn];
+      EXPECT_TRUE(table->hashes_qpn() || p.qpn == 0);
+      auto r = table->route({0, 9, kProtoUdp, p.sport, kRoceV2Port, dqpn});
       ASSERT_TRUE(r);
       const auto want = pr.route(static_cast<size_t>(p.route));
-      EXPECT_EQ(*r, Route(want.begin(), want.end())) << model << " sport " << p.sport << " dqpn " << p.dqpn;
+      EXPECT_EQ(*r, Route(want.begin(), want.end())) << model << " sport " << p.sport << " dqpn " << dqpn;
     }
     if (table->hashes_qpn()) {
       ASSERT_EQ(used.size(), qpns.size()) << "every QPN offered";

@@ -35,9 +35,9 @@
 // crc32-qp): a port choice is a (sport, dqpn) pair. A PairQuery lists the
 // destination's QPNs it may use; ports() pairs its i-th drawn sport with
 // dqpns[(i + o) % size], o keyed by the pair (the sports are a random draw,
-// so every QPN meets a random sample of ports), and PortRoute::dqpn says which; route() reads
+// so every QPN meets a random sample of ports), and PortRoute::qpn says which; route() reads
 // FlowKey::dqpn. Tables whose fabric does not hash QPNs (hashes_qpn() false)
-// leave dqpn 0. A probe database does not know QPNs at all: its probes are
+// leave qpn 0 and ignore the query's dqpns. A probe database does not know QPNs at all: its probes are
 // UDP packets without a BTH, so it can only serve fabrics that do not hash
 // them.
 //
@@ -56,7 +56,7 @@
 //     Status ports(const PairQuery& q, PortRange r, int max_ports, PairRoutes& out) override;
 //       // every probed sport of (src, dst, protocol, dport) inside r:
 //       //   int i = out.add_route({leaf_s, spine, leaf_d});  // once per spine
-//       //   out.ports.push_back({sport, i});
+//       //   out.ports.push_back({.sport = sport, .route = i});
 //   };
 #pragma once
 
@@ -110,8 +110,11 @@ Result<PortRange> make_port_range(int lo, int hi);
 
 struct PortRoute {
   uint16_t sport = 0;
-  int route = 0;      // index into PairRoutes::routes
-  uint32_t dqpn = 0;  // E-ECMP: the destination QP this choice uses (0: none)
+  // E-ECMP: the choice's QPN, as an index into the query's dqpns (0 where the
+  // table does not hash QPNs). An index keeps a PortRoute at 8 bytes: a
+  // planner holds 64 per flow of a class (~4 M at 65,536 endpoints).
+  uint16_t qpn = 0;
+  int route = 0;  // index into PairRoutes::routes
 };
 
 // Routes are stored flat (one allocation per pair, not per route: a planner
