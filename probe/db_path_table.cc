@@ -90,7 +90,7 @@ class DbPathTable final : public routing::PathTable {
         if (!route) continue;  // a spine the topology does not have: not usable for planning
         it = route_of_spine.emplace(spine, out.add_route(*route)).first;
       }
-      out.ports.push_back({static_cast<uint16_t>(ports_st_.column_int(0)), it->second});
+      out.ports.push_back({.sport = static_cast<uint16_t>(ports_st_.column_int(0)), .route = it->second});
     }
     return Status::ok();
   }

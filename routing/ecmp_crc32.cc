@@ -5,6 +5,10 @@
 // that collides at the leaf does not collide again at the spine for the same
 // reason. The seed is mixed with the switch index so each switch hashes
 // differently, as in a real fabric where every box has its own seed.
+//
+// crc32-qp (E-ECMP, ecmp.h) is the same CRC continued over the 24-bit
+// Destination QP after sport, as a user-defined hash field appended to the
+// key: one class, so both share the memoised per-pair prefix.
 #include <array>
 #include <bit>
 
@@ -17,14 +21,16 @@ namespace {
 
 class Crc32Hash final : public EcmpHash {
  public:
-  explicit Crc32Hash(uint32_t seed) : seed_(seed) {}
-  std::string_view name() const override { return "crc32"; }
-  uint32_t hash(const FiveTuple& t, int sw) const override { return finish(prefix(t, sw), t.sport, sw); }
-  void pick_sports(const FiveTuple& t, int sw, size_t n, std::span<const uint16_t> sports,
-                   std::span<uint16_t> picks) const override {
+  Crc32Hash(uint32_t seed, bool qpn) : seed_(seed), qpn_(qpn) {}
+  std::string_view name() const override { return qpn_ ? "crc32-qp" : "crc32"; }
+  bool hashes_qpn() const override { return qpn_; }
+  uint32_t hash(const FiveTuple& t, int sw) const override { return finish(prefix(t, sw), t.sport, t.dqpn, sw); }
+  void pick_sports(const FiveTuple& t, int sw, size_t n, std::span<const uint16_t> sports, std::span<uint16_t> picks,
+                   std::span<const uint32_t> dqpns) const override {
     const boost::crc_32_type state = prefix(t, sw);
     for (size_t i = 0; i < sports.size(); ++i) {
-      picks[i] = static_cast<uint16_t>((static_cast<uint64_t>(finish(state, sports[i], sw)) * n) >> 32);
+      const uint32_t q = dqpns.empty() ? t.dqpn : dqpns[i];
+      picks[i] = static_cast<uint16_t>((static_cast<uint64_t>(finish(state, sports[i], q, sw)) * n) >> 32);
     }
   }
 
@@ -56,9 +62,14 @@ class Crc32Hash final : public EcmpHash {
     return m.crc;
   }
 
-  uint32_t finish(boost::crc_32_type crc, uint16_t sport, int sw) const {
+  uint32_t finish(boost::crc_32_type crc, uint16_t sport, uint32_t dqpn, int sw) const {
     crc.process_byte(static_cast<uint8_t>(sport >> 8));
     crc.process_byte(static_cast<uint8_t>(sport));
+    if (qpn_) {  // the BTH's 24-bit Destination QP, big endian as on the wire
+      crc.process_byte(static_cast<uint8_t>(dqpn >> 16));
+      crc.process_byte(static_cast<uint8_t>(dqpn >> 8));
+      crc.process_byte(static_cast<uint8_t>(dqpn));
+    }
     // Each switch reads different bits of its CRC (ASICs' per-device hash
     // offset / bit selection): a CRC is affine, so two switches' CRCs of one
     // tuple differ by a constant, and reading the same bits at every tier
@@ -71,6 +82,7 @@ class Crc32Hash final : public EcmpHash {
   }
 
   uint32_t seed_;
+  bool qpn_;
   // Not thread-safe (ecmp.h): the CRC state after a pair's fixed bytes, per
   // switch seed (direct-mapped).
   struct Memo {
@@ -86,6 +98,7 @@ class Crc32Hash final : public EcmpHash {
 
 }  // namespace
 
-std::unique_ptr<EcmpHash> make_crc32_hash(uint32_t seed) { return std::make_unique<Crc32Hash>(seed); }
+std::unique_ptr<EcmpHash> make_crc32_hash(uint32_t seed) { return std::make_unique<Crc32Hash>(seed, false); }
+std::unique_ptr<EcmpHash> make_crc32_qp_hash(uint32_t seed) { return std::make_unique<Crc32Hash>(seed, true); }
 
 }  // namespace weft::routing

@@ -92,6 +92,7 @@ std::unique_ptr<EcmpHash> make_linux_hash(uint32_t seed, LinuxHashPolicy policy)
 
 Result<std::unique_ptr<EcmpHash>> make_hash(std::string_view model, uint32_t seed) {
   if (model == "crc32") return make_crc32_hash(seed);
+  if (model == "crc32-qp") return make_crc32_qp_hash(seed);
   if (model == "linux-l4") return make_linux_hash(seed, LinuxHashPolicy::kL4);
   if (model == "linux-l3") return make_linux_hash(seed, LinuxHashPolicy::kL3);
   return invalid_argument(fmt::format("unknown hash model '{}' ({})", model, kHashModels));

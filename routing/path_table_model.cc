@@ -66,13 +66,15 @@ class ModelPathTable final : public PathTable {
         hop_range_(f.switches.size() <= kFlatSwitches ? f.switches.size() * f.switches.size() : 0, {-1, -1}) {}
 
   std::string describe() const override { return fmt::format("model {}", hash_->name()); }
+  bool hashes_qpn() const override { return hash_->hashes_qpn(); }
   const topo::Fabric& fabric() const override { return f_; }
 
   Result<Route> route(const FlowKey& k) override {
     WEFT_RETURN_IF_ERROR(check_pair(k.src_nic, k.dst_nic));
     WEFT_RETURN_IF_ERROR(reachable(k.src_nic, k.dst_nic));
     Route r;
-    WEFT_RETURN_IF_ERROR(walk(FiveTuple{nic_ipv4(f_, k.src_nic), nic_ipv4(f_, k.dst_nic), k.proto, k.sport, k.dport},
+    WEFT_RETURN_IF_ERROR(walk(FiveTuple{nic_ipv4(f_, k.src_nic), nic_ipv4(f_, k.dst_nic), k.proto, k.sport, k.dport,
+                                        k.dqpn},
                               k.src_nic, k.dst_nic, r));
     return r;
   }
@@ -99,6 +101,19 @@ class ModelPathTable final : public PathTable {
       feistel_first(sports_, n, half, pair_key, range.lo, perm_);
     } else {
       for (uint32_t i = 0; i < want; ++i) sports_[i] = static_cast<uint16_t>(range.lo + i);
+    }
+    // E-ECMP: the i-th port goes with one of the pair's QPNs, in turn (path_table.h).
+    const bool qpn = hash_->hashes_qpn() && !q.dqpns.empty();
+    if (qpn && q.dqpns.size() > 65536) {
+      return invalid_argument(fmt::format("{} destination QPNs for one pair: at most 65536", q.dqpns.size()));
+    }
+    dqpns_.resize(qpn ? want : 0);
+    qpn_at_.resize(qpn ? want : 0);
+    // Starting at a QPN keyed by the pair, so that the first choices of the
+    // pairs into one rank do not all name its first QPN.
+    for (size_t i = 0; i < dqpns_.size(); ++i) {
+      qpn_at_[i] = static_cast<uint16_t>((i + pair_key) % q.dqpns.size());
+      dqpns_[i] = q.dqpns[qpn_at_[i]];
     }
     const FiveTuple t{nic_ipv4(f_, q.src_nic), nic_ipv4(f_, q.dst_nic), q.proto, 0, q.dport};
     walk_all(t, f_.nic_switch(q.src_nic), f_.nic_switch(q.dst_nic), hops_to_dst);
@@ -132,7 +147,7 @@ class ModelPathTable final : public PathTable {
           }
         }
       }
-      out.ports.push_back({sports_[i], sl.route});
+      out.ports.push_back({.sport = sports_[i], .qpn = qpn ? qpn_at_[i] : uint16_t{0}, .route = sl.route});
     }
     return Status::ok();
   }
@@ -208,7 +223,9 @@ class ModelPathTable final : public PathTable {
         if (h.size() == 1) {
           std::fill(cur + i, cur + j, h[0]);
         } else {
-          hash_->pick_sports(t, prev[i], h.size(), {sports_.data() + i, j - i}, {picks_.data() + i, j - i});
+          const std::span<const uint32_t> q =
+              dqpns_.empty() ? std::span<const uint32_t>{} : std::span<const uint32_t>{dqpns_.data() + i, j - i};
+          hash_->pick_sports(t, prev[i], h.size(), {sports_.data() + i, j - i}, {picks_.data() + i, j - i}, q);
           for (size_t k = i; k < j; ++k) cur[k] = h[picks_[k]];
         }
         i = j;
@@ -244,6 +261,8 @@ class ModelPathTable final : public PathTable {
   Route r_;
   // walk_all's buffers, reused across calls.
   std::vector<uint16_t> sports_, picks_;
+  std::vector<uint32_t> dqpns_;   // parallel to sports_ (E-ECMP), else empty
+  std::vector<uint16_t> qpn_at_;  // their indices in the query's dqpns
   std::vector<uint32_t> perm_;
   std::vector<int> at_;
   std::vector<uint64_t> keys_;

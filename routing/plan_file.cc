@@ -114,6 +114,15 @@ Result<RoutePlan> parse_plan(const std::string& text) {
     if (f.protocol != "udp" && f.protocol != "tcp") return bad(path + "/protocol", fmt::format("'{}' is not udp or tcp", f.protocol));
     WEFT_ASSIGN_OR_RETURN(f.sport, port(jf, path, "sport"));
     WEFT_ASSIGN_OR_RETURN(f.dport, port(jf, path, "dport"));
+    if (jf.contains("dqpn")) {
+      // A QPN is 24 bits; 0 and 1 are the special QPs (ecmp.h kMinDataQpn).
+      WEFT_ASSIGN_OR_RETURN(int64_t q, field<int64_t>(jf, path, "dqpn"));
+      if (q < 2 || q > 0xFFFFFF) return bad(path + "/dqpn", fmt::format("{} is not a data QP number (2..16777215)", q));
+      if (f.protocol != "udp") {
+        return bad(path + "/dqpn", "a destination QP on a tcp flow (QPs are RoCE's: udp flows only)");
+      }
+      f.dqpn = static_cast<uint32_t>(q);
+    }
     if (f.protocol == "tcp") {
       auto [it, fresh] = dport_of.emplace(f.dst_rank, f.dport);
       if (!fresh && it->second != f.dport) {
@@ -190,6 +199,7 @@ std::string plan_to_json(const RoutePlan& p) {
     if (!f.dst_addr.empty()) jf["dst_addr"] = f.dst_addr;
     if (f.conn != 0) jf["conn"] = f.conn;
     if (f.qp != 0) jf["qp"] = f.qp;
+    if (f.dqpn != 0) jf["dqpn"] = f.dqpn;
     // Written only when some step runs in rounds: plans without them stay
     // byte-identical to those of earlier weft versions.
     if (std::any_of(f.rounds.begin(), f.rounds.end(), [](int r) { return r != 0; })) jf["rounds"] = f.rounds;

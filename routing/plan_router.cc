@@ -112,7 +112,7 @@ Result<std::unique_ptr<Router>> make_table_router(const topo::Fabric& f, const r
       continue;
     }
     if (d < 0) return plan_flow_path(pf, f, order, fl, {}).status().with_context(fmt::format("plan flow {}", i));
-    FlowKey k{s, d, fl.protocol == "tcp" ? kProtoTcp : kProtoUdp, fl.sport, fl.dport};
+    FlowKey k{s, d, fl.protocol == "tcp" ? kProtoTcp : kProtoUdp, fl.sport, fl.dport, fl.dqpn};
     auto r = table.route(k);
     if (!r) return r.status().with_context(fmt::format("plan flow {} (sport {})", i, fl.sport));
     auto p = route_path(pf, s, d, *r);

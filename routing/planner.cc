@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -38,8 +39,8 @@ bool is_two_tier(const topo::Fabric& f) {
 class Planner {
  public:
   Planner(const topo::Fabric& f, const ranking::RankOrder& order, const Schedule& s, PathTable& table,
-          const PlannerOptions& opt, std::vector<uint16_t> dports)
-      : f_(f), order_(order), s_(s), table_(table), opt_(opt), dports_(std::move(dports)),
+          const PlannerOptions& opt, std::vector<uint16_t> dports, QpnPool qpns)
+      : f_(f), order_(order), s_(s), table_(table), opt_(opt), dports_(std::move(dports)), qpns_(std::move(qpns)),
         two_tier_(is_two_tier(f)), colour_of_(f.switches.size(), -1), used_(f.hosts.size()) {
     if (!two_tier_) clos3_ = Clos3Shape::of(f);
     if (clos3_) colorer3_.emplace(*clos3_);
@@ -59,6 +60,21 @@ class Planner {
 
   Result<PlannedRoutes> run() {
     WEFT_RETURN_IF_ERROR(collect());
+    if (table_.hashes_qpn()) {
+      // E-ECMP: without a pool, the default one, with a QPN per flow into
+      // the busiest rank at least (each QPN serves one flow, take_port).
+      std::vector<int> in(static_cast<size_t>(s_.ranks), 0);
+      for (const FlowInfo& fi : flows_) ++in[static_cast<size_t>(fi.dst)];
+      if (qpns_.empty()) {
+        const int per = std::max(kDefaultQpnsPerRank, *std::max_element(in.begin(), in.end()));
+        if (kDefaultQpnBase + static_cast<uint64_t>(s_.ranks) * static_cast<uint64_t>(per) - 1 > kMaxQpn) {
+          return invalid_argument(fmt::format("the default QPN pool ({} QPNs for each of {} ranks) does not fit in "
+                                              "24 bits: pass the job's own (--qpn-pool)", per, s_.ranks));
+        }
+        qpns_ = default_qpn_pool(s_.ranks, per);
+      }
+      used_qpns_.assign(qpns_.size(), {});
+    }
     PlannedRoutes out;
     for (size_t c = 0; c < classes_.size(); ++c) {
       WEFT_RETURN_IF_ERROR(plan_class(classes_[c], out.stats));
@@ -150,18 +166,22 @@ class Planner {
   Status query(FlowInfo& fi) {
     PairQuery q{fi.src_nic, fi.dst_nic, opt_.protocol == "tcp" ? kProtoTcp : kProtoUdp,
                 dports_[static_cast<size_t>(fi.dst)]};
+    if (!qpns_.empty()) q.dqpns = qpns_[static_cast<size_t>(fi.dst)];  // E-ECMP: the destination's QPs
     const int ls = f_.nic_switch(fi.src_nic), ld = f_.nic_switch(fi.dst_nic);
     // Inside one leaf every port takes the same way, but the port must still
     // be one the table holds: a probe database vouches only for the ports it
     // saw answered (planner.h, 2). As many as the host has flows always
     // leave one free (4), and ask no more of the table.
     const int host = f_.nics[static_cast<size_t>(fi.src_nic)].host;
-    const int want = ls == ld ? std::min(opt_.ports_per_pair, host_flows_[static_cast<size_t>(host)]) : opt_.ports_per_pair;
+    // E-ECMP: every offered (sport, dqpn) may have a QPN another flow into
+    // the rank holds already (take_port), so a same-leaf pair asks for all.
+    const int want = ls == ld && qpns_.empty() ? std::min(opt_.ports_per_pair, host_flows_[static_cast<size_t>(host)])
+                                               : opt_.ports_per_pair;
     // The flows of one pair come one after another (nccl-ring's QPs): ask
-    // the table once per pair.
-    if (std::pair(fi.src_nic, fi.dst_nic) != answered_) {
+    // the table once per pair (and destination rank: its QPNs).
+    if (std::tuple(fi.src_nic, fi.dst_nic, fi.dst) != answered_) {
       WEFT_RETURN_IF_ERROR(table_.ports(q, opt_.sports, want, answer_));
-      answered_ = {fi.src_nic, fi.dst_nic};
+      answered_ = {fi.src_nic, fi.dst_nic, fi.dst};
     }
     const PairRoutes* offered = &answer_;
     if (fi.pair_group >= 0) {
@@ -220,7 +240,9 @@ class Planner {
       for (int i = route_start_[r]; i < route_start_[r + 1]; ++i) {
         if (i % n != k) continue;  // the i-th port overall goes to flow i mod n
         if (mine < 0) mine = out.add_route(all.route(r));
-        out.ports.push_back({by_route_[static_cast<size_t>(i)].sport, mine});
+        PortRoute p = by_route_[static_cast<size_t>(i)];
+        p.route = mine;
+        out.ports.push_back(p);
       }
     }
   }
@@ -281,6 +303,17 @@ class Planner {
         "no free source port for {}: host '{}' sends {} flows, each on a source port of its own, and every port {} "
         "holds for this pair on a usable route is taken (ports per route: {})",
         flow_name(fi), f_.hosts[static_cast<size_t>(host)].name, need, table_.describe(), per_route);
+    if (!qpns_.empty()) {  // E-ECMP: a choice is free when its port and its QPN are (take_port)
+      const size_t pool = qpns_[static_cast<size_t>(fi.dst)].size();
+      const auto into = std::count_if(flows_.begin(), flows_.end(), [&](const FlowInfo& g) { return g.dst == fi.dst; });
+      if (used_qpns_[static_cast<size_t>(fi.dst)].size() >= pool) {
+        return fmt::format("no free QPN for {}: each of rank {}'s {} QPN{} serves another flow into it (an RC QP "
+                           "connects to one remote QP), and {} flows come into it: publish at least {} QPNs per rank "
+                           "(--qpn-pool)", flow_name(fi), fi.dst, pool, pool == 1 ? "" : "s", into, into);
+      }
+      return fmt::format("{}, or its QPN serves another flow into rank {} ({} QPNs): publish more QPNs (--qpn-pool) "
+                         "or ask for more ports (--ports-per-pair {})", head, fi.dst, pool, 2 * opt_.ports_per_pair);
+    }
     if (opt_.sports.size() < static_cast<uint32_t>(need)) {
       return fmt::format("{}; the source port range {}-{} holds {} ports: widen it by at least {} (--sport-range)", head,
                          opt_.sports.lo, opt_.sports.hi, opt_.sports.size(), need - static_cast<int>(opt_.sports.size()));
@@ -403,8 +436,19 @@ class Planner {
       }
       return false;
     }
+    // E-ECMP: the port's QP goes with it (path_table.h); a QPN serves one
+    // flow, as an RC QP connects to exactly one remote QP (IBTA spec vol. 1
+    // 9.7), so a QPN another flow into the rank holds is not free.
+    auto* qused = used_qpns_.empty() ? nullptr : &used_qpns_[static_cast<size_t>(fi.dst)];
     for (const PortRoute& pr : cands_.ports(fi.ci)) {
-      if (pr.route == fi.route && try_port(pr.sport)) return true;
+      if (pr.route != fi.route) continue;
+      const uint32_t dqpn = qused ? qpns_[static_cast<size_t>(fi.dst)][pr.qpn] : 0;
+      if (qused && std::find(qused->begin(), qused->end(), dqpn) != qused->end()) continue;
+      if (try_port(pr.sport)) {
+        fi.dqpn = dqpn;
+        if (qused) qused->push_back(dqpn), taken_qpns_.emplace_back(fi.dst, dqpn);
+        return true;
+      }
     }
     cands_.strike(fi.ci, fi.route);
     ++fi.struck;
@@ -413,7 +457,7 @@ class Planner {
 
   Status plan_class(const std::vector<int>& ids, PlanStats& stats) {
     cands_.clear(ids.size(), static_cast<size_t>(opt_.ports_per_pair));
-    answered_ = {-1, -1};
+    answered_ = {-1, -1, -1};
     for (size_t i = 0; i < ids.size(); ++i) {
       FlowInfo& fi = flows_[static_cast<size_t>(ids[i])];
       if (in_nic(fi)) continue;  // no path to plan: a free port only (take_port)
@@ -423,6 +467,7 @@ class Planner {
     for (int attempt = 0;; ++attempt) {
       WEFT_RETURN_IF_ERROR(choose_routes(ids, stats));
       taken.clear();
+      taken_qpns_.clear();
       const FlowInfo* starved = nullptr;
       for (int id : ids) {
         if (!take_port(flows_[static_cast<size_t>(id)], taken)) starved = &flows_[static_cast<size_t>(id)];
@@ -442,6 +487,10 @@ class Planner {
       for (const auto& [host, p] : taken) {
         auto& used = used_[static_cast<size_t>(host)];
         used.erase(std::find(used.begin(), used.end(), p));
+      }
+      for (const auto& [rank, q] : taken_qpns_) {
+        auto& used = used_qpns_[static_cast<size_t>(rank)];
+        used.erase(std::find(used.begin(), used.end(), q));
       }
       ++stats.replans;
       if (attempt >= 16) return failed_precondition(starved_message(*starved));
@@ -463,6 +512,9 @@ class Planner {
   PathTable& table_;
   const PlannerOptions& opt_;
   std::vector<uint16_t> dports_;
+  QpnPool qpns_;  // per rank (E-ECMP), else empty
+  std::vector<std::vector<uint32_t>> used_qpns_;        // per rank: QPNs a flow into it holds (E-ECMP)
+  std::vector<std::pair<int, uint32_t>> taken_qpns_;    // this attempt's, to give back on a replan
   bool two_tier_;
   std::vector<int> colour_of_;  // switch -> spine colour, -1 for leaves
   std::vector<char> up_;        // 2-tier: [leaf * spines + colour] link is up
@@ -481,7 +533,7 @@ class Planner {
   std::vector<char> free_on_;                // strike_taken: per route, a port not yet used
   CandidateStore cands_;  // the class being planned
   PairRoutes answer_;     // the path table's answer for one flow
-  std::pair<int, int> answered_{-1, -1};  // the NIC pair answer_ is for
+  std::tuple<int, int, int> answered_{-1, -1, -1};  // the NIC pair and destination rank answer_ is for
   PairRoutes share_;      // a flow's share of it (share_of), and its buffers
   std::vector<int> route_start_, route_fill_;
   std::vector<PortRoute> by_route_;
@@ -503,7 +555,8 @@ Result<PlannedRoutes> plan_routes(const topo::Fabric& f, const ranking::RankOrde
   WEFT_RETURN_IF_ERROR(validate(opt, f, order));
   if (s.collective == Collective::kNcclRing) WEFT_RETURN_IF_ERROR(validate_nccl_ring(f, order, opt));
   WEFT_ASSIGN_OR_RETURN(auto dports, listen_ports(f, order, opt));
-  return Planner(f, order, s, table, opt, std::move(dports)).run();
+  WEFT_RETURN_IF_ERROR(validate_qpns(table, opt, s.ranks));
+  return Planner(f, order, s, table, opt, std::move(dports), table.hashes_qpn() ? opt.qpns : QpnPool{}).run();
 }
 
 }  // namespace weft::routing

@@ -29,6 +29,7 @@ struct FlowInfo {
   uint32_t path_len = 0;
   int struck = 0;                // routes struck because their ports ran out
   uint16_t sport = 0;
+  uint32_t dqpn = 0;             // E-ECMP: the destination QP chosen with sport (0: none)
   int round = 0;                 // in every step of its class (planner.h, 5)
 };
 

@@ -27,6 +27,35 @@ Status validate(const PlannerOptions& opt, const topo::Fabric& f, const ranking:
   return Status::ok();
 }
 
+Status refuse_qpn_pool(const PathTable& table) {
+  return invalid_argument(fmt::format("a QPN pool needs a fabric whose switches hash the destination QP "
+                                      "(--hash crc32-qp); {} does not, so QPNs cannot change a path",
+                                      table.describe()));
+}
+
+Status validate_qpns(const PathTable& table, const PlannerOptions& opt, int ranks) {
+  if (!table.hashes_qpn()) return opt.qpns.empty() ? Status::ok() : refuse_qpn_pool(table);
+  if (opt.protocol != "udp") {
+    return invalid_argument(fmt::format("{} hashes the RoCEv2 destination QP, but protocol {} has none: "
+                                        "plan udp (RoCEv2) flows, or use a model without QPNs",
+                                        table.describe(), opt.protocol));
+  }
+  if (opt.qpns.empty()) return Status::ok();  // the planner sizes the default pool to the schedule
+  if (opt.qpns.size() != static_cast<size_t>(ranks)) {
+    return invalid_argument(fmt::format("the QPN pool lists {} ranks, the job has {}", opt.qpns.size(), ranks));
+  }
+  for (size_t r = 0; r < opt.qpns.size(); ++r) {
+    if (opt.qpns[r].empty()) return invalid_argument(fmt::format("the QPN pool has no QPN for rank {}", r));
+    for (uint32_t q : opt.qpns[r]) {
+      if (q < kMinDataQpn || q > kMaxQpn) {
+        return invalid_argument(fmt::format("QPN {} of rank {} is not a data QP number ({}..{})", q, r, kMinDataQpn,
+                                            kMaxQpn));
+      }
+    }
+  }
+  return Status::ok();
+}
+
 Result<std::vector<uint16_t>> listen_ports(const topo::Fabric& f, const ranking::RankOrder& order,
                                            const PlannerOptions& opt) {
   std::vector<uint16_t> out(order.nics.size(), kRoceV2Port);

@@ -82,6 +82,7 @@ Status emit_plan(const topo::Fabric& f, const ranking::RankOrder& order, const S
     pf.dst_host = f.hosts[static_cast<size_t>(dn.host)].name, pf.dst_nic = dn.name;
     pf.protocol = opt.protocol;
     pf.sport = fi.sport;
+    pf.dqpn = fi.dqpn;
     pf.dport = dports[static_cast<size_t>(fi.dst)];
     pf.path.reserve(fi.path_len);
     for (int sw : c.path(fi)) pf.path.push_back(f.switches[static_cast<size_t>(sw)].name);

@@ -132,7 +132,8 @@ uint64_t splitmix64(uint64_t x) {
 class EcmpRouter final : public Router {
  public:
   EcmpRouter(const topo::Fabric& f, const ranking::RankOrder& order, const EcmpOptions& opt)
-      : f_(f), order_(order), opt_(opt), pf_(f), hash_(make_crc32_hash(opt.seed)) {}
+      : f_(f), order_(order), opt_(opt), pf_(f),
+        hash_(opt.hash_qpn ? make_crc32_qp_hash(opt.seed) : make_crc32_hash(opt.seed)) {}
 
   std::string_view name() const override { return "ecmp"; }
 
@@ -145,9 +146,11 @@ class EcmpRouter final : public Router {
       const int s = n.src, d = n.dst;
       // One connection per directed rank pair; its ephemeral port is drawn once.
       uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(fl.src)) << 32) | static_cast<uint32_t>(fl.dst);
-      FiveTuple t{nic_ipv4(f_, s), nic_ipv4(f_, d), opt_.proto,
-                  static_cast<uint16_t>(opt_.port_lo + splitmix64(key ^ (uint64_t{opt_.seed} << 20)) % span),
+      const uint64_t draw = splitmix64(key ^ (uint64_t{opt_.seed} << 20));
+      FiveTuple t{nic_ipv4(f_, s), nic_ipv4(f_, d), opt_.proto, static_cast<uint16_t>(opt_.port_lo + draw % span),
                   opt_.dport};
+      // The QPN from other bits of the draw than the port's.
+      if (opt_.hash_qpn) t.dqpn = kMinDataQpn + static_cast<uint32_t>((draw >> 32) % (kMaxQpn - kMinDataQpn + 1));
       auto p = pf_.route(s, d, [&](int sw, std::span<const int> c) { return hash_->pick(t, sw, c.size()); });
       if (!p) return p.status();
       paths[i] = std::move(*p);

@@ -25,6 +25,7 @@ struct CheckArgs {
   std::string plan;
   std::string size = "64MiB";
   uint32_t seed = 1;
+  std::string hash = "crc32";  // ecmp routes: crc32, or crc32-qp (E-ECMP)
   bool json = false;
   std::optional<int> channels;  // nccl-ring (cli_common.h)
   std::optional<int> qps;
@@ -70,6 +71,9 @@ int run_check(const CheckArgs& a) {
   if (a.routes != "ideal" && a.routes != "ecmp" && a.routes != "plan") {
     return fail(invalid_argument(fmt::format("unknown --routes '{}' (ideal, ecmp, plan)", a.routes)));
   }
+  if (a.hash != "crc32" && a.hash != "crc32-qp") {
+    return fail(invalid_argument(fmt::format("unknown --hash '{}' (ecmp routes: crc32, crc32-qp)", a.hash)));
+  }
   if ((a.routes == "plan") != !a.plan.empty()) {
     return fail(invalid_argument("--routes plan and --plan FILE go together"));
   }
@@ -102,7 +106,8 @@ int run_check(const CheckArgs& a) {
     router = std::move(*r);
   } else {
     router = a.routes == "ideal" ? routing::make_ideal_router(*fabric, *order)
-                                 : routing::make_ecmp_router(*fabric, *order, routing::EcmpOptions{.seed = a.seed});
+                                 : routing::make_ecmp_router(*fabric, *order,
+                                                             {.seed = a.seed, .hash_qpn = a.hash == "crc32-qp"});
   }
   auto rep = routing::check_link_load(*fabric, *order, *sched, *router);
   if (!rep) return fail(rep.status());
@@ -141,6 +146,10 @@ void register_check(CLI::App& app, Registry& reg) {
   cmd->add_option("--plan", a.plan, "Route plan to replay (with --routes plan)");
   cmd->add_option("--size", a.size, "Bytes per rank (K, M, G suffixes)")->capture_default_str();
   cmd->add_option("--seed", a.seed, "ECMP hash and port seed")->capture_default_str();
+  cmd->add_option("--hash", a.hash,
+                  "ecmp routes: crc32, or crc32-qp (E-ECMP: the RoCE destination QP hashed too, a random QPN per "
+                  "connection). A plan's paths are checked as written (weft route looked them up with its dqpn)")
+      ->capture_default_str();
   cmd->add_flag("--json", a.json, "Print the report as JSON");
   cmd->callback([&reg] { reg.run = [] { return run_check(a); }; });
 }

@@ -50,6 +50,7 @@ struct RouteArgs {
   std::optional<int> channels;  // nccl-ring (cli_common.h)
   std::optional<int> qps;
   int qps_per_connection = 1;  // TCP connections per directed pair (multi_connection.h)
+  std::string qpn_pool;        // E-ECMP: per rank the QPNs it published (qpn_pool.h)
   std::string out;
 };
 
@@ -116,6 +117,13 @@ int run_route(const RouteArgs& a) {
   }
   auto table = open_path_table(*fabric, a.paths, a.model);
   if (!table) return fail(table.status());
+  if (!a.qpn_pool.empty()) {
+    if (!(*table)->hashes_qpn()) return fail(routing::refuse_qpn_pool(**table));
+    auto pool = routing::load_qpn_pool(a.qpn_pool, order->size());
+    if (!pool) return fail(pool.status().with_context("--qpn-pool"));
+    opt.qpns = std::move(*pool);
+  }
+  if (auto st = routing::validate_qpns(**table, opt, order->size()); !st) return fail(st);
   // Flows per step are fixed by the schedule; bytes do not change the plan.
   auto sched = routing::build_fabric_schedule(*fabric, *order, *coll, 1024, 4, *shape);
   if (!sched) return fail(sched.status());
@@ -190,14 +198,20 @@ void register_route(CLI::App& app, Registry& reg) {
       "every NIC's address in the topology; run the job with WEFT_NCCL_QPS = --qps and\n"
       "NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = --channels. Example:\n"
       "  weft route --topology fabric.json --ranks ranks.txt --collective nccl-ring \\\n"
-      "      --channels 2 --qps 4 -o plan.json");
+      "      --channels 2 --qps 4 -o plan.json\n"
+      "E-ECMP (--hash crc32-qp): the switches also hash the RoCEv2 destination QP, so each\n"
+      "flow gets a (sport, dqpn) pair, dqpn one of its destination's QPNs (--qpn-pool); the\n"
+      "collective library does not yet pick its QPs by a plan's dqpn (docs/route-plan.md).");
   cmd->add_option("--topology", a.topology, "Topology file")->required();
   cmd->add_option("--ranks", a.ranks, "Rank file (any weft rank --format; detected)")->required();
   cmd->add_option("--collective", a.collective, "allreduce-hd|allreduce-ring|allreduce-hybrid|nccl-ring")->capture_default_str();
   add_nccl_ring_options(*cmd, a.channels, a.qps);
   cmd->add_option("--paths", a.paths, "Where paths come from: 'model' (ECMP hash model) or a probe database file")
       ->capture_default_str();
-  cmd->add_option("--hash", a.model.hash, "Model: crc32|linux-l4|linux-l3")->capture_default_str();
+  cmd->add_option("--hash", a.model.hash,
+                  "Model: crc32|crc32-qp|linux-l4|linux-l3 (crc32-qp: E-ECMP, switches also hash the RoCE "
+                  "destination QP; each udp flow gets a planned \"dqpn\")")
+      ->capture_default_str();
   cmd->add_option("--seed", a.model.seed, "Model: switch hash seed (Linux: fib_multipath_hash_seed)")->capture_default_str();
   cmd->add_option("--protocol", a.protocol, "udp (RoCEv2) or tcp (one connection per direction)")->capture_default_str();
   cmd->add_option("--sport-range", a.sports, "Source ports to choose from, LO-HI (RoCEv2: flow label = port - 0xC000)")
@@ -211,6 +225,10 @@ void register_route(CLI::App& app, Registry& reg) {
                   "tcp: Q connections per directed pair (the library's connections_per_peer = Q), each a flow on "
                   "a planned port of its own; 1..64. Q > 1 plans no rounds: a pair's connections run at once")
       ->capture_default_str();
+  cmd->add_option("--qpn-pool", a.qpn_pool,
+                  "--hash crc32-qp: JSON {\"qpns\": [[QPN, ...] per rank]}, the QPs each rank created for its "
+                  "peers; each flow uses one of its destination's (default: a documented synthetic pool, "
+                  "docs/route-plan.md \"E-ECMP\")");
   cmd->add_flag("--no-rounds", a.no_rounds, "Let flows share a link instead of splitting a step into rounds");
   cmd->add_option("-o,--output", a.out, "Plan file (default: stdout); never left half-written");
   cmd->callback([&reg] { reg.run = [] { return run_route(a); }; });

@@ -229,7 +229,8 @@ void register_sim(CLI::App& app, Registry& reg) {
   cmd->add_option("--size", a.size, "Bytes per rank (K, M, G suffixes)")->capture_default_str();
   cmd->add_option("--latency-us", a.latency_us, "Latency per link crossed, microseconds")->capture_default_str();
   cmd->add_option("--shm-gbps", a.shm_gbps, "Hybrid: intra-host bandwidth per rank, Gbit/s")->capture_default_str();
-  cmd->add_option("--hash", a.hash, "The fabric's ECMP model: crc32|linux-l4|linux-l3")->capture_default_str();
+  cmd->add_option("--hash", a.hash, "The fabric's ECMP model: crc32|crc32-qp|linux-l4|linux-l3 (crc32-qp: E-ECMP, the RoCE destination QP "
+                  "hashed too; ECMP draws a random QPN, weft plans one of a default pool)")->capture_default_str();
   cmd->add_option("--seed", a.seed, "Hash, port and shuffle seed")->capture_default_str();
   cmd->add_option("--trials", a.trials, "ECMP seeds averaged for (a) and (b)")->capture_default_str();
   cmd->add_option("--ports-per-pair", a.ports_per_pair,

@@ -30,7 +30,7 @@ TEST(SipHash, MatchesTheReferenceVector) {
 TEST(EcmpHash, UnknownModelIsAnErrorNamingTheModels) {
   auto h = make_hash("jenkins", 1);
   ASSERT_FALSE(h);
-  EXPECT_EQ(h.status().message(), "unknown hash model 'jenkins' (crc32, linux-l4, linux-l3)");
+  EXPECT_EQ(h.status().message(), "unknown hash model 'jenkins' (crc32, crc32-qp, linux-l4, linux-l3)");
 }
 
 TEST(EcmpHash, ValuesArePinnedSoASimulatedFabricNeverChangesUnnoticed) {

@@ -199,7 +199,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "by at least 2 (--sport-range)"},
         BadRoute{"listen_port_in_range", "--protocol tcp --dport 50000",
                  "listen port 50000 lies inside the source port range 49152-65535"},
-        BadRoute{"unknown_hash", "--hash fnv", "unknown hash model 'fnv' (crc32, linux-l4, linux-l3)"},
+        BadRoute{"unknown_hash", "--hash fnv", "unknown hash model 'fnv' (crc32, crc32-qp, linux-l4, linux-l3)"},
         BadRoute{"missing_probe_db", "--paths no-such-fabric.db",
                  "--paths no-such-fabric.db: opening no-such-fabric.db: unable to open database file"},
         BadRoute{"zero_qps_per_connection", "--protocol tcp --qps-per-connection 0",

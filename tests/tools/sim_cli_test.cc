@@ -81,7 +81,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadSim{"unknown_fabric", "--fabric torus", "unknown --fabric 'torus' (clos, rail)"},
         BadSim{"bad_leaves", "--leaves 2,x", "bad --leaves '2,x' (a comma-separated list of counts >= 1, e.g. 2,4,8)"},
         BadSim{"bad_size", "--size 3", "bad --size '3' (a multiple of 4 bytes, e.g. 64MiB)"},
-        BadSim{"unknown_hash", "--hash md5", "unknown hash model 'md5' (crc32, linux-l4, linux-l3)"},
+        BadSim{"unknown_hash", "--hash md5", "unknown hash model 'md5' (crc32, crc32-qp, linux-l4, linux-l3)"},
         BadSim{"no_trials", "--leaves 2 --trials 0", "clos2-8x2x8x1: trials must be >= 1 (got 0)"}),
     [](const auto& p) { return std::string(p.param.name); });
 

@@ -83,7 +83,7 @@ class FibPathTable final : public routing::PathTable {
         WEFT_ASSIGN_OR_RETURN(routing::Route r, path(q.src_nic, q.dst_nic, spine));
         it = index.emplace(spine, out.add_route(r)).first;
       }
-      out.ports.push_back({sport, it->second});
+      out.ports.push_back({.sport = sport, .route = it->second});
     }
     return Status::ok();
   }

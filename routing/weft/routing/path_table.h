@@ -31,6 +31,16 @@
 //     (the planner) drop routes over links that are down;
 //   - not thread-safe: tables may cache.
 //
+// E-ECMP (a model whose hash reads the RoCEv2 destination QP, ecmp.h
+// crc32-qp): a port choice is a (sport, dqpn) pair. A PairQuery lists the
+// destination's QPNs it may use; ports() pairs its i-th drawn sport with
+// dqpns[(i + o) % size], o keyed by the pair (the sports are a random draw,
+// so every QPN meets a random sample of ports), and PortRoute::qpn says which; route() reads
+// FlowKey::dqpn. Tables whose fabric does not hash QPNs (hashes_qpn() false)
+// leave qpn 0 and ignore the query's dqpns. A probe database does not know QPNs at all: its probes are
+// UDP packets without a BTH, so it can only serve fabrics that do not hash
+// them.
+//
 // A model:
 //   auto table = make_model_path_table(fabric, make_hash("crc32", 7).value());
 //   PairQuery q{.src_nic = 0, .dst_nic = 9, .proto = kProtoUdp, .dport = kRoceV2Port};
@@ -46,7 +56,7 @@
 //     Status ports(const PairQuery& q, PortRange r, int max_ports, PairRoutes& out) override;
 //       // every probed sport of (src, dst, protocol, dport) inside r:
 //       //   int i = out.add_route({leaf_s, spine, leaf_d});  // once per spine
-//       //   out.ports.push_back({sport, i});
+//       //   out.ports.push_back({.sport = sport, .route = i});
 //   };
 #pragma once
 
@@ -73,6 +83,7 @@ struct FlowKey {
   uint8_t proto = kProtoUdp;
   uint16_t sport = 0;
   uint16_t dport = kRoceV2Port;
+  uint32_t dqpn = 0;  // RoCEv2 destination QP; read by tables that hash it
 };
 
 struct PairQuery {
@@ -80,6 +91,7 @@ struct PairQuery {
   int dst_nic = -1;
   uint8_t proto = kProtoUdp;
   uint16_t dport = kRoceV2Port;
+  std::span<const uint32_t> dqpns{};  // the destination's QPNs (E-ECMP tables; see above)
 };
 
 // An inclusive range of source ports. The default is the dynamic range
@@ -98,6 +110,10 @@ Result<PortRange> make_port_range(int lo, int hi);
 
 struct PortRoute {
   uint16_t sport = 0;
+  // E-ECMP: the choice's QPN, as an index into the query's dqpns (0 where the
+  // table does not hash QPNs). An index keeps a PortRoute at 8 bytes: a
+  // planner holds 64 per flow of a class (~4 M at 65,536 endpoints).
+  uint16_t qpn = 0;
   int route = 0;  // index into PairRoutes::routes
 };
 
@@ -133,6 +149,8 @@ class PathTable {
   virtual std::string describe() const = 0;
   virtual const topo::Fabric& fabric() const = 0;
   virtual Result<Route> route(const FlowKey& key) = 0;
+  // True when routes depend on the destination QP (E-ECMP, ecmp.h).
+  virtual bool hashes_qpn() const { return false; }
   // Fills `out` (cleared first; its capacity is reused, so a caller asking
   // about 10^5 pairs passes one buffer per pair in flight, not a fresh one).
   virtual Status ports(const PairQuery& pair, PortRange range, int max_ports, PairRoutes& out) = 0;

@@ -53,6 +53,11 @@ struct PlanFlow {
   std::string dst_addr;
   int conn = 0;
   int qp = 0;
+  // Optional, udp only: the destination QP number the flow must use, on a
+  // fabric whose switches hash it (E-ECMP, ecmp.h crc32-qp): 2..2^24-1, one
+  // of the QPNs the destination published (docs/route-plan.md "E-ECMP").
+  // Absent: 0.
+  uint32_t dqpn = 0;
   int round_in(int step) const;  // this flow's round in `step` (0 when not listed)
   friend bool operator==(const PlanFlow&, const PlanFlow&) = default;
 };
@@ -83,7 +88,7 @@ struct RoutePlan {
 };
 
 // Parses and validates: version 1, ranks in [0, ranks), protocol udp|tcp,
-// ports in 1..65535, one flow per directed pair and (conn, qp), one dport per destination,
+// ports in 1..65535, dqpn (optional) a data QPN (2..2^24-1) on udp flows only, one flow per directed pair and (conn, qp), one dport per destination,
 // rounds (optional) one per step, each in [0, that step's "rounds").
 // Errors name the JSON path ("/flows/3/sport: ...").
 Result<RoutePlan> parse_plan(const std::string& text);

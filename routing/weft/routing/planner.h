@@ -29,6 +29,9 @@
 //      3-tier Clos with planes: slots, then cores, each a colouring of its
 //      own (clos3_coloring.h). Other fabrics: min-congestion route
 //      assignment (route_assignment.h).
+//      E-ECMP (the table hashes the destination QP): each candidate is a
+//      (sport, dqpn) pair, the dqpn one of the destination rank's QPNs
+//      (PlannerOptions::qpns), and the flow keeps the pair's dqpn.
 //   4. Each flow gets the first candidate port on its route that its source
 //      host does not use yet: a sport is used by at most one flow per source
 //      host, so a TCP transport binds it without SO_REUSEADDR tricks and
@@ -63,6 +66,7 @@
 #include "weft/ranking/rank_order.h"
 #include "weft/routing/path_table.h"
 #include "weft/routing/plan.h"
+#include "weft/routing/qpn_pool.h"
 #include "weft/routing/schedule.h"
 
 namespace weft::routing {
@@ -76,6 +80,12 @@ struct PlannerOptions {
   // Split steps whose flows must share a fabric link into rounds (planner.h,
   // 5). Off: such steps keep load > 1 and the plan has no rounds.
   bool rounds = true;
+  // E-ECMP (the table's model hashes the destination QP, ecmp.h crc32-qp):
+  // per rank, the QPNs its peers may send to (qpn_pool.h); each flow gets a
+  // (sport, dqpn) choice and the plan its "dqpn". Empty: default_qpn_pool()
+  // when the table hashes QPNs. A pool for a table that does not hash QPNs,
+  // or QPNs with tcp, is refused.
+  QpnPool qpns{};
 };
 
 // Rejects an unknown protocol, an empty or too small range, ports_per_pair < 1,
@@ -87,6 +97,12 @@ Status validate(const PlannerOptions& opt, const topo::Fabric& f, const ranking:
 // predecessor (NCCL joins the GPUs of one host inside it) and the plugin's
 // connection serial of channel c is c. plan_routes checks them too.
 Status validate_nccl_ring(const topo::Fabric& f, const ranking::RankOrder& order, const PlannerOptions& opt);
+
+// Refuses the QPN combinations above (PlannerOptions::qpns), a pool not of
+// `ranks` ranks, and QPNs that are not data QPs.
+Status validate_qpns(const PathTable& table, const PlannerOptions& opt, int ranks);
+// validate_qpns' error for a pool given to a table that does not hash QPNs.
+Status refuse_qpn_pool(const PathTable& table);
 
 // dport of every rank (the rule above).
 Result<std::vector<uint16_t>> listen_ports(const topo::Fabric& f, const ranking::RankOrder& order,

@@ -7,8 +7,9 @@
 //          by flow — a heuristic, and the checker reports its lower bound
 //          beside it.
 //   ecmp   what an unplanned fabric does: each connection gets a random
-//          ephemeral source port (seeded), and every switch picks its next
-//          hop by an ECMP hash model.
+//          ephemeral source port (seeded; on an E-ECMP fabric a random
+//          destination QPN too), and every switch picks its next hop by an
+//          ECMP hash model.
 //   crossbar  an ideal non-blocking switch (access links only).
 // The route planner (weft route) adds routers for planned source ports.
 #pragma once
@@ -42,6 +43,10 @@ struct EcmpOptions {
   uint16_t dport = kRoceV2Port;
   uint16_t port_lo = 32768;     // Linux's default ip_local_port_range
   uint16_t port_hi = 60999;
+  // E-ECMP fabric (ecmp.h crc32-qp): switches hash the destination QP too,
+  // and each connection's QPN is a random data QPN (as the receiving HCA
+  // assigns it, unplanned); otherwise the crc32 model on the 5-tuple.
+  bool hash_qpn = false;
 };
 
 std::unique_ptr<Router> make_ideal_router(const topo::Fabric& f, const ranking::RankOrder& order);
