@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <list>
 #include <map>
 #include <mutex>
@@ -43,6 +44,18 @@ struct Agent::Impl {
     std::shared_ptr<std::atomic<bool>> finished = std::make_shared<std::atomic<bool>>(false);
   };
   std::list<Sweep> sweeps;
+  // Monitor runs by id (io thread only): a watcher that lost its connection
+  // (a failed link under it) reconnects and orders the same run again; the
+  // newer session takes the run over and the old one is closed.
+  struct MonitorRun {
+    std::weak_ptr<Session> session;
+    std::shared_ptr<std::atomic<bool>> finished;
+    // Where the run's probe sequences stand on this host: the next monitor
+    // of the run carries on from there (run_monitor_order).
+    std::shared_ptr<std::atomic<uint32_t>> next_sequence = std::make_shared<std::atomic<uint32_t>>(1);
+  };
+  std::map<uint32_t, MonitorRun> monitors;
+  static constexpr size_t kMaxKeptMonitorRuns = 256;
   // Admission (agent.h), io thread only: strangers oldest first, and per address.
   std::list<std::shared_ptr<Session>> strangers;
   std::map<asio::ip::address, int> strangers_from;
@@ -280,10 +293,20 @@ struct Agent::Impl {
       const probe::MacKey key = campaign_key(cfg.secret, cmd.run, cmd.nonce);
       keys.set(cmd.run, key);
       ss->send({{"type", "ok"}, {"run", cmd.run}, {"rate", cmd.plan.rate_pps}});
-      start_thread(ss, [this, ss, key, cmd = std::move(cmd)] {
+      const uint32_t run = cmd.run;
+      std::shared_ptr<std::atomic<bool>> before = take_over_monitor(ss, run);
+      auto next_sequence = monitors.contains(run) ? monitors[run].next_sequence
+                                                  : std::make_shared<std::atomic<uint32_t>>(1);
+      auto finished = start_thread(ss, [this, ss, key, before, next_sequence, cmd = std::move(cmd)] {
+        // The run's arrivals and probe sockets belong to one monitor at a time.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (before && !before->load() && std::chrono::steady_clock::now() < until) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
         internal::run_monitor_order(cfg, cmd, key, *reflector, [&](json j) { asio::post(io, [ss, j = std::move(j)] { ss->send(j); }); },
-                                    *ss->cancel);
+                                    *ss->cancel, *next_sequence);
       });
+      monitors[run] = {ss, std::move(finished), std::move(next_sequence)};
     } else {
       count(ControlReject::kBadMessage);
       ss->send({{"type", "error"}, {"message", fmt::format("'{}' is not a command", m.type)}});
@@ -342,7 +365,27 @@ struct Agent::Impl {
 
   // Runs `body` on a thread of its own that the session's cancel flag stops
   // and drain() waits for (a sweep or a monitor).
-  void start_thread(const std::shared_ptr<Session>& ss, std::function<void()> body) {
+  // A monitor order for a run another session still holds: that session is
+  // the same watcher's, cut off (control.h "monitor"); it is closed and the
+  // caller's monitor starts once the old one's thread has finished (returned).
+  std::shared_ptr<std::atomic<bool>> take_over_monitor(const std::shared_ptr<Session>& ss, uint32_t run) {
+    // Ended runs are kept (a watcher may come back to one) up to a bound: as
+    // many as the key ring holds, since a run without its key is not probed.
+    for (auto it = monitors.begin(); it != monitors.end() && monitors.size() > kMaxKeptMonitorRuns;) {
+      it = it->second.session.expired() && it->second.finished->load() ? monitors.erase(it) : std::next(it);
+    }
+    auto it = monitors.find(run);
+    if (it == monitors.end()) return nullptr;
+    auto old = it->second.session.lock();
+    if (old == ss) return nullptr;  // the same session orders twice: both run, as before
+    if (old) {
+      spdlog::info("monitor {}: ordered again on a new session; closing the old one", run);
+      old->close();
+    }
+    return it->second.finished;
+  }
+
+  std::shared_ptr<std::atomic<bool>> start_thread(const std::shared_ptr<Session>& ss, std::function<void()> body) {
     std::lock_guard lock(mu);
     for (auto it = sweeps.begin(); it != sweeps.end();) {  // reap finished sweeps
       if (it->finished->load()) {
@@ -363,6 +406,7 @@ struct Agent::Impl {
       } done{*finished};
       body();
     });
+    return sw.finished;
   }
 
   // Runs the sweep on its own thread; results reach the session through the io thread.

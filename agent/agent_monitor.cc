@@ -2,13 +2,15 @@
 // probe::run_monitor; this opens its sender and turns tallies into frames.
 #include "agent_monitor.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 namespace weft::agent::internal {
 
 void run_monitor_order(const AgentConfig& cfg, const MonitorCommand& cmd, const probe::MacKey& key,
                        probe::Reflector& reflector, const std::function<void(nlohmann::json)>& post,
-                       const std::atomic<bool>& cancel) {
+                       const std::atomic<bool>& cancel, std::atomic<uint32_t>& next_sequence) {
   reflector.track_arrivals(cmd.run);
   struct Untrack {
     probe::Reflector& r;
@@ -28,14 +30,18 @@ void run_monitor_order(const AgentConfig& cfg, const MonitorCommand& cmd, const 
     return;
   }
   spdlog::info("monitor {}: {} 5-tuples at {} probes/s", cmd.run, cmd.plan.tuples.size(), cmd.plan.rate_pps);
-  const Status st = probe::run_monitor(**be, cmd.plan, [&](uint64_t t_ns, std::span<const probe::TupleTally> tallies) {
+  probe::MonitorPlan plan = cmd.plan;
+  plan.first_sequence = std::max(plan.first_sequence, next_sequence.load());
+  uint32_t next = plan.first_sequence;
+  const Status st = probe::run_monitor(**be, plan, [&](uint64_t t_ns, std::span<const probe::TupleTally> tallies) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& t : tallies) rows.push_back(encode_tally(t));
     nlohmann::json arrivals = nlohmann::json::array();
     for (const auto& [src, n] : reflector.arrivals(cmd.run)) arrivals.push_back({src.first, src.second, n});
     post({{"type", "monitor_report"}, {"run", cmd.run}, {"t_ns", t_ns}, {"rows", std::move(rows)},
           {"arrivals", std::move(arrivals)}});
-  }, cancel);
+  }, cancel, &next);
+  next_sequence.store(next);
   if (!st) {
     spdlog::error("monitor {}: {}", cmd.run, st.message());
     post({{"type", "error"}, {"run", cmd.run}, {"message", st.message()}});

@@ -3,7 +3,9 @@
 #include "controller_internal.h"
 #include "weft/agent/watcher.h"
 
+#include <algorithm>
 #include <memory>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -29,6 +31,8 @@ struct Shared {
   size_t announced = 0;
   Status first_error;
   bool started = false;  // every agent has the key: the monitors may begin
+  bool stopping = false;
+  std::vector<bool> live;  // per agent: a session is up and reporting
 };
 
 asio::awaitable<void> sleep_ms(asio::io_context& io, int ms) {
@@ -37,50 +41,42 @@ asio::awaitable<void> sleep_ms(asio::io_context& io, int ms) {
   co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
 }
 
-// Connects, announces the key, waits until every agent has it (a probe that
-// reaches a reflector without the key would be counted lost), orders the
-// monitor and reads its reports.
-asio::awaitable<void> watch_one(Shared& sh, Conn& c, const probe::MacKey& secret, std::vector<uint32_t> host_ips,
-                                MonitorCommand cmd, const WatchConfig& cfg, const WatchReport& on_report,
-                                const WatchFailure& on_failure) {
-  auto setup_failed = [&](const Status& st) {
-    if (sh.first_error.is_ok()) sh.first_error = st;
-    sh.io.stop();
-  };
-  Status st = co_await connect_and_auth(c, secret, host_ips, cfg.connect_timeout_ms);
-  if (!st) {
-    setup_failed(st);
-    co_return;
-  }
+// One session with an agent: connects, announces the key, (the first time)
+// waits until every agent has it (a probe that reaches a reflector without
+// the key would be counted lost) and orders the monitor.
+asio::awaitable<Status> open_session(Shared& sh, Conn& c, const probe::MacKey& secret,
+                                     const std::vector<uint32_t>& host_ips, const MonitorCommand& cmd,
+                                     const WatchConfig& cfg, bool first) {
+  c.sealer.reset();  // a new connection starts unsealed
+  c.opener.reset();
+  // A reconnection gives up sooner: its SYN may hash onto the dead link, and
+  // the next attempt's new source port probably does not.
+  const int connect_ms = first ? cfg.connect_timeout_ms : std::min(cfg.connect_timeout_ms, cfg.silence_ms);
+  WEFT_CO_RETURN_IF_ERROR(co_await connect_and_auth(c, secret, host_ips, connect_ms));
   const json announce = {{"type", "announce"}, {"run", cmd.run}, {"nonce", cmd.nonce}};
-  st = co_await write_msg(c, announce, cfg.connect_timeout_ms);
-  if (st) st = (co_await expect(c, "ok", cfg.connect_timeout_ms)).status();
-  if (!st) {
-    setup_failed(st);
-    co_return;
+  WEFT_CO_RETURN_IF_ERROR(co_await write_msg(c, announce, cfg.connect_timeout_ms));
+  WEFT_CO_RETURN_IF_ERROR((co_await expect(c, "ok", cfg.connect_timeout_ms)).status());
+  if (first) {
+    ++sh.announced;
+    while (!sh.started) co_await sleep_ms(sh.io, 5);
   }
-  ++sh.announced;
-  while (!sh.started) co_await sleep_ms(sh.io, 5);
   const json order = encode_monitor(cmd);
-  st = co_await write_msg(c, order, cfg.connect_timeout_ms);
-  if (!st) {
-    setup_failed(st);
-    co_return;
-  }
+  WEFT_CO_RETURN_IF_ERROR(co_await write_msg(c, order, cfg.connect_timeout_ms));
   auto ok = co_await expect(c, "ok", cfg.connect_timeout_ms);
-  if (!ok) {
-    setup_failed(ok.status());
-    co_return;
-  }
-  if (ok->body.value("rate", cmd.plan.rate_pps) < cmd.plan.rate_pps) {
+  if (!ok) co_return ok.status();
+  if (first && ok->body.value("rate", cmd.plan.rate_pps) < cmd.plan.rate_pps) {
     spdlog::warn("{}: rate capped to {} probes/s by the agent's --max-rate", c.where(), ok->body["rate"].get<double>());
   }
-  for (;;) {
+  co_return Status::ok();
+}
+
+// Hands the session's reports on until it fails or stays silent for
+// cfg.silence_ms; `reporting` is called at its first report.
+asio::awaitable<Status> read_reports(Conn& c, const WatchConfig& cfg, const WatchReport& on_report,
+                                     const std::function<void()>& reporting) {
+  for (bool first = true;;) {
     auto m = co_await read_msg(c, cfg.silence_ms);
-    if (!m) {
-      on_failure(static_cast<size_t>(c.index), m.status());
-      co_return;
-    }
+    if (!m) co_return m.status();
     if (m->type != "monitor_report") continue;  // a keep-alive's "status"
     std::vector<probe::TupleTally> rows;
     for (const auto& r : m->body["rows"]) rows.push_back(*decode_tally(r));
@@ -88,7 +84,42 @@ asio::awaitable<void> watch_one(Shared& sh, Conn& c, const probe::MacKey& secret
     if (m->body.contains("arrivals")) {
       for (const auto& a : m->body["arrivals"]) arrivals.push_back(*decode_arrival(a));
     }
+    if (std::exchange(first, false)) reporting();
     on_report(static_cast<size_t>(c.index), m->body["t_ns"].get<uint64_t>(), std::move(rows), std::move(arrivals));
+  }
+}
+
+// An agent's whole watch. Setup failures end the watch (a wrong secret or
+// host list is the user's to fix); a session that fails later, or falls
+// silent, is reported and replaced: the control connection shares the fabric
+// with the links being watched, and a new connection (a new source port)
+// hashes onto other paths, so the agent comes back while its old path is
+// still down. The agent hands the run to the new session (control.h).
+asio::awaitable<void> watch_one(Shared& sh, Conn& c, const probe::MacKey& secret, std::vector<uint32_t> host_ips,
+                                MonitorCommand cmd, const WatchConfig& cfg, const WatchReport& on_report,
+                                const WatchFailure& on_failure, const WatchRecovery& on_recovery) {
+  const size_t index = static_cast<size_t>(c.index);
+  if (Status st = co_await open_session(sh, c, secret, host_ips, cmd, cfg, true); !st) {
+    if (sh.first_error.is_ok()) sh.first_error = st;
+    sh.io.stop();
+    co_return;
+  }
+  for (bool lost = false;;) {
+    sh.live[index] = true;
+    const Status why = co_await read_reports(c, cfg, on_report, [&] {
+      if (std::exchange(lost, false)) on_recovery(index);
+    });
+    sh.live[index] = false;
+    if (sh.stopping) co_return;
+    if (!lost) on_failure(index, why);
+    lost = true;
+    for (int delay_ms = 50;; delay_ms = std::min(2 * delay_ms, cfg.silence_ms)) {
+      boost::system::error_code ec;
+      c.sock.close(ec);
+      co_await sleep_ms(sh.io, delay_ms);
+      if (sh.stopping) co_return;
+      if (co_await open_session(sh, c, secret, host_ips, cmd, cfg, false)) break;
+    }
   }
 }
 
@@ -97,9 +128,10 @@ asio::awaitable<void> watch_one(Shared& sh, Conn& c, const probe::MacKey& secret
 asio::awaitable<void> keep_alive(Shared& sh, Conn& c, const WatchConfig& cfg) {
   for (;;) {
     co_await sleep_ms(sh.io, 30000);
-    if (!c.sock.is_open()) co_return;
+    if (sh.stopping) co_return;
+    if (!sh.live[static_cast<size_t>(c.index)]) continue;  // reconnecting: the handshake owns the socket
     const json req = {{"type", "status"}};
-    if (!co_await write_msg(c, req, cfg.connect_timeout_ms)) co_return;
+    (void)co_await write_msg(c, req, cfg.connect_timeout_ms);  // a failure shows in the reports' silence
   }
 }
 
@@ -107,6 +139,7 @@ asio::awaitable<void> supervise(Shared& sh, const std::atomic<bool>& stop) {
   for (;;) {
     if (!sh.started && sh.announced == sh.conns.size()) sh.started = true;
     if (stop.load()) {
+      sh.stopping = true;
       for (auto& c : sh.conns) {
         boost::system::error_code ec;
         c->sock.close(ec);
@@ -122,7 +155,7 @@ asio::awaitable<void> supervise(Shared& sh, const std::atomic<bool>& stop) {
 
 Status run_watch(const std::vector<HostEntry>& hosts, const std::vector<std::vector<probe::MonitorTuple>>& tuples,
                  const probe::MacKey& secret, const WatchConfig& cfg, const WatchReport& on_report,
-                 const WatchFailure& on_failure, const std::atomic<bool>& stop) {
+                 const WatchFailure& on_failure, const WatchRecovery& on_recovery, const std::atomic<bool>& stop) {
   WEFT_RETURN_IF_ERROR(cfg.validate());
   if (tuples.size() != hosts.size()) {
     return invalid_argument(fmt::format("{} tuple lists for {} hosts", tuples.size(), hosts.size()));
@@ -138,6 +171,7 @@ Status run_watch(const std::vector<HostEntry>& hosts, const std::vector<std::vec
   base.plan.timeout_ms = cfg.timeout_ms;
   base.plan.report_ms = cfg.report_ms;
   Shared sh;
+  sh.live.assign(hosts.size(), false);
   for (size_t i = 0; i < hosts.size(); ++i) {
     auto c = std::make_unique<Conn>(sh.io);
     c->host = hosts[i];
@@ -146,7 +180,8 @@ Status run_watch(const std::vector<HostEntry>& hosts, const std::vector<std::vec
     cmd.plan.tuples = tuples[i];
     cmd.plan.rate_pps = std::max(1.0, static_cast<double>(tuples[i].size()) * cfg.tuple_rate_pps);
     WEFT_RETURN_IF_ERROR(cmd.plan.validate().with_context(c->where()));
-    asio::co_spawn(sh.io, watch_one(sh, *c, secret, ips, std::move(cmd), cfg, on_report, on_failure), asio::detached);
+    asio::co_spawn(sh.io, watch_one(sh, *c, secret, ips, std::move(cmd), cfg, on_report, on_failure, on_recovery),
+                   asio::detached);
     asio::co_spawn(sh.io, keep_alive(sh, *c, cfg), asio::detached);
     sh.conns.push_back(std::move(c));
   }

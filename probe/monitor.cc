@@ -43,8 +43,16 @@ Status MonitorPlan::validate() const {
 }
 
 Status run_monitor(SenderBackend& backend, const MonitorPlan& plan, const MonitorReport& report,
-                   const std::atomic<bool>& cancel) {
+                   const std::atomic<bool>& cancel, uint32_t* next_sequence) {
   WEFT_RETURN_IF_ERROR(plan.validate());
+  uint32_t seq = plan.first_sequence;
+  struct Publish {  // on every return, errors included: what was sent is spent
+    uint32_t* out;
+    const uint32_t& seq;
+    ~Publish() {
+      if (out) *out = seq;
+    }
+  } publish{next_sequence, seq};
   using Clock = std::chrono::steady_clock;
   uint16_t lo = 65535, hi = 0;
   for (const MonitorTuple& t : plan.tuples) {
@@ -67,7 +75,6 @@ Status run_monitor(SenderBackend& backend, const MonitorPlan& plan, const Monito
       std::chrono::duration<double>(static_cast<double>(std::max<size_t>(1, plan.tuples.size())) / plan.rate_pps));
   const auto timeout = std::chrono::milliseconds(plan.timeout_ms);
   const auto report_every = std::chrono::milliseconds(plan.report_ms);
-  uint32_t seq = plan.first_sequence;
   std::vector<ProbeSend> batch;
   std::vector<ProbeAnswer> answers;
   auto next_round = Clock::now();

@@ -35,7 +35,9 @@ struct WatchArgs {
   std::string metrics;
   std::string publish;
   std::string job;
-  int per_spine = 1;
+  // Two source hosts per leaf pair and spine: one whose control connection
+  // crosses the failed link is blind until reconnected (docs/watch.md).
+  int per_spine = 2;
   int streak = 3;
   int confirm_ms = 150;
   double duration_s = 0;
@@ -197,8 +199,10 @@ int run_watch(WatchArgs& a) {
         for (const LinkEvent& e : state.evaluate(now)) act(e);
       },
       [&](size_t host, const Status& why) {
-        fmt::print(stderr, "weft watch: agent {} stopped reporting: {}\n", (*hosts)[host].name, why.message());
+        fmt::print(stderr, "weft watch: agent {} stopped reporting ({}); reconnecting\n", (*hosts)[host].name,
+                   why.message());
       },
+      [&](size_t host) { fmt::print(stderr, "weft watch: agent {} reports again\n", (*hosts)[host].name); },
       g_stop);
   g_stop.store(true);
   if (timer.joinable()) timer.join();
@@ -231,6 +235,9 @@ void register_watch(CLI::App& app, Registry& reg) {
   cmd->add_option("--streak", a.streak, "Probes lost in a row that make a 5-tuple failing")->capture_default_str();
   cmd->add_option("--timeout-ms", a.cfg.timeout_ms, "A probe unanswered this long is lost")->capture_default_str();
   cmd->add_option("--report-ms", a.cfg.report_ms, "How often each agent reports")->capture_default_str();
+  cmd->add_option("--silence-ms", a.cfg.silence_ms,
+                  "An agent silent this long is reconnected (its control connection may cross a failed link)")
+      ->capture_default_str();
   cmd->add_option("--confirm-ms", a.confirm_ms, "How long a verdict must hold before it is acted on")
       ->capture_default_str();
   cmd->add_option("--metrics", a.metrics, "Serve Prometheus metrics on ADDR:PORT");

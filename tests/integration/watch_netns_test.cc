@@ -2,7 +2,8 @@
 // cut silently (an nftables drop on the egress of one end, no routing change:
 // the grey failure only probes find), and the watcher must name exactly that
 // link within 1 s of the cut, then report it up after the drop is removed;
-// the monitor's traffic on every spine-leaf link stays under 1% of its rate.
+// the monitor's traffic on every spine-leaf link stays under 1% of its rate;
+// agents cut off from the watcher are reconnected and carry on.
 //
 // WEFT_WATCH_RUNS=10 ctest -R WatchNetns   runs 10 cuts instead of 3.
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <map>
 #include <random>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -231,6 +233,42 @@ TEST(WatchNetns, ACutDirectedLinkIsNamedWithinASecondAndRestored) {
     }
     from = text.size() - static_cast<size_t>((*full).suffix().length());
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  // An agent cut off from the watcher for longer than --silence-ms (1 s) is
+  // reconnected and carries on its monitor: every uplink of leaf 3 drops for
+  // 2.5 s, so none of its agents' reports leave, then comes back. Each of its
+  // hosts must report again, and with no fault left no verdict may follow: a
+  // new monitor whose probes restart at sequence 1 is dropped by every
+  // reflector's replay guard, and all its tuples would fail.
+  {
+    const std::string ns = fmt::format("{}l3", f.prefix());
+    ASSERT_TRUE(run_shell(fmt::format("ip netns exec {} nft -f -", ns),
+                          "table ip weftcut {\n chain cut {\n  type filter hook forward priority -10;\n"
+                          "  oifname \"up*\" drop\n }\n}\n"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    ASSERT_TRUE(run_shell(fmt::format("ip netns exec {} nft delete table ip weftcut", ns)));
+    const std::regex lost_re("agent (h3-\\d+) stopped reporting"), back_re("agent (h3-\\d+) reports again");
+    auto names = [](const std::string& log, const std::regex& re) {
+      std::set<std::string> hosts;
+      for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator(); ++it) {
+        hosts.insert((*it)[1].str());
+      }
+      return hosts;
+    };
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (names(slurp(err), back_re).size() < 4 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const std::string e = slurp(err);
+    EXPECT_EQ(names(e, lost_re), (std::set<std::string>{"h3-1", "h3-2", "h3-3", "h3-4"})) << e;
+    EXPECT_EQ(names(e, back_re), (std::set<std::string>{"h3-1", "h3-2", "h3-3", "h3-4"})) << e;
+    from = slurp(out).size();
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    text = slurp(out);
+    for (const char* verdict : {"down ", "ambiguous", "unexplained"}) {
+      EXPECT_EQ(text.find(verdict, from), std::string::npos) << "'" << verdict << "' after every agent came back:\n"
+                                                             << text.substr(from) << slurp(err);
+    }
   }
   ::kill(watch, SIGTERM);
   const int status = f.wait_child(watch, 10000);

@@ -249,6 +249,19 @@ Result<std::string> DemoSession::stop_watch(pid_t pid) {
   ::kill(pid, SIGTERM);
   WEFT_RETURN_IF_ERROR(
       fabric_->wait_all({pid}, Clock::now() + std::chrono::seconds(10), "weft watch").status());
+  // The agents whose control connection crossed the cut link (docs/watch.md).
+  if (auto err = read_file(dir_ + "/watch.err")) {
+    std::istringstream in(*err);
+    int lost = 0, back = 0;
+    for (std::string line; std::getline(in, line);) {
+      lost += line.find("reconnecting") != std::string::npos;
+      back += line.find("reports again") != std::string::npos;
+    }
+    if (lost > 0) {
+      fmt::print("  watch: {} agent(s) fell silent (their control connection crossed the cut), {} reconnected\n",
+                 lost, back);
+    }
+  }
   return read_file(dir_ + "/watch.out");
 }
 

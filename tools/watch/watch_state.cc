@@ -58,7 +58,9 @@ void WatchState::arrived(int host, std::span<const agent::Arrival> arrivals, uin
     auto it = by_arrival_.find({host, a.src_ip, a.sport});
     if (it == by_arrival_.end()) continue;
     Live& l = live_[it->second];
-    if (a.count > l.arrivals) l.arrivals_grew_ns = now_ns;
+    // A count that fell is a new monitor's (its agent was reconnected and
+    // counts from zero): what it counted arrived since.
+    if (a.count > l.arrivals || (a.count < l.arrivals && a.count > 0)) l.arrivals_grew_ns = now_ns;
     l.arrivals = a.count;
   }
   // Every tuple towards this host was reported on, arrived or not.

@@ -99,7 +99,10 @@ nlohmann::json encode_campaign(const CampaignCommand& c);
 // every plan.report_ms until the session closes, with "arrivals":[[src, sport, count], ...]:
 // the run's requests this host's reflector received (reflector.h), so the
 // watcher tells a path whose requests stop arriving from one whose replies
-// are lost. An order with no tuples only reports arrivals.
+// are lost. An order with no tuples only reports arrivals. The same run
+// ordered on a new session (a watcher that lost its connection and came
+// back) takes the run over: the older session is closed and the new monitor
+// starts once the old one has stopped.
 struct MonitorCommand {
   uint32_t run = 0;
   std::string nonce;  // hex; with the secret and run it gives the probes' key

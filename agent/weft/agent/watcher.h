@@ -5,8 +5,11 @@
 //
 //   std::atomic<bool> stop = false;
 //   Status st = run_watch(hosts, tuples_per_host, secret, WatchConfig{},
-//                         [&](size_t host, uint64_t t_ns, std::vector<probe::TupleTally> rows) { ... },
-//                         [&](size_t host, const Status& why) { ... }, stop);
+//                         [&](size_t host, uint64_t t_ns, std::vector<probe::TupleTally> rows,
+//                             std::vector<Arrival> arrivals) { ... },
+//                         [&](size_t host, const Status& why) { ... },   // fell silent: reconnecting
+//                         [&](size_t host) { ... },                      // reporting again
+//                         stop);
 #pragma once
 
 #include <atomic>
@@ -30,21 +33,26 @@ struct WatchConfig {
   int timeout_ms = 150;      // a probe unanswered this long is lost
   int report_ms = 100;       // how often each agent reports
   int connect_timeout_ms = 5000;
-  int silence_ms = 3000;     // an agent that sends no report for this long has failed
+  // An agent that sends no report for this long has lost its connection (a
+  // failed link may carry it): it is reconnected, on a new source port.
+  int silence_ms = 1000;
   Status validate() const;
 };
 
 using WatchReport = std::function<void(size_t host, uint64_t t_ns, std::vector<probe::TupleTally> rows,
                                        std::vector<Arrival> arrivals)>;
 using WatchFailure = std::function<void(size_t host, const Status& why)>;
+using WatchRecovery = std::function<void(size_t host)>;
 
 // tuples[i] are host i's 5-tuples (empty: the host only reflects, and
 // reports what arrived). Returns
 // when `stop` is set (OK) or at once when an agent cannot be reached or
-// refuses the key or its order (the error names it). An agent that fails
-// later is handed to on_failure and the others go on.
+// refuses the key or its order at the start (the error names it). An agent
+// that fails or falls silent later is handed to on_failure and reconnected
+// (backing off up to silence_ms between attempts) until it reports again
+// (on_recovery) or `stop` is set; the others go on meanwhile.
 Status run_watch(const std::vector<HostEntry>& hosts, const std::vector<std::vector<probe::MonitorTuple>>& tuples,
                  const probe::MacKey& secret, const WatchConfig& cfg, const WatchReport& on_report,
-                 const WatchFailure& on_failure, const std::atomic<bool>& stop);
+                 const WatchFailure& on_failure, const WatchRecovery& on_recovery, const std::atomic<bool>& stop);
 
 }  // namespace weft::agent

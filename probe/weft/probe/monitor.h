@@ -60,7 +60,11 @@ struct TupleTally {
 using MonitorReport = std::function<void(uint64_t time_ns, std::span<const TupleTally> tallies)>;
 
 // Runs until *cancel; the backend must be fresh (this opens its ports).
+// When it returns, *next_sequence (if given) is the sequence after the last
+// one sent: a monitor that carries on this run from the same host starts
+// there, since the reflectors' replay guard drops every sequence seen before
+// (replay_guard.h).
 Status run_monitor(SenderBackend& backend, const MonitorPlan& plan, const MonitorReport& report,
-                   const std::atomic<bool>& cancel);
+                   const std::atomic<bool>& cancel, uint32_t* next_sequence = nullptr);
 
 }  // namespace weft::probe
