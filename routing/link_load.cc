@@ -200,16 +200,18 @@ Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrd
       if (sl.rounds > 1) {
         part.flows.clear();
         for (size_t k = b; k < e; ++k) part.flows.push_back(st.flows[by_round[k]]);
-        sl.lower_bound = std::max(sl.lower_bound, step_lower_bound(f, order, part));
-        sl.fabric_lower_bound = std::max(sl.fabric_lower_bound, step_fabric_lower_bound(f, order, part));
+        const Bounds pb = step_bounds(f, order, part);
+        sl.lower_bound = std::max({sl.lower_bound, pb.access, pb.fabric});
+        sl.fabric_lower_bound = std::max(sl.fabric_lower_bound, pb.fabric);
       }
       b = e;
     }
     for (int dl : touched_bytes) sl.max_bytes = std::max(sl.max_bytes, bytes[dl]);
-    sl.single_round_bound = step_lower_bound(f, order, st);
+    const Bounds sb = step_bounds(f, order, st);  // step_lower_bound and step_fabric_lower_bound at once
+    sl.single_round_bound = std::max(sb.access, sb.fabric);
     if (sl.rounds == 1) {
       sl.lower_bound = sl.single_round_bound;
-      sl.fabric_lower_bound = step_fabric_lower_bound(f, order, st);
+      sl.fabric_lower_bound = sb.fabric;
     }
     if (opt.keep_per_link) sl.bytes = bytes;
     if (opt.keep_paths) {
