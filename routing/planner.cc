@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "planner_internal.h"
-#include "weft/common/huge_pages.h"
 #include "weft/routing/candidates.h"
 #include "weft/routing/clos3_coloring.h"
 #include "weft/routing/list_edge_coloring.h"
@@ -101,7 +100,7 @@ class Planner {
     std::vector<int> seen_in_step;
     size_t total = 0;
     for (const Step& st : s_.steps) total += st.flows.size();
-    reserve_huge(flows_, total);
+    flows_.reserve(total);  // on 4 KiB pages, as the plan (planner_output.cc)
     for (size_t si = 0; si < s_.steps.size(); ++si) {
       const Step& st = s_.steps[si];
       std::vector<int> ids;

@@ -4,7 +4,6 @@
 #include <span>
 
 #include "planner_internal.h"
-#include "weft/common/huge_pages.h"
 #include "weft/routing/link_load.h"
 #include "weft/routing/paths.h"
 #include "weft/routing/planes.h"
@@ -76,8 +75,11 @@ Status emit_plan(const topo::Fabric& f, const ranking::RankOrder& order, const S
   p.collective = std::string(collective_name(s.collective));
   p.topology = f.name;
   p.ranks = s.ranks;
-  // Built in place: a PlanFlow is ~200 bytes and a plan holds ~10^6 of them.
-  reserve_huge(p.flows, c.flows.size());
+  // Built in place: a PlanFlow is ~330 bytes and a plan holds ~10^6 of them.
+  // Not advised onto huge pages: on a VM whose balloon reports free memory
+  // to the host, a fresh 2 MiB page is faulted in by the host too, and ~6x
+  // slower per byte than 4 KiB pages (bench/results/2026-11-27-planner-memory.md).
+  p.flows.reserve(c.flows.size());
   p.flows.resize(c.flows.size());
   for (size_t i = 0; i < c.flows.size(); ++i) {
     FlowInfo& fi = c.flows[i];
@@ -111,7 +113,7 @@ Status emit_plan(const topo::Fabric& f, const ranking::RankOrder& order, const S
   PathFinder pf(f);
   std::vector<int> pool;
   std::vector<uint32_t> at(c.flows.size() + 1, 0);
-  reserve_huge(pool, c.path_pool.size() + 2 * c.flows.size());
+  pool.reserve(c.path_pool.size() + 2 * c.flows.size());
   for (size_t i = 0; i < c.flows.size(); ++i) {
     if (!in_nic(c.flows[i])) {  // in-NIC flows have no path (planes.h)
       WEFT_ASSIGN_OR_RETURN(const Path path, route_path(pf, c.flows[i].src_nic, c.flows[i].dst_nic, c.path(c.flows[i])));
