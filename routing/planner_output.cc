@@ -77,7 +77,7 @@ Status emit_plan(const topo::Fabric& f, const ranking::RankOrder& order, const S
   p.ranks = s.ranks;
   // Built in place: a PlanFlow is ~330 bytes and a plan holds ~10^6 of them.
   // Not advised onto huge pages: on a VM whose balloon reports free memory
-  // to the host, a fresh 2 MiB page is faulted in by the host too, and ~6x
+  // to the host, a fresh 2 MiB page is faulted in by the host too, and 3-6x
   // slower per byte than 4 KiB pages (bench/results/2026-11-27-planner-memory.md).
   p.flows.reserve(c.flows.size());
   p.flows.resize(c.flows.size());
