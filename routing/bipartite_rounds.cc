@@ -117,13 +117,28 @@ int bipartite_rounds(std::span<const RoundFlow> flows, std::span<const size_t> o
   for (size_t k = 0; k < edges.size(); ++k) out[edge_flow[k]] = (*colour)[k];
   // Verify: no directed link twice in one round (a merged class whose links
   // did not in fact carry the same flows would show here).
-  std::vector<std::vector<int>> seen(nl);
-  for (size_t i = 0; i < flows.size(); ++i) {
-    for (int dl : flows[i].fabric_links) {
-      auto& s = seen[static_cast<size_t>(dl)];
-      if (std::find(s.begin(), s.end(), out[i]) != s.end()) return 0;
-      s.push_back(out[i]);
+  // Rounds as bits of one word per link while they fit (a vector per link
+  // costs an allocation for each of ~10^5 links per class), else sorted
+  // (link, round) pairs.
+  if (max_deg <= 64) {
+    std::vector<uint64_t> seen(nl, 0);
+    for (size_t i = 0; i < flows.size(); ++i) {
+      const uint64_t bit = uint64_t{1} << out[i];
+      for (int dl : flows[i].fabric_links) {
+        uint64_t& s = seen[static_cast<size_t>(dl)];
+        if (s & bit) return 0;
+        s |= bit;
+      }
     }
+  } else {
+    std::vector<uint64_t> seen;
+    for (size_t i = 0; i < flows.size(); ++i) {
+      for (int dl : flows[i].fabric_links) {
+        seen.push_back(static_cast<uint64_t>(dl) << 32 | static_cast<uint32_t>(out[i]));
+      }
+    }
+    std::sort(seen.begin(), seen.end());
+    if (std::adjacent_find(seen.begin(), seen.end()) != seen.end()) return 0;
   }
   round = std::move(out);
   return max_deg;

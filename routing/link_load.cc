@@ -1,6 +1,7 @@
 #include "weft/routing/link_load.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -133,6 +134,12 @@ Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrd
   Step routable;              // a step without its cross-plane flows
   std::vector<size_t> kept;   // their indices in the schedule's step
   const size_t rails = static_cast<size_t>(f.num_rails()), planes = static_cast<size_t>(f.num_planes());
+  // Per link: switch-to-switch (1) or an access link (0). A byte per link
+  // stays in cache where f.links, read per hop of every flow, does not.
+  std::vector<uint8_t> fabric_link(f.links.size());
+  for (size_t l = 0; l < f.links.size(); ++l) {
+    fabric_link[l] = f.is_switch_vertex(f.links[l].a) && f.is_switch_vertex(f.links[l].b);
+  }
   for (size_t si = 0; si < s.steps.size(); ++si) {
     StepLoad sl;
     sl.rail_max_load.assign(rails, 0);
@@ -179,8 +186,7 @@ Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrd
           if (load[dl]++ == 0) touched.push_back(dl);
           if (bytes[dl] == 0) touched_bytes.push_back(dl);
           bytes[dl] += st.flows[i].bytes;
-          const auto& lk = f.links[dl / 2];
-          if (f.is_switch_vertex(lk.a) && f.is_switch_vertex(lk.b)) ++fabric_hops;
+          fabric_hops += fabric_link[static_cast<size_t>(dl) / 2];
         }
         if (fabric_hops >= 1) ++sl.fabric_flows;
         if (fabric_hops >= 2) ++sl.multi_hop_flows;
@@ -190,8 +196,7 @@ Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrd
           sl.max_load = load[dl];
           sl.hottest = dl;
         }
-        const auto& lk = f.links[dl / 2];
-        if (f.is_switch_vertex(lk.a) && f.is_switch_vertex(lk.b)) sl.max_fabric_load = std::max(sl.max_fabric_load, load[dl]);
+        if (fabric_link[static_cast<size_t>(dl) / 2]) sl.max_fabric_load = std::max(sl.max_fabric_load, load[dl]);
         if (opt.keep_per_link) sl.load[dl] = std::max(sl.load[dl], load[dl]);
         if (const int r = f.link_rail(dl / 2); r >= 0) sl.rail_max_load[static_cast<size_t>(r)] = std::max(sl.rail_max_load[static_cast<size_t>(r)], load[dl]);
         if (const int p = f.link_plane(dl / 2); p >= 0) sl.plane_max_load[static_cast<size_t>(p)] = std::max(sl.plane_max_load[static_cast<size_t>(p)], load[dl]);
@@ -200,16 +205,18 @@ Result<LoadReport> check_link_load(const topo::Fabric& f, const ranking::RankOrd
       if (sl.rounds > 1) {
         part.flows.clear();
         for (size_t k = b; k < e; ++k) part.flows.push_back(st.flows[by_round[k]]);
-        sl.lower_bound = std::max(sl.lower_bound, step_lower_bound(f, order, part));
-        sl.fabric_lower_bound = std::max(sl.fabric_lower_bound, step_fabric_lower_bound(f, order, part));
+        const Bounds pb = step_bounds(f, order, part);
+        sl.lower_bound = std::max({sl.lower_bound, pb.access, pb.fabric});
+        sl.fabric_lower_bound = std::max(sl.fabric_lower_bound, pb.fabric);
       }
       b = e;
     }
     for (int dl : touched_bytes) sl.max_bytes = std::max(sl.max_bytes, bytes[dl]);
-    sl.single_round_bound = step_lower_bound(f, order, st);
+    const Bounds sb = step_bounds(f, order, st);  // step_lower_bound and step_fabric_lower_bound at once
+    sl.single_round_bound = std::max(sb.access, sb.fabric);
     if (sl.rounds == 1) {
       sl.lower_bound = sl.single_round_bound;
-      sl.fabric_lower_bound = step_fabric_lower_bound(f, order, st);
+      sl.fabric_lower_bound = sb.fabric;
     }
     if (opt.keep_per_link) sl.bytes = bytes;
     if (opt.keep_paths) {

@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "planner_internal.h"
-#include "weft/common/huge_pages.h"
 #include "weft/routing/candidates.h"
 #include "weft/routing/clos3_coloring.h"
 #include "weft/routing/list_edge_coloring.h"
@@ -101,7 +100,7 @@ class Planner {
     std::vector<int> seen_in_step;
     size_t total = 0;
     for (const Step& st : s_.steps) total += st.flows.size();
-    reserve_huge(flows_, total);
+    flows_.reserve(total);  // on 4 KiB pages, as the plan (planner_output.cc)
     for (size_t si = 0; si < s_.steps.size(); ++si) {
       const Step& st = s_.steps[si];
       std::vector<int> ids;
@@ -188,10 +187,19 @@ class Planner {
       share_of(answer_, fi.pair_k, flows_[static_cast<size_t>(fi.pair_group)].pair_n, share_);
       offered = &share_;
     }
+    // 3-tier: a route's key serves both usable and colour, which
+    // CandidateStore::add asks one after the other of one route.
+    const int* keyed = nullptr;
+    std::optional<Clos3Key> key;
     fi.ci = cands_.add(
         *offered,
-        [&](std::span<const int> rt) { return !rt.empty() && rt.front() == ls && rt.back() == ld && route_is_up(rt); },
-        [&](std::span<const int> rt) { return colour(rt); });
+        [&](std::span<const int> rt) {
+          if (rt.empty() || rt.front() != ls || rt.back() != ld) return false;
+          if (!clos3_ || rt.size() == 1) return route_is_up(rt);
+          keyed = rt.data(), key = clos3_->key(rt);
+          return key.has_value();
+        },
+        [&](std::span<const int> rt) { return clos3_ && rt.size() != 1 && rt.data() == keyed ? colour(key) : colour(rt); });
     strike_taken(fi);
     return Status::ok();
   }
@@ -252,7 +260,9 @@ class Planner {
   int colour(std::span<const int> rt) const {
     if (two_tier_) return rt.size() == 3 ? colour_of_[static_cast<size_t>(rt[1])] : -1;
     if (!clos3_ || rt.size() == 1) return -1;
-    const auto k = clos3_->key(rt);
+    return colour(clos3_->key(rt));
+  }
+  int colour(const std::optional<Clos3Key>& k) const {
     return k ? k->slot * (clos3_->plane_size() + 1) + k->core + 1 : -1;
   }
 

@@ -4,7 +4,6 @@
 #include <span>
 
 #include "planner_internal.h"
-#include "weft/common/huge_pages.h"
 #include "weft/routing/link_load.h"
 #include "weft/routing/paths.h"
 #include "weft/routing/planes.h"
@@ -13,22 +12,29 @@
 namespace weft::routing::planner_internal {
 namespace {
 
-// Serves step si's flows from one path per planned flow.
+// Serves step si's flows from one path per planned flow, each a span of a
+// pool of directed links (a vector per flow costs an allocation each, ~10^6
+// of them at 65,536 endpoints; the checker's buffers keep their capacity).
 class StepPathsRouter final : public Router {
  public:
-  StepPathsRouter(const std::vector<std::vector<int>>& step_ids, const std::vector<Path>& paths)
-      : step_ids_(step_ids), paths_(paths) {}
+  StepPathsRouter(const std::vector<std::vector<int>>& step_ids, const std::vector<int>& pool,
+                  const std::vector<uint32_t>& at)
+      : step_ids_(step_ids), pool_(pool), at_(at) {}
   std::string_view name() const override { return "plan"; }
   Status route_step(const Step& step, int si, std::vector<Path>& paths) override {
     const auto& ids = step_ids_[static_cast<size_t>(si)];
     if (ids.size() != step.flows.size()) return internal_error("step flows changed under the planner");
-    for (size_t i = 0; i < ids.size(); ++i) paths[i] = paths_[static_cast<size_t>(ids[i])];
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const auto id = static_cast<size_t>(ids[i]);
+      paths[i].dlinks.assign(pool_.begin() + at_[id], pool_.begin() + at_[id + 1]);
+    }
     return Status::ok();
   }
 
  private:
   const std::vector<std::vector<int>>& step_ids_;
-  const std::vector<Path>& paths_;
+  const std::vector<int>& pool_;       // directed links of every flow's path
+  const std::vector<uint32_t>& at_;    // flow i's: pool_[at_[i], at_[i + 1])
 };
 
 }  // namespace
@@ -69,8 +75,11 @@ Status emit_plan(const topo::Fabric& f, const ranking::RankOrder& order, const S
   p.collective = std::string(collective_name(s.collective));
   p.topology = f.name;
   p.ranks = s.ranks;
-  // Built in place: a PlanFlow is ~200 bytes and a plan holds ~10^6 of them.
-  reserve_huge(p.flows, c.flows.size());
+  // Built in place: a PlanFlow is ~330 bytes and a plan holds ~10^6 of them.
+  // Not advised onto huge pages: on a VM whose balloon reports free memory
+  // to the host, a fresh 2 MiB page is faulted in by the host too, and 3-6x
+  // slower per byte than 4 KiB pages (bench/results/2026-11-27-planner-memory.md).
+  p.flows.reserve(c.flows.size());
   p.flows.resize(c.flows.size());
   for (size_t i = 0; i < c.flows.size(); ++i) {
     FlowInfo& fi = c.flows[i];
@@ -102,16 +111,28 @@ Status emit_plan(const topo::Fabric& f, const ranking::RankOrder& order, const S
   // The judge: the link-load checker over the plan's paths (the switches
   // just written, as indices: make_plan_router would look the names up).
   PathFinder pf(f);
-  std::vector<Path> paths(c.flows.size());
+  std::vector<int> pool;
+  std::vector<uint32_t> at(c.flows.size() + 1, 0);
+  pool.reserve(c.path_pool.size() + 2 * c.flows.size());
   for (size_t i = 0; i < c.flows.size(); ++i) {
-    if (in_nic(c.flows[i])) continue;  // no path (planes.h)
-    WEFT_ASSIGN_OR_RETURN(paths[i], route_path(pf, c.flows[i].src_nic, c.flows[i].dst_nic, c.path(c.flows[i])));
+    if (!in_nic(c.flows[i])) {  // in-NIC flows have no path (planes.h)
+      WEFT_ASSIGN_OR_RETURN(const Path path, route_path(pf, c.flows[i].src_nic, c.flows[i].dst_nic, c.path(c.flows[i])));
+      pool.insert(pool.end(), path.dlinks.begin(), path.dlinks.end());
+    }
+    at[i + 1] = static_cast<uint32_t>(pool.size());
   }
-  StepPathsRouter router(c.step_ids, paths);
+  StepPathsRouter router(c.step_ids, pool, at);
+  // The plan's rounds onto a copy of the schedule, as apply_plan_rounds
+  // would copy them from the plan (every flow of a step is one of the
+  // planner's, step_ids in the step's order).
   Schedule with_rounds;  // a copy only when the plan has rounds
   if (has_rounds) {
     with_rounds = s;
-    WEFT_RETURN_IF_ERROR(apply_plan_rounds(p, with_rounds));
+    for (size_t si = 0; si < with_rounds.steps.size(); ++si) {
+      auto& flows = with_rounds.steps[si].flows;
+      const auto& ids = c.step_ids[si];
+      for (size_t k = 0; k < flows.size(); ++k) flows[k].round = c.flows[static_cast<size_t>(ids[k])].round;
+    }
   }
   WEFT_ASSIGN_OR_RETURN(auto rep, check_link_load(f, order, has_rounds ? with_rounds : s, router));
   for (const auto& sl : rep.steps) {

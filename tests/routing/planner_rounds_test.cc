@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "weft/routing/bipartite_rounds.h"
 #include "weft/routing/link_load.h"
 #include "weft/routing/plan_router.h"
 #include "weft/routing/planner.h"
@@ -125,6 +126,22 @@ TEST(RoundAssigner, FlowsCrossingMoreLinksGoFirstThenBySourceAndDestination) {
   std::vector<RoundFlow> three = {{5, 1, b}, {2, 7, b}, {2, 3, b}};
   EXPECT_EQ(ra.assign(three, round), 3);
   EXPECT_EQ(round, (std::vector<int>{2, 1, 0}));
+}
+
+
+// More rounds than a word has bits (bipartite_rounds verifies those with
+// sorted (link, round) pairs): every flow of one link a round of its own, in
+// (src, dst) order, by König rather than the first-fit fallback.
+TEST(BipartiteRounds, SeventyOneFlowsOnOneLinkTakeSeventyOneRounds) {
+  const std::vector<int> link = {2};
+  std::vector<RoundFlow> flows;
+  for (int i = 70; i >= 0; --i) flows.push_back({i, 100 + i, link});
+  std::vector<size_t> order(flows.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = order.size() - 1 - k;  // by src
+  std::vector<int> round;
+  EXPECT_EQ(bipartite_rounds(flows, order, 3, round), 71);
+  ASSERT_EQ(round.size(), flows.size());
+  for (size_t k = 0; k < flows.size(); ++k) EXPECT_EQ(round[k], flows[k].src) << k;
 }
 
 }  // namespace
