@@ -10,6 +10,7 @@
 
 #include "weft/common/file_util.h"
 #include "weft/common/json.h"
+#include "weft/routing/ecmp.h"
 #include "weft/routing/plan.h"
 
 namespace weft::routing {
@@ -115,9 +116,11 @@ Result<RoutePlan> parse_plan(const std::string& text) {
     WEFT_ASSIGN_OR_RETURN(f.sport, port(jf, path, "sport"));
     WEFT_ASSIGN_OR_RETURN(f.dport, port(jf, path, "dport"));
     if (jf.contains("dqpn")) {
-      // A QPN is 24 bits; 0 and 1 are the special QPs (ecmp.h kMinDataQpn).
+      // A QPN is 24 bits; 0 and 1 are the special QPs (ecmp.h).
       WEFT_ASSIGN_OR_RETURN(int64_t q, field<int64_t>(jf, path, "dqpn"));
-      if (q < 2 || q > 0xFFFFFF) return bad(path + "/dqpn", fmt::format("{} is not a data QP number (2..16777215)", q));
+      if (q < kMinDataQpn || q > kMaxQpn) {
+        return bad(path + "/dqpn", fmt::format("{} is not a data QP number ({}..{})", q, kMinDataQpn, kMaxQpn));
+      }
       if (f.protocol != "udp") {
         return bad(path + "/dqpn", "a destination QP on a tcp flow (QPs are RoCE's: udp flows only)");
       }

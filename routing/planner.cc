@@ -34,7 +34,6 @@ bool is_two_tier(const topo::Fabric& f) {
   return f.num_tiers() == 2;
 }
 
-
 class Planner {
  public:
   Planner(const topo::Fabric& f, const ranking::RankOrder& order, const Schedule& s, PathTable& table,
@@ -62,9 +61,9 @@ class Planner {
     if (table_.hashes_qpn()) {
       // E-ECMP: without a pool, the default one, with a QPN per flow into
       // the busiest rank at least (each QPN serves one flow, take_port).
-      std::vector<int> in(static_cast<size_t>(s_.ranks), 0);
-      for (const FlowInfo& fi : flows_) ++in[static_cast<size_t>(fi.dst)];
       if (qpns_.empty()) {
+        std::vector<int> in(static_cast<size_t>(s_.ranks), 0);
+        for (const FlowInfo& fi : flows_) ++in[static_cast<size_t>(fi.dst)];
         const int per = std::max(kDefaultQpnsPerRank, *std::max_element(in.begin(), in.end()));
         if (kDefaultQpnBase + static_cast<uint64_t>(s_.ranks) * static_cast<uint64_t>(per) - 1 > kMaxQpn) {
           return invalid_argument(fmt::format("the default QPN pool ({} QPNs for each of {} ranks) does not fit in "
