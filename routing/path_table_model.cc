@@ -1,7 +1,6 @@
 // The model path table: an ECMP hash model walked over the topology.
 #include <algorithm>
 #include <span>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -62,8 +61,8 @@ void feistel_first(std::span<uint16_t> out, uint32_t n, int half, uint64_t key, 
 class ModelPathTable final : public PathTable {
  public:
   ModelPathTable(const topo::Fabric& f, std::unique_ptr<EcmpHash> hash, uint32_t draw_seed)
-      : f_(f), hash_(std::move(hash)), draw_seed_(draw_seed), pf_(f),
-        hop_range_(f.switches.size() <= kFlatSwitches ? f.switches.size() * f.switches.size() : 0, {-1, -1}) {}
+      : f_(f), hash_(std::move(hash)), draw_seed_(draw_seed), pf_(f), hop_rows_(f.switches.size()),
+        group_of_(f.switches.size(), -1) {}
 
   std::string describe() const override { return fmt::format("model {}", hash_->name()); }
   bool hashes_qpn() const override { return hash_->hashes_qpn(); }
@@ -127,28 +126,37 @@ class ModelPathTable final : public PathTable {
       std::fill(slots_.begin(), slots_.end(), Slot{});
       gen_ = 1;
     }
-    out.ports.reserve(want);
-    out.hops.reserve(static_cast<size_t>(len_) * want);
-    out.ends.reserve(want);
+    // Written in place (no push_back: its by-value PortRoute went through
+    // the stack and stalled on store forwarding once per port).
+    out.ports.resize(want);
+    out.hops.resize(static_cast<size_t>(len_) * want);
+    out.ends.resize(want);
+    PortRoute* op = out.ports.data();
+    int* hop = out.hops.data();
+    uint32_t routes = 0;
     for (uint32_t i = 0; i < want; ++i) {
       const uint64_t key = keys_[i];
       size_t at = key & (cap - 1);
       while (slots_[at].gen == gen_ && slots_[at].key != key) at = (at + 1) & (cap - 1);
       Slot& sl = slots_[at];
       if (sl.gen != gen_) {
-        r_.resize(static_cast<size_t>(len_));
-        for (int l = 0; l < len_; ++l) r_[static_cast<size_t>(l)] = at_[static_cast<size_t>(l) * want + i];
-        sl = {key, out.add_route(r_), gen_};
+        int* r = hop + static_cast<size_t>(routes) * static_cast<size_t>(len_);
+        for (int l = 0; l < len_; ++l) r[l] = at_[static_cast<size_t>(l) * want + i];
+        out.ends[routes] = (routes + 1) * static_cast<uint32_t>(len_);
+        sl = {key, static_cast<int>(routes++), gen_};
       } else {
-        const auto known = out.route(static_cast<size_t>(sl.route));
+        const int* known = hop + static_cast<size_t>(sl.route) * static_cast<size_t>(len_);
         for (int l = 0; l < len_; ++l) {
-          if (known[static_cast<size_t>(l)] != at_[static_cast<size_t>(l) * want + i]) {
+          if (known[l] != at_[static_cast<size_t>(l) * want + i]) {
+            out.clear();
             return internal_error("route hash collision in the model path table");
           }
         }
       }
-      out.ports.push_back({.sport = sports_[i], .qpn = qpn ? qpn_at_[i] : uint16_t{0}, .route = sl.route});
+      op[i] = {.sport = sports_[i], .qpn = qpn ? qpn_at_[i] : uint16_t{0}, .route = sl.route};
     }
+    out.hops.resize(static_cast<size_t>(routes) * static_cast<size_t>(len_));
+    out.ends.resize(routes);
     return Status::ok();
   }
 
@@ -161,12 +169,18 @@ class ModelPathTable final : public PathTable {
   }
 
   // Shortest-path next switches of (sw, dst) in PathFinder::next_hops order,
-  // computed once: [begin, end) ranges into one pool.
-  std::span<const int> hops(int sw, int dst) {
-    // By destination first: one pair's walk reads one row (a few KB), not a
-    // cache line per switch of a 13 MB table.
-    const size_t at = static_cast<size_t>(dst) * f_.switches.size() + static_cast<size_t>(sw);
-    auto& h = hop_range_.empty() ? hop_map_[at] : hop_range_[at];
+  // computed once: [begin, end) ranges into one pool, in one row per
+  // destination switch (made when a pair first heads there: destinations
+  // are leaves, 512 rows of 1,280 switches at 65,536 endpoints on 3 tiers),
+  // so a look-up is two array reads.
+  using HopRow = std::vector<std::pair<int32_t, int32_t>>;
+  HopRow* hop_row(int dst) {
+    auto& row = hop_rows_[static_cast<size_t>(dst)];
+    if (row.empty()) row.assign(f_.switches.size(), {-1, -1});
+    return &row;
+  }
+  std::span<const int> hops(HopRow* row, int sw, int dst) {
+    auto& h = (*row)[static_cast<size_t>(sw)];
     if (h.first < 0) {
       auto v = pf_.next_hops(sw, dst);
       h = {static_cast<int32_t>(hop_pool_.size()), static_cast<int32_t>(hop_pool_.size() + v.size())};
@@ -174,6 +188,7 @@ class ModelPathTable final : public PathTable {
     }
     return {hop_pool_.data() + h.first, static_cast<size_t>(h.second - h.first)};
   }
+  std::span<const int> hops(int sw, int dst) { return hops(hop_row(dst), sw, dst); }
 
   // Switch hops from s's leaf to d's (0 on one leaf), or Unavailable.
   Result<int> reachable(int s, int d) {
@@ -201,8 +216,9 @@ class ModelPathTable final : public PathTable {
   }
 
   // walk() for every port in sports_ at once, one tier at a time (shortest
-  // paths: every route of a pair has distance + 1 switches): ports standing
-  // on one switch are hashed in one pick_sports() call, which shares the
+  // paths: every route of a pair has distance + 1 switches): the ports
+  // standing on one switch are gathered (a counting sort by switch, keeping
+  // their order) and hashed in one pick_sports() call, which shares the
   // pair's hash state. Leaves the routes as the columns of at_ (len_ rows of
   // sports_.size()) and an FNV-1a key of each in keys_.
   void walk_all(const FiveTuple& t, int src, int dst, int hops_to_dst) {
@@ -210,25 +226,68 @@ class ModelPathTable final : public PathTable {
     len_ = hops_to_dst + 1;
     at_.resize(static_cast<size_t>(len_) * n);
     picks_.resize(n);
+    port_group_.resize(n);
+    order_.resize(n);
+    groups_.resize(n);
+    g_sports_.resize(n);
+    g_dqpns_.resize(dqpns_.size());
     keys_.assign(n, kFnvOffset);
     std::fill(at_.begin(), at_.begin() + static_cast<std::ptrdiff_t>(n), src);
     for (size_t i = 0; i < n; ++i) keys_[i] = (keys_[i] ^ static_cast<uint32_t>(src)) * kFnvPrime;
+    HopRow* row = hop_row(dst);
+    int* group_of = group_of_.data();
+    Group* groups = groups_.data();
+    uint32_t* port_group = port_group_.data();
+    uint32_t* order = order_.data();
     for (int l = 1; l < len_; ++l) {
       const int* prev = at_.data() + static_cast<size_t>(l - 1) * n;
       int* cur = at_.data() + static_cast<size_t>(l) * n;
-      for (size_t i = 0; i < n;) {
-        size_t j = i + 1;
-        while (j < n && prev[j] == prev[i]) ++j;
-        const auto h = hops(prev[i], dst);  // not empty: prev[i] is on a shortest path to dst
-        if (h.size() == 1) {
-          std::fill(cur + i, cur + j, h[0]);
-        } else {
-          const std::span<const uint32_t> q =
-              dqpns_.empty() ? std::span<const uint32_t>{} : std::span<const uint32_t>{dqpns_.data() + i, j - i};
-          hash_->pick_sports(t, prev[i], h.size(), {sports_.data() + i, j - i}, {picks_.data() + i, j - i}, q);
-          for (size_t k = i; k < j; ++k) cur[k] = h[picks_[k]];
+      // The distinct switches of the tier, in order of first appearance.
+      uint32_t ng = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const auto sw = static_cast<size_t>(prev[i]);
+        if (group_of[sw] < 0) group_of[sw] = static_cast<int>(ng), groups[ng++] = {prev[i], 0, 0};
+        port_group[i] = static_cast<uint32_t>(group_of[sw]);
+        ++groups[port_group[i]].size;
+      }
+      bool hashed = false;  // some switch of the tier has several next hops
+      for (uint32_t g = 0; g < ng; ++g) {
+        group_of[groups[g].sw] = -1;
+        const auto h = hops(row, groups[g].sw, dst);  // not empty: on a shortest path to dst
+        groups[g].hop_at = static_cast<uint32_t>(h.data() - hop_pool_.data());
+        groups[g].n = static_cast<uint32_t>(h.size());
+        hashed |= h.size() > 1;
+      }
+      // Pointers only now: a first look-up above may grow the pool.
+      for (uint32_t g = 0; g < ng; ++g) groups[g].hop = hop_pool_.data() + groups[g].hop_at;
+      if (!hashed) {
+        for (size_t i = 0; i < n; ++i) cur[i] = groups[port_group[i]].hop[0];
+      } else if (ng == 1) {  // one switch (the source leaf): no gathering
+        hash_->pick_sports(t, groups[0].sw, groups[0].n, sports_, picks_, dqpns_);
+        for (size_t i = 0; i < n; ++i) cur[i] = groups[0].hop[picks_[i]];
+      } else {
+        uint32_t at = 0;
+        for (uint32_t g = 0; g < ng; ++g) groups[g].begin = at, at += groups[g].size, groups[g].size = 0;
+        for (size_t i = 0; i < n; ++i) {
+          Group& g = groups[port_group[i]];
+          order[g.begin + g.size++] = static_cast<uint32_t>(i);
         }
-        i = j;
+        for (uint32_t gi = 0; gi < ng; ++gi) {
+          const Group& g = groups[gi];
+          const uint32_t* idx = order + g.begin;
+          if (g.n == 1) {
+            for (uint32_t k = 0; k < g.size; ++k) cur[idx[k]] = g.hop[0];
+            continue;
+          }
+          for (uint32_t k = 0; k < g.size; ++k) g_sports_[k] = sports_[idx[k]];
+          std::span<const uint32_t> q;
+          if (!dqpns_.empty()) {
+            for (uint32_t k = 0; k < g.size; ++k) g_dqpns_[k] = dqpns_[idx[k]];
+            q = {g_dqpns_.data(), g.size};
+          }
+          hash_->pick_sports(t, g.sw, g.n, {g_sports_.data(), g.size}, {picks_.data(), g.size}, q);
+          for (uint32_t k = 0; k < g.size; ++k) cur[idx[k]] = g.hop[picks_[k]];
+        }
       }
       for (size_t i = 0; i < n; ++i) keys_[i] = (keys_[i] ^ static_cast<uint32_t>(cur[i])) * kFnvPrime;
     }
@@ -241,15 +300,7 @@ class ModelPathTable final : public PathTable {
   std::unique_ptr<EcmpHash> hash_;
   uint32_t draw_seed_;
   PathFinder pf_;
-  // Up to kFlatSwitches switches the table is flat (32 MB at 2,048); a
-  // larger fabric (a 65,536-endpoint 3-tier has ~5,000) keeps the pairs it
-  // meets in a hash map.
-  static constexpr size_t kFlatSwitches = 2048;
-  std::vector<std::pair<int32_t, int32_t>> hop_range_;
-  struct HopRange : std::pair<int32_t, int32_t> {
-    HopRange() : std::pair<int32_t, int32_t>(-1, -1) {}
-  };
-  std::unordered_map<size_t, HopRange> hop_map_;
+  std::vector<HopRow> hop_rows_;  // [dst][sw] (hops())
   std::vector<int> hop_pool_;
   struct Slot {
     uint64_t key = 0;
@@ -258,7 +309,6 @@ class ModelPathTable final : public PathTable {
   };
   std::vector<Slot> slots_;
   uint32_t gen_ = 0;
-  Route r_;
   // walk_all's buffers, reused across calls.
   std::vector<uint16_t> sports_, picks_;
   std::vector<uint32_t> dqpns_;   // parallel to sports_ (E-ECMP), else empty
@@ -266,6 +316,18 @@ class ModelPathTable final : public PathTable {
   std::vector<uint32_t> perm_;
   std::vector<int> at_;
   std::vector<uint64_t> keys_;
+  struct Group {
+    int sw = 0;
+    uint32_t begin = 0, size = 0;
+    uint32_t hop_at = 0, n = 0;  // its next hops (hops()): hop_pool_[hop_at, hop_at + n)
+    const int* hop = nullptr;
+  };
+  std::vector<Group> groups_;
+  std::vector<int> group_of_;         // per switch: its index in groups_, -1 between tiers
+  std::vector<uint32_t> port_group_;  // per port: its switch's group
+  std::vector<uint32_t> order_;       // port indices grouped by switch
+  std::vector<uint16_t> g_sports_;
+  std::vector<uint32_t> g_dqpns_;
   int len_ = 0;
 };
 
