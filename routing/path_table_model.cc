@@ -116,16 +116,6 @@ class ModelPathTable final : public PathTable {
     }
     const FiveTuple t{nic_ipv4(f_, q.src_nic), nic_ipv4(f_, q.dst_nic), q.proto, 0, q.dport};
     walk_all(t, f_.nic_switch(q.src_nic), f_.nic_switch(q.dst_nic), hops_to_dst);
-    // Distinct routes through a small open-addressing table (route hash ->
-    // index), reused across calls: a generation number marks live slots, so
-    // nothing is cleared per pair.
-    size_t cap = 16;
-    while (cap < 2 * static_cast<size_t>(want)) cap *= 2;
-    if (slots_.size() < cap) slots_.assign(cap, Slot{});
-    if (++gen_ == 0) {  // wrapped: forget every slot once
-      std::fill(slots_.begin(), slots_.end(), Slot{});
-      gen_ = 1;
-    }
     // Written in place (no push_back: its by-value PortRoute went through
     // the stack and stalled on store forwarding once per port).
     out.ports.resize(want);
@@ -134,26 +124,50 @@ class ModelPathTable final : public PathTable {
     PortRoute* op = out.ports.data();
     int* hop = out.hops.data();
     uint32_t routes = 0;
-    for (uint32_t i = 0; i < want; ++i) {
-      const uint64_t key = keys_[i];
-      size_t at = key & (cap - 1);
-      while (slots_[at].gen == gen_ && slots_[at].key != key) at = (at + 1) & (cap - 1);
-      Slot& sl = slots_[at];
-      if (sl.gen != gen_) {
-        int* r = hop + static_cast<size_t>(routes) * static_cast<size_t>(len_);
-        for (int l = 0; l < len_; ++l) r[l] = at_[static_cast<size_t>(l) * want + i];
-        out.ends[routes] = (routes + 1) * static_cast<uint32_t>(len_);
-        sl = {key, static_cast<int>(routes++), gen_};
-      } else {
-        const int* known = hop + static_cast<size_t>(sl.route) * static_cast<size_t>(len_);
-        for (int l = 0; l < len_; ++l) {
-          if (known[l] != at_[static_cast<size_t>(l) * want + i]) {
-            out.clear();
-            return internal_error("route hash collision in the model path table");
+    // Distinct routes, numbered in order of first appearance, through a
+    // table reused across calls: a generation number marks live slots, so
+    // nothing is cleared per pair. Direct by route number where walk_all
+    // numbered them (2 and 3 tiers); else open addressing by route hash.
+    if (++gen_ == 0) {  // wrapped: forget every slot once
+      std::fill(slots_.begin(), slots_.end(), Slot{});
+      gen_ = 1;
+    }
+    auto add = [&](uint32_t i, Slot& sl, uint64_t key) {
+      int* r = hop + static_cast<size_t>(routes) * static_cast<size_t>(len_);
+      for (int l = 0; l < len_; ++l) r[l] = at_[static_cast<size_t>(l) * want + i];
+      out.ends[routes] = (routes + 1) * static_cast<uint32_t>(len_);
+      sl = {key, static_cast<int>(routes++), gen_};
+    };
+    if (code_space_ != 0) {
+      if (slots_.size() < kDirectRoutes) slots_.resize(kDirectRoutes);
+      for (uint32_t i = 0; i < want; ++i) {
+        Slot& sl = slots_[codes_[i]];
+        if (sl.gen != gen_) add(i, sl, codes_[i]);
+        op[i] = {.sport = sports_[i], .qpn = qpn ? qpn_at_[i] : uint16_t{0}, .route = sl.route};
+      }
+    } else {
+      route_keys();
+      size_t cap = 16;
+      while (cap < 2 * static_cast<size_t>(want)) cap *= 2;
+      if (slots_.size() < cap) slots_.resize(cap);
+      for (uint32_t i = 0; i < want; ++i) {
+        const uint64_t key = keys_[i];
+        size_t at = key & (cap - 1);
+        while (slots_[at].gen == gen_ && slots_[at].key != key) at = (at + 1) & (cap - 1);
+        Slot& sl = slots_[at];
+        if (sl.gen != gen_) {
+          add(i, sl, key);
+        } else {
+          const int* known = hop + static_cast<size_t>(sl.route) * static_cast<size_t>(len_);
+          for (int l = 0; l < len_; ++l) {
+            if (known[l] != at_[static_cast<size_t>(l) * want + i]) {
+              out.clear();
+              return internal_error("route hash collision in the model path table");
+            }
           }
         }
+        op[i] = {.sport = sports_[i], .qpn = qpn ? qpn_at_[i] : uint16_t{0}, .route = sl.route};
       }
-      op[i] = {.sport = sports_[i], .qpn = qpn ? qpn_at_[i] : uint16_t{0}, .route = sl.route};
     }
     out.hops.resize(static_cast<size_t>(routes) * static_cast<size_t>(len_));
     out.ends.resize(routes);
@@ -220,7 +234,8 @@ class ModelPathTable final : public PathTable {
   // standing on one switch are gathered (a counting sort by switch, keeping
   // their order) and hashed in one pick_sports() call, which shares the
   // pair's hash state. Leaves the routes as the columns of at_ (len_ rows of
-  // sports_.size()) and an FNV-1a key of each in keys_.
+  // sports_.size()) and, while code_space_ is not 0, each route's number
+  // below code_space_ in codes_.
   void walk_all(const FiveTuple& t, int src, int dst, int hops_to_dst) {
     const size_t n = sports_.size();
     len_ = hops_to_dst + 1;
@@ -231,9 +246,9 @@ class ModelPathTable final : public PathTable {
     groups_.resize(n);
     g_sports_.resize(n);
     g_dqpns_.resize(dqpns_.size());
-    keys_.assign(n, kFnvOffset);
+    codes_.assign(n, 0);
+    code_space_ = 1;
     std::fill(at_.begin(), at_.begin() + static_cast<std::ptrdiff_t>(n), src);
-    for (size_t i = 0; i < n; ++i) keys_[i] = (keys_[i] ^ static_cast<uint32_t>(src)) * kFnvPrime;
     HopRow* row = hop_row(dst);
     int* group_of = group_of_.data();
     Group* groups = groups_.data();
@@ -251,20 +266,27 @@ class ModelPathTable final : public PathTable {
         ++groups[port_group[i]].size;
       }
       bool hashed = false;  // some switch of the tier has several next hops
+      uint32_t radix = 1;
       for (uint32_t g = 0; g < ng; ++g) {
         group_of[groups[g].sw] = -1;
         const auto h = hops(row, groups[g].sw, dst);  // not empty: on a shortest path to dst
         groups[g].hop_at = static_cast<uint32_t>(h.data() - hop_pool_.data());
         groups[g].n = static_cast<uint32_t>(h.size());
         hashed |= h.size() > 1;
+        radix = std::max(radix, groups[g].n);
       }
+      // A route is its sequence of picks (the next hops of a switch are
+      // distinct), numbered in mixed radix while the numbers stay small.
+      const uint64_t space = uint64_t{code_space_} * radix;
+      code_space_ = space <= kDirectRoutes ? static_cast<uint32_t>(space) : 0;
+      if (code_space_ == 0) radix = 0;  // codes_ unused from here
       // Pointers only now: a first look-up above may grow the pool.
       for (uint32_t g = 0; g < ng; ++g) groups[g].hop = hop_pool_.data() + groups[g].hop_at;
       if (!hashed) {
         for (size_t i = 0; i < n; ++i) cur[i] = groups[port_group[i]].hop[0];
       } else if (ng == 1) {  // one switch (the source leaf): no gathering
         hash_->pick_sports(t, groups[0].sw, groups[0].n, sports_, picks_, dqpns_);
-        for (size_t i = 0; i < n; ++i) cur[i] = groups[0].hop[picks_[i]];
+        for (size_t i = 0; i < n; ++i) cur[i] = groups[0].hop[picks_[i]], codes_[i] = codes_[i] * radix + picks_[i];
       } else {
         uint32_t at = 0;
         for (uint32_t g = 0; g < ng; ++g) groups[g].begin = at, at += groups[g].size, groups[g].size = 0;
@@ -276,7 +298,7 @@ class ModelPathTable final : public PathTable {
           const Group& g = groups[gi];
           const uint32_t* idx = order + g.begin;
           if (g.n == 1) {
-            for (uint32_t k = 0; k < g.size; ++k) cur[idx[k]] = g.hop[0];
+            for (uint32_t k = 0; k < g.size; ++k) cur[idx[k]] = g.hop[0], codes_[idx[k]] *= radix;
             continue;
           }
           for (uint32_t k = 0; k < g.size; ++k) g_sports_[k] = sports_[idx[k]];
@@ -286,10 +308,24 @@ class ModelPathTable final : public PathTable {
             q = {g_dqpns_.data(), g.size};
           }
           hash_->pick_sports(t, g.sw, g.n, {g_sports_.data(), g.size}, {picks_.data(), g.size}, q);
-          for (uint32_t k = 0; k < g.size; ++k) cur[idx[k]] = g.hop[picks_[k]];
+          for (uint32_t k = 0; k < g.size; ++k) {
+            cur[idx[k]] = g.hop[picks_[k]], codes_[idx[k]] = codes_[idx[k]] * radix + picks_[k];
+          }
         }
       }
-      for (size_t i = 0; i < n; ++i) keys_[i] = (keys_[i] ^ static_cast<uint32_t>(cur[i])) * kFnvPrime;
+      if (!hashed) {
+        for (size_t i = 0; i < n; ++i) codes_[i] *= radix;
+      }
+    }
+  }
+
+  // An FNV-1a key of each route (the columns of at_), into keys_.
+  void route_keys() {
+    const size_t n = sports_.size();
+    keys_.assign(n, kFnvOffset);
+    for (int l = 0; l < len_; ++l) {
+      const int* sw = at_.data() + static_cast<size_t>(l) * n;
+      for (size_t i = 0; i < n; ++i) keys_[i] = (keys_[i] ^ static_cast<uint32_t>(sw[i])) * kFnvPrime;
     }
     for (auto& k : keys_) k ^= k >> 29;
   }
@@ -315,7 +351,10 @@ class ModelPathTable final : public PathTable {
   std::vector<uint16_t> qpn_at_;  // their indices in the query's dqpns
   std::vector<uint32_t> perm_;
   std::vector<int> at_;
-  std::vector<uint64_t> keys_;
+  std::vector<uint64_t> keys_;    // route_keys()
+  std::vector<uint32_t> codes_;   // route numbers (walk_all)
+  uint32_t code_space_ = 0;       // codes_ < code_space_; 0: not numbered
+  static constexpr uint32_t kDirectRoutes = 4096;
   struct Group {
     int sw = 0;
     uint32_t begin = 0, size = 0;
