@@ -230,10 +230,11 @@ class ModelPathTable final : public PathTable {
   }
 
   // walk() for every port in sports_ at once, one tier at a time (shortest
-  // paths: every route of a pair has distance + 1 switches): the ports
-  // standing on one switch are gathered (a counting sort by switch, keeping
-  // their order) and hashed in one pick_sports() call, which shares the
-  // pair's hash state. Leaves the routes as the columns of at_ (len_ rows of
+  // paths: every route of a pair has distance + 1 switches). A port on a
+  // switch with one next hop takes it; the ports on switches with several
+  // are gathered by switch (a counting sort, keeping their order) and hashed
+  // in one pick_sports() call per switch, which shares the pair's hash
+  // state. Leaves the routes as the columns of at_ (len_ rows of
   // sports_.size()) and, while code_space_ is not 0, each route's number
   // below code_space_ in codes_.
   void walk_all(const FiveTuple& t, int src, int dst, int hops_to_dst) {
@@ -241,6 +242,8 @@ class ModelPathTable final : public PathTable {
     len_ = hops_to_dst + 1;
     at_.resize(static_cast<size_t>(len_) * n);
     picks_.resize(n);
+    tier_pick_.resize(n);
+    hashed_.resize(n);
     port_group_.resize(n);
     order_.resize(n);
     groups_.resize(n);
@@ -249,73 +252,75 @@ class ModelPathTable final : public PathTable {
     codes_.assign(n, 0);
     code_space_ = 1;
     std::fill(at_.begin(), at_.begin() + static_cast<std::ptrdiff_t>(n), src);
-    HopRow* row = hop_row(dst);
-    int* group_of = group_of_.data();
-    Group* groups = groups_.data();
-    uint32_t* port_group = port_group_.data();
-    uint32_t* order = order_.data();
+    HopRow& row = *hop_row(dst);
     for (int l = 1; l < len_; ++l) {
       const int* prev = at_.data() + static_cast<size_t>(l - 1) * n;
       int* cur = at_.data() + static_cast<size_t>(l) * n;
-      // The distinct switches of the tier, in order of first appearance.
-      uint32_t ng = 0;
+      uint32_t radix = 1, nh = 0;
       for (size_t i = 0; i < n; ++i) {
-        const auto sw = static_cast<size_t>(prev[i]);
-        if (group_of[sw] < 0) group_of[sw] = static_cast<int>(ng), groups[ng++] = {prev[i], 0, 0};
-        port_group[i] = static_cast<uint32_t>(group_of[sw]);
-        ++groups[port_group[i]].size;
+        if (row[static_cast<size_t>(prev[i])].first < 0) hops(&row, prev[i], dst);  // not empty: on a shortest path
+        const auto [b, e] = row[static_cast<size_t>(prev[i])];
+        radix = std::max(radix, static_cast<uint32_t>(e - b));
+        tier_pick_[i] = 0;
+        if (e - b == 1) {
+          cur[i] = hop_pool_[static_cast<size_t>(b)];
+        } else {
+          hashed_[nh++] = static_cast<uint32_t>(i);
+        }
       }
-      bool hashed = false;  // some switch of the tier has several next hops
-      uint32_t radix = 1;
-      for (uint32_t g = 0; g < ng; ++g) {
-        group_of[groups[g].sw] = -1;
-        const auto h = hops(row, groups[g].sw, dst);  // not empty: on a shortest path to dst
-        groups[g].hop_at = static_cast<uint32_t>(h.data() - hop_pool_.data());
-        groups[g].n = static_cast<uint32_t>(h.size());
-        hashed |= h.size() > 1;
-        radix = std::max(radix, groups[g].n);
-      }
+      if (nh > 0) pick_tier(t, prev, cur, nh, row);
       // A route is its sequence of picks (the next hops of a switch are
       // distinct), numbered in mixed radix while the numbers stay small.
       const uint64_t space = uint64_t{code_space_} * radix;
       code_space_ = space <= kDirectRoutes ? static_cast<uint32_t>(space) : 0;
-      if (code_space_ == 0) radix = 0;  // codes_ unused from here
-      // Pointers only now: a first look-up above may grow the pool.
-      for (uint32_t g = 0; g < ng; ++g) groups[g].hop = hop_pool_.data() + groups[g].hop_at;
-      if (!hashed) {
-        for (size_t i = 0; i < n; ++i) cur[i] = groups[port_group[i]].hop[0];
-      } else if (ng == 1) {  // one switch (the source leaf): no gathering
-        hash_->pick_sports(t, groups[0].sw, groups[0].n, sports_, picks_, dqpns_);
-        for (size_t i = 0; i < n; ++i) cur[i] = groups[0].hop[picks_[i]], codes_[i] = codes_[i] * radix + picks_[i];
-      } else {
-        uint32_t at = 0;
-        for (uint32_t g = 0; g < ng; ++g) groups[g].begin = at, at += groups[g].size, groups[g].size = 0;
-        for (size_t i = 0; i < n; ++i) {
-          Group& g = groups[port_group[i]];
-          order[g.begin + g.size++] = static_cast<uint32_t>(i);
-        }
-        for (uint32_t gi = 0; gi < ng; ++gi) {
-          const Group& g = groups[gi];
-          const uint32_t* idx = order + g.begin;
-          if (g.n == 1) {
-            for (uint32_t k = 0; k < g.size; ++k) cur[idx[k]] = g.hop[0], codes_[idx[k]] *= radix;
-            continue;
-          }
-          for (uint32_t k = 0; k < g.size; ++k) g_sports_[k] = sports_[idx[k]];
-          std::span<const uint32_t> q;
-          if (!dqpns_.empty()) {
-            for (uint32_t k = 0; k < g.size; ++k) g_dqpns_[k] = dqpns_[idx[k]];
-            q = {g_dqpns_.data(), g.size};
-          }
-          hash_->pick_sports(t, g.sw, g.n, {g_sports_.data(), g.size}, {picks_.data(), g.size}, q);
-          for (uint32_t k = 0; k < g.size; ++k) {
-            cur[idx[k]] = g.hop[picks_[k]], codes_[idx[k]] = codes_[idx[k]] * radix + picks_[k];
-          }
-        }
+      if (code_space_ != 0) {
+        for (size_t i = 0; i < n; ++i) codes_[i] = codes_[i] * radix + tier_pick_[i];
       }
-      if (!hashed) {
-        for (size_t i = 0; i < n; ++i) codes_[i] *= radix;
+    }
+  }
+
+  // The hashed ports of a tier (hashed_[0, nh)): grouped by switch, one
+  // pick_sports() call per switch; fills cur and tier_pick_.
+  void pick_tier(const FiveTuple& t, const int* prev, int* cur, uint32_t nh, const HopRow& row) {
+    const uint32_t* hashed = hashed_.data();
+    const size_t n = sports_.size();
+    if (nh == n && std::all_of(prev, prev + n, [&](int sw) { return sw == prev[0]; })) {
+      // Every port on one switch (the source leaf): nothing to gather.
+      const auto [b, e] = row[static_cast<size_t>(prev[0])];
+      const int* hop = hop_pool_.data() + b;
+      hash_->pick_sports(t, prev[0], static_cast<size_t>(e - b), sports_, picks_, dqpns_);
+      for (size_t i = 0; i < n; ++i) cur[i] = hop[picks_[i]], tier_pick_[i] = picks_[i];
+      return;
+    }
+    uint32_t ng = 0;
+    for (uint32_t k = 0; k < nh; ++k) {
+      const auto sw = static_cast<size_t>(prev[hashed[k]]);
+      if (group_of_[sw] < 0) group_of_[sw] = static_cast<int>(ng), groups_[ng++] = {prev[hashed[k]], 0, 0};
+      port_group_[k] = static_cast<uint32_t>(group_of_[sw]);
+      ++groups_[port_group_[k]].size;
+    }
+    uint32_t at = 0;
+    for (uint32_t g = 0; g < ng; ++g) {
+      group_of_[static_cast<size_t>(groups_[g].sw)] = -1;
+      groups_[g].begin = at, at += groups_[g].size, groups_[g].size = 0;
+    }
+    for (uint32_t k = 0; k < nh; ++k) {
+      Group& g = groups_[port_group_[k]];
+      order_[g.begin + g.size++] = hashed[k];
+    }
+    for (uint32_t gi = 0; gi < ng; ++gi) {
+      const Group& g = groups_[gi];
+      const uint32_t* idx = order_.data() + g.begin;
+      for (uint32_t k = 0; k < g.size; ++k) g_sports_[k] = sports_[idx[k]];
+      std::span<const uint32_t> q;
+      if (!dqpns_.empty()) {
+        for (uint32_t k = 0; k < g.size; ++k) g_dqpns_[k] = dqpns_[idx[k]];
+        q = {g_dqpns_.data(), g.size};
       }
+      const auto [b, e] = row[static_cast<size_t>(g.sw)];
+      const int* hop = hop_pool_.data() + b;
+      hash_->pick_sports(t, g.sw, static_cast<size_t>(e - b), {g_sports_.data(), g.size}, {picks_.data(), g.size}, q);
+      for (uint32_t k = 0; k < g.size; ++k) cur[idx[k]] = hop[picks_[k]], tier_pick_[idx[k]] = picks_[k];
     }
   }
 
@@ -358,13 +363,13 @@ class ModelPathTable final : public PathTable {
   struct Group {
     int sw = 0;
     uint32_t begin = 0, size = 0;
-    uint32_t hop_at = 0, n = 0;  // its next hops (hops()): hop_pool_[hop_at, hop_at + n)
-    const int* hop = nullptr;
   };
   std::vector<Group> groups_;
   std::vector<int> group_of_;         // per switch: its index in groups_, -1 between tiers
-  std::vector<uint32_t> port_group_;  // per port: its switch's group
+  std::vector<uint32_t> hashed_;      // the ports of a tier whose switch has several next hops
+  std::vector<uint32_t> port_group_;  // per hashed port: its switch's group
   std::vector<uint32_t> order_;       // port indices grouped by switch
+  std::vector<uint16_t> tier_pick_;   // per port: its pick at this tier (0: one next hop)
   std::vector<uint16_t> g_sports_;
   std::vector<uint32_t> g_dqpns_;
   int len_ = 0;
