@@ -38,8 +38,8 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
 // a power of 4, as for the default range's 16,384 ports). Also built for
 // AVX2 (picked at load time, GCC's target_clones), whose 32-bit lane
 // multiply baseline x86-64 lacks: a planner draws ports for ~10^6 pairs.
-[[gnu::target_clones("avx2", "default")]] void feistel_first(std::span<uint16_t> out, uint32_t n, int half, uint64_t key, uint16_t lo,
-                   std::vector<uint32_t>& v) {
+[[gnu::target_clones("avx2", "default")]] void feistel_first(std::span<uint16_t> out, uint32_t n, int half,
+                                                             uint64_t key, uint16_t lo, std::vector<uint32_t>& v) {
   const uint32_t mask = (1u << half) - 1;
   const auto k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 16);
   const auto k2 = static_cast<uint32_t>(key >> 32), k3 = static_cast<uint32_t>(key >> 48);
