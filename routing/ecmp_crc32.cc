@@ -20,6 +20,19 @@
 namespace weft::routing {
 namespace {
 
+// pick() of every port: the CRC of the pair's fields with a zero tail
+// (base), the sport's bytes' terms (hi, lo), the switch's rotation. Also
+// built for AVX2 (GCC's target_clones): the mapping onto n next hops, a
+// 64-bit multiply, then runs four ports at a time.
+[[gnu::target_clones("avx2", "default")]] void pick_ports(const uint32_t* hi, const uint32_t* lo, uint32_t base,
+                                                          int rot, size_t n, std::span<const uint16_t> sports,
+                                                          std::span<uint16_t> picks) {
+  for (size_t i = 0; i < sports.size(); ++i) {
+    const uint32_t h = std::rotl(base ^ hi[sports[i] >> 8] ^ lo[sports[i] & 0xFF], rot);
+    picks[i] = static_cast<uint16_t>((static_cast<uint64_t>(h) * n) >> 32);
+  }
+}
+
 class Crc32Hash final : public EcmpHash {
  public:
   Crc32Hash(uint32_t seed, bool qpn) : seed_(seed), qpn_(qpn) {
@@ -53,13 +66,7 @@ class Crc32Hash final : public EcmpHash {
     const Memo& m = prefix(t, sw);
     const uint32_t base = m.base;
     const int rot = m.rot;
-    if (!qpn_) {
-      for (size_t i = 0; i < sports.size(); ++i) {
-        const uint32_t h = std::rotl(base ^ tail_[0][sports[i] >> 8] ^ tail_[1][sports[i] & 0xFF], rot);
-        picks[i] = static_cast<uint16_t>((static_cast<uint64_t>(h) * n) >> 32);
-      }
-      return;
-    }
+    if (!qpn_) return pick_ports(tail_[0].data(), tail_[1].data(), base, rot, n, sports, picks);
     for (size_t i = 0; i < sports.size(); ++i) {
       const uint32_t q = dqpns.empty() ? t.dqpn : dqpns[i];
       const uint32_t h = std::rotl(base ^ tail(sports[i], q), rot);
