@@ -1,7 +1,6 @@
 // The model path table: an ECMP hash model walked over the topology.
 #include <algorithm>
 #include <span>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -36,9 +35,11 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
 // [0, n) (Black & Rogaway, "Ciphers with arbitrary finite domains", 2002).
 // Applied to 0..want-1 at once: the rounds are straight-line code the
 // compiler vectorises, and only values outside [0, n) walk on (none when n is
-// a power of 4, as for the default range's 16,384 ports).
-void feistel_first(std::span<uint16_t> out, uint32_t n, int half, uint64_t key, uint16_t lo,
-                   std::vector<uint32_t>& v) {
+// a power of 4, as for the default range's 16,384 ports). Also built for
+// AVX2 (picked at load time, GCC's target_clones), whose 32-bit lane
+// multiply baseline x86-64 lacks: a planner draws ports for ~10^6 pairs.
+[[gnu::target_clones("avx2", "default")]] void feistel_first(std::span<uint16_t> out, uint32_t n, int half,
+                                                             uint64_t key, uint16_t lo, std::vector<uint32_t>& v) {
   const uint32_t mask = (1u << half) - 1;
   const auto k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 16);
   const auto k2 = static_cast<uint32_t>(key >> 32), k3 = static_cast<uint32_t>(key >> 48);
@@ -62,8 +63,8 @@ void feistel_first(std::span<uint16_t> out, uint32_t n, int half, uint64_t key, 
 class ModelPathTable final : public PathTable {
  public:
   ModelPathTable(const topo::Fabric& f, std::unique_ptr<EcmpHash> hash, uint32_t draw_seed)
-      : f_(f), hash_(std::move(hash)), draw_seed_(draw_seed), pf_(f),
-        hop_range_(f.switches.size() <= kFlatSwitches ? f.switches.size() * f.switches.size() : 0, {-1, -1}) {}
+      : f_(f), hash_(std::move(hash)), draw_seed_(draw_seed), pf_(f), hop_rows_(f.switches.size()),
+        group_of_(f.switches.size(), -1) {}
 
   std::string describe() const override { return fmt::format("model {}", hash_->name()); }
   bool hashes_qpn() const override { return hash_->hashes_qpn(); }
@@ -117,38 +118,61 @@ class ModelPathTable final : public PathTable {
     }
     const FiveTuple t{nic_ipv4(f_, q.src_nic), nic_ipv4(f_, q.dst_nic), q.proto, 0, q.dport};
     walk_all(t, f_.nic_switch(q.src_nic), f_.nic_switch(q.dst_nic), hops_to_dst);
-    // Distinct routes through a small open-addressing table (route hash ->
-    // index), reused across calls: a generation number marks live slots, so
-    // nothing is cleared per pair.
-    size_t cap = 16;
-    while (cap < 2 * static_cast<size_t>(want)) cap *= 2;
-    if (slots_.size() < cap) slots_.assign(cap, Slot{});
+    // Written in place (no push_back: its by-value PortRoute went through
+    // the stack and stalled on store forwarding once per port).
+    out.ports.resize(want);
+    out.hops.resize(static_cast<size_t>(len_) * want);
+    out.ends.resize(want);
+    PortRoute* op = out.ports.data();
+    int* hop = out.hops.data();
+    uint32_t routes = 0;
+    // Distinct routes, numbered in order of first appearance, through a
+    // table reused across calls: a generation number marks live slots, so
+    // nothing is cleared per pair. Direct by route number where walk_all
+    // numbered them (2 and 3 tiers); else open addressing by route hash.
     if (++gen_ == 0) {  // wrapped: forget every slot once
       std::fill(slots_.begin(), slots_.end(), Slot{});
       gen_ = 1;
     }
-    out.ports.reserve(want);
-    out.hops.reserve(static_cast<size_t>(len_) * want);
-    out.ends.reserve(want);
-    for (uint32_t i = 0; i < want; ++i) {
-      const uint64_t key = keys_[i];
-      size_t at = key & (cap - 1);
-      while (slots_[at].gen == gen_ && slots_[at].key != key) at = (at + 1) & (cap - 1);
-      Slot& sl = slots_[at];
-      if (sl.gen != gen_) {
-        r_.resize(static_cast<size_t>(len_));
-        for (int l = 0; l < len_; ++l) r_[static_cast<size_t>(l)] = at_[static_cast<size_t>(l) * want + i];
-        sl = {key, out.add_route(r_), gen_};
-      } else {
-        const auto known = out.route(static_cast<size_t>(sl.route));
-        for (int l = 0; l < len_; ++l) {
-          if (known[static_cast<size_t>(l)] != at_[static_cast<size_t>(l) * want + i]) {
-            return internal_error("route hash collision in the model path table");
+    auto add = [&](uint32_t i, Slot& sl, uint64_t key) {
+      int* r = hop + static_cast<size_t>(routes) * static_cast<size_t>(len_);
+      for (int l = 0; l < len_; ++l) r[l] = at_[static_cast<size_t>(l) * want + i];
+      out.ends[routes] = (routes + 1) * static_cast<uint32_t>(len_);
+      sl = {key, static_cast<int>(routes++), gen_};
+    };
+    if (code_space_ != 0) {
+      if (slots_.size() < kDirectRoutes) slots_.resize(kDirectRoutes);
+      for (uint32_t i = 0; i < want; ++i) {
+        Slot& sl = slots_[codes_[i]];
+        if (sl.gen != gen_) add(i, sl, codes_[i]);
+        op[i] = {.sport = sports_[i], .qpn = qpn ? qpn_at_[i] : uint16_t{0}, .route = sl.route};
+      }
+    } else {
+      route_keys();
+      size_t cap = 16;
+      while (cap < 2 * static_cast<size_t>(want)) cap *= 2;
+      if (slots_.size() < cap) slots_.resize(cap);
+      for (uint32_t i = 0; i < want; ++i) {
+        const uint64_t key = keys_[i];
+        size_t at = key & (cap - 1);
+        while (slots_[at].gen == gen_ && slots_[at].key != key) at = (at + 1) & (cap - 1);
+        Slot& sl = slots_[at];
+        if (sl.gen != gen_) {
+          add(i, sl, key);
+        } else {
+          const int* known = hop + static_cast<size_t>(sl.route) * static_cast<size_t>(len_);
+          for (int l = 0; l < len_; ++l) {
+            if (known[l] != at_[static_cast<size_t>(l) * want + i]) {
+              out.clear();
+              return internal_error("route hash collision in the model path table");
+            }
           }
         }
+        op[i] = {.sport = sports_[i], .qpn = qpn ? qpn_at_[i] : uint16_t{0}, .route = sl.route};
       }
-      out.ports.push_back({.sport = sports_[i], .qpn = qpn ? qpn_at_[i] : uint16_t{0}, .route = sl.route});
     }
+    out.hops.resize(static_cast<size_t>(routes) * static_cast<size_t>(len_));
+    out.ends.resize(routes);
     return Status::ok();
   }
 
@@ -161,12 +185,18 @@ class ModelPathTable final : public PathTable {
   }
 
   // Shortest-path next switches of (sw, dst) in PathFinder::next_hops order,
-  // computed once: [begin, end) ranges into one pool.
-  std::span<const int> hops(int sw, int dst) {
-    // By destination first: one pair's walk reads one row (a few KB), not a
-    // cache line per switch of a 13 MB table.
-    const size_t at = static_cast<size_t>(dst) * f_.switches.size() + static_cast<size_t>(sw);
-    auto& h = hop_range_.empty() ? hop_map_[at] : hop_range_[at];
+  // computed once: [begin, end) ranges into one pool, in one row per
+  // destination switch (made when a pair first heads there: destinations
+  // are leaves, 512 rows of 1,280 switches at 65,536 endpoints on 3 tiers),
+  // so a look-up is two array reads.
+  using HopRow = std::vector<std::pair<int32_t, int32_t>>;
+  HopRow* hop_row(int dst) {
+    auto& row = hop_rows_[static_cast<size_t>(dst)];
+    if (row.empty()) row.assign(f_.switches.size(), {-1, -1});
+    return &row;
+  }
+  std::span<const int> hops(HopRow* row, int sw, int dst) {
+    auto& h = (*row)[static_cast<size_t>(sw)];
     if (h.first < 0) {
       auto v = pf_.next_hops(sw, dst);
       h = {static_cast<int32_t>(hop_pool_.size()), static_cast<int32_t>(hop_pool_.size() + v.size())};
@@ -174,6 +204,7 @@ class ModelPathTable final : public PathTable {
     }
     return {hop_pool_.data() + h.first, static_cast<size_t>(h.second - h.first)};
   }
+  std::span<const int> hops(int sw, int dst) { return hops(hop_row(dst), sw, dst); }
 
   // Switch hops from s's leaf to d's (0 on one leaf), or Unavailable.
   Result<int> reachable(int s, int d) {
@@ -201,36 +232,107 @@ class ModelPathTable final : public PathTable {
   }
 
   // walk() for every port in sports_ at once, one tier at a time (shortest
-  // paths: every route of a pair has distance + 1 switches): ports standing
-  // on one switch are hashed in one pick_sports() call, which shares the
-  // pair's hash state. Leaves the routes as the columns of at_ (len_ rows of
-  // sports_.size()) and an FNV-1a key of each in keys_.
+  // paths: every route of a pair has distance + 1 switches). A port on a
+  // switch with one next hop takes it; the ports on switches with several
+  // are gathered by switch (a counting sort, keeping their order) and hashed
+  // in one pick_sports() call per switch, which shares the pair's hash
+  // state. Leaves the routes as the columns of at_ (len_ rows of
+  // sports_.size()) and, while code_space_ is not 0, each route's number
+  // below code_space_ in codes_.
   void walk_all(const FiveTuple& t, int src, int dst, int hops_to_dst) {
     const size_t n = sports_.size();
     len_ = hops_to_dst + 1;
     at_.resize(static_cast<size_t>(len_) * n);
     picks_.resize(n);
-    keys_.assign(n, kFnvOffset);
+    tier_pick_.resize(n);
+    hashed_.resize(n);
+    port_group_.resize(n);
+    order_.resize(n);
+    groups_.resize(n);
+    g_sports_.resize(n);
+    g_dqpns_.resize(dqpns_.size());
+    codes_.assign(n, 0);
+    code_space_ = 1;
     std::fill(at_.begin(), at_.begin() + static_cast<std::ptrdiff_t>(n), src);
-    for (size_t i = 0; i < n; ++i) keys_[i] = (keys_[i] ^ static_cast<uint32_t>(src)) * kFnvPrime;
+    HopRow& row = *hop_row(dst);
     for (int l = 1; l < len_; ++l) {
       const int* prev = at_.data() + static_cast<size_t>(l - 1) * n;
       int* cur = at_.data() + static_cast<size_t>(l) * n;
-      for (size_t i = 0; i < n;) {
-        size_t j = i + 1;
-        while (j < n && prev[j] == prev[i]) ++j;
-        const auto h = hops(prev[i], dst);  // not empty: prev[i] is on a shortest path to dst
-        if (h.size() == 1) {
-          std::fill(cur + i, cur + j, h[0]);
+      uint32_t radix = 1, nh = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (row[static_cast<size_t>(prev[i])].first < 0) hops(&row, prev[i], dst);  // not empty: on a shortest path
+        const auto [b, e] = row[static_cast<size_t>(prev[i])];
+        radix = std::max(radix, static_cast<uint32_t>(e - b));
+        tier_pick_[i] = 0;
+        if (e - b == 1) {
+          cur[i] = hop_pool_[static_cast<size_t>(b)];
         } else {
-          const std::span<const uint32_t> q =
-              dqpns_.empty() ? std::span<const uint32_t>{} : std::span<const uint32_t>{dqpns_.data() + i, j - i};
-          hash_->pick_sports(t, prev[i], h.size(), {sports_.data() + i, j - i}, {picks_.data() + i, j - i}, q);
-          for (size_t k = i; k < j; ++k) cur[k] = h[picks_[k]];
+          hashed_[nh++] = static_cast<uint32_t>(i);
         }
-        i = j;
       }
-      for (size_t i = 0; i < n; ++i) keys_[i] = (keys_[i] ^ static_cast<uint32_t>(cur[i])) * kFnvPrime;
+      if (nh > 0) pick_tier(t, prev, cur, nh, row);
+      // A route is its sequence of picks (the next hops of a switch are
+      // distinct), numbered in mixed radix while the numbers stay small.
+      const uint64_t space = uint64_t{code_space_} * radix;
+      code_space_ = space <= kDirectRoutes ? static_cast<uint32_t>(space) : 0;
+      if (code_space_ != 0) {
+        for (size_t i = 0; i < n; ++i) codes_[i] = codes_[i] * radix + tier_pick_[i];
+      }
+    }
+  }
+
+  // The hashed ports of a tier (hashed_[0, nh)): grouped by switch, one
+  // pick_sports() call per switch; fills cur and tier_pick_.
+  void pick_tier(const FiveTuple& t, const int* prev, int* cur, uint32_t nh, const HopRow& row) {
+    const uint32_t* hashed = hashed_.data();
+    const size_t n = sports_.size();
+    if (nh == n && std::all_of(prev, prev + n, [&](int sw) { return sw == prev[0]; })) {
+      // Every port on one switch (the source leaf): nothing to gather.
+      const auto [b, e] = row[static_cast<size_t>(prev[0])];
+      const int* hop = hop_pool_.data() + b;
+      hash_->pick_sports(t, prev[0], static_cast<size_t>(e - b), sports_, picks_, dqpns_);
+      for (size_t i = 0; i < n; ++i) cur[i] = hop[picks_[i]], tier_pick_[i] = picks_[i];
+      return;
+    }
+    uint32_t ng = 0;
+    for (uint32_t k = 0; k < nh; ++k) {
+      const auto sw = static_cast<size_t>(prev[hashed[k]]);
+      if (group_of_[sw] < 0) group_of_[sw] = static_cast<int>(ng), groups_[ng++] = {prev[hashed[k]], 0, 0};
+      port_group_[k] = static_cast<uint32_t>(group_of_[sw]);
+      ++groups_[port_group_[k]].size;
+    }
+    uint32_t at = 0;
+    for (uint32_t g = 0; g < ng; ++g) {
+      group_of_[static_cast<size_t>(groups_[g].sw)] = -1;
+      groups_[g].begin = at, at += groups_[g].size, groups_[g].size = 0;
+    }
+    for (uint32_t k = 0; k < nh; ++k) {
+      Group& g = groups_[port_group_[k]];
+      order_[g.begin + g.size++] = hashed[k];
+    }
+    for (uint32_t gi = 0; gi < ng; ++gi) {
+      const Group& g = groups_[gi];
+      const uint32_t* idx = order_.data() + g.begin;
+      for (uint32_t k = 0; k < g.size; ++k) g_sports_[k] = sports_[idx[k]];
+      std::span<const uint32_t> q;
+      if (!dqpns_.empty()) {
+        for (uint32_t k = 0; k < g.size; ++k) g_dqpns_[k] = dqpns_[idx[k]];
+        q = {g_dqpns_.data(), g.size};
+      }
+      const auto [b, e] = row[static_cast<size_t>(g.sw)];
+      const int* hop = hop_pool_.data() + b;
+      hash_->pick_sports(t, g.sw, static_cast<size_t>(e - b), {g_sports_.data(), g.size}, {picks_.data(), g.size}, q);
+      for (uint32_t k = 0; k < g.size; ++k) cur[idx[k]] = hop[picks_[k]], tier_pick_[idx[k]] = picks_[k];
+    }
+  }
+
+  // An FNV-1a key of each route (the columns of at_), into keys_.
+  void route_keys() {
+    const size_t n = sports_.size();
+    keys_.assign(n, kFnvOffset);
+    for (int l = 0; l < len_; ++l) {
+      const int* sw = at_.data() + static_cast<size_t>(l) * n;
+      for (size_t i = 0; i < n; ++i) keys_[i] = (keys_[i] ^ static_cast<uint32_t>(sw[i])) * kFnvPrime;
     }
     for (auto& k : keys_) k ^= k >> 29;
   }
@@ -241,15 +343,7 @@ class ModelPathTable final : public PathTable {
   std::unique_ptr<EcmpHash> hash_;
   uint32_t draw_seed_;
   PathFinder pf_;
-  // Up to kFlatSwitches switches the table is flat (32 MB at 2,048); a
-  // larger fabric (a 65,536-endpoint 3-tier has ~5,000) keeps the pairs it
-  // meets in a hash map.
-  static constexpr size_t kFlatSwitches = 2048;
-  std::vector<std::pair<int32_t, int32_t>> hop_range_;
-  struct HopRange : std::pair<int32_t, int32_t> {
-    HopRange() : std::pair<int32_t, int32_t>(-1, -1) {}
-  };
-  std::unordered_map<size_t, HopRange> hop_map_;
+  std::vector<HopRow> hop_rows_;  // [dst][sw] (hops())
   std::vector<int> hop_pool_;
   struct Slot {
     uint64_t key = 0;
@@ -258,14 +352,28 @@ class ModelPathTable final : public PathTable {
   };
   std::vector<Slot> slots_;
   uint32_t gen_ = 0;
-  Route r_;
   // walk_all's buffers, reused across calls.
   std::vector<uint16_t> sports_, picks_;
   std::vector<uint32_t> dqpns_;   // parallel to sports_ (E-ECMP), else empty
   std::vector<uint16_t> qpn_at_;  // their indices in the query's dqpns
   std::vector<uint32_t> perm_;
   std::vector<int> at_;
-  std::vector<uint64_t> keys_;
+  std::vector<uint64_t> keys_;    // route_keys()
+  std::vector<uint32_t> codes_;   // route numbers (walk_all)
+  uint32_t code_space_ = 0;       // codes_ < code_space_; 0: not numbered
+  static constexpr uint32_t kDirectRoutes = 4096;
+  struct Group {
+    int sw = 0;
+    uint32_t begin = 0, size = 0;
+  };
+  std::vector<Group> groups_;
+  std::vector<int> group_of_;         // per switch: its index in groups_, -1 between tiers
+  std::vector<uint32_t> hashed_;      // the ports of a tier whose switch has several next hops
+  std::vector<uint32_t> port_group_;  // per hashed port: its switch's group
+  std::vector<uint32_t> order_;       // port indices grouped by switch
+  std::vector<uint16_t> tier_pick_;   // per port: its pick at this tier (0: one next hop)
+  std::vector<uint16_t> g_sports_;
+  std::vector<uint32_t> g_dqpns_;
   int len_ = 0;
 };
 

@@ -137,6 +137,56 @@ INSTANTIATE_TEST_SUITE_P(Cases, ModelTable,
                          ::testing::Values(TableCase{"crc32", 64}, TableCase{"linux-l4", 13}, TableCase{"crc32", 5000},
                                            TableCase{"linux-l3", 64}));
 
+// On 3 tiers the table numbers a pair's routes by their next-hop picks
+// while there are at most 4,096 numbers (2 aggregation switches x a plane of
+// 8 cores here) and tells them apart by a hash beyond (a plane of 4,096
+// cores: 8,192 numbers); either way every port's route is the one route()
+// walks, and the routes are distinct. E-ECMP pairs each port with a QPN.
+struct Clos3TableCase {
+  int cores;
+  const char* hash;
+};
+
+class ModelTable3Tier : public ::testing::TestWithParam<Clos3TableCase> {};
+
+TEST_P(ModelTable3Tier, EveryPortsRouteIsTheWalkedOne) {
+  auto f = topo::build_clos3(
+               {.pods = 2, .leaves_per_pod = 2, .aggs_per_pod = 2, .cores = GetParam().cores, .hosts_per_leaf = 2})
+               .value();
+  auto table = make_model_path_table(f, make_hash(GetParam().hash, 5).value(), 3);
+  const std::array<uint32_t, 3> qpns{17, 4242, 0xABCDEF};
+  size_t routes = 0;
+  for (int s = 0; s < static_cast<int>(f.nics.size()); ++s) {
+    for (int d = 0; d < static_cast<int>(f.nics.size()); ++d) {
+      if (s == d) continue;
+      PairQuery q{s, d, kProtoUdp, kRoceV2Port};
+      q.dqpns = qpns;
+      auto pr = ports_of(*table, q, PortRange{}, 300);
+      ASSERT_TRUE(pr) << pr.status().message();
+      ASSERT_EQ(pr->ports.size(), 300u);
+      std::set<Route> distinct;
+      for (size_t i = 0; i < pr->num_routes(); ++i) distinct.emplace(pr->route(i).begin(), pr->route(i).end());
+      EXPECT_EQ(distinct.size(), pr->num_routes()) << "routes hold no duplicates";
+      routes += pr->num_routes();
+      for (const PortRoute& p : pr->ports) {
+        ASSERT_LT(static_cast<size_t>(p.route), pr->num_routes());
+        const auto rt = pr->route(static_cast<size_t>(p.route));
+        auto one = table->route({s, d, kProtoUdp, p.sport, kRoceV2Port, table->hashes_qpn() ? qpns[p.qpn] : 0});
+        ASSERT_TRUE(one);
+        EXPECT_EQ(*one, Route(rt.begin(), rt.end())) << "sport " << p.sport << " from " << s << " to " << d;
+      }
+    }
+  }
+  // 8 pairs on one leaf (1 route each), 16 across leaves of a pod (2: one
+  // per aggregation switch), 32 across pods (one per core of a plane and
+  // aggregation switch: as many as the cores, of which 300 ports find most).
+  EXPECT_GT(routes, 8u + 16u * 2u + 32u * std::min<size_t>(static_cast<size_t>(GetParam().cores) / 2, 100));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ModelTable3Tier,
+                         ::testing::Values(Clos3TableCase{16, "crc32"}, Clos3TableCase{8192, "crc32"},
+                                           Clos3TableCase{16, "crc32-qp"}, Clos3TableCase{8192, "crc32-qp"}));
+
 TEST(ModelTable, LinuxL3GivesOnePathPerPairWhateverThePort) {
   auto f = topo::build_clos2({.spines = 8, .leaves = 2, .hosts_per_leaf = 1}).value();
   auto table = make_model_path_table(f, make_hash("linux-l3", 3).value());

@@ -30,12 +30,18 @@ class CandidateStore {
     e.n_ports = static_cast<uint32_t>(pr.ports.size());
     ports_.insert(ports_.end(), pr.ports.begin(), pr.ports.end());
     e.n_routes = static_cast<uint32_t>(pr.num_routes());
+    // The table's routes are flat already: one copy for all, then the ends
+    // shifted by where they start here.
+    const uint32_t n_hops = pr.num_routes() == 0 ? 0 : pr.ends.back();
+    hops_.insert(hops_.end(), pr.hops.begin(), pr.hops.begin() + n_hops);
+    const size_t ends_at = route_end_.size();
+    route_end_.resize(ends_at + pr.num_routes());
+    usable_.resize(ends_at + pr.num_routes());
+    for (size_t r = 0; r < pr.num_routes(); ++r) route_end_[ends_at + r] = e.hop_at + pr.ends[r];
     for (size_t r = 0; r < pr.num_routes(); ++r) {
       const auto rt = pr.route(r);
-      hops_.insert(hops_.end(), rt.begin(), rt.end());
-      route_end_.push_back(static_cast<uint32_t>(hops_.size()));
       const bool ok = usable(rt);
-      usable_.push_back(ok);
+      usable_[ends_at + r] = ok;
       const int c = ok ? colour(rt) : -1;
       if (c >= 0) {
         colours_.push_back(c);
