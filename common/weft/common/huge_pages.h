@@ -14,7 +14,7 @@
 // (virtio-balloon free page reporting), a fresh huge page is faulted in by
 // the host too, and filling 2 GiB of new memory took 4.2 s on huge pages
 // against 0.75 s on 4 KiB ones on the development VM; memory freed moments
-// before is 7x faster on huge pages
+// before is 6-7x faster to fill on huge pages
 // (bench/results/2026-11-27-planner-memory.md). Advise buffers that are
 // reused (HugeBuffer's recycling), not one-shot ones.
 #pragma once
