@@ -86,7 +86,7 @@ void BM_PlanHybridRailDualPlane16384Gpus(benchmark::State& state) {
     if (!replay) return state.SkipWithError(std::string(replay.status().message()).c_str());
     if (auto why = verify(*f, *order, s, **replay); !why.empty()) return state.SkipWithError(why.c_str());
     auto crossbar = routing::make_crossbar_router(*f, *order);
-    auto ecmp = routing::make_ecmp_router(*f, *order, {.seed = 1});
+    auto ecmp = routing::make_ecmp_router(*f, *order, {.seed = 1}).value();
     auto p = busbw(*f, *order, s, intra_s, **replay);
     auto i = busbw(*f, *order, s, intra_s, *crossbar);
     auto e = busbw(*f, *order, s, intra_s, *ecmp);

@@ -131,7 +131,7 @@ void BM_SimulateHdEcmp(benchmark::State& state) {
   const auto& f = clos2(static_cast<int>(state.range(0)));
   const auto order = leaf_sets(f);
   const auto sched = *routing::build_schedule(routing::Collective::kAllreduceHd, order.size(), (64u << 20) / 4);
-  auto router = routing::make_ecmp_router(f, order, {.seed = 1});
+  auto router = routing::make_ecmp_router(f, order, {.seed = 1}).value();
   auto crossbar = routing::make_crossbar_router(f, order);
   auto ideal = routing::simulate(f, order, sched, *crossbar);
   int events = 0;
@@ -177,7 +177,7 @@ void BM_PlanAndSimulate3Tier(benchmark::State& state) {
     auto sim = routing::simulate(f, order, sched, **router);
     auto t3 = std::chrono::steady_clock::now();
     const double c3 = cpu_seconds();
-    auto ecmp = routing::make_ecmp_router(f, order, {.seed = 1});
+    auto ecmp = routing::make_ecmp_router(f, order, {.seed = 1}).value();
     auto crossbar = routing::make_crossbar_router(f, order);
     auto base = routing::simulate(f, order, sched, *ecmp);
     auto ideal = routing::simulate(f, order, sched, *crossbar);

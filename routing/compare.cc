@@ -65,13 +65,15 @@ void finish(CaseResult& c, const CompareOptions& opt, int ranks) {
   c.busbw = allreduce_busbw(opt.bytes, ranks, c.seconds);
 }
 
-// (a) and (b): the mean time over `trials` ECMP seeds.
+// (a) and (b): the mean time over `trials` ECMP seeds, under the fabric's
+// hash model (opt.hash; E-ECMP: a random QPN per connection too).
 Result<CaseResult> ecmp_case(const char* name, const topo::Fabric& f, const ranking::RankOrder& order, const Job& job,
-                             const CompareOptions& opt, bool hash_qpn) {
+                             const CompareOptions& opt) {
   CaseResult first;
   double total = 0;
   for (int t = 0; t < opt.trials; ++t) {
-    auto router = make_ecmp_router(f, order, {.seed = opt.seed + static_cast<uint32_t>(t), .hash_qpn = hash_qpn});
+    WEFT_ASSIGN_OR_RETURN(auto router,
+                          make_ecmp_router(f, order, {.hash = opt.hash, .seed = opt.seed + static_cast<uint32_t>(t)}));
     WEFT_ASSIGN_OR_RETURN(auto c, run_case(name, f, order, job, *router, opt));
     total += c.seconds;
     if (t == 0) first = std::move(c);
@@ -93,13 +95,11 @@ Result<Comparison> compare_routings(const topo::Fabric& f, const std::vector<int
   WEFT_ASSIGN_OR_RETURN(auto leafsets, ranking::rank(f, allocation, ranking::RankAlgo::kClos));
   WEFT_ASSIGN_OR_RETURN(auto weft_order, ranking::rank(f, allocation, ranking::RankAlgo::kAuto));
 
-  // E-ECMP (crc32-qp): the unplanned cases draw a random QPN per connection.
   WEFT_ASSIGN_OR_RETURN(auto model, make_hash(opt.hash, opt.seed));
-  const bool hash_qpn = model->hashes_qpn();
   WEFT_ASSIGN_OR_RETURN(auto job_a, job_for(f, input, opt));
-  WEFT_ASSIGN_OR_RETURN(auto a, ecmp_case("(a) default", f, input, job_a, opt, hash_qpn));
+  WEFT_ASSIGN_OR_RETURN(auto a, ecmp_case("(a) default", f, input, job_a, opt));
   WEFT_ASSIGN_OR_RETURN(auto job_b, job_for(f, leafsets, opt));
-  WEFT_ASSIGN_OR_RETURN(auto b, ecmp_case("(b) leaf sets + ECMP", f, leafsets, job_b, opt, hash_qpn));
+  WEFT_ASSIGN_OR_RETURN(auto b, ecmp_case("(b) leaf sets + ECMP", f, leafsets, job_b, opt));
 
   // (c): plan against the fabric's hash model (the one ECMP trial 0 uses),
   // then route by looking the planned ports (and QPNs, E-ECMP: the default

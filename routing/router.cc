@@ -131,27 +131,18 @@ uint64_t splitmix64(uint64_t x) {
 
 class EcmpRouter final : public Router {
  public:
-  EcmpRouter(const topo::Fabric& f, const ranking::RankOrder& order, const EcmpOptions& opt)
-      : f_(f), order_(order), opt_(opt), pf_(f),
-        hash_(opt.hash_qpn ? make_crc32_qp_hash(opt.seed) : make_crc32_hash(opt.seed)) {}
+  EcmpRouter(const topo::Fabric& f, const ranking::RankOrder& order, const EcmpOptions& opt,
+             std::unique_ptr<EcmpHash> hash)
+      : f_(f), order_(order), opt_(opt), pf_(f), hash_(std::move(hash)) {}
 
   std::string_view name() const override { return "ecmp"; }
 
   Status route_step(const Step& step, int, std::vector<Path>& paths) override {
-    const uint64_t span = static_cast<uint64_t>(opt_.port_hi - opt_.port_lo) + 1;
     for (size_t i = 0; i < step.flows.size(); ++i) {
-      const Flow& fl = step.flows[i];
-      WEFT_ASSIGN_OR_RETURN(const FlowNics n, routed_nics(f_, order_, fl));
+      WEFT_ASSIGN_OR_RETURN(const FlowNics n, routed_nics(f_, order_, step.flows[i]));
       if (n.in_nic()) continue;
-      const int s = n.src, d = n.dst;
-      // One connection per directed rank pair; its ephemeral port is drawn once.
-      uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(fl.src)) << 32) | static_cast<uint32_t>(fl.dst);
-      const uint64_t draw = splitmix64(key ^ (uint64_t{opt_.seed} << 20));
-      FiveTuple t{nic_ipv4(f_, s), nic_ipv4(f_, d), opt_.proto, static_cast<uint16_t>(opt_.port_lo + draw % span),
-                  opt_.dport};
-      // The QPN from other bits of the draw than the port's.
-      if (opt_.hash_qpn) t.dqpn = kMinDataQpn + static_cast<uint32_t>((draw >> 32) % (kMaxQpn - kMinDataQpn + 1));
-      auto p = pf_.route(s, d, [&](int sw, std::span<const int> c) { return hash_->pick(t, sw, c.size()); });
+      const FiveTuple t = ecmp_tuple(f_, opt_, hash_->hashes_qpn(), step.flows[i], n.src, n.dst);
+      auto p = pf_.route(n.src, n.dst, [&](int sw, std::span<const int> c) { return hash_->pick(t, sw, c.size()); });
       if (!p) return p.status();
       paths[i] = std::move(*p);
     }
@@ -200,9 +191,23 @@ std::unique_ptr<Router> make_ideal_router(const topo::Fabric& f, const ranking::
   return std::make_unique<IdealRouter>(f, order);
 }
 
-std::unique_ptr<Router> make_ecmp_router(const topo::Fabric& f, const ranking::RankOrder& order,
-                                         const EcmpOptions& opt) {
-  return std::make_unique<EcmpRouter>(f, order, opt);
+FiveTuple ecmp_tuple(const topo::Fabric& f, const EcmpOptions& opt, bool draw_qpn, const Flow& fl, int src_nic,
+                     int dst_nic) {
+  const uint64_t span = static_cast<uint64_t>(opt.port_hi - opt.port_lo) + 1;
+  // One connection per directed rank pair; its ephemeral port is drawn once.
+  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(fl.src)) << 32) | static_cast<uint32_t>(fl.dst);
+  const uint64_t draw = splitmix64(key ^ (uint64_t{opt.seed} << 20));
+  FiveTuple t{nic_ipv4(f, src_nic), nic_ipv4(f, dst_nic), opt.proto, static_cast<uint16_t>(opt.port_lo + draw % span),
+              opt.dport};
+  // The QPN from other bits of the draw than the port's.
+  if (draw_qpn) t.dqpn = kMinDataQpn + static_cast<uint32_t>((draw >> 32) % (kMaxQpn - kMinDataQpn + 1));
+  return t;
+}
+
+Result<std::unique_ptr<Router>> make_ecmp_router(const topo::Fabric& f, const ranking::RankOrder& order,
+                                                 const EcmpOptions& opt) {
+  WEFT_ASSIGN_OR_RETURN(auto hash, make_hash(opt.hash, opt.seed));
+  return std::unique_ptr<Router>(std::make_unique<EcmpRouter>(f, order, opt, std::move(hash)));
 }
 
 }  // namespace weft::routing

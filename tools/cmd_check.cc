@@ -25,7 +25,7 @@ struct CheckArgs {
   std::string plan;
   std::string size = "64MiB";
   uint32_t seed = 1;
-  std::string hash = "crc32";  // ecmp routes: crc32, or crc32-qp (E-ECMP)
+  std::string hash = "crc32";  // ecmp routes: the switches' model (routing/weft/routing/ecmp.h make_hash)
   bool json = false;
   std::optional<int> channels;  // nccl-ring (cli_common.h)
   std::optional<int> qps;
@@ -71,9 +71,7 @@ int run_check(const CheckArgs& a) {
   if (a.routes != "ideal" && a.routes != "ecmp" && a.routes != "plan") {
     return fail(invalid_argument(fmt::format("unknown --routes '{}' (ideal, ecmp, plan)", a.routes)));
   }
-  if (a.hash != "crc32" && a.hash != "crc32-qp") {
-    return fail(invalid_argument(fmt::format("unknown --hash '{}' (ecmp routes: crc32, crc32-qp)", a.hash)));
-  }
+  if (auto h = routing::make_hash(a.hash, a.seed); !h) return fail(h.status());
   if ((a.routes == "plan") != !a.plan.empty()) {
     return fail(invalid_argument("--routes plan and --plan FILE go together"));
   }
@@ -104,10 +102,12 @@ int run_check(const CheckArgs& a) {
     // A plan's rounds are time slices: load is counted per round.
     if (auto st = routing::apply_plan_rounds(*plan, *sched); !st) return fail(st.with_context(a.plan));
     router = std::move(*r);
+  } else if (a.routes == "ideal") {
+    router = routing::make_ideal_router(*fabric, *order);
   } else {
-    router = a.routes == "ideal" ? routing::make_ideal_router(*fabric, *order)
-                                 : routing::make_ecmp_router(*fabric, *order,
-                                                             {.seed = a.seed, .hash_qpn = a.hash == "crc32-qp"});
+    auto r = routing::make_ecmp_router(*fabric, *order, {.hash = a.hash, .seed = a.seed});
+    if (!r) return fail(r.status());
+    router = std::move(*r);
   }
   auto rep = routing::check_link_load(*fabric, *order, *sched, *router);
   if (!rep) return fail(rep.status());
@@ -147,8 +147,9 @@ void register_check(CLI::App& app, Registry& reg) {
   cmd->add_option("--size", a.size, "Bytes per rank (K, M, G suffixes)")->capture_default_str();
   cmd->add_option("--seed", a.seed, "ECMP hash and port seed")->capture_default_str();
   cmd->add_option("--hash", a.hash,
-                  "ecmp routes: crc32, or crc32-qp (E-ECMP: the RoCE destination QP hashed too, a random QPN per "
-                  "connection). A plan's paths are checked as written (weft route looked them up with its dqpn)")
+                  "ecmp routes: the switches' model, crc32|crc32-qp|linux-l4|linux-l3 (crc32-qp: E-ECMP, the RoCE "
+                  "destination QP hashed too, a random QPN per connection). A plan's paths are checked as written "
+                  "(weft route looked them up with its dqpn)")
       ->capture_default_str();
   cmd->add_flag("--json", a.json, "Print the report as JSON");
   cmd->callback([&reg] { reg.run = [] { return run_check(a); }; });

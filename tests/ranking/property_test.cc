@@ -34,7 +34,7 @@ void expect_checker_matches_brute_force(const topo::Fabric& f, const RankOrder& 
   auto sched = routing::build_schedule(coll, order.size(), 1 + seed % 5000, 4);
   ASSERT_TRUE(sched);
   auto router = seed % 2 ? routing::make_ideal_router(f, order)
-                         : routing::make_ecmp_router(f, order, routing::EcmpOptions{.seed = seed});
+                         : routing::make_ecmp_router(f, order, routing::EcmpOptions{.seed = seed}).value();
   auto rep = routing::check_link_load(f, order, *sched, *router, {.keep_per_link = true, .keep_paths = true});
   ASSERT_TRUE(rep) << rep.status().message();
   ASSERT_EQ(rep->steps.size(), sched->steps.size());

@@ -38,7 +38,7 @@ TEST(LinkLoad, EcmpCollidesWhereIdealDoesNot) {
   auto sched = build_schedule(Collective::kAllreduceHd, 16, 1 << 20, 4);
   ASSERT_TRUE(sched);
   auto ideal = make_ideal_router(*f, order);
-  auto ecmp = make_ecmp_router(*f, order, {.seed = 7});
+  auto ecmp = make_ecmp_router(*f, order, {.seed = 7}).value();
   auto a = check_link_load(*f, order, *sched, *ideal);
   auto b = check_link_load(*f, order, *sched, *ecmp);
   ASSERT_TRUE(a && b);

@@ -86,7 +86,7 @@ TEST_P(RailLinkLoadRecount, MatchesABruteForceRecountOfRailAndPlaneFlowsAndLinks
   auto sched = build_schedule(c.coll, order->size(), 4 * order->size(), 4);
   ASSERT_TRUE(sched);
   for (bool ecmp : {false, true}) {
-    auto router = ecmp ? make_ecmp_router(*f, *order, {.seed = 3}) : make_ideal_router(*f, *order);
+    auto router = ecmp ? make_ecmp_router(*f, *order, {.seed = 3}).value() : make_ideal_router(*f, *order);
     auto rep = check_link_load(*f, *order, *sched, *router, {.keep_per_link = true});
     ASSERT_TRUE(rep) << rep.status().message();
     const int local = c.nics * c.planes;

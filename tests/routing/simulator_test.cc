@@ -260,7 +260,7 @@ TEST(Comparison, EightFlowsOnEightUplinksRunAtAboutFourTenthsOfIdeal) {
   EXPECT_LT(ideal / mc, 0.42);
   double sim = 0;
   for (uint32_t seed = 1; seed <= 32; ++seed) {
-    auto router = make_ecmp_router(f, order, {.seed = seed});
+    auto router = make_ecmp_router(f, order, {.seed = seed}).value();
     auto r = simulate(f, order, cross, *router, {.hop_latency_s = 0});
     ASSERT_TRUE(r) << r.status().message();
     sim += r->seconds / 32;

@@ -128,8 +128,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "no free QPN for rank 1 (h1-2:eth0) -> rank 3 (h1-4:eth0): each of rank 3's 1 QPN serves another "
                  "flow into it (an RC QP connects to one remote QP), and 4 flows come into it: publish at least 4 "
                  "QPNs per rank (--qpn-pool)"},
-        BadEecmp{"check_ecmp_linux", "check --topology $F --ranks $R --routes ecmp --hash linux-l4", "",
-                 "unknown --hash 'linux-l4' (ecmp routes: crc32, crc32-qp)"}),
+        BadEecmp{"check_ecmp_unknown_hash", "check --topology $F --ranks $R --routes ecmp --hash NOPE", "",
+                 "unknown hash model 'NOPE' (crc32, crc32-qp, linux-l4, linux-l3)"}),
     [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace

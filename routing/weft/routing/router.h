@@ -8,13 +8,14 @@
 //          beside it.
 //   ecmp   what an unplanned fabric does: each connection gets a random
 //          ephemeral source port (seeded; on an E-ECMP fabric a random
-//          destination QPN too), and every switch picks its next hop by an
-//          ECMP hash model.
+//          destination QPN too), and every switch picks its next hop by the
+//          fabric's ECMP hash model (EcmpOptions::hash, ecmp.h).
 //   crossbar  an ideal non-blocking switch (access links only).
 // The route planner (weft route) adds routers for planned source ports.
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -38,20 +39,27 @@ class Router {
 uint32_t nic_ipv4(const topo::Fabric& f, int nic);
 
 struct EcmpOptions {
+  // The switches' hash model, a make_hash() name (ecmp.h). A model that
+  // hashes the destination QP (crc32-qp, E-ECMP) gives each connection a
+  // random data QPN too, as the receiving HCA assigns it, unplanned.
+  std::string hash = "crc32";
   uint32_t seed = 1;            // switch hash seed, and the port generator's
   uint8_t proto = 17;           // 17 = UDP (RoCEv2), 6 = TCP
   uint16_t dport = kRoceV2Port;
   uint16_t port_lo = 32768;     // Linux's default ip_local_port_range
   uint16_t port_hi = 60999;
-  // E-ECMP fabric (ecmp.h crc32-qp): switches hash the destination QP too,
-  // and each connection's QPN is a random data QPN (as the receiving HCA
-  // assigns it, unplanned); otherwise the crc32 model on the 5-tuple.
-  bool hash_qpn = false;
 };
 
+// The 5-tuple ECMP gives the connection of flow `fl` between NICs src_nic and
+// dst_nic: a random port in [port_lo, port_hi] and, with draw_qpn, a random
+// data QPN, both drawn once per directed rank pair from opt.seed.
+FiveTuple ecmp_tuple(const topo::Fabric& f, const EcmpOptions& opt, bool draw_qpn, const Flow& fl, int src_nic,
+                     int dst_nic);
+
 std::unique_ptr<Router> make_ideal_router(const topo::Fabric& f, const ranking::RankOrder& order);
-std::unique_ptr<Router> make_ecmp_router(const topo::Fabric& f, const ranking::RankOrder& order,
-                                         const EcmpOptions& opt);
+// An unknown opt.hash is an error naming it and the models.
+Result<std::unique_ptr<Router>> make_ecmp_router(const topo::Fabric& f, const ranking::RankOrder& order,
+                                                 const EcmpOptions& opt);
 // An ideal non-blocking switch: every flow crosses only its two access links
 // (the source NIC's uplink and the destination NIC's downlink), as if all
 // NICs hung off one crossbar — the bound no fabric can beat.
