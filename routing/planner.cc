@@ -11,6 +11,7 @@
 #include "planner_internal.h"
 #include "weft/routing/candidates.h"
 #include "weft/routing/clos3_coloring.h"
+#include "weft/routing/link_load.h"
 #include "weft/routing/list_edge_coloring.h"
 #include "weft/routing/planes.h"
 #include "weft/routing/route_assignment.h"
@@ -33,6 +34,10 @@ bool is_two_tier(const topo::Fabric& f) {
   }
   return f.num_tiers() == 2;
 }
+
+// A try from fewer ports gives up early rather than search hard: the full
+// lists will be searched anyway where it fails (plan_class_fewer_first).
+constexpr int kTryBudget = 2000;
 
 class Planner {
  public:
@@ -75,7 +80,7 @@ class Planner {
     }
     PlannedRoutes out;
     for (size_t c = 0; c < classes_.size(); ++c) {
-      WEFT_RETURN_IF_ERROR(plan_class(classes_[c], out.stats));
+      WEFT_RETURN_IF_ERROR(plan_class_fewer_first(classes_[c], out.stats));
     }
     out.stats.planned_classes = static_cast<int>(classes_.size());
     // NCCL's QPs all run at once and the plugin has no way to sequence
@@ -173,8 +178,8 @@ class Planner {
     const int host = f_.nics[static_cast<size_t>(fi.src_nic)].host;
     // E-ECMP: every offered (sport, dqpn) may have a QPN another flow into
     // the rank holds already (take_port), so a same-leaf pair asks for all.
-    const int want = ls == ld && qpns_.empty() ? std::min(opt_.ports_per_pair, host_flows_[static_cast<size_t>(host)])
-                                               : opt_.ports_per_pair;
+    const int want = ls == ld && qpns_.empty() ? std::min(ports_, host_flows_[static_cast<size_t>(host)])
+                                               : ports_;
     // The flows of one pair come one after another (nccl-ring's QPs): ask
     // the table once per pair (and destination rank: its QPNs).
     if (std::tuple(fi.src_nic, fi.dst_nic, fi.dst) != answered_) {
@@ -366,8 +371,10 @@ class Planner {
         edges_[i].colours.assign(colours.begin(), colours.end());
       }
       const int ns = static_cast<int>(f_.switches.size());
-      WEFT_ASSIGN_OR_RETURN(auto col, color_list_edges(ns, ns, n_colours_, edges_, {.budget = opt_.budget}));
+      WEFT_ASSIGN_OR_RETURN(auto col, color_list_edges(ns, ns, n_colours_, edges_,
+                                                     {.budget = trying_ ? kTryBudget : opt_.budget}));
       stats.exact_classes += col.exact;
+      fabric_load_ = col.max_load;
       for (size_t i = 0; i < fabric.size(); ++i) {
         FlowInfo& fi = flows_[static_cast<size_t>(fabric[i])];
         const auto colours = cands_.colours(fi.ci);
@@ -417,7 +424,11 @@ class Planner {
                     static_cast<uint32_t>(colours.size())};
       for (int c : colours) keys3_.push_back({c / stride, c % stride - 1});
     }
-    WEFT_ASSIGN_OR_RETURN(auto col, colorer3_->color(flows3_, keys3_, {.budget = opt_.budget}));
+    WEFT_ASSIGN_OR_RETURN(auto col, colorer3_->color(flows3_, keys3_, {.budget = trying_ ? kTryBudget : opt_.budget,
+                                                                   .repairs = trying_ ? 0 : Clos3Options{}.repairs,
+                                                                   .give_up_above = trying_ ? try_bound_ : 0}));
+    fabric_load_ = col.max_load;
+    if (col.chosen.empty()) return Status::ok();  // gave up (a try): plan_class_fewer_first plans it again
     stats.exact_classes += col.max_load <= col.target;
     for (size_t i = 0; i < fabric.size(); ++i) {
       FlowInfo& fi = flows_[static_cast<size_t>(fabric[i])];
@@ -464,8 +475,72 @@ class Planner {
     return false;
   }
 
-  Status plan_class(const std::vector<int>& ids, PlanStats& stats) {
-    cands_.clear(ids.size(), static_cast<size_t>(opt_.ports_per_pair));
+  // The path table's cost, the candidate store's and the 3-tier keys' all
+  // grow with the ports asked per pair, and most classes meet the checker's
+  // bound (link_load.h) from a few of them. So a class is planned first from
+  // the first opt_.first_ports of the ports_per_pair the table would offer
+  // (a model table's draw is a prefix of the longer one, path_table.h), and
+  // kept only where that cannot be bettered: the routes' load on fabric
+  // links is at most the step's bound for them (link_load.h), with rounds the
+  // class takes no more rounds than that bound (rounds.h), and every flow got
+  // a port on its route at the first attempt. Anything
+  // else plans the class again from all ports_per_pair, as if the try had
+  // never run (only used_mask_, a filter, keeps its bits).
+  Status plan_class_fewer_first(const std::vector<int>& ids, PlanStats& stats) {
+    const bool rounds = opt_.rounds && s_.collective != Collective::kNcclRing;
+    if (opt_.first_ports > 0 && opt_.first_ports < opt_.ports_per_pair && (two_tier_ || clos3_) && !ids.empty()) {
+      const Step& step = s_.steps[static_cast<size_t>(flows_[static_cast<size_t>(ids.front())].steps.front())];
+      // The fabric links' bound: with rounds, also the fewest rounds the step
+      // can take (one flow per link and round).
+      const int bound = std::max(1, step_fabric_lower_bound(f_, order_, step));
+      PlanStats tried = stats;
+      WEFT_ASSIGN_OR_RETURN(bool kept, plan_class(ids, opt_.first_ports, tried, bound));
+      if (kept && rounds && fabric_load_ > 1) {  // is the bound met in rounds too? (the paths decide: rounds.h)
+        RoundAssigner assigner(2 * static_cast<int>(f_.links.size()));
+        std::vector<int> round;
+        if (planner_internal::class_rounds(f_, Chosen{flows_, path_pool_, classes_, step_ids_}, ids, assigner, round) >
+            bound) {
+          give_back_class(ids);
+          kept = false;
+        }
+      }
+      if (kept) {
+        stats = tried;
+        return Status::ok();
+      }
+      for (int id : ids) flows_[static_cast<size_t>(id)].struck = 0;
+    }
+    WEFT_ASSIGN_OR_RETURN(const bool planned, plan_class(ids, opt_.ports_per_pair, stats, -1));
+    (void)planned;  // always, when not a try
+    return Status::ok();
+  }
+
+  // Undoes a kept try: its flows' ports, QPNs and paths (the class's paths
+  // are the last in the pool).
+  void give_back_class(const std::vector<int>& ids) {
+    release(class_taken_);
+    path_pool_.resize(class_path_at_);
+    for (int id : ids) flows_[static_cast<size_t>(id)].path_len = 0;
+  }
+  void release(const std::vector<std::pair<int, uint16_t>>& taken) {
+    for (const auto& [host, p] : taken) {
+      auto& used = used_[static_cast<size_t>(host)];
+      used.erase(std::find(used.begin(), used.end(), p));
+    }
+    for (const auto& [rank, q] : taken_qpns_) {
+      auto& used = used_qpns_[static_cast<size_t>(rank)];
+      used.erase(std::find(used.begin(), used.end(), q));
+    }
+  }
+
+  // Plans the class from `ports` ports per pair. A try (try_bound >= 0)
+  // gives up, leaving no port taken, where the full plan might do better
+  // (plan_class_fewer_first) and returns false.
+  Result<bool> plan_class(const std::vector<int>& ids, int ports, PlanStats& stats, int try_bound) {
+    const bool trying = trying_ = try_bound >= 0;
+    try_bound_ = try_bound;
+    ports_ = ports;
+    cands_.clear(ids.size(), static_cast<size_t>(ports));
     answered_ = {-1, -1, -1};
     for (size_t i = 0; i < ids.size(); ++i) {
       FlowInfo& fi = flows_[static_cast<size_t>(ids[i])];
@@ -474,7 +549,10 @@ class Planner {
     }
     std::vector<std::pair<int, uint16_t>> taken;
     for (int attempt = 0;; ++attempt) {
-      WEFT_RETURN_IF_ERROR(choose_routes(ids, stats));
+      fabric_load_ = 0;
+      const Status chosen = choose_routes(ids, stats);
+      if (trying && (!chosen.ok() || fabric_load_ > try_bound)) return false;
+      WEFT_RETURN_IF_ERROR(chosen);
       taken.clear();
       taken_qpns_.clear();
       const FlowInfo* starved = nullptr;
@@ -482,6 +560,8 @@ class Planner {
         if (!take_port(flows_[static_cast<size_t>(id)], taken)) starved = &flows_[static_cast<size_t>(id)];
       }
       if (!starved) {
+        class_path_at_ = path_pool_.size();
+        class_taken_.swap(taken);
         for (int id : ids) {
           FlowInfo& fi = flows_[static_cast<size_t>(id)];
           if (in_nic(fi)) {
@@ -491,16 +571,10 @@ class Planner {
             set_path(fi, cands_.route(fi.ci, static_cast<size_t>(fi.route)));
           }
         }
-        return Status::ok();
+        return true;
       }
-      for (const auto& [host, p] : taken) {
-        auto& used = used_[static_cast<size_t>(host)];
-        used.erase(std::find(used.begin(), used.end(), p));
-      }
-      for (const auto& [rank, q] : taken_qpns_) {
-        auto& used = used_qpns_[static_cast<size_t>(rank)];
-        used.erase(std::find(used.begin(), used.end(), q));
-      }
+      release(taken);
+      if (trying) return false;
       ++stats.replans;
       if (attempt >= 16) return failed_precondition(starved_message(*starved));
     }
@@ -540,6 +614,12 @@ class Planner {
   std::vector<int> host_flows_;              // per host: flows it sends (each needs a port of its own)
   std::vector<uint64_t> used_mask_;          // per host: port_bit() of the ports in used_
   std::vector<char> free_on_;                // strike_taken: per route, a port not yet used
+  std::vector<std::pair<int, uint16_t>> class_taken_;  // (host, port) the last class planned took
+  size_t class_path_at_ = 0;                            // and where its paths start in path_pool_
+  int try_bound_ = -1;    // and the load it must meet
+  bool trying_ = false;   // the class is planned from first_ports (plan_class_fewer_first)
+  int ports_ = 0;         // ports asked per pair for the class being planned
+  int fabric_load_ = 0;   // its routes' max load on fabric links (choose_routes)
   CandidateStore cands_;  // the class being planned
   PairRoutes answer_;     // the path table's answer for one flow
   std::tuple<int, int, int> answered_{-1, -1, -1};  // the NIC pair and destination rank answer_ is for

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "weft/routing/planner.h"
+#include "weft/routing/rounds.h"
 
 namespace weft::routing::planner_internal {
 
@@ -45,6 +46,11 @@ struct Chosen {
   const std::vector<std::vector<int>>& step_ids;  // per step: its flows, in the step's order
   std::span<const int> path(const FlowInfo& fi) const { return {path_pool.data() + fi.path_at, fi.path_len}; }
 };
+
+// Rounds of one class (rounds.h) over its flows' chosen paths' directed
+// switch-to-switch links: fills round[i] for ids[i], returns how many.
+int class_rounds(const topo::Fabric& f, const Chosen& c, const std::vector<int>& ids, RoundAssigner& assigner,
+                 std::vector<int>& round);
 
 // Rounds per class (planner.h, 5; rounds.h) over the chosen paths' directed
 // switch-to-switch links: sets FlowInfo::round; true when some class runs in

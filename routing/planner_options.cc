@@ -14,6 +14,7 @@ Status validate(const PlannerOptions& opt, const topo::Fabric& f, const ranking:
     return invalid_argument(fmt::format("source port range {}-{} is empty", opt.sports.lo, opt.sports.hi));
   }
   if (opt.ports_per_pair < 1) return invalid_argument(fmt::format("ports per pair must be >= 1 (got {})", opt.ports_per_pair));
+  if (opt.first_ports < 0) return invalid_argument(fmt::format("first ports must be >= 0 (got {})", opt.first_ports));
   if (opt.budget < 0) return invalid_argument("the search budget must be >= 0");
   if (opt.protocol == "tcp") {
     WEFT_ASSIGN_OR_RETURN(auto dports, listen_ports(f, order, opt));

@@ -39,29 +39,34 @@ class StepPathsRouter final : public Router {
 
 }  // namespace
 
+int class_rounds(const topo::Fabric& f, const Chosen& c, const std::vector<int>& ids, RoundAssigner& assigner,
+                 std::vector<int>& round) {
+  std::vector<int> links;
+  for (int id : ids) {
+    const auto sw = c.path(c.flows[static_cast<size_t>(id)]);
+    for (size_t k = 0; k + 1 < sw.size(); ++k) {
+      const int from = f.switch_vertex(sw[k]);
+      links.push_back(f.directed_from(*f.link_between(from, f.switch_vertex(sw[k + 1])), from));
+    }
+  }
+  std::vector<RoundFlow> rf;
+  rf.reserve(ids.size());
+  size_t at = 0;
+  for (int id : ids) {
+    const FlowInfo& fi = c.flows[static_cast<size_t>(id)];
+    const size_t n = fi.path_len > 0 ? fi.path_len - 1 : 0;
+    rf.push_back({fi.src, fi.dst, std::span<const int>(links).subspan(at, n)});
+    at += n;
+  }
+  return assigner.assign(rf, round);
+}
+
 bool assign_rounds(const topo::Fabric& f, Chosen& c) {
   RoundAssigner assigner(2 * static_cast<int>(f.links.size()));
-  std::vector<int> links, round;
-  std::vector<RoundFlow> rf;
+  std::vector<int> round;
   bool has_rounds = false;
   for (const auto& ids : c.classes) {
-    links.clear();
-    for (int id : ids) {
-      const auto sw = c.path(c.flows[static_cast<size_t>(id)]);
-      for (size_t k = 0; k + 1 < sw.size(); ++k) {
-        const int from = f.switch_vertex(sw[k]);
-        links.push_back(f.directed_from(*f.link_between(from, f.switch_vertex(sw[k + 1])), from));
-      }
-    }
-    rf.clear();
-    size_t at = 0;
-    for (int id : ids) {
-      const FlowInfo& fi = c.flows[static_cast<size_t>(id)];
-      const size_t n = fi.path_len > 0 ? fi.path_len - 1 : 0;
-      rf.push_back({fi.src, fi.dst, std::span<const int>(links).subspan(at, n)});
-      at += n;
-    }
-    if (assigner.assign(rf, round) == 1) continue;
+    if (class_rounds(f, c, ids, assigner, round) == 1) continue;
     for (size_t i = 0; i < ids.size(); ++i) c.flows[static_cast<size_t>(ids[i])].round = round[i];
     has_rounds = true;
   }

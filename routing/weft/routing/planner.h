@@ -22,6 +22,10 @@
 //      (nccl-ring: a flow per channel and QP), the pair's ports are dealt
 //      out among them route by route, so they never compete for a port
 //      however the colouring spreads them.
+//      On a Clos a class is first planned from the first `first_ports`
+//      ports only, and kept when that plan cannot be bettered (fabric load
+//      at the step's lower bound, or 1 with rounds, and every flow ported
+//      without a strike); otherwise it is planned again from all of them.
 //   3. 2-tier Clos: the step is a bipartite multigraph (source leaf ->
 //      destination leaf) coloured with the spines, each flow restricted to
 //      the spines its ports reach (list_edge_coloring.h: exact by König when
@@ -75,6 +79,9 @@ struct PlannerOptions {
   std::string protocol = "udp";  // "udp" (RoCEv2, dport 4791) or "tcp"
   PortRange sports;              // where source ports come from (49152-65535)
   int ports_per_pair = 64;       // candidate source ports asked of the path table per pair
+  // Ask this many first, and all ports_per_pair only for a class that does
+  // not meet its bound from them (planner.h, 2); 0 (or >= ports_per_pair): all at once.
+  int first_ports = 16;
   uint16_t tcp_dport = 29500;    // tcp: the first listen port on every host
   int budget = 20000;            // list colouring: ejections per flow insertion
   // Split steps whose flows must share a fabric link into rounds (planner.h,
@@ -88,7 +95,7 @@ struct PlannerOptions {
   QpnPool qpns{};
 };
 
-// Rejects an unknown protocol, an empty or too small range, ports_per_pair < 1,
+// Rejects an unknown protocol, an empty or too small range, ports_per_pair < 1, first_ports < 0,
 // and tcp listen ports inside the source port range.
 Status validate(const PlannerOptions& opt, const topo::Fabric& f, const ranking::RankOrder& order);
 
