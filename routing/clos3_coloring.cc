@@ -212,10 +212,6 @@ Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std:
       out.tier1_bound = target_;
       out.target = reach.load;
       out.witness = std::move(reach.witness);
-      if (opt.give_up_above > 0 && std::max(out.target, target_) > opt.give_up_above) {
-        out.max_load = std::max(out.target, target_);
-        return out;
-      }
       if (out.target > target_) {
         t1_min = out.target;
         --attempt;

@@ -35,8 +35,8 @@ bool is_two_tier(const topo::Fabric& f) {
   return f.num_tiers() == 2;
 }
 
-// A try from fewer ports gives up early rather than search hard: the full
-// lists will be searched anyway where it fails (plan_class_fewer_first).
+// A try from fewer ports searches less hard: the full lists are searched
+// anyway where it fails (plan_class_fewer_first).
 constexpr int kTryBudget = 2000;
 
 class Planner {
@@ -424,11 +424,7 @@ class Planner {
                     static_cast<uint32_t>(colours.size())};
       for (int c : colours) keys3_.push_back({c / stride, c % stride - 1});
     }
-    WEFT_ASSIGN_OR_RETURN(auto col, colorer3_->color(flows3_, keys3_, {.budget = trying_ ? kTryBudget : opt_.budget,
-                                                                   .repairs = trying_ ? 0 : Clos3Options{}.repairs,
-                                                                   .give_up_above = trying_ ? try_bound_ : 0}));
-    fabric_load_ = col.max_load;
-    if (col.chosen.empty()) return Status::ok();  // gave up (a try): plan_class_fewer_first plans it again
+    WEFT_ASSIGN_OR_RETURN(auto col, colorer3_->color(flows3_, keys3_, {.budget = opt_.budget}));
     stats.exact_classes += col.max_load <= col.target;
     for (size_t i = 0; i < fabric.size(); ++i) {
       FlowInfo& fi = flows_[static_cast<size_t>(fabric[i])];
@@ -475,20 +471,23 @@ class Planner {
     return false;
   }
 
-  // The path table's cost, the candidate store's and the 3-tier keys' all
-  // grow with the ports asked per pair, and most classes meet the checker's
+  // The path table's cost and the candidate store's grow with the ports
+  // asked per pair, and on a 2-tier Clos most classes meet the checker's
   // bound (link_load.h) from a few of them. So a class is planned first from
   // the first opt_.first_ports of the ports_per_pair the table would offer
   // (a model table's draw is a prefix of the longer one, path_table.h), and
   // kept only where that cannot be bettered: the routes' load on fabric
   // links is at most the step's bound for them (link_load.h), with rounds the
   // class takes no more rounds than that bound (rounds.h), and every flow got
-  // a port on its route at the first attempt. Anything
-  // else plans the class again from all ports_per_pair, as if the try had
-  // never run (only used_mask_, a filter, keeps its bits).
+  // a port (replanning as the full plan would). Anything else plans the
+  // class again from all ports_per_pair, as if the try had never run (only
+  // used_mask_, a filter, keeps its bits). Not on a 3-tier Clos: at 65,536
+  // endpoints (bench/clos3_bench.cc) 25 of its 45 cross-leaf classes miss
+  // the bound from 16 or 32 ports, and the tries cost more than the kept
+  // ones save (bench/results/2026-11-27-planner-fewer-ports.md).
   Status plan_class_fewer_first(const std::vector<int>& ids, PlanStats& stats) {
     const bool rounds = opt_.rounds && s_.collective != Collective::kNcclRing;
-    if (opt_.first_ports > 0 && opt_.first_ports < opt_.ports_per_pair && (two_tier_ || clos3_) && !ids.empty()) {
+    if (opt_.first_ports > 0 && opt_.first_ports < opt_.ports_per_pair && two_tier_ && !ids.empty()) {
       const Step& step = s_.steps[static_cast<size_t>(flows_[static_cast<size_t>(ids.front())].steps.front())];
       // The fabric links' bound: with rounds, also the fewest rounds the step
       // can take (one flow per link and round).
@@ -538,7 +537,6 @@ class Planner {
   // (plan_class_fewer_first) and returns false.
   Result<bool> plan_class(const std::vector<int>& ids, int ports, PlanStats& stats, int try_bound) {
     const bool trying = trying_ = try_bound >= 0;
-    try_bound_ = try_bound;
     ports_ = ports;
     cands_.clear(ids.size(), static_cast<size_t>(ports));
     answered_ = {-1, -1, -1};
@@ -574,9 +572,8 @@ class Planner {
         return true;
       }
       release(taken);
-      if (trying) return false;
       ++stats.replans;
-      if (attempt >= 16) return failed_precondition(starved_message(*starved));
+      if (attempt >= 16) return trying ? Result<bool>(false) : failed_precondition(starved_message(*starved));
     }
   }
 
@@ -616,7 +613,6 @@ class Planner {
   std::vector<char> free_on_;                // strike_taken: per route, a port not yet used
   std::vector<std::pair<int, uint16_t>> class_taken_;  // (host, port) the last class planned took
   size_t class_path_at_ = 0;                            // and where its paths start in path_pool_
-  int try_bound_ = -1;    // and the load it must meet
   bool trying_ = false;   // the class is planned from first_ports (plan_class_fewer_first)
   int ports_ = 0;         // ports asked per pair for the class being planned
   int fabric_load_ = 0;   // its routes' max load on fabric links (choose_routes)

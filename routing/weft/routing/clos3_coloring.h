@@ -120,10 +120,6 @@ struct Clos3Options {
   int min_load = 1;      // never aim below this (the step's access-link bound)
   int budget = 20000;    // list colouring: ejections per edge insertion
   int repairs = 16;      // times tier 2's overloaded flows may strike their slot and both tiers be redone
-  // > 0: return as soon as the target (the bound over these lists) is known
-  // to be above it, with max_load = target and no choice (a caller that
-  // would plan again from longer lists stops paying for these).
-  int give_up_above = 0;
 };
 
 // Why a load is out of reach (clos3_bound.h): the leaves of one (pod, slot)

@@ -22,10 +22,10 @@
 //      (nccl-ring: a flow per channel and QP), the pair's ports are dealt
 //      out among them route by route, so they never compete for a port
 //      however the colouring spreads them.
-//      On a Clos a class is first planned from the first `first_ports`
-//      ports only, and kept when that plan cannot be bettered (fabric load
-//      at the step's lower bound, or 1 with rounds, and every flow ported
-//      without a strike); otherwise it is planned again from all of them.
+//      On a 2-tier Clos a class is first planned from the first `first_ports`
+//      ports only, and kept when that plan cannot be bettered (load on
+//      fabric links at the step's bound for them, and with rounds no more
+//      rounds than that); otherwise it is planned again from all of them.
 //   3. 2-tier Clos: the step is a bipartite multigraph (source leaf ->
 //      destination leaf) coloured with the spines, each flow restricted to
 //      the spines its ports reach (list_edge_coloring.h: exact by König when
