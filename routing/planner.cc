@@ -549,7 +549,7 @@ class Planner {
     for (int attempt = 0;; ++attempt) {
       fabric_load_ = 0;
       const Status chosen = choose_routes(ids, stats);
-      if (trying && (!chosen.ok() || fabric_load_ > try_bound)) return false;
+      if (trying && (!chosen.is_ok() || fabric_load_ > try_bound)) return false;
       WEFT_RETURN_IF_ERROR(chosen);
       taken.clear();
       taken_qpns_.clear();
