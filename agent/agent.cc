@@ -295,8 +295,7 @@ struct Agent::Impl {
       ss->send({{"type", "ok"}, {"run", cmd.run}, {"rate", cmd.plan.rate_pps}});
       const uint32_t run = cmd.run;
       std::shared_ptr<std::atomic<bool>> before = take_over_monitor(ss, run);
-      auto next_sequence = monitors.contains(run) ? monitors[run].next_sequence
-                                                  : std::make_shared<std::atomic<uint32_t>>(1);
+      auto next_sequence = monitors[run].next_sequence;  // a new run's entry starts at sequence 1
       auto finished = start_thread(ss, [this, ss, key, before, next_sequence, cmd = std::move(cmd)] {
         // The run's arrivals and probe sockets belong to one monitor at a time.
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
