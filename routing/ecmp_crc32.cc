@@ -11,6 +11,7 @@
 // key: one class, so both share the tables of the key bytes' terms.
 #include <array>
 #include <bit>
+#include <vector>
 
 #include <boost/crc.hpp>
 
@@ -67,9 +68,9 @@ class Crc32Hash final : public EcmpHash {
   }
   void pick_sports(const FiveTuple& t, int sw, size_t n, std::span<const uint16_t> sports, std::span<uint16_t> picks,
                    std::span<const uint32_t> dqpns) const override {
-    const uint32_t seed = switch_seed(sw);
-    const uint32_t base = pair_term(t) ^ seed_term(seed);
-    const int rot = rotation(seed);
+    const SwitchTerm& st = switch_term(sw);
+    const uint32_t base = pair_term(t) ^ st.term;
+    const int rot = st.rot;
     if (!qpn_) return pick_ports(at_[kSportAt].data(), at_[kSportAt + 1].data(), base, rot, n, sports, picks);
     for (size_t i = 0; i < sports.size(); ++i) {
       const uint32_t q = dqpns.empty() ? t.dqpn : dqpns[i];
@@ -77,8 +78,35 @@ class Crc32Hash final : public EcmpHash {
       picks[i] = static_cast<uint16_t>((static_cast<uint64_t>(h) * n) >> 32);
     }
   }
+  void pick_each(const FiveTuple& t, std::span<const int> sws, std::span<const uint16_t> ns,
+                 std::span<const uint16_t> sports, std::span<uint16_t> picks,
+                 std::span<const uint32_t> dqpns) const override {
+    const uint32_t pair = pair_term(t);
+    for (size_t i = 0; i < sports.size(); ++i) {
+      const SwitchTerm& st = switch_term(sws[i]);
+      const uint32_t h = std::rotl(pair ^ st.term ^ tail(sports[i], dqpns.empty() ? t.dqpn : dqpns[i]), st.rot);
+      picks[i] = static_cast<uint16_t>((static_cast<uint64_t>(h) * ns[i]) >> 32);
+    }
+  }
 
  private:
+  // A switch's seed term and rotation, the same for every tuple: computed
+  // once per switch (a path table asks for ~10^7 picks over ~10^3 switches).
+  struct SwitchTerm {
+    uint32_t term = 0;
+    int rot = 0;  // 0: not computed yet (rotation() is 1..31)
+  };
+  const SwitchTerm& switch_term(int sw) const {
+    const auto at = static_cast<size_t>(sw);
+    if (at >= switch_terms_.size()) switch_terms_.resize(at + 1);
+    SwitchTerm& st = switch_terms_[at];
+    if (st.rot == 0) {
+      const uint32_t seed = switch_seed(sw);
+      st = {seed_term(seed), rotation(seed)};
+    }
+    return st;
+  }
+
   uint32_t switch_seed(int sw) const { return seed_ ^ (static_cast<uint32_t>(sw) * 0x9E3779B1u); }
 
   // Each switch reads different bits of its CRC (ASICs' per-device hash
@@ -125,6 +153,7 @@ class Crc32Hash final : public EcmpHash {
     uint32_t term = 0;
   };
   mutable PairTerm pair_;
+  mutable std::vector<SwitchTerm> switch_terms_;
 };
 
 }  // namespace

@@ -63,8 +63,7 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
 class ModelPathTable final : public PathTable {
  public:
   ModelPathTable(const topo::Fabric& f, std::unique_ptr<EcmpHash> hash, uint32_t draw_seed)
-      : f_(f), hash_(std::move(hash)), draw_seed_(draw_seed), pf_(f), hop_rows_(f.switches.size()),
-        group_of_(f.switches.size(), -1) {}
+      : f_(f), hash_(std::move(hash)), draw_seed_(draw_seed), pf_(f), hop_rows_(f.switches.size()) {}
 
   std::string describe() const override { return fmt::format("model {}", hash_->name()); }
   bool hashes_qpn() const override { return hash_->hashes_qpn(); }
@@ -234,9 +233,8 @@ class ModelPathTable final : public PathTable {
   // walk() for every port in sports_ at once, one tier at a time (shortest
   // paths: every route of a pair has distance + 1 switches). A port on a
   // switch with one next hop takes it; the ports on switches with several
-  // are gathered by switch (a counting sort, keeping their order) and hashed
-  // in one pick_sports() call per switch, which shares the pair's hash
-  // state. Leaves the routes as the columns of at_ (len_ rows of
+  // are hashed in one call per tier (pick_tier), which shares the pair's
+  // hash state. Leaves the routes as the columns of at_ (len_ rows of
   // sports_.size()) and, while code_space_ is not 0, each route's number
   // below code_space_ in codes_.
   void walk_all(const FiveTuple& t, int src, int dst, int hops_to_dst) {
@@ -246,9 +244,9 @@ class ModelPathTable final : public PathTable {
     picks_.resize(n);
     tier_pick_.resize(n);
     hashed_.resize(n);
-    port_group_.resize(n);
-    order_.resize(n);
-    groups_.resize(n);
+    h_sw_.resize(n);
+    h_n_.resize(n);
+    h_at_.resize(n);
     g_sports_.resize(n);
     g_dqpns_.resize(dqpns_.size());
     codes_.assign(n, 0);
@@ -281,48 +279,31 @@ class ModelPathTable final : public PathTable {
     }
   }
 
-  // The hashed ports of a tier (hashed_[0, nh)): grouped by switch, one
-  // pick_sports() call per switch; fills cur and tier_pick_.
+  // The hashed ports of a tier (hashed_[0, nh)): one pick_sports() call
+  // when they all sit on one switch (the source leaf), else one pick_each()
+  // over their (switch, next hops, port); fills cur and tier_pick_.
   void pick_tier(const FiveTuple& t, const int* prev, int* cur, uint32_t nh, const HopRow& row) {
     const uint32_t* hashed = hashed_.data();
     const size_t n = sports_.size();
     if (nh == n && std::all_of(prev, prev + n, [&](int sw) { return sw == prev[0]; })) {
-      // Every port on one switch (the source leaf): nothing to gather.
       const auto [b, e] = row[static_cast<size_t>(prev[0])];
       const int* hop = hop_pool_.data() + b;
       hash_->pick_sports(t, prev[0], static_cast<size_t>(e - b), sports_, picks_, dqpns_);
       for (size_t i = 0; i < n; ++i) cur[i] = hop[picks_[i]], tier_pick_[i] = picks_[i];
       return;
     }
-    uint32_t ng = 0;
     for (uint32_t k = 0; k < nh; ++k) {
-      const auto sw = static_cast<size_t>(prev[hashed[k]]);
-      if (group_of_[sw] < 0) group_of_[sw] = static_cast<int>(ng), groups_[ng++] = {prev[hashed[k]], 0, 0};
-      port_group_[k] = static_cast<uint32_t>(group_of_[sw]);
-      ++groups_[port_group_[k]].size;
+      const auto i = hashed[k];
+      const auto [b, e] = row[static_cast<size_t>(prev[i])];
+      h_sw_[k] = prev[i], h_n_[k] = static_cast<uint16_t>(e - b), h_at_[k] = b;
+      g_sports_[k] = sports_[i];
+      if (!dqpns_.empty()) g_dqpns_[k] = dqpns_[i];
     }
-    uint32_t at = 0;
-    for (uint32_t g = 0; g < ng; ++g) {
-      group_of_[static_cast<size_t>(groups_[g].sw)] = -1;
-      groups_[g].begin = at, at += groups_[g].size, groups_[g].size = 0;
-    }
+    std::span<const uint32_t> q;
+    if (!dqpns_.empty()) q = {g_dqpns_.data(), nh};
+    hash_->pick_each(t, {h_sw_.data(), nh}, {h_n_.data(), nh}, {g_sports_.data(), nh}, {picks_.data(), nh}, q);
     for (uint32_t k = 0; k < nh; ++k) {
-      Group& g = groups_[port_group_[k]];
-      order_[g.begin + g.size++] = hashed[k];
-    }
-    for (uint32_t gi = 0; gi < ng; ++gi) {
-      const Group& g = groups_[gi];
-      const uint32_t* idx = order_.data() + g.begin;
-      for (uint32_t k = 0; k < g.size; ++k) g_sports_[k] = sports_[idx[k]];
-      std::span<const uint32_t> q;
-      if (!dqpns_.empty()) {
-        for (uint32_t k = 0; k < g.size; ++k) g_dqpns_[k] = dqpns_[idx[k]];
-        q = {g_dqpns_.data(), g.size};
-      }
-      const auto [b, e] = row[static_cast<size_t>(g.sw)];
-      const int* hop = hop_pool_.data() + b;
-      hash_->pick_sports(t, g.sw, static_cast<size_t>(e - b), {g_sports_.data(), g.size}, {picks_.data(), g.size}, q);
-      for (uint32_t k = 0; k < g.size; ++k) cur[idx[k]] = hop[picks_[k]], tier_pick_[idx[k]] = picks_[k];
+      cur[hashed[k]] = hop_pool_[static_cast<size_t>(h_at_[k] + picks_[k])], tier_pick_[hashed[k]] = picks_[k];
     }
   }
 
@@ -362,15 +343,10 @@ class ModelPathTable final : public PathTable {
   std::vector<uint32_t> codes_;   // route numbers (walk_all)
   uint32_t code_space_ = 0;       // codes_ < code_space_; 0: not numbered
   static constexpr uint32_t kDirectRoutes = 4096;
-  struct Group {
-    int sw = 0;
-    uint32_t begin = 0, size = 0;
-  };
-  std::vector<Group> groups_;
-  std::vector<int> group_of_;         // per switch: its index in groups_, -1 between tiers
   std::vector<uint32_t> hashed_;      // the ports of a tier whose switch has several next hops
-  std::vector<uint32_t> port_group_;  // per hashed port: its switch's group
-  std::vector<uint32_t> order_;       // port indices grouped by switch
+  std::vector<int> h_sw_;             // per hashed port: its switch,
+  std::vector<uint16_t> h_n_;         // its next hops
+  std::vector<int32_t> h_at_;         // and where they start in hop_pool_
   std::vector<uint16_t> tier_pick_;   // per port: its pick at this tier (0: one next hop)
   std::vector<uint16_t> g_sports_;
   std::vector<uint32_t> g_dqpns_;

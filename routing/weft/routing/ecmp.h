@@ -93,6 +93,20 @@ class EcmpHash {
       picks[i] = static_cast<uint16_t>(pick(u, sw, n));
     }
   }
+  // pick() for many (switch, next-hop count, source port) of one tuple:
+  // picks[i] is pick(t with sport = sports[i] and, when dqpns is not empty,
+  // dqpn = dqpns[i], sws[i], ns[i]). A path table asks this for a pair's
+  // ports spread over the switches of one tier.
+  virtual void pick_each(const FiveTuple& t, std::span<const int> sws, std::span<const uint16_t> ns,
+                         std::span<const uint16_t> sports, std::span<uint16_t> picks,
+                         std::span<const uint32_t> dqpns = {}) const {
+    FiveTuple u = t;
+    for (size_t i = 0; i < sports.size(); ++i) {
+      u.sport = sports[i];
+      if (!dqpns.empty()) u.dqpn = dqpns[i];
+      picks[i] = static_cast<uint16_t>(pick(u, sws[i], ns[i]));
+    }
+  }
 };
 
 enum class LinuxHashPolicy { kL3 = 0, kL4 = 1 };
