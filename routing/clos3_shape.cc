@@ -8,9 +8,7 @@ namespace weft::routing {
 std::optional<Clos3Shape> Clos3Shape::of(const topo::Fabric& f) {
   Clos3Shape s;
   const size_t n = f.switches.size();
-  s.pod_.assign(n, -1);
-  s.slot_.assign(n, -1);
-  s.index_.assign(n, -1);
+  s.sw_.assign(n, Switch{});
   // Slot of an aggregation switch: its position among its pod's.
   std::vector<int> aggs_in_pod;
   for (size_t sw = 0; sw < n; ++sw) {
@@ -18,12 +16,15 @@ std::optional<Clos3Shape> Clos3Shape::of(const topo::Fabric& f) {
     if (x.tier == topo::kTierCore) continue;
     if (x.tier != topo::kTierLeaf && x.tier != topo::kTierSpine) return std::nullopt;
     if (x.pod < 0) return std::nullopt;
-    s.pod_[sw] = x.pod;
+    Switch& me = s.sw_[sw];
+    me.pod = x.pod;
+    me.role = Role::kLeaf;
     s.pods_ = std::max(s.pods_, x.pod + 1);
     if (aggs_in_pod.size() <= static_cast<size_t>(x.pod)) aggs_in_pod.resize(static_cast<size_t>(x.pod) + 1, 0);
     if (x.tier == topo::kTierSpine) {
-      s.slot_[sw] = aggs_in_pod[static_cast<size_t>(x.pod)]++;
-      s.slots_ = std::max(s.slots_, s.slot_[sw] + 1);
+      me.role = Role::kAgg;
+      me.slot = aggs_in_pod[static_cast<size_t>(x.pod)]++;
+      s.slots_ = std::max(s.slots_, me.slot + 1);
     }
   }
   // Plane of a core: the one slot of every aggregation switch it links to.
@@ -32,15 +33,17 @@ std::optional<Clos3Shape> Clos3Shape::of(const topo::Fabric& f) {
     if (f.switches[sw].tier != topo::kTierCore) continue;
     int plane = -1;
     for (const auto& a : f.switch_neighbours(static_cast<int>(sw))) {
-      const int sl = s.slot_[static_cast<size_t>(a.sw)];
-      if (sl < 0 || (plane >= 0 && sl != plane)) return std::nullopt;
-      plane = sl;
+      const Switch& agg = s.sw_[static_cast<size_t>(a.sw)];
+      if (agg.role != Role::kAgg || (plane >= 0 && agg.slot != plane)) return std::nullopt;
+      plane = agg.slot;
     }
     if (plane < 0) continue;  // a core linked to nothing carries nothing
-    s.slot_[sw] = plane;
+    Switch& me = s.sw_[sw];
+    me.role = Role::kCore;
+    me.slot = plane;
     if (in_plane.size() <= static_cast<size_t>(plane)) in_plane.resize(static_cast<size_t>(plane) + 1, 0);
-    s.index_[sw] = in_plane[static_cast<size_t>(plane)]++;
-    s.plane_ = std::max(s.plane_, s.index_[sw] + 1);
+    me.index = in_plane[static_cast<size_t>(plane)]++;
+    s.plane_ = std::max(s.plane_, me.index + 1);
   }
   if (s.slots_ == 0 || s.slots_ > 64) return std::nullopt;  // slots as bits of a word (Clos3Colorer)
   s.leaf_up_.assign(n * static_cast<size_t>(s.slots_), 0);
@@ -52,10 +55,10 @@ std::optional<Clos3Shape> Clos3Shape::of(const topo::Fabric& f) {
     const int tl = f.switches[static_cast<size_t>(lo)].tier, th = f.switches[static_cast<size_t>(hi)].tier;
     const bool up = l.state == topo::LinkState::kUp;
     if (tl == topo::kTierLeaf && th == topo::kTierSpine) {
-      if (s.pod_[static_cast<size_t>(lo)] != s.pod_[static_cast<size_t>(hi)]) return std::nullopt;
-      s.leaf_up_[static_cast<size_t>(lo) * static_cast<size_t>(s.slots_) + static_cast<size_t>(s.slot_[static_cast<size_t>(hi)])] = up;
+      if (s.at(lo).pod != s.at(hi).pod) return std::nullopt;
+      s.leaf_up_[static_cast<size_t>(lo) * static_cast<size_t>(s.slots_) + static_cast<size_t>(s.at(hi).slot)] = up;
     } else if (tl == topo::kTierSpine && th == topo::kTierCore) {
-      s.agg_up_[static_cast<size_t>(lo) * static_cast<size_t>(s.plane_) + static_cast<size_t>(s.index_[static_cast<size_t>(hi)])] = up;
+      s.agg_up_[static_cast<size_t>(lo) * static_cast<size_t>(s.plane_) + static_cast<size_t>(s.at(hi).index)] = up;
     } else {
       return std::nullopt;
     }
@@ -64,34 +67,35 @@ std::optional<Clos3Shape> Clos3Shape::of(const topo::Fabric& f) {
 }
 
 std::optional<Clos3Key> Clos3Shape::key(std::span<const int> rt) const {
-  auto is = [&](int sw, int tier) {
-    if (sw < 0 || static_cast<size_t>(sw) >= pod_.size()) return false;
-    const bool leaf = pod_[static_cast<size_t>(sw)] >= 0 && slot_[static_cast<size_t>(sw)] < 0;
-    const bool agg = pod_[static_cast<size_t>(sw)] >= 0 && slot_[static_cast<size_t>(sw)] >= 0;
-    return tier == topo::kTierLeaf ? leaf : tier == topo::kTierSpine ? agg : !leaf && !agg && slot_[static_cast<size_t>(sw)] >= 0;
+  if (rt.size() != 3 && rt.size() != 5) return std::nullopt;
+  const size_t n = sw_.size();
+  auto valid = [&](int sw) { return static_cast<size_t>(sw) < n; };  // negative ones wrap above n
+  // Leaf `l` and aggregation switch `a` of one pod, linked by a link that is up.
+  auto leaf_up = [&](int l, const Switch& a) {
+    const Switch& leaf = sw_[static_cast<size_t>(l)];
+    return leaf.role == Role::kLeaf && leaf.pod == a.pod &&
+           leaf_up_[static_cast<size_t>(l) * static_cast<size_t>(slots_) + static_cast<size_t>(a.slot)];
   };
-  auto leaf_up = [&](int leaf, int agg) {
-    return pod_[static_cast<size_t>(leaf)] == pod_[static_cast<size_t>(agg)] &&
-           leaf_up_[static_cast<size_t>(leaf) * static_cast<size_t>(slots_) + static_cast<size_t>(slot_[static_cast<size_t>(agg)])];
+  // Aggregation switch `a` (index ai) and core `c` of its plane, linked by a link that is up.
+  auto agg_up = [&](int ai, const Switch& a, const Switch& c) {
+    return a.slot == c.slot &&
+           agg_up_[static_cast<size_t>(ai) * static_cast<size_t>(plane_) + static_cast<size_t>(c.index)];
   };
-  auto agg_up = [&](int agg, int core) {
-    return slot_[static_cast<size_t>(agg)] == slot_[static_cast<size_t>(core)] &&
-           agg_up_[static_cast<size_t>(agg) * static_cast<size_t>(plane_) + static_cast<size_t>(index_[static_cast<size_t>(core)])];
-  };
+  if (!valid(rt[0]) || !valid(rt[1]) || !valid(rt[2])) return std::nullopt;
+  const Switch& up = sw_[static_cast<size_t>(rt[1])];
+  if (up.role != Role::kAgg || !leaf_up(rt[0], up)) return std::nullopt;
   if (rt.size() == 3) {
-    if (!is(rt[0], topo::kTierLeaf) || !is(rt[1], topo::kTierSpine) || !is(rt[2], topo::kTierLeaf)) return std::nullopt;
-    if (!leaf_up(rt[0], rt[1]) || !leaf_up(rt[2], rt[1])) return std::nullopt;
-    return Clos3Key{slot_[static_cast<size_t>(rt[1])], -1};
+    if (!leaf_up(rt[2], up)) return std::nullopt;
+    return Clos3Key{up.slot, -1};
   }
-  if (rt.size() != 5) return std::nullopt;
-  if (!is(rt[0], topo::kTierLeaf) || !is(rt[1], topo::kTierSpine) || !is(rt[2], topo::kTierCore) ||
-      !is(rt[3], topo::kTierSpine) || !is(rt[4], topo::kTierLeaf)) {
+  if (!valid(rt[3]) || !valid(rt[4])) return std::nullopt;
+  const Switch& core = sw_[static_cast<size_t>(rt[2])];
+  const Switch& down = sw_[static_cast<size_t>(rt[3])];
+  if (core.role != Role::kCore || down.role != Role::kAgg || !agg_up(rt[1], up, core) || !agg_up(rt[3], down, core) ||
+      !leaf_up(rt[4], down)) {
     return std::nullopt;
   }
-  if (!leaf_up(rt[0], rt[1]) || !agg_up(rt[1], rt[2]) || !agg_up(rt[3], rt[2]) || !leaf_up(rt[4], rt[3])) {
-    return std::nullopt;
-  }
-  return Clos3Key{slot_[static_cast<size_t>(rt[1])], index_[static_cast<size_t>(rt[2])]};
+  return Clos3Key{up.slot, core.index};
 }
 
 }  // namespace weft::routing
