@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <iterator>
+#include <type_traits>
 #include <map>
 #include <set>
 #include <string_view>
@@ -190,33 +192,149 @@ Result<RoutePlan> load_plan(const std::string& path) {
   return p;
 }
 
+namespace {
+
+// The plan as nlohmann::json's dump(1) writes it — objects' keys in sorted
+// order (its default object type is a std::map), one space of indent per
+// level, one array element per line — written straight into one buffer: a
+// plan of 65,536 ranks holds ~10^6 flows, and a JSON tree of them costs
+// ~2 x 10^7 allocations. Plans stay byte-identical to those of earlier weft
+// versions (tests/routing/plan_file_test.cc checks this against dump(1)).
+class PlanWriter {
+ public:
+  std::string finish() { return std::string(out_.data(), out_.size()); }
+
+  void open(char c) { out_.push_back(c), ++depth_, first_ = true; }
+  void close(char c) {
+    --depth_;
+    if (!first_) newline();
+    out_.push_back(c);
+    first_ = false;
+  }
+  void key(std::string_view k) {
+    item();
+    string(k);
+    raw(": ");
+  }
+  void raw(std::string_view v) { out_.append(v); }
+  template <class T>
+  void number(T v) {
+    fmt::format_to(std::back_inserter(out_), "{}", v);
+  }
+  // A JSON string. Names without a character that needs escaping (nearly
+  // all) are copied; the rest go through nlohmann::json, which escapes as
+  // dump() does and refuses invalid UTF-8 as dump() does.
+  void string(std::string_view v) {
+    const bool plain = std::all_of(v.begin(), v.end(), [](char c) {
+      const auto u = static_cast<unsigned char>(c);
+      return u >= 0x20 && u < 0x80 && c != '"' && c != '\\';
+    });
+    if (plain) {
+      out_.push_back('"');
+      out_.append(v);
+      out_.push_back('"');
+    } else {
+      raw(nlohmann::json(std::string(v)).dump());
+    }
+  }
+  // An element of the enclosing array (its value follows).
+  void item() {
+    if (!first_) out_.push_back(',');
+    newline();
+    first_ = false;
+  }
+  template <class T>
+  void array(std::string_view k, const std::vector<T>& v) {
+    key(k);
+    if (v.empty()) {
+      raw("[]");
+      return;
+    }
+    open('[');
+    for (const auto& x : v) {
+      item();
+      if constexpr (std::is_same_v<T, std::string>) {
+        string(x);
+      } else {
+        number(x);
+      }
+    }
+    close(']');
+  }
+
+ private:
+  void newline() {
+    out_.push_back('\n');
+    for (int i = 0; i < depth_; ++i) out_.push_back(' ');
+  }
+
+  fmt::memory_buffer out_;
+  int depth_ = 0;
+  bool first_ = true;
+};
+
+void write_flow(PlanWriter& w, const PlanFlow& f) {
+  w.item();
+  w.open('{');
+  // Keys in sorted order; the optional ones only when set (plan.h).
+  if (f.conn != 0) w.key("conn"), w.number(f.conn);
+  w.key("dport"), w.number(f.dport);
+  if (f.dqpn != 0) w.key("dqpn"), w.number(f.dqpn);
+  if (!f.dst_addr.empty()) w.key("dst_addr"), w.string(f.dst_addr);
+  w.key("dst_host"), w.string(f.dst_host);
+  if (!f.dst_nic.empty()) w.key("dst_nic"), w.string(f.dst_nic);
+  w.key("dst_rank"), w.number(f.dst_rank);
+  w.array("path", f.path);
+  w.key("protocol"), w.string(f.protocol);
+  if (f.qp != 0) w.key("qp"), w.number(f.qp);
+  // Written only when some step runs in rounds: plans without them stay
+  // byte-identical to those of earlier weft versions.
+  if (std::any_of(f.rounds.begin(), f.rounds.end(), [](int r) { return r != 0; })) w.array("rounds", f.rounds);
+  w.key("sport"), w.number(f.sport);
+  if (!f.src_addr.empty()) w.key("src_addr"), w.string(f.src_addr);
+  w.key("src_host"), w.string(f.src_host);
+  if (!f.src_nic.empty()) w.key("src_nic"), w.string(f.src_nic);
+  w.key("src_rank"), w.number(f.src_rank);
+  w.array("steps", f.steps);
+  w.close('}');
+}
+
+}  // namespace
+
 std::string plan_to_json(const RoutePlan& p) {
-  json flows = json::array();
-  for (const auto& f : p.flows) {
-    json jf = {{"src_rank", f.src_rank}, {"dst_rank", f.dst_rank}, {"src_host", f.src_host},
-               {"dst_host", f.dst_host}, {"protocol", f.protocol}, {"sport", f.sport},
-               {"dport", f.dport},       {"path", f.path},         {"steps", f.steps}};
-    if (!f.src_nic.empty()) jf["src_nic"] = f.src_nic;
-    if (!f.dst_nic.empty()) jf["dst_nic"] = f.dst_nic;
-    if (!f.src_addr.empty()) jf["src_addr"] = f.src_addr;
-    if (!f.dst_addr.empty()) jf["dst_addr"] = f.dst_addr;
-    if (f.conn != 0) jf["conn"] = f.conn;
-    if (f.qp != 0) jf["qp"] = f.qp;
-    if (f.dqpn != 0) jf["dqpn"] = f.dqpn;
-    // Written only when some step runs in rounds: plans without them stay
-    // byte-identical to those of earlier weft versions.
-    if (std::any_of(f.rounds.begin(), f.rounds.end(), [](int r) { return r != 0; })) jf["rounds"] = f.rounds;
-    flows.push_back(std::move(jf));
+  PlanWriter w;
+  w.open('{');
+  w.key("collective"), w.string(p.collective);
+  w.key("flows");
+  if (p.flows.empty()) {
+    w.raw("[]");
+  } else {
+    w.open('[');
+    for (const auto& f : p.flows) write_flow(w, f);
+    w.close(']');
   }
-  json steps = json::array();
-  for (const auto& s : p.steps) {
-    json js = {{"step", s.step}, {"phase", s.phase}, {"max_load", s.max_load}, {"lower_bound", s.lower_bound}};
-    if (s.rounds != 1) js["rounds"] = s.rounds;
-    steps.push_back(std::move(js));
+  w.key("ranks"), w.number(p.ranks);
+  w.key("steps");
+  if (p.steps.empty()) {
+    w.raw("[]");
+  } else {
+    w.open('[');
+    for (const auto& s : p.steps) {
+      w.item();
+      w.open('{');
+      w.key("lower_bound"), w.number(s.lower_bound);
+      w.key("max_load"), w.number(s.max_load);
+      w.key("phase"), w.string(s.phase);
+      if (s.rounds != 1) w.key("rounds"), w.number(s.rounds);
+      w.key("step"), w.number(s.step);
+      w.close('}');
+    }
+    w.close(']');
   }
-  json root = {{"version", p.version}, {"collective", p.collective}, {"topology", p.topology},
-               {"ranks", p.ranks},     {"flows", std::move(flows)},   {"steps", std::move(steps)}};
-  return root.dump(1) + "\n";
+  w.key("topology"), w.string(p.topology);
+  w.key("version"), w.number(p.version);
+  w.close('}');
+  return w.finish() + "\n";
 }
 
 Status save_plan(const RoutePlan& plan, const std::string& path) { return write_file_atomic(path, plan_to_json(plan)); }
