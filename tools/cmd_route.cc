@@ -1,5 +1,6 @@
 // weft route: a rank order + a collective -> a route plan (a source port and a
 // path per directed flow), verified by the link-load checker before writing.
+#include <chrono>
 #include <charconv>
 #include <optional>
 
@@ -130,12 +131,25 @@ int run_route(const RouteArgs& a) {
   auto split = routing::with_connections(*sched, a.qps_per_connection);
   if (!split) return fail(split.status().with_context("--qps-per-connection"));
   *sched = std::move(*split);
-  if (order->size() >= kProgressRanks) {
+  // Large plans take seconds per stage: say what is being done.
+  const bool progress = order->size() >= kProgressRanks;
+  auto t0 = std::chrono::steady_clock::now();
+  auto since = [&t0] {
+    const auto now = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(now - t0).count();
+    t0 = now;
+    return s;
+  };
+  if (progress) {
     fmt::print(stderr, "planning {} for {} ranks on {} ({} paths, {} ports per pair)...\n", a.collective,
                order->size(), fabric->name, (*table)->describe(), ports_per_pair);
   }
   auto planned = routing::plan_routes(*fabric, *order, *sched, **table, opt);
   if (!planned) return fail(planned.status());
+  if (progress) {
+    fmt::print(stderr, "planned {} flows in {:.1f} s; checking where the path table sends their ports...\n",
+               planned->plan.flows.size(), since());
+  }
   // Where the path table itself sends the planned ports, checked as well
   // (load per round, as the plan counts it).
   if (auto st = routing::apply_plan_rounds(planned->plan, *sched); !st) return fail(st);
@@ -149,8 +163,10 @@ int run_route(const RouteArgs& a) {
                                              i, planned->plan.steps[i].max_load, rep->steps[i].max_load)));
     }
   }
+  if (progress) fmt::print(stderr, "checked in {:.1f} s; writing the plan...\n", since());
   auto st = emit(a.out, routing::plan_to_json(planned->plan));
   if (!st) return fail(st);
+  if (progress) fmt::print(stderr, "written in {:.1f} s\n", since());
   const auto& s = planned->stats;
   fmt::print(stderr, "{:>4}  {:<7} {:>6}  {:>8} {:>6} {:>6}\n", "step", "phase", "flows", "max load", "bound", "rounds");
   for (size_t i = 0; i < planned->plan.steps.size(); ++i) {
