@@ -251,6 +251,12 @@ Status run_emulated(const DemoConfig& cfg, const std::string& dir, bool own_dir)
 
 int run_demo(const DemoConfig& cfg) {
   if (auto st = cfg.validate(); !st) return fail(st);
+  // The SVG and JSON are written at the end of a run of minutes: a path
+  // that cannot be written is refused now. A rail run writes no SVG.
+  if (cfg.fabric != "rail") {
+    if (auto st = check_output_path("--svg", cfg.svg); !st) return fail(st);
+  }
+  if (auto st = check_output_path("--json", cfg.json); !st) return fail(st);
   const std::string why = demo::emulation_unavailable_reason();
   if (cfg.fabric == "rail" && !why.empty()) {
     return fail(invalid_argument(fmt::format("--fabric rail runs on the emulated fabric only: {}", why)));

@@ -3,6 +3,10 @@
 // JSON; and bad options answered by one line, nothing written.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_fixture.h"
@@ -69,6 +73,32 @@ TEST_F(Cli, DemoWithoutRootSaysSoAndSimulatesTheSameFabric) {
   EXPECT_EQ(r.out.rfind("weft demo: cannot emulate the fabric: not running as root", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("Running the simulator on the same fabric instead."), std::string::npos);
   EXPECT_NE(r.out.find("simulated 4x4x4 Clos, links 200 Mbit/s"), std::string::npos);
+}
+
+// The SVG and JSON are written at the end of a run of minutes; a path that
+// cannot take them is refused before anything runs, and the probe file
+// that found out is gone.
+TEST_F(Cli, DemoRefusesAnOutputPathItCannotWriteBeforeRunningAnything) {
+  CliRun r = weft("demo --simulate --size 4MiB --trials 1 --svg '' --json " + path("no/d.json"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err, "weft: error: --json " + path("no/d.json") + ": cannot create a file there: No such file or directory\n");
+  EXPECT_EQ(r.out, "");
+  r = weft("demo --simulate --size 4MiB --trials 1 --svg " + path("no/d.svg"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err, "weft: error: --svg " + path("no/d.svg") + ": cannot create a file there: No such file or directory\n");
+  EXPECT_EQ(r.out, "");
+  fs::create_directories(path("out.svg"));
+  r = weft("demo --simulate --size 4MiB --trials 1 --svg " + path("out.svg"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err, "weft: error: --svg " + path("out.svg") + " is a directory\n");
+  EXPECT_EQ(r.out, "");
+  // A writable path passes the check and gets the file; the check's own file is gone.
+  r = weft("demo --simulate --size 4MiB --trials 1 --svg " + path("d.svg"));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir_)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"d.svg", "out.svg", "stderr", "stdout"}));
 }
 
 struct BadDemo {
