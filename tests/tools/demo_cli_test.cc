@@ -17,6 +17,10 @@ TEST_F(Cli, DemoSimulatesTheSameFabricAndReportsTheRatioAndTheIdeal) {
   CliRun r = weft("demo --simulate --size 4MiB --trials 3 --svg " + path("d.svg") + " --json " + path("d.json"));
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("simulated 4x4x4 Clos, links 200 Mbit/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("averaged over 3 hash seeds:\n"), std::string::npos) << r.out;
+  // The case list calls weft's plan (c) and leaf sets on ECMP (b); the table's (b) is weft's.
+  EXPECT_NE(r.out.find("(a) = (a) above, the mean over 3 hash seeds; (b) = (c) above, weft order + planned ports"),
+            std::string::npos) << r.out;
   EXPECT_NE(r.out.find("link utilisation"), std::string::npos);
   const auto j = nlohmann::json::parse(weft::read_file(path("d.json")).value());
   ASSERT_EQ(j["trials"].size(), 1u);
@@ -73,6 +77,7 @@ TEST_F(Cli, DemoWithoutRootSaysSoAndSimulatesTheSameFabric) {
   EXPECT_EQ(r.out.rfind("weft demo: cannot emulate the fabric: not running as root", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("Running the simulator on the same fabric instead."), std::string::npos);
   EXPECT_NE(r.out.find("simulated 4x4x4 Clos, links 200 Mbit/s"), std::string::npos);
+  EXPECT_NE(r.out.find("averaged over 1 hash seed:\n"), std::string::npos) << r.out;
 }
 
 // The SVG and JSON are written at the end of a run of minutes; a path that
