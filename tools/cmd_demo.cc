@@ -270,6 +270,14 @@ int run_demo(const DemoConfig& cfg) {
     auto st = demo::run_simulated(cfg);
     return st ? 0 : fail(st);
   }
+  // One worker per rank, each holding the data and a scratch buffer: a size
+  // the machine cannot hold is refused before anything is built.
+  if (const auto available = demo::mem_available_bytes()) {
+    const int workers = cfg.fabric == "rail" ? cfg.planes * cfg.rails * cfg.rail_hosts : cfg.hosts();
+    const auto st = cfg.fail_during ? demo::check_workers_memory("--call-size", workers, cfg.call_bytes, *available)
+                                    : demo::check_workers_memory("--size", workers, cfg.bytes, *available);
+    if (!st) return fail(st);
+  }
   InterruptGuard guard;  // Ctrl-C ends the current wait; RAII cleans up
   std::string dir = cfg.work_dir;
   const bool own = dir.empty();
