@@ -1,8 +1,13 @@
 #include "cli_common.h"
 
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -52,6 +57,21 @@ Status emit(const std::string& path, std::string_view text) {
     return Status::ok();
   }
   return write_file_atomic(path, text);
+}
+
+Status check_output_path(std::string_view flag, const std::string& path) {
+  if (path.empty() || path == "-") return Status::ok();
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return invalid_argument(fmt::format("{} {} is a directory", flag, path));
+  }
+  // The same template write_file_atomic uses (common/file_util.cc).
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) return io_error(fmt::format("{} {}: cannot create a file there", flag, path), errno);
+  ::close(fd);
+  ::unlink(tmp.c_str());
+  return Status::ok();
 }
 
 void add_nccl_ring_options(CLI::App& cmd, std::optional<int>& channels, std::optional<int>& qps) {

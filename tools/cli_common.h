@@ -22,6 +22,11 @@ std::string format_bytes(double bytes);
 
 // Writes text to `path`, or to stdout when path is "" or "-"; atomic for files.
 Status emit(const std::string& path, std::string_view text);
+// Whether emit(path, ...) could create its file: a temporary file beside
+// `path` is created and removed, as emit's atomic write does it. A command
+// that runs for minutes calls this before it starts, so that a typo in an
+// output path costs a second, not the run. "" and "-" (stdout) are fine.
+Status check_output_path(std::string_view flag, const std::string& path);
 
 // --channels and --qps of nccl-ring (empty = not given).
 void add_nccl_ring_options(CLI::App& cmd, std::optional<int>& channels, std::optional<int>& qps);

@@ -251,6 +251,12 @@ Status run_emulated(const DemoConfig& cfg, const std::string& dir, bool own_dir)
 
 int run_demo(const DemoConfig& cfg) {
   if (auto st = cfg.validate(); !st) return fail(st);
+  // The SVG and JSON are written at the end of a run of minutes: a path
+  // that cannot be written is refused now. A rail run writes no SVG.
+  if (cfg.fabric != "rail") {
+    if (auto st = check_output_path("--svg", cfg.svg); !st) return fail(st);
+  }
+  if (auto st = check_output_path("--json", cfg.json); !st) return fail(st);
   const std::string why = demo::emulation_unavailable_reason();
   if (cfg.fabric == "rail" && !why.empty()) {
     return fail(invalid_argument(fmt::format("--fabric rail runs on the emulated fabric only: {}", why)));
@@ -263,6 +269,14 @@ int run_demo(const DemoConfig& cfg) {
     if (!cfg.simulate) fmt::print("weft demo: cannot emulate the fabric: {}.\nRunning the simulator on the same fabric instead.\n\n", why);
     auto st = demo::run_simulated(cfg);
     return st ? 0 : fail(st);
+  }
+  // One worker per rank, each holding the data and a scratch buffer: a size
+  // the machine cannot hold is refused before anything is built.
+  if (const auto available = demo::mem_available_bytes()) {
+    const int workers = cfg.fabric == "rail" ? cfg.planes * cfg.rails * cfg.rail_hosts : cfg.hosts();
+    const auto st = cfg.fail_during ? demo::check_workers_memory("--call-size", workers, cfg.call_bytes, *available)
+                                    : demo::check_workers_memory("--size", workers, cfg.bytes, *available);
+    if (!st) return fail(st);
   }
   InterruptGuard guard;  // Ctrl-C ends the current wait; RAII cleans up
   std::string dir = cfg.work_dir;

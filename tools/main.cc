@@ -1,10 +1,45 @@
 // weft — congestion-free collectives on spine-leaf fabrics. The CLI front end:
 // one file per subcommand in this folder.
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli_common.h"
 #include "path_source.h"
 #include "weft/probe/db_path_table.h"
+
+namespace {
+
+// A command line CLI11 refuses, on one line as every other error of weft
+// (weft::cli::fail), with where to look; CLI11's own exit code. A first word
+// that names no command is said to be one: CLI11 would answer "A subcommand
+// is required", which reads as if none had been given.
+int parse_error(CLI::App& app, const CLI::ParseError& e, const std::string& first) {
+  std::vector<std::string> commands;
+  const CLI::App* given = nullptr;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (!sub->get_group().empty()) commands.push_back(sub->get_name());
+    if (sub->get_name() == first) given = sub;
+  }
+  std::string msg;
+  if (!first.empty() && first[0] != '-' && given == nullptr) {
+    msg = fmt::format("unknown command '{}' ({})", first, fmt::join(commands, ", "));
+  } else {
+    std::string help = "weft";
+    for (const CLI::App* sub = given; sub != nullptr;) {
+      help += " " + sub->get_name();
+      const auto parsed = sub->get_subcommands();
+      sub = parsed.empty() ? nullptr : parsed.front();
+    }
+    msg = fmt::format("{} ({} --help lists the options)", e.what(), help);
+  }
+  weft::cli::fail(weft::invalid_argument(msg));
+  return e.get_exit_code();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -36,7 +71,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    return parse_error(app, e, argc > 1 ? argv[1] : "");
   }
   if (!reg.run) return weft::cli::fail(weft::internal_error("no command ran"));
   return reg.run();

@@ -8,6 +8,35 @@
 
 namespace {
 
+// Command lines the parser refuses: one line too, naming the help to read,
+// with CLI11's exit code; a mistyped command is called unknown (CLI11 alone
+// says "A subcommand is required").
+TEST_F(Cli, ParseErrorsAreOneLineNamingTheHelpToRead) {
+  struct Refused {
+    const char* args;
+    int rc;
+    const char* error;
+  };
+  for (const Refused& c : {
+           Refused{"demo --bogus", 109,
+                   "The following argument was not expected: --bogus (weft demo --help lists the options)"},
+           Refused{"topo gen clos --spines x", 104,
+                   "Could not convert: --spines = x (weft topo gen clos --help lists the options)"},
+           Refused{"rank", 106, "--topology is required (weft rank --help lists the options)"},
+           Refused{"dmeo", 106,
+                   "unknown command 'dmeo' (topo, rank, check, route, sim, demo, agent, probe, watch, bench)"},
+           Refused{"", 106, "A subcommand is required (weft --help lists the options)"}}) {
+    CliRun r = weft(c.args);
+    EXPECT_EQ(r.rc, c.rc) << c.args;
+    EXPECT_EQ(r.err, std::string("weft: error: ") + c.error + "\n") << c.args;
+    EXPECT_EQ(r.out, "") << c.args;
+  }
+  // --help is no error: the help on stdout, exit 0.
+  CliRun r = weft("demo --help");
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("Usage: weft demo [OPTIONS]"), std::string::npos) << r.out;
+}
 
 TEST_F(Cli, GenShowPrintsTheNormalisedFabricForScripts) {
   ASSERT_EQ(weft("topo gen bigraph --switches 4 --subnodes 2 -o " + path("bg.json")).rc, 0);

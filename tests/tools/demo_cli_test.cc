@@ -3,6 +3,10 @@
 // JSON; and bad options answered by one line, nothing written.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_fixture.h"
@@ -13,6 +17,10 @@ TEST_F(Cli, DemoSimulatesTheSameFabricAndReportsTheRatioAndTheIdeal) {
   CliRun r = weft("demo --simulate --size 4MiB --trials 3 --svg " + path("d.svg") + " --json " + path("d.json"));
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("simulated 4x4x4 Clos, links 200 Mbit/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("averaged over 3 hash seeds:\n"), std::string::npos) << r.out;
+  // The case list calls weft's plan (c) and leaf sets on ECMP (b); the table's (b) is weft's.
+  EXPECT_NE(r.out.find("(a) = (a) above, the mean over 3 hash seeds; (b) = (c) above, weft order + planned ports"),
+            std::string::npos) << r.out;
   EXPECT_NE(r.out.find("link utilisation"), std::string::npos);
   const auto j = nlohmann::json::parse(weft::read_file(path("d.json")).value());
   ASSERT_EQ(j["trials"].size(), 1u);
@@ -69,6 +77,33 @@ TEST_F(Cli, DemoWithoutRootSaysSoAndSimulatesTheSameFabric) {
   EXPECT_EQ(r.out.rfind("weft demo: cannot emulate the fabric: not running as root", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("Running the simulator on the same fabric instead."), std::string::npos);
   EXPECT_NE(r.out.find("simulated 4x4x4 Clos, links 200 Mbit/s"), std::string::npos);
+  EXPECT_NE(r.out.find("averaged over 1 hash seed:\n"), std::string::npos) << r.out;
+}
+
+// The SVG and JSON are written at the end of a run of minutes; a path that
+// cannot take them is refused before anything runs, and the probe file
+// that found out is gone.
+TEST_F(Cli, DemoRefusesAnOutputPathItCannotWriteBeforeRunningAnything) {
+  CliRun r = weft("demo --simulate --size 4MiB --trials 1 --svg '' --json " + path("no/d.json"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err, "weft: error: --json " + path("no/d.json") + ": cannot create a file there: No such file or directory\n");
+  EXPECT_EQ(r.out, "");
+  r = weft("demo --simulate --size 4MiB --trials 1 --svg " + path("no/d.svg"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err, "weft: error: --svg " + path("no/d.svg") + ": cannot create a file there: No such file or directory\n");
+  EXPECT_EQ(r.out, "");
+  fs::create_directories(path("out.svg"));
+  r = weft("demo --simulate --size 4MiB --trials 1 --svg " + path("out.svg"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err, "weft: error: --svg " + path("out.svg") + " is a directory\n");
+  EXPECT_EQ(r.out, "");
+  // A writable path passes the check and gets the file; the check's own file is gone.
+  r = weft("demo --simulate --size 4MiB --trials 1 --svg " + path("d.svg"));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir_)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"d.svg", "out.svg", "stderr", "stdout"}));
 }
 
 struct BadDemo {
@@ -94,6 +129,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadDemo{"NoSuchLink", "--fail 5:1", "--fail 5:1: no such link (spines 1..4, leaves 1..4)"},
         BadDemo{"NotALink", "--fail 2-3", "--fail '2-3' is not SPINE:LEAF"},
         BadDemo{"OddSize", "--size 7", "--size must be a multiple of 4 bytes (f32 elements)"},
+        BadDemo{"ZeroSize", "--size 0", "--size must be at least 4 bytes (one f32 element)"},
+        BadDemo{"ZeroCallSize", "--fail-during 2:3@5s --call-size 0", "--call-size must be at least 4 bytes (one f32 element)"},
+        BadDemo{"MtuBelowIpv4Minimum", "--mtu 575", "--mtu 575 is not 576..65535"},
+        BadDemo{"MtuAboveVethMaximum", "--mtu 65536", "--mtu 65536 is not 576..65535"},
         BadDemo{"UnknownOrder", "--order random", "--order 'random' is not shuffled, interleaved or sorted"},
         BadDemo{"NoTrials", "--trials 0", "--trials 0 is not 1..100"},
         BadDemo{"OneHost", "--leaves 1 --hosts 1", "an AllReduce needs at least 2 hosts"},

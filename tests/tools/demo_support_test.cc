@@ -14,6 +14,7 @@
 #include "demo/demo_plan.h"
 #include "demo/demo_report.h"
 #include "demo/demo_timeline.h"
+#include "demo/demo_worker.h"
 #include "weft/topology/builders.h"
 
 namespace weft::cli {
@@ -178,6 +179,25 @@ TEST(Timeline, TableSvgAndJsonSayWhatHappenedWhen) {
   ASSERT_EQ(j["runs"][0]["calls"].size(), 4u);
   EXPECT_DOUBLE_EQ(j["runs"][0]["calls"][2]["busbw_mbit"].get<double>(), 8.0);
   EXPECT_DOUBLE_EQ(j["runs"][0]["events"][1]["at_s"].get<double>(), 3.52);
+}
+
+// Each worker holds the data, a scratch buffer of the same size and 16 MiB
+// besides; a demo whose workers do not fit is refused with the figures.
+TEST(WorkersMemory, IsTwoBuffersAndTheOverheadPerWorkerAndRefusesWhatDoesNotFit) {
+  EXPECT_EQ(demo::workers_memory_bytes(16, 64ull << 20), 16 * (128ull << 20) + 16 * (16ull << 20));
+  EXPECT_EQ(demo::workers_memory_bytes(3, 4), 3 * (8 + (16ull << 20)));
+  const uint64_t need = 16 * ((2ull << 30) + (16ull << 20));  // 16 workers of a 1 GiB demo: 32.2 GiB
+  EXPECT_TRUE(demo::check_workers_memory("--size", 16, 1ull << 30, need));
+  const Status st = demo::check_workers_memory("--size", 16, 1ull << 30, need - 1);
+  EXPECT_EQ(st.message(),
+            "--size 1.0 GiB needs about 32.2 GiB of memory for 16 rank workers (each holds the data and a scratch "
+            "buffer of that size); 32.2 GiB is available");
+  EXPECT_EQ(demo::check_workers_memory("--call-size", 16, 5ull << 30, 23ull << 30).message(),
+            "--call-size 5.0 GiB needs about 160.2 GiB of memory for 16 rank workers (each holds the data and a "
+            "scratch buffer of that size); 23.0 GiB is available");
+  const auto available = demo::mem_available_bytes();
+  ASSERT_TRUE(available.has_value()) << "/proc/meminfo has MemAvailable since Linux 3.14";
+  EXPECT_GT(*available, 0u);
 }
 
 }  // namespace

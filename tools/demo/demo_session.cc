@@ -48,7 +48,11 @@ Status DemoConfig::validate() const {
   if (spines < 1 || leaves < 1 || hosts_per_leaf < 1) return invalid_argument("fabric sizes must be >= 1");
   if (hosts() < 2) return invalid_argument("an AllReduce needs at least 2 hosts");
   if (rate_mbit < 1 || rate_mbit > 100000) return invalid_argument(fmt::format("--rate-mbit {} is not 1..100000", rate_mbit));
-  if (bytes < 4 || bytes % 4 != 0) return invalid_argument("--size must be a multiple of 4 bytes (f32 elements)");
+  // The range scripts/netns-fabric.sh and EmulatedFabric accept (576: the
+  // smallest datagram every IPv4 host must accept, RFC 791).
+  if (mtu < 576 || mtu > 65535) return invalid_argument(fmt::format("--mtu {} is not 576..65535", mtu));
+  if (bytes < 4) return invalid_argument("--size must be at least 4 bytes (one f32 element)");
+  if (bytes % 4 != 0) return invalid_argument("--size must be a multiple of 4 bytes (f32 elements)");
   if (trials < 1 || trials > 100) return invalid_argument(fmt::format("--trials {} is not 1..100", trials));
   if (order != "shuffled" && order != "interleaved" && order != "sorted") {
     return invalid_argument(fmt::format("--order '{}' is not shuffled, interleaved or sorted", order));
@@ -77,7 +81,8 @@ Status DemoConfig::validate() const {
       return invalid_argument(fmt::format("--converge-ms {} is not 0..60000", converge_ms));
     }
     if (timeline_s > 3600) return invalid_argument(fmt::format("--timeline {:g} s is over an hour", timeline_s));
-    if (call_bytes < 4 || call_bytes % 4 != 0) return invalid_argument("--call-size must be a multiple of 4 bytes");
+    if (call_bytes < 4) return invalid_argument("--call-size must be at least 4 bytes (one f32 element)");
+    if (call_bytes % 4 != 0) return invalid_argument("--call-size must be a multiple of 4 bytes");
   }
   if (probe_ports < spines || probe_ports > 4096) {
     return invalid_argument(fmt::format("--probe-ports {} is not {}..4096 (at least one per spine)", probe_ports, spines));

@@ -65,9 +65,9 @@ Status run_simulated(const DemoConfig& cfg) {
   };
 
   fmt::print("simulated {}x{}x{} Clos, links {} Mbit/s, HD AllReduce of {} per rank, (a) and (b) averaged over {} "
-             "hash seeds:\n",
+             "hash seed{}:\n",
              cfg.spines, cfg.leaves, cfg.hosts_per_leaf, cfg.rate_mbit, format_bytes(static_cast<double>(cfg.bytes)),
-             cfg.trials);
+             cfg.trials, cfg.trials == 1 ? "" : "s");
   std::vector<TrialResult> results;
   WEFT_ASSIGN_OR_RETURN(TrialResult t1, compare(f, 1, false));
   results.push_back(std::move(t1));
@@ -87,7 +87,12 @@ Status run_simulated(const DemoConfig& cfg) {
   }
   fmt::print("\n{}", trial_header());
   for (const auto& t : results) fmt::print("{}", trial_row(t));
-  fmt::print("busbw in Mbit/s (comparable with the link rate); (b) = weft order + planned ports (simulated)\n\n");
+  // The table has the emulated demo's columns, whose (b) is weft's: the
+  // case list above names it (c) (routing/compare.h), and its (b) is leaf
+  // sets on ECMP. Say which row is which, and that (a) is a mean.
+  fmt::print("busbw in Mbit/s (comparable with the link rate); (a) = (a) above, the mean over {} hash seed{}; "
+             "(b) = (c) above, weft order + planned ports (simulated)\n\n",
+             cfg.trials, cfg.trials == 1 ? "" : "s");
   fmt::print("simulated link utilisation:\n{}", utilisation_table(results.front()));
   if (!cfg.svg.empty()) {
     std::vector<SvgPanel> panels = {{"(a) input order, ECMP (simulated)", results.front().util_a, {}},

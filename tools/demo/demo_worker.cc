@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <utility>
 #include <thread>
 
@@ -196,6 +197,30 @@ Result<std::vector<Call>> run_series(const WorkerArgs& a, const Job& job, int ra
 }
 
 }  // namespace
+
+uint64_t workers_memory_bytes(int workers, uint64_t bytes) {
+  return static_cast<uint64_t>(workers) * (2 * bytes + kWorkerOverheadBytes);
+}
+
+Status check_workers_memory(std::string_view flag, int workers, uint64_t bytes, uint64_t available) {
+  const uint64_t need = workers_memory_bytes(workers, bytes);
+  if (need <= available) return Status::ok();
+  return invalid_argument(fmt::format(
+      "{} {} needs about {} of memory for {} rank workers (each holds the data and a scratch buffer of that size); "
+      "{} is available",
+      flag, format_bytes(static_cast<double>(bytes)), format_bytes(static_cast<double>(need)), workers,
+      format_bytes(static_cast<double>(available))));
+}
+
+std::optional<uint64_t> mem_available_bytes() {
+  auto text = read_file("/proc/meminfo");
+  if (!text) return std::nullopt;
+  const auto at = text->find("MemAvailable:");
+  if (at == std::string::npos) return std::nullopt;
+  unsigned long long kib = 0;
+  if (std::sscanf(text->c_str() + at, "MemAvailable: %llu kB", &kib) != 1) return std::nullopt;
+  return static_cast<uint64_t>(kib) * 1024;
+}
 
 int run_worker(const WorkerArgs& a) {
   const std::string& name = a.name.empty() ? a.host : a.name;

@@ -25,7 +25,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+
+#include "weft/common/status.h"
 
 namespace weft::cli::demo {
 
@@ -38,5 +42,18 @@ struct WorkerArgs {
 };
 
 int run_worker(const WorkerArgs& a);
+
+// The memory the workers of a demo hold at once: each its data buffer and
+// one scratch buffer of the AllReduce's size (run_worker), and
+// kWorkerOverheadBytes besides (code, socket buffers; a worker of a 32 MiB
+// demo measured 80 MiB resident).
+inline constexpr uint64_t kWorkerOverheadBytes = 16ull << 20;
+uint64_t workers_memory_bytes(int workers, uint64_t bytes);
+// Refuses a demo whose workers would not fit in `available` bytes: they
+// fault their memory in one after another, and the OOM killer would end one
+// of them (or other work) part way through. `flag` names the size option.
+Status check_workers_memory(std::string_view flag, int workers, uint64_t bytes, uint64_t available);
+// MemAvailable of /proc/meminfo (proc(5)), in bytes; nullopt where it cannot be read.
+std::optional<uint64_t> mem_available_bytes();
 
 }  // namespace weft::cli::demo
