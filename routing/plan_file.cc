@@ -243,8 +243,9 @@ class PlanWriter {
     newline();
     first_ = false;
   }
-  template <class T>
-  void array(std::string_view k, const std::vector<T>& v) {
+  // Key k and its array, write(x) writing each element's value.
+  template <class T, class Write>
+  void list(std::string_view k, const std::vector<T>& v, Write&& write) {
     key(k);
     if (v.empty()) {
       raw("[]");
@@ -253,13 +254,19 @@ class PlanWriter {
     open('[');
     for (const auto& x : v) {
       item();
+      write(x);
+    }
+    close(']');
+  }
+  template <class T>
+  void array(std::string_view k, const std::vector<T>& v) {
+    list(k, v, [this](const T& x) {
       if constexpr (std::is_same_v<T, std::string>) {
         string(x);
       } else {
         number(x);
       }
-    }
-    close(']');
+    });
   }
 
  private:
@@ -274,7 +281,6 @@ class PlanWriter {
 };
 
 void write_flow(PlanWriter& w, const PlanFlow& f) {
-  w.item();
   w.open('{');
   // Keys in sorted order; the optional ones only when set (plan.h).
   if (f.conn != 0) w.key("conn"), w.number(f.conn);
@@ -305,32 +311,17 @@ std::string plan_to_json(const RoutePlan& p) {
   PlanWriter w;
   w.open('{');
   w.key("collective"), w.string(p.collective);
-  w.key("flows");
-  if (p.flows.empty()) {
-    w.raw("[]");
-  } else {
-    w.open('[');
-    for (const auto& f : p.flows) write_flow(w, f);
-    w.close(']');
-  }
+  w.list("flows", p.flows, [&w](const PlanFlow& f) { write_flow(w, f); });
   w.key("ranks"), w.number(p.ranks);
-  w.key("steps");
-  if (p.steps.empty()) {
-    w.raw("[]");
-  } else {
-    w.open('[');
-    for (const auto& s : p.steps) {
-      w.item();
-      w.open('{');
-      w.key("lower_bound"), w.number(s.lower_bound);
-      w.key("max_load"), w.number(s.max_load);
-      w.key("phase"), w.string(s.phase);
-      if (s.rounds != 1) w.key("rounds"), w.number(s.rounds);
-      w.key("step"), w.number(s.step);
-      w.close('}');
-    }
-    w.close(']');
-  }
+  w.list("steps", p.steps, [&w](const PlanStep& s) {
+    w.open('{');
+    w.key("lower_bound"), w.number(s.lower_bound);
+    w.key("max_load"), w.number(s.max_load);
+    w.key("phase"), w.string(s.phase);
+    if (s.rounds != 1) w.key("rounds"), w.number(s.rounds);
+    w.key("step"), w.number(s.step);
+    w.close('}');
+  });
   w.key("topology"), w.string(p.topology);
   w.key("version"), w.number(p.version);
   w.close('}');
