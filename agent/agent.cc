@@ -493,7 +493,7 @@ Status AgentConfig::validate() const {
     return invalid_argument(fmt::format("max rate must be > 0 and <= 1e9 probes/s, got {}", max_rate_pps));
   }
   if (handshake_timeout_ms < 1 || idle_timeout_ms < 1) return invalid_argument("timeouts must be >= 1 ms");
-  return Status::ok();
+  return ok_status();
 }
 
 Status Agent::start() {
@@ -511,7 +511,7 @@ Status Agent::start() {
   if (!ec) m.acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return unavailable(fmt::format("agent control port {}:{}: {}", m.cfg.listen_ip, m.cfg.listen_port, ec.message()));
   asio::co_spawn(m.io, m.accept_loop(), asio::detached);
-  return Status::ok();
+  return ok_status();
 }
 
 void Agent::run() {

@@ -47,7 +47,7 @@ Status validate_skip(const json& j) {
   if (ranges > kSkipRangesPerFrame) {
     return invalid_argument(fmt::format("skip frame of {} ranges exceeds {}", ranges, kSkipRangesPerFrame));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status validate(const std::string& type, const json& j) {
@@ -73,7 +73,7 @@ Status validate(const std::string& type, const json& j) {
         return invalid_argument("a host is not an IPv4 address as a number");
       }
     }
-    return Status::ok();
+    return ok_status();
   }
   if (type == "retire") return uint_in(j, "run", 1, 0xffffffff).status();
   if (type == "skip") return validate_skip(j);
@@ -82,7 +82,7 @@ Status validate(const std::string& type, const json& j) {
     WEFT_RETURN_IF_ERROR(uint_in(j, "run", 1, 0xffffffff).status());
     WEFT_RETURN_IF_ERROR(need(j, "rows", json::value_t::array));
     for (const auto& r : j["rows"]) WEFT_RETURN_IF_ERROR(decode_flow(r).status());
-    return Status::ok();
+    return ok_status();
   }
   if (type == "done") {
     WEFT_RETURN_IF_ERROR(uint_in(j, "run", 1, 0xffffffff).status());
@@ -95,13 +95,13 @@ Status validate(const std::string& type, const json& j) {
     WEFT_RETURN_IF_ERROR(need(j, "t_ns", json::value_t::number_unsigned));
     WEFT_RETURN_IF_ERROR(need(j, "rows", json::value_t::array));
     for (const auto& r : j["rows"]) WEFT_RETURN_IF_ERROR(decode_tally(r).status());
-    if (!j.contains("arrivals")) return Status::ok();
+    if (!j.contains("arrivals")) return ok_status();
     WEFT_RETURN_IF_ERROR(need(j, "arrivals", json::value_t::array));
     for (const auto& a : j["arrivals"]) WEFT_RETURN_IF_ERROR(decode_arrival(a).status());
-    return Status::ok();
+    return ok_status();
   }
-  if (type == "status") return Status::ok();  // a request has no fields; a reply has extra ones
-  if (type == "ok" || type == "error") return Status::ok();
+  if (type == "status") return ok_status();  // a request has no fields; a reply has extra ones
+  if (type == "ok" || type == "error") return ok_status();
   return invalid_argument(fmt::format("unknown message type '{}'", type.substr(0, 32)));
 }
 

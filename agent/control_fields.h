@@ -24,7 +24,7 @@ inline Status need(const json& j, const char* key, json::value_t type) {
                   : type == json::value_t::number_float  ? it->is_number()
                                                          : it->type() == type;
   if (!ok) return invalid_argument(fmt::format("field '{}' has the wrong type", key));
-  return Status::ok();
+  return ok_status();
 }
 
 inline Status need_hex(const json& j, const char* key, size_t min_len, size_t max_len) {
@@ -33,7 +33,7 @@ inline Status need_hex(const json& j, const char* key, size_t min_len, size_t ma
   if (s.size() < min_len || s.size() > max_len || !probe::from_hex(s)) {
     return invalid_argument(fmt::format("field '{}' is not {}..{} hex digits", key, min_len, max_len));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 inline Result<uint64_t> uint_in(const json& j, const char* key, uint64_t lo, uint64_t hi) {
@@ -50,7 +50,7 @@ Status decode_run(const json& j, Order& c) {
   c.run = static_cast<uint32_t>(run);
   WEFT_RETURN_IF_ERROR(need_hex(j, "nonce", 32, 32));
   c.nonce = j["nonce"].get<std::string>();
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace weft::agent::internal

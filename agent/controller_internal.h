@@ -61,7 +61,7 @@ inline asio::awaitable<Status> write_msg(Conn& c, const json& j, int timeout_ms)
   boost::system::error_code ec;
   co_await asio::async_write(c.sock, asio::buffer(f), asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return unavailable(fmt::format("{}: sending: {}", c.where(), d.expired() ? "timed out" : ec.message()));
-  co_return Status::ok();
+  co_return ok_status();
 }
 
 inline asio::awaitable<Result<ControlMessage>> read_msg(Conn& c, int timeout_ms) {

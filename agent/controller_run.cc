@@ -188,7 +188,7 @@ Status store_results(db::Database& db, int64_t campaign, const std::vector<db::H
   sum.leaves = inf.leaves;
   sum.spines = static_cast<int>(inf.fabric.spines.size());
   sum.anomalies = inf.anomalies;
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace

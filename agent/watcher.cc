@@ -20,7 +20,7 @@ Status WatchConfig::validate() const {
   if (timeout_ms < 1 || timeout_ms > 10000) return invalid_argument(fmt::format("probe timeout {} ms is outside 1..10000", timeout_ms));
   if (report_ms < 10 || report_ms > 60000) return invalid_argument(fmt::format("report interval {} ms is outside 10..60000", report_ms));
   if (silence_ms <= report_ms) return invalid_argument(fmt::format("silence {} ms must exceed the report interval {} ms", silence_ms, report_ms));
-  return Status::ok();
+  return ok_status();
 }
 
 namespace {
@@ -67,7 +67,7 @@ asio::awaitable<Status> open_session(Shared& sh, Conn& c, const probe::MacKey& s
   if (first && ok->body.value("rate", cmd.plan.rate_pps) < cmd.plan.rate_pps) {
     spdlog::warn("{}: rate capped to {} probes/s by the agent's --max-rate", c.where(), ok->body["rate"].get<double>());
   }
-  co_return Status::ok();
+  co_return ok_status();
 }
 
 // Hands the session's reports on until it fails or stays silent for

@@ -55,7 +55,7 @@ std::optional<Status> Communicator::Impl::butterfly_lane(const std::vector<int>&
     }
     return fail_call(s, internal::kAllreduce, Algorithm::kButterfly, count, t, op);
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace weft::coll

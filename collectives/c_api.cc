@@ -37,6 +37,7 @@ static_assert(sizeof(weft_dtype_t) == sizeof(int) && sizeof(weft_op_t) == sizeof
 namespace {
 
 using weft::Status;
+using weft::ok_status;
 using weft::invalid_argument;
 
 thread_local std::string g_last_error;
@@ -59,16 +60,16 @@ weft_status_t guarded(F&& f) {
 }
 
 Status need_comm(const char* fn, const weft_comm_t* c) {
-  return c != nullptr ? Status::ok() : invalid_argument(fmt::format("{}: comm is NULL", fn));
+  return c != nullptr ? ok_status() : invalid_argument(fmt::format("{}: comm is NULL", fn));
 }
 
 Status check_type(const char* fn, weft_dtype_t t) {
-  if (t >= WEFT_F32 && t <= WEFT_U8) return Status::ok();
+  if (t >= WEFT_F32 && t <= WEFT_U8) return ok_status();
   return invalid_argument(fmt::format("{}: type {} is not a weft_dtype_t (WEFT_F32 .. WEFT_U8: 0-6)", fn, static_cast<int>(t)));
 }
 
 Status check_op(const char* fn, weft_op_t op) {
-  if (op >= WEFT_SUM && op <= WEFT_MAX) return Status::ok();
+  if (op >= WEFT_SUM && op <= WEFT_MAX) return ok_status();
   return invalid_argument(fmt::format("{}: op {} is not a weft_op_t (WEFT_SUM .. WEFT_MAX: 0-3)", fn, static_cast<int>(op)));
 }
 
@@ -110,7 +111,7 @@ Status create(const weft_comm_config_t* config, weft_comm_t** out) {
   WEFT_ASSIGN_OR_RETURN(h->store, open_store(c.store, c.rank, Clock::now() + cfg.timeout));
   WEFT_ASSIGN_OR_RETURN(h->comm, Communicator::create(cfg, *h->store));
   *out = h.release();
-  return Status::ok();
+  return ok_status();
 }
 
 std::atomic<uintptr_t> g_last_reg{0};  // handles are unique in the process, across communicators
@@ -146,7 +147,7 @@ weft_status_t weft_comm_destroy(weft_comm_t* c) {
   return guarded([&] {
     WEFT_RETURN_IF_ERROR(need_comm("weft_comm_destroy", c));
     delete c;
-    return Status::ok();
+    return ok_status();
   });
 }
 
@@ -173,7 +174,7 @@ weft_status_t weft_comm_register(weft_comm_t* c, void* buf, size_t bytes, weft_r
     const uintptr_t id = ++g_last_reg;
     c->regs.emplace(id, std::move(*r));
     *handle = reinterpret_cast<weft_reg_t*>(id);
-    return Status::ok();
+    return ok_status();
   });
 }
 
@@ -240,7 +241,7 @@ weft_status_t weft_comm_abort(weft_comm_t* c, const char* reason) {
   return guarded([&]() -> Status {
     WEFT_RETURN_IF_ERROR(need_comm("weft_comm_abort", c));
     c->comm->abort(reason ? reason : "aborted through the C API");
-    return Status::ok();
+    return ok_status();
   });
 }
 

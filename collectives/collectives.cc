@@ -50,13 +50,13 @@ using MakePlan = std::unique_ptr<internal::Plan> (*)(const internal::Shape&);
 // cast, can pass any number; the reduce kernels are a table indexed by
 // them), and a byte count past what size_t holds.
 Status check_type(std::string_view call, DataType t) {
-  if (static_cast<unsigned>(t) <= static_cast<unsigned>(DataType::kU8)) return Status::ok();
+  if (static_cast<unsigned>(t) <= static_cast<unsigned>(DataType::kU8)) return ok_status();
   return invalid_argument(fmt::format("{}: type {} is not a DataType (0-6: f32, f64, f16, bf16, i32, i64, u8)", call,
                                       static_cast<unsigned>(t)));
 }
 
 Status check_op(std::string_view call, ReduceOp op) {
-  if (static_cast<unsigned>(op) <= static_cast<unsigned>(ReduceOp::kMax)) return Status::ok();
+  if (static_cast<unsigned>(op) <= static_cast<unsigned>(ReduceOp::kMax)) return ok_status();
   return invalid_argument(
       fmt::format("{}: op {} is not a ReduceOp (0-3: sum, prod, min, max)", call, static_cast<unsigned>(op)));
 }
@@ -69,7 +69,7 @@ Status check_bytes(std::string_view call, std::string_view what, size_t count, D
   // 64-bit divisions cost tens of nanoseconds on every call, a fifth of a
   // 2-rank shared-memory AllReduce of 4 bytes.
   size_t bytes = 0;
-  if (!__builtin_mul_overflow(count, es, &bytes) && !__builtin_mul_overflow(bytes, blocks, &bytes)) return Status::ok();
+  if (!__builtin_mul_overflow(count, es, &bytes) && !__builtin_mul_overflow(bytes, blocks, &bytes)) return ok_status();
   return invalid_argument(fmt::format("{}: {} {} of {} ({} bytes each{}) is more bytes than size_t holds", call, what,
                                       count, dtype_name(t), es,
                                       blocks > 1 ? fmt::format(", times {} ranks", blocks) : std::string()));
@@ -77,11 +77,11 @@ Status check_bytes(std::string_view call, std::string_view what, size_t count, D
 
 Status check_buffers(std::string_view call, size_t count,
                      std::initializer_list<std::pair<const char*, const void*>> bufs) {
-  if (count == 0) return Status::ok();
+  if (count == 0) return ok_status();
   for (const auto& [name, p] : bufs) {
     if (p == nullptr) return invalid_argument(fmt::format("{}: {} is null (count {})", call, name, count));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace
@@ -110,7 +110,7 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
   }
   if (count == 0 || size() == 1) {
     if (send != recv && count > 0) std::memmove(recv, send, bytes);
-    return Status::ok();
+    return ok_status();
   }
   if (a == Algorithm::kAuto) {
     a = m.select_auto_allreduce(bytes);
@@ -153,7 +153,7 @@ Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_co
   if (o.algorithm != Algorithm::kAuto && o.algorithm != Algorithm::kRing) {
     return invalid_argument(fmt::format("reduce_scatter: '{}' is not a reduce-scatter algorithm (ring)", algorithm_name(o.algorithm)));
   }
-  if (recv_count == 0) return Status::ok();
+  if (recv_count == 0) return ok_status();
   const size_t block = recv_count * dtype_size(t), all = block * static_cast<size_t>(size());
   // The reduction happens in place: work on a copy of the caller's input.
   WEFT_RETURN_IF_ERROR(m.ensure_work(all));
@@ -164,7 +164,7 @@ Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_co
                                    m.identity_group, recv_count, 0, m.work.data(), all, t, op, o));
   }
   std::memcpy(recv, m.work.data() + static_cast<size_t>(rank()) * block, block);
-  return Status::ok();
+  return ok_status();
 }
 
 Status Communicator::allgather(const void* send, void* recv, size_t send_count, DataType t,
@@ -179,12 +179,12 @@ Status Communicator::allgather(const void* send, void* recv, size_t send_count, 
     return invalid_argument(
         fmt::format("allgather: '{}' is not an allgather algorithm (ring, hierarchical)", algorithm_name(a)));
   }
-  if (send_count == 0) return Status::ok();
+  if (send_count == 0) return ok_status();
   const size_t block = send_count * dtype_size(t), all = block * static_cast<size_t>(size());
   char* out = static_cast<char*>(recv) + static_cast<size_t>(rank()) * block;
   if (size() == 1) {
     if (out != send) std::memmove(out, send, block);
-    return Status::ok();
+    return ok_status();
   }
   if (a == Algorithm::kAuto) a = m.hosts_equal() ? Algorithm::kHierarchical : Algorithm::kRing;
   if (a == Algorithm::kHierarchical && internal::equal_hosts(m.host_of).empty()) {
@@ -206,7 +206,7 @@ Status Communicator::broadcast(void* buf, size_t count, DataType t, int root, co
   if (o.algorithm != Algorithm::kAuto && o.algorithm != Algorithm::kBinomial) {
     return invalid_argument(fmt::format("broadcast: '{}' is not a broadcast algorithm (binomial)", algorithm_name(o.algorithm)));
   }
-  if (count == 0 || size() == 1) return Status::ok();
+  if (count == 0 || size() == 1) return ok_status();
   if (m.epochs) WEFT_RETURN_IF_ERROR(m.epoch_boundary());
   return m.execute(kBroadcast, Algorithm::kBinomial, internal::plan_broadcast_binomial, m.identity_group, count,
                    root, buf, count * dtype_size(t), t, ReduceOp::kSum, o);

@@ -75,7 +75,7 @@ Status CommConfig::validate() const {
     }
     WEFT_RETURN_IF_ERROR(internal::check_plan_connections(*plan, tcp.connections_per_peer, !plan_epochs.empty()));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Algorithm planned_algorithm(const routing::RoutePlan& plan) {
@@ -212,7 +212,7 @@ Status Communicator::Impl::setup(Store& store) {
   }
   if (cfg.scratch_reserve_bytes > 0) WEFT_RETURN_IF_ERROR(ensure_scratch(cfg.scratch_reserve_bytes));
   setup_in_call();
-  return Status::ok();
+  return ok_status();
 }
 
 // What kAuto's AllReduce runs here, by size, resolved once
@@ -255,7 +255,7 @@ Status Communicator::Impl::choose_auto() {
     in.planned = gated;
   }
   auto_picks = select_allreduce(cfg.selection, tuning, in);
-  return Status::ok();
+  return ok_status();
 }
 
 // kAuto's picks also depend on what each rank read and sees (a tuning
@@ -298,14 +298,14 @@ Status Communicator::Impl::agree_on_picks(Store& store, Deadline deadline) {
   if (cfg.rank == 0) return store.set(key, encode_picks(auto_picks));
   WEFT_ASSIGN_OR_RETURN(const std::string first, store.get(key, deadline));
   WEFT_ASSIGN_OR_RETURN(const AllreducePicks rank0, decode_picks(first));
-  if (encode_picks(rank0) == encode_picks(auto_picks)) return Status::ok();
+  if (encode_picks(rank0) == encode_picks(auto_picks)) return ok_status();
   spdlog::warn(
       "weft: rank {} runs rank 0's AllReduce picks \"{}\" (HD piece {} B) instead of its own \"{}\" (HD piece {} B): "
       "its tuning (WEFT_TUNING, Selection) or its usable CPUs ({}) differ from rank 0's",
       cfg.rank, rank0.describe(), rank0.hd_piece_bytes, auto_picks.describe(), auto_picks.hd_piece_bytes,
       internal::usable_cpus());
   auto_picks = rank0;
-  return Status::ok();
+  return ok_status();
 }
 
 Status Communicator::Impl::fail(Status s) {
@@ -351,14 +351,14 @@ Result<const std::vector<int>*> Communicator::Impl::rank_map(Algorithm a) {
 }
 
 Status Communicator::Impl::ensure_scratch(size_t bytes) {
-  if (bytes <= scratch.size() && !scratch_mem.empty()) return Status::ok();
+  if (bytes <= scratch.size() && !scratch_mem.empty()) return ok_status();
   scratch_mem.clear();
   scratch = HugeBuffer(std::max(bytes, scratch.size()));
   for (auto& t : transports) {
     WEFT_ASSIGN_OR_RETURN(auto m, t->register_memory(scratch.data(), scratch.size()));
     scratch_mem.push_back(std::move(m));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status Communicator::Impl::run(internal::Plan& p, const std::vector<int>& group_ranks, int me, void* data,
@@ -441,7 +441,7 @@ Status Communicator::Impl::fail_call(const Status& s, int coll, Algorithm a, siz
 }
 
 Status Communicator::Impl::usable() {
-  if (!has_failed) return Status::ok();
+  if (!has_failed) return ok_status();
   std::lock_guard<std::mutex> l(abort_mu);
   return failed;
 }

@@ -91,7 +91,7 @@ class Communicator::Impl {
   Status epoch_boundary() {
     ++epochs->calls;
     ++epochs->since;
-    if (--epochs->countdown > 0) return Status::ok();
+    if (--epochs->countdown > 0) return ok_status();
     return agree_on_epoch();
   }
   Status setup_epochs(Store& store, Deadline deadline);

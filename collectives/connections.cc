@@ -75,7 +75,7 @@ Status Communicator::Impl::connect_plan_peers(const internal::Plan& p, const std
     missing[static_cast<size_t>(links.transport_of[static_cast<size_t>(r)])].push_back(r);
     any = true;
   }
-  if (!any) return Status::ok();
+  if (!any) return ok_status();
   for (size_t t = 0; t < transports.size(); ++t) {
     if (missing[t].empty()) continue;
     Status s = transports[t]->connect_peers(missing[t], deadline);
@@ -96,7 +96,7 @@ Status Communicator::Impl::connect_plan_peers(const internal::Plan& p, const std
                                         transports[t]->name(), waits_on));
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace weft::coll

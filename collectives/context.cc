@@ -99,7 +99,7 @@ Status Context::wait_all_sends() {
     if (last == 0 || g == rank()) continue;
     WEFT_RETURN_IF_ERROR(wait_send(g, last));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 void Context::reduce(void* dst, const void* src, size_t count) const {
@@ -147,7 +147,7 @@ Status Context::exchanged(int peer, int phys, const Result<Ticket>& sent) {
     return sent.status();
   }
   (*last_send_)[static_cast<size_t>(phys)] = *sent;
-  return Status::ok();
+  return ok_status();
 }
 
 Status Context::sendrecv_reduce(int peer, Buf sb, size_t soff, size_t slen, Buf rb, size_t roff, size_t rlen,
@@ -165,7 +165,7 @@ Status Context::sendrecv_reduce(int peer, Buf sb, size_t soff, size_t slen, Buf 
       return s;
     }
     reduce(into, ptr(rb) + roff, rlen / esize_);
-    return Status::ok();
+    return ok_status();
   }
   if (trace_ && *trace_) (*trace_)(phys_rank_, TraceEvent{TraceEvent::kSend, {}, 0, phys, slen});
   const ExchangePair::Reduction red{into, dtype_, op_};

@@ -148,7 +148,7 @@ Status Context::poll_until(Done done) {
   int blame = -1;
   for (;;) {
     WEFT_ASSIGN_OR_RETURN(bool finished, done(blame));
-    if (finished) return Status::ok();
+    if (finished) return ok_status();
     bool moved = false;
     for (Transport* t : links_->transports) {
       WEFT_ASSIGN_OR_RETURN(bool m, t->poll());

@@ -68,10 +68,10 @@ Status Communicator::Impl::setup_epochs(Store& store, Deadline deadline) {
           first == "file" ? "a" : "no", cfg.rank, mine == "file" ? "does" : "does not"));
     }
   }
-  if (cfg.plan_epochs.empty()) return Status::ok();
+  if (cfg.plan_epochs.empty()) return ok_status();
   epochs = std::make_unique<Epochs>(internal::PlanEpochFile(cfg.plan_epochs, cfg.job, cfg.plan_poll, cfg.rank, host_of));
   epochs->last = Clock::now();
-  return Status::ok();
+  return ok_status();
 }
 
 Status Communicator::Impl::agree(int64_t (&v)[3]) {
@@ -112,7 +112,7 @@ Status Communicator::Impl::agree_on_epoch() {
   e.since = 0;
   e.last = Clock::now();
   int64_t newest = v[0];
-  if (newest <= static_cast<int64_t>(e.epoch)) return Status::ok();  // the common case: nothing new anywhere
+  if (newest <= static_cast<int64_t>(e.epoch)) return ok_status();  // the common case: nothing new anywhere
   if (-v[1] != newest) {
     // Some rank holds a newer epoch than this or another rank: those behind
     // read the file now, a while at most, and all decide once more.
@@ -141,10 +141,10 @@ Status Communicator::Impl::agree_on_epoch() {
         spdlog::info("weft: rank {}: the ranks hold plan epochs {} to {} before call {}; they agree again at later calls",
                      cfg.rank, -again[1], again[0], call);
       }
-      return Status::ok();
+      return ok_status();
     }
     newest = again[0];
-    if (newest <= static_cast<int64_t>(e.epoch)) return Status::ok();  // adopted inside the agreement
+    if (newest <= static_cast<int64_t>(e.epoch)) return ok_status();  // adopted inside the agreement
   }
   // Every rank holds `newest`, read from its file and checked there.
   if (!e.file.held()) return internal_error(fmt::format("rank {}: plan epoch {} agreed on is not held", cfg.rank, newest));
@@ -206,7 +206,7 @@ Status Communicator::Impl::adopt(internal::PlanEpoch next) {
   install_epoch(std::move(next), std::move(next_gates), call, false);
   spdlog::info("weft: rank {} runs plan epoch {} (was {}) from call {}{}{}", me, e.epoch, from, call,
                reason.empty() ? "" : ": ", reason);
-  return Status::ok();
+  return ok_status();
 }
 
 void Communicator::Impl::install_epoch(internal::PlanEpoch next, std::vector<routing::Gate> next_gates, uint64_t call,

@@ -222,7 +222,7 @@ Status Communicator::Impl::switch_inside(const Status& why, void* data) {
                cfg.rank, call, from, epoch,
                std::chrono::duration_cast<std::chrono::milliseconds>(abandoned_at - cur.started).count(), origin,
                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - abandoned_at).count());
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace weft::coll

@@ -90,7 +90,7 @@ Status check_plan_connections(const routing::RoutePlan& plan, int per_peer, bool
                                           q));
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace weft::coll::internal

@@ -117,20 +117,20 @@ Status Communicator::deregister(BufferRegistration& registration) {
   }
   registration.registry_.reset();
   registration.id_ = 0;
-  return Status::ok();
+  return ok_status();
 }
 
 // reduce_scatter's copy of its input: the communicator's own memory, so
 // where registration pins it is registered once, for as long as it lives.
 Status Communicator::Impl::ensure_work(size_t bytes) {
-  if (bytes <= work.size()) return Status::ok();
+  if (bytes <= work.size()) return ok_status();
   if (work_id != 0) registry->remove(work.data(), work_id);
   work_id = 0;
   work = HugeBuffer(bytes);
   if (pins) {
     WEFT_ASSIGN_OR_RETURN(work_id, registry->add(transports, work.data(), work.size()));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 // A call's buffer, as the transports see it (Buffers::mem[kData]):
@@ -173,7 +173,7 @@ Status Communicator::Impl::place_buffers(size_t scratch_bytes, void* data, size_
         data_mem.push_back(std::move(m));
       }
     }
-    return Status::ok();
+    return ok_status();
   }
   data_mem.clear();
   d.by_transport.clear();
@@ -193,7 +193,7 @@ Status Communicator::Impl::place_buffers(size_t scratch_bytes, void* data, size_
       data_mem.push_back(std::move(m));
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 // After the call: a staged buffer goes back to the caller (only if the call

@@ -18,7 +18,7 @@ Status Selection::validate() const {
   if (oneshot_max_ranks < 0) {
     return invalid_argument(fmt::format("selection: oneshot_max_ranks must be >= 0 (got {})", oneshot_max_ranks));
   }
-  if (rules.empty()) return Status::ok();
+  if (rules.empty()) return ok_status();
   if (rules.back().transport != "*" || rules.back().max_ranks != INT_MAX) {
     return invalid_argument("selection: the last rule must cover every transport and size (\"*\", INT_MAX ranks)");
   }
@@ -33,7 +33,7 @@ Status Selection::validate() const {
                                           r.transport, r.max_ranks, r.ring_min_bytes, r.hd_min_bytes));
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 SelectionInput SelectionInput::blocks(std::string transport, int hosts, int per_host, std::string local_transport, int cpus) {

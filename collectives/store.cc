@@ -17,7 +17,7 @@ Status MemoryStore::set(const std::string& key, const std::string& value) {
     kv_[key] = value;
   }
   cv_.notify_all();
-  return Status::ok();
+  return ok_status();
 }
 
 Result<std::string> MemoryStore::get(const std::string& key,

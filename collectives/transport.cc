@@ -57,7 +57,7 @@ Status Transport::connect_peers(const std::vector<int>& peers, Deadline deadline
                                              name(), p));
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status TransportConfig::validate() const {
@@ -127,7 +127,7 @@ Status TransportConfig::validate() const {
   for (const std::string& d : verbs.devices) {
     if (d.empty()) return invalid_argument("verbs: an empty name in the device list");
   }
-  return Status::ok();
+  return ok_status();
 }
 
 bool register_transport(const std::string& name, TransportFactory factory) {

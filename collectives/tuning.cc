@@ -66,7 +66,7 @@ Status check(const TransportCost& c, const std::string& where) {
     return invalid_argument(fmt::format("{}/{}: must be >= beta_ns_per_byte {} (got {})", where, kFar.name, c.beta_ns_per_byte,
                                         c.beta_far_ns_per_byte));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Result<TransportCost> parse_cost(const json& j, TransportCost c, const std::string& where) {
@@ -122,7 +122,7 @@ Status Tuning::validate() const {
     if (!known(name)) return invalid_argument(where + ": unknown transport");
     WEFT_RETURN_IF_ERROR(check(c, where));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Result<Tuning> parse_tuning(std::string_view text, std::string_view name) {

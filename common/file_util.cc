@@ -119,7 +119,7 @@ Status write_file_atomic(const std::string& path, std::string_view data, std::op
   }
   tmp.release();
   if (sync_directory(path) != 0) return io_error(fmt::format("cannot write the directory of {} to disk", path), errno);
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace weft

@@ -49,19 +49,19 @@ Statement::~Statement() {
 
 Status Statement::bind(int index, int64_t v) {
   const int rc = sqlite3_bind_int64(st_, index, v);
-  return rc == SQLITE_OK ? Status::ok() : sqlite_error(db_, rc, "bind");
+  return rc == SQLITE_OK ? ok_status() : sqlite_error(db_, rc, "bind");
 }
 Status Statement::bind(int index, double v) {
   const int rc = sqlite3_bind_double(st_, index, v);
-  return rc == SQLITE_OK ? Status::ok() : sqlite_error(db_, rc, "bind");
+  return rc == SQLITE_OK ? ok_status() : sqlite_error(db_, rc, "bind");
 }
 Status Statement::bind(int index, std::string_view v) {
   const int rc = sqlite3_bind_text(st_, index, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-  return rc == SQLITE_OK ? Status::ok() : sqlite_error(db_, rc, "bind");
+  return rc == SQLITE_OK ? ok_status() : sqlite_error(db_, rc, "bind");
 }
 Status Statement::bind(int index, std::nullopt_t) {
   const int rc = sqlite3_bind_null(st_, index);
-  return rc == SQLITE_OK ? Status::ok() : sqlite_error(db_, rc, "bind");
+  return rc == SQLITE_OK ? ok_status() : sqlite_error(db_, rc, "bind");
 }
 
 Result<bool> Statement::step() {
@@ -152,7 +152,7 @@ Status Database::exec(std::string_view sql) {
   char* err = nullptr;
   const std::string s(sql);
   const int rc = sqlite3_exec(db_, s.c_str(), nullptr, nullptr, &err);
-  if (rc == SQLITE_OK) return Status::ok();
+  if (rc == SQLITE_OK) return ok_status();
   Status st = sqlite_error(db_, rc, fmt::format("'{}'", s.substr(0, 60)));
   sqlite3_free(err);
   return st;
@@ -201,7 +201,7 @@ Status Database::migrate() {
     WEFT_RETURN_IF_ERROR(exec(fmt::format("PRAGMA user_version = {}", m[i].version)));
     WEFT_RETURN_IF_ERROR(tx.commit());
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace weft::db

@@ -30,7 +30,7 @@ Status post_recv(ibv_qp* qp, std::uint64_t id, ibv_sge* sge) {
   wr.num_sge = sge ? 1 : 0;
   ibv_recv_wr* bad = nullptr;
   if (int rc = ibv_post_recv(qp, &wr, &bad); rc != 0) return verbs::verbs_call_error("ibv_post_recv", rc);
-  return Status::ok();
+  return ok_status();
 }
 
 Status post_credit_recv(Comm& c, std::uint32_t i) {
@@ -40,14 +40,14 @@ Status post_credit_recv(Comm& c, std::uint32_t i) {
 
 // An empty message touches no memory: NCCL may pass it without a buffer.
 Status in_region(const MemHandle* mh, const void* data, std::uint64_t size) {
-  if (size == 0) return Status::ok();
+  if (size == 0) return ok_status();
   if (mh == nullptr || !mh->mr) return invalid_argument("no memory handle (regMr first)");
   auto lo = reinterpret_cast<std::uintptr_t>(mh->mr->addr), p = reinterpret_cast<std::uintptr_t>(data);
   if (p < lo || p + size > lo + mh->mr->length) {
     return invalid_argument(fmt::format("buffer {:#x}+{} lies outside its registration {:#x}+{}", p, size, lo,
                                         mh->mr->length));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Request* free_request(Comm& c) {
@@ -72,14 +72,14 @@ Status arm(Comm& c) {
   for (std::size_t i = 0; i < c.reqs.size(); ++i) c.reqs[i].comm = &c;
   if (c.is_send) {
     for (std::uint32_t i = 0; i < kSenderCreditBufs; ++i) WEFT_RETURN_IF_ERROR(post_credit_recv(c, i));
-    return Status::ok();
+    return ok_status();
   }
   for (std::uint32_t q = 0; q < c.qps.size(); ++q) {
     for (std::uint32_t i = 0; i < kRecvDepth; ++i) {
       WEFT_RETURN_IF_ERROR(post_recv(c.qps[q].get(), wr_id(kDataRecv, q), nullptr));
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status Comm::progress() {
@@ -130,7 +130,7 @@ Status Comm::progress() {
     if (n < 32) break;
   }
   if (!failed.empty()) return unavailable(failed);
-  return Status::ok();
+  return ok_status();
 }
 
 ncclResult_t do_reg_mr(void* comm, void* data, std::size_t size, int type, void** mhandle) {

@@ -75,7 +75,7 @@ Status CampaignPlan::validate() const {
   if (ports_per_spine < 1 || ports_per_spine > 4096) {
     return invalid_argument(fmt::format("ports per spine must be in 1..4096 (got {})", ports_per_spine));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Result<CampaignOutcome> run_campaign(SenderBackend& backend, const CampaignPlan& plan, const FlowCallback& on_flow,

@@ -47,7 +47,7 @@ class DbPathTable final : public routing::PathTable {
         "SELECT sport, spine FROM observations WHERE campaign_id = ? AND src_id = ? AND dst_id = ? AND protocol = ? "
         "AND dport = ? AND sport BETWEEN ? AND ? AND answered > 0 AND unstable = 0 AND spine IS NOT NULL "
         "ORDER BY sport LIMIT ?"));
-    return Status::ok();
+    return ok_status();
   }
 
   std::string describe() const override {
@@ -70,11 +70,11 @@ class DbPathTable final : public routing::PathTable {
 
   Status ports(const routing::PairQuery& q, routing::PortRange r, int max_ports, routing::PairRoutes& out) override {
     out.clear();
-    if (max_ports <= 0) return Status::ok();
+    if (max_ports <= 0) return ok_status();
     WEFT_ASSIGN_OR_RETURN(auto ends, endpoints(q.src_nic, q.dst_nic));
-    if (!ends) return Status::ok();
+    if (!ends) return ok_status();
     WEFT_ASSIGN_OR_RETURN(std::optional<int64_t> c, campaign_for(q.proto, q.dport));
-    if (!c) return Status::ok();
+    if (!c) return ok_status();
     ports_st_.reset();
     WEFT_RETURN_IF_ERROR(ports_st_.bind_all(*c, ends->first, ends->second, static_cast<int>(q.proto),
                                             static_cast<int>(q.dport), static_cast<int>(r.lo), static_cast<int>(r.hi),
@@ -92,7 +92,7 @@ class DbPathTable final : public routing::PathTable {
       }
       out.ports.push_back({.sport = static_cast<uint16_t>(ports_st_.column_int(0)), .route = it->second});
     }
-    return Status::ok();
+    return ok_status();
   }
 
  private:

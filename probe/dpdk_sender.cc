@@ -98,7 +98,7 @@ Status start_eal() {
     std::error_code ec;
     std::filesystem::remove_all(rte_eal_get_runtime_dir(), ec);
   });
-  return Status::ok();
+  return ok_status();
 }
 
 Status eal() {
@@ -201,7 +201,7 @@ class DpdkSender final : public SenderBackend {
     if (rte_eth_dev_start(port_) != 0) return unavailable(fmt::format("DPDK: starting the port on {}", dev_));
     started_ = true;
     if (rte_eth_macaddr_get(port_, &mac_) != 0) return unavailable("DPDK: the port has no MAC address");
-    return Status::ok();
+    return ok_status();
   }
 
   Status open_ports(uint16_t first, uint16_t count) override {
@@ -222,7 +222,7 @@ class DpdkSender final : public SenderBackend {
       }
       reserved_.push_back(std::move(fd));
     }
-    return Status::ok();
+    return ok_status();
   }
 
   Status send(std::span<const ProbeSend> probes) override {
@@ -256,7 +256,7 @@ class DpdkSender final : public SenderBackend {
       stats_.send_errors += n - done;
       free_all(burst.data() + done, static_cast<uint16_t>(n - done));
     }
-    return Status::ok();
+    return ok_status();
   }
 
   Status poll(int timeout_ms, std::vector<ProbeAnswer>& out) override {
@@ -264,9 +264,9 @@ class DpdkSender final : public SenderBackend {
     const size_t before = out.size();
     for (;;) {
       const uint16_t got = receive(out);
-      if (got == 0 && out.size() > before) return Status::ok();  // drained after answers came
+      if (got == 0 && out.size() > before) return ok_status();  // drained after answers came
       if (got == 0) {
-        if (Clock::now() >= deadline) return Status::ok();
+        if (Clock::now() >= deadline) return ok_status();
         std::this_thread::sleep_for(std::chrono::microseconds(50));  // poll mode, without burning a core
       }
     }

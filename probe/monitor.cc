@@ -39,7 +39,7 @@ Status MonitorPlan::validate() const {
   if (report_ms < 10 || report_ms > 60000) {
     return invalid_argument(fmt::format("monitor report interval {} ms is outside 10..60000", report_ms));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status run_monitor(SenderBackend& backend, const MonitorPlan& plan, const MonitorReport& report,
@@ -125,7 +125,7 @@ Status run_monitor(SenderBackend& backend, const MonitorPlan& plan, const Monito
       if (next_report < now) next_report = now + report_every;
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace weft::probe

@@ -64,7 +64,7 @@ Status Reflector::start() {
       return st;
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 void Reflector::stop() {

@@ -73,7 +73,7 @@ Status Reflector::start_pcap() {
   pcap_freecode(&prog);
   if (pcap_setnonblock(pcap_->p, 1, err) != 0) return internal_error(fmt::format("pcap_setnonblock: {}", err));
   pcap_thread_ = std::thread([this] { pcap_loop(); });
-  return Status::ok();
+  return ok_status();
 }
 
 void Reflector::stop_pcap() { pcap_.reset(); }

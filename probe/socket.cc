@@ -97,7 +97,7 @@ class UdpSender final : public SenderBackend {
       if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd.get(), &ev) != 0) return io_error("epoll_ctl", errno);
       socks_.push_back(std::move(fd));
     }
-    return Status::ok();
+    return ok_status();
   }
 
   Status send(std::span<const ProbeSend> probes) override {
@@ -159,20 +159,20 @@ class UdpSender final : public SenderBackend {
         }
       }
     }
-    return Status::ok();
+    return ok_status();
   }
 
   Status poll(int timeout_ms, std::vector<ProbeAnswer>& out) override {
     epoll_event evs[64];
     const int n = ::epoll_wait(epoll_.get(), evs, 64, timeout_ms);
-    if (n < 0) return errno == EINTR ? Status::ok() : io_error("epoll_wait", errno);
+    if (n < 0) return errno == EINTR ? ok_status() : io_error("epoll_wait", errno);
     for (int i = 0; i < n; ++i) {
       const uint32_t idx = evs[i].data.u32;
       if (idx >= socks_.size()) continue;
       drain(idx, out);
       if (cfg_.method == Method::kTtl) drain_errors(idx, out);
     }
-    return Status::ok();
+    return ok_status();
   }
 
  private:

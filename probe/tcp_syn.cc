@@ -62,13 +62,13 @@ class TcpSynSender final : public SenderBackend {
     socklen_t len = sizeof a;
     ::getsockname(udp_.get(), reinterpret_cast<sockaddr*>(&a), &len);
     reply_port_ = ntohs(a.sin_port);
-    return Status::ok();
+    return ok_status();
   }
 
   Status open_ports(uint16_t first, uint16_t count) override {
     first_ = first;
     count_ = count;
-    return Status::ok();  // raw sends need no per-port state
+    return ok_status();  // raw sends need no per-port state
   }
 
   Status send(std::span<const ProbeSend> probes) override {
@@ -136,20 +136,20 @@ class TcpSynSender final : public SenderBackend {
         }
       }
     }
-    return Status::ok();
+    return ok_status();
   }
 
   Status poll(int timeout_ms, std::vector<ProbeAnswer>& out) override {
     pollfd fd{udp_.get(), POLLIN, 0};
     const int n = ::poll(&fd, 1, timeout_ms);
-    if (n < 0) return errno == EINTR ? Status::ok() : io_error("poll", errno);
-    if (n == 0) return Status::ok();
+    if (n < 0) return errno == EINTR ? ok_status() : io_error("poll", errno);
+    if (n == 0) return ok_status();
     for (;;) {
       uint8_t buf[256];
       sockaddr_in from{};
       socklen_t fl = sizeof from;
       const ssize_t r = ::recvfrom(udp_.get(), buf, sizeof buf, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), &fl);
-      if (r < 0) return Status::ok();
+      if (r < 0) return ok_status();
       ProbeHeader h;
       const FiveTuple seen{.src_ip = ntohl(from.sin_addr.s_addr), .dst_ip = cfg_.local_ip, .proto = routing::kProtoUdp,
                            .sport = ntohs(from.sin_port), .dport = reply_port_};

@@ -91,7 +91,7 @@ Status validate_order(const topo::Fabric& f, const RankOrder& order) {
     if (seen[n]) return invalid_argument(fmt::format("rank {}: {} already has a rank", r, f.nic_qualified_name(n)));
     seen[n] = 1;
   }
-  return Status::ok();
+  return ok_status();
 }
 
 RankOrder rank_naive(const std::vector<int>& allocation) { return RankOrder{allocation}; }

@@ -137,7 +137,7 @@ Status Clos3Colorer::tier2_lists(int budget) {
                                                     {.min_load = target_, .budget = budget}));
     for (size_t j = 0; j < m; ++j) core_[static_cast<size_t>(tier2_flow_[j])] = t2.colour[j];
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Result<Clos3Coloring> Clos3Colorer::color(std::span<const Clos3Flow> flows, std::span<const Clos3Key> keys,

@@ -12,7 +12,7 @@ Status validate_connections_per_pair(int q) {
                                         "(connections_per_peer)",
                                         q, kMaxConnectionsPerPair));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Result<Schedule> with_connections(const Schedule& s, int q) {

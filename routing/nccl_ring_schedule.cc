@@ -37,7 +37,7 @@ Status validate(const NcclRingShape& shape) {
     return invalid_argument(
         fmt::format("{} QPs per connection: the weft NCCL plugin opens 1..{} (WEFT_NCCL_QPS)", shape.qps, kMaxNcclQps));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 int nccl_ring_ports_per_pair(const NcclRingShape& shape, int at_least) {

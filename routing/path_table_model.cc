@@ -84,7 +84,7 @@ class ModelPathTable final : public PathTable {
     WEFT_RETURN_IF_ERROR(check_pair(q.src_nic, q.dst_nic));
     WEFT_ASSIGN_OR_RETURN(const int hops_to_dst, reachable(q.src_nic, q.dst_nic));
     const uint32_t n = range.size();
-    if (n == 0 || max_ports <= 0) return Status::ok();
+    if (n == 0 || max_ports <= 0) return ok_status();
     const uint32_t want = std::min<uint32_t>(n, static_cast<uint32_t>(max_ports));
     // Ports lo + perm(i), i < want, for a pseudo-random permutation of
     // [0, n) keyed by the pair: a random draw without repeats. (An
@@ -172,7 +172,7 @@ class ModelPathTable final : public PathTable {
     }
     out.hops.resize(static_cast<size_t>(routes) * static_cast<size_t>(len_));
     out.ends.resize(routes);
-    return Status::ok();
+    return ok_status();
   }
 
  private:
@@ -180,7 +180,7 @@ class ModelPathTable final : public PathTable {
     const int n = static_cast<int>(f_.nics.size());
     if (s < 0 || s >= n || d < 0 || d >= n) return invalid_argument(fmt::format("NIC index {} -> {} is not in the fabric", s, d));
     if (s == d) return invalid_argument(fmt::format("flow from {} to itself", f_.nic_qualified_name(s)));
-    return Status::ok();
+    return ok_status();
   }
 
   // Shortest-path next switches of (sw, dst) in PathFinder::next_hops order,
@@ -227,7 +227,7 @@ class ModelPathTable final : public PathTable {
       sw = h[pick];
       r.push_back(sw);
     }
-    return Status::ok();
+    return ok_status();
   }
 
   // walk() for every port in sports_ at once, one tier at a time (shortest

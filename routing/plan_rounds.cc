@@ -44,7 +44,7 @@ Status apply_plan_rounds(const RoutePlan& plan, Schedule& s) {
       st.flows[it->second].round = r;
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace weft::routing

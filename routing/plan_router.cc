@@ -24,7 +24,7 @@ Status check_against_order(const topo::Fabric& f, const ranking::RankOrder& orde
       return invalid_argument(fmt::format("plan flow {} rank {} is on '{}{}{}' but the rank order runs it on '{}:{}'",
                                           end, rank, host, nic.empty() ? "" : ":", nic, h, n.name));
     }
-    return Status::ok();
+    return ok_status();
   };
   for (const auto& fl : plan.flows) {
     // The destination end is the NIC port the flow arrives at (planes.h):
@@ -35,7 +35,7 @@ Status check_against_order(const topo::Fabric& f, const ranking::RankOrder& orde
     WEFT_RETURN_IF_ERROR(at(fl.src_rank, s, fl.src_host, fl.src_nic, "source"));
     WEFT_RETURN_IF_ERROR(at(fl.dst_rank, arrives >= 0 ? arrives : d, fl.dst_host, fl.dst_nic, "destination"));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 // A plan flow's path: none for a flow between two ports of one NIC (planes.h).
@@ -65,7 +65,7 @@ class PathsRouter final : public Router {
       }
       paths[i] = it->second;
     }
-    return Status::ok();
+    return ok_status();
   }
 
  private:

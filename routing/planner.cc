@@ -163,7 +163,7 @@ class Planner {
     host_flows_.assign(f_.hosts.size(), 0);
     used_mask_.assign(f_.hosts.size(), 0);
     for (const FlowInfo& fi : flows_) ++host_flows_[static_cast<size_t>(f_.nics[static_cast<size_t>(fi.src_nic)].host)];
-    return Status::ok();
+    return ok_status();
   }
 
   Status query(FlowInfo& fi) {
@@ -205,7 +205,7 @@ class Planner {
         },
         [&](std::span<const int> rt) { return clos3_ && rt.size() != 1 && rt.data() == keyed ? colour(key) : colour(rt); });
     strike_taken(fi);
-    return Status::ok();
+    return ok_status();
   }
 
   // Routes whose every offered port the host already uses (earlier classes)
@@ -360,7 +360,7 @@ class Planner {
       if (fi.route < 0) return unavailable(no_route_message(fi));
       if (f_.nic_switch(fi.src_nic) != f_.nic_switch(fi.dst_nic)) fabric.push_back(id);
     }
-    if (fabric.empty()) return Status::ok();
+    if (fabric.empty()) return ok_status();
     if (two_tier_) {
       edges_.resize(fabric.size());  // reused: its colour lists keep their capacity
       for (size_t i = 0; i < fabric.size(); ++i) {
@@ -381,7 +381,7 @@ class Planner {
         const auto k = std::find(colours.begin(), colours.end(), col.colour[i]) - colours.begin();
         fi.route = cands_.colour_routes(fi.ci)[static_cast<size_t>(k)];
       }
-      return Status::ok();
+      return ok_status();
     }
     if (clos3_) return choose_clos3(fabric, stats);
     // Candidates as the switch-to-switch links they load (a flow's access
@@ -409,7 +409,7 @@ class Planner {
     for (size_t i = 0; i < fabric.size(); ++i) {
       flows_[static_cast<size_t>(fabric[i])].route = route_ids_[i][static_cast<size_t>(a.chosen[i])];
     }
-    return Status::ok();
+    return ok_status();
   }
 
   // 3-tier Clos: slots, then cores (clos3_coloring.h).
@@ -430,7 +430,7 @@ class Planner {
       FlowInfo& fi = flows_[static_cast<size_t>(fabric[i])];
       fi.route = cands_.colour_routes(fi.ci)[static_cast<size_t>(col.chosen[i])];
     }
-    return Status::ok();
+    return ok_status();
   }
 
   // Ports: the first free candidate on the chosen route (planner.h, 4).
@@ -505,13 +505,13 @@ class Planner {
       }
       if (kept) {
         stats = tried;
-        return Status::ok();
+        return ok_status();
       }
       for (int id : ids) flows_[static_cast<size_t>(id)].struck = 0;
     }
     WEFT_ASSIGN_OR_RETURN(const bool planned, plan_class(ids, opt_.ports_per_pair, stats, -1));
     (void)planned;  // always, when not a try
-    return Status::ok();
+    return ok_status();
   }
 
   // Undoes a kept try: its flows' ports, QPNs and paths (the class's paths

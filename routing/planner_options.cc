@@ -25,7 +25,7 @@ Status validate(const PlannerOptions& opt, const topo::Fabric& f, const ranking:
       }
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status refuse_qpn_pool(const PathTable& table) {
@@ -35,13 +35,13 @@ Status refuse_qpn_pool(const PathTable& table) {
 }
 
 Status validate_qpns(const PathTable& table, const PlannerOptions& opt, int ranks) {
-  if (!table.hashes_qpn()) return opt.qpns.empty() ? Status::ok() : refuse_qpn_pool(table);
+  if (!table.hashes_qpn()) return opt.qpns.empty() ? ok_status() : refuse_qpn_pool(table);
   if (opt.protocol != "udp") {
     return invalid_argument(fmt::format("{} hashes the RoCEv2 destination QP, but protocol {} has none: "
                                         "plan udp (RoCEv2) flows, or use a model without QPNs",
                                         table.describe(), opt.protocol));
   }
-  if (opt.qpns.empty()) return Status::ok();  // the planner sizes the default pool to the schedule
+  if (opt.qpns.empty()) return ok_status();  // the planner sizes the default pool to the schedule
   if (opt.qpns.size() != static_cast<size_t>(ranks)) {
     return invalid_argument(fmt::format("the QPN pool lists {} ranks, the job has {}", opt.qpns.size(), ranks));
   }
@@ -54,7 +54,7 @@ Status validate_qpns(const PathTable& table, const PlannerOptions& opt, int rank
       }
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Result<std::vector<uint16_t>> listen_ports(const topo::Fabric& f, const ranking::RankOrder& order,
@@ -89,7 +89,7 @@ Status validate_nccl_ring(const topo::Fabric& f, const ranking::RankOrder& order
     }
     first = static_cast<int>(r);
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace weft::routing

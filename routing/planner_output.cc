@@ -28,7 +28,7 @@ class StepPathsRouter final : public Router {
       const auto id = static_cast<size_t>(ids[i]);
       paths[i].dlinks.assign(pool_.begin() + at_[id], pool_.begin() + at_[id + 1]);
     }
-    return Status::ok();
+    return ok_status();
   }
 
  private:
@@ -150,7 +150,7 @@ Status emit_plan(const topo::Fabric& f, const ranking::RankOrder& order, const S
   out.stats.steps = static_cast<int>(rep.steps.size());
   out.stats.max_load = rep.max_load;
   out.stats.max_lower_bound = rep.max_lower_bound;
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace weft::routing::planner_internal

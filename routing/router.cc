@@ -51,7 +51,7 @@ class IdealRouter final : public Router {
 
   Status route_step(const Step& step, int step_index, std::vector<Path>& paths) override {
     (void)step_index;
-    if (exact_clos2_ && route_colouring(step, paths)) return Status::ok();
+    if (exact_clos2_ && route_colouring(step, paths)) return ok_status();
     return route_greedy(step, paths);
   }
 
@@ -109,7 +109,7 @@ class IdealRouter final : public Router {
       for (int dl : p->dlinks) ++load_[dl];
       paths[i] = std::move(*p);
     }
-    return Status::ok();
+    return ok_status();
   }
 
   const topo::Fabric& f_;
@@ -146,7 +146,7 @@ class EcmpRouter final : public Router {
       if (!p) return p.status();
       paths[i] = std::move(*p);
     }
-    return Status::ok();
+    return ok_status();
   }
 
  private:
@@ -173,7 +173,7 @@ class CrossbarRouter final : public Router {
       paths[i].dlinks = {f_.directed_from(f_.nic_link(s), f_.nic_vertex(s)),
                          f_.directed_from(f_.nic_link(d), f_.switch_vertex(f_.nic_switch(d)))};
     }
-    return Status::ok();
+    return ok_status();
   }
 
  private:

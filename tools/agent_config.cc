@@ -94,7 +94,7 @@ Status apply_config_file(CLI::App& cmd, const std::string& path, const std::set<
       return invalid_argument(fmt::format("config file {}: key '{}': {}", path, key, e.what()));
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Result<std::set<std::string>> reapply_config_file(CLI::App& cmd, const std::string& path,

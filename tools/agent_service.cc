@@ -65,7 +65,7 @@ Status set_log_level(const std::string& level) {
     spdlog::set_default_logger(logger);
   });
   spdlog::set_level(lv);
-  return Status::ok();
+  return ok_status();
 }
 
 Result<std::unique_ptr<agent::MetricsServer>> start_metrics(const std::string& address, const agent::Agent& ag) {

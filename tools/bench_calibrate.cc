@@ -69,7 +69,7 @@ class Exchanger {
     if (pair_ == nullptr) return internal_error("calibrate: the transport has no pair to the peer");
     WEFT_ASSIGN_OR_RETURN(smem_, t_.register_memory(send_.data(), send_.size()));
     WEFT_ASSIGN_OR_RETURN(rmem_, t_.register_memory(recv_.data(), recv_.size()));
-    return Status::ok();
+    return ok_status();
   }
   Status step(size_t bytes) {
     const auto deadline = Clock::now() + std::chrono::seconds(60);
@@ -187,7 +187,7 @@ Status measure(const std::string& name, int rank, coll::Store& store, const Cali
   }
   WEFT_ASSIGN_OR_RETURN(out.shared_us, time_shared(name, rank, store, a.batches));
   if (rank == 0) fmt::print(stderr, "  {} exchange        8 B, both ranks on one CPU: {:.2f} us (verified)\n", name, out.shared_us);
-  return Status::ok();
+  return ok_status();
 }
 
 int rank_main(const std::string& name, int rank, const std::string& dir, const CalibrateArgs& a) {

@@ -54,13 +54,13 @@ Status emit(const std::string& path, std::string_view text) {
   if (path.empty() || path == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
-    return Status::ok();
+    return ok_status();
   }
   return write_file_atomic(path, text);
 }
 
 Status check_output_path(std::string_view flag, const std::string& path) {
-  if (path.empty() || path == "-") return Status::ok();
+  if (path.empty() || path == "-") return ok_status();
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     return invalid_argument(fmt::format("{} {} is a directory", flag, path));
@@ -71,7 +71,7 @@ Status check_output_path(std::string_view flag, const std::string& path) {
   if (fd < 0) return io_error(fmt::format("{} {}: cannot create a file there", flag, path), errno);
   ::close(fd);
   ::unlink(tmp.c_str());
-  return Status::ok();
+  return ok_status();
 }
 
 void add_nccl_ring_options(CLI::App& cmd, std::optional<int>& channels, std::optional<int>& qps) {

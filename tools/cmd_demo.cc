@@ -41,7 +41,7 @@ using demo::TrialResult;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 Status interrupted_check() {
-  if (!InterruptGuard::interrupted()) return Status::ok();
+  if (!InterruptGuard::interrupted()) return ok_status();
   return aborted(fmt::format("interrupted by signal {}", InterruptGuard::signal_number()));
 }
 
@@ -155,7 +155,7 @@ Status run_timeline(demo::DemoSession& s, const DemoConfig& cfg, const std::stri
     fmt::print("wrote {} (busbw per call over time)\n", cfg.svg);
   }
   if (!cfg.json.empty()) WEFT_RETURN_IF_ERROR(emit(cfg.json, demo::timeline_json(cfg, runs, demo::live_json(figures))));
-  return Status::ok();
+  return ok_status();
 }
 
 Status run_emulated(const DemoConfig& cfg, const std::string& dir, bool own_dir) {
@@ -190,7 +190,7 @@ Status run_emulated(const DemoConfig& cfg, const std::string& dir, bool own_dir)
     WEFT_RETURN_IF_ERROR(session->fabric().teardown());
     fmt::print("cleaned up: every process stopped, every namespace deleted ({:.1f} s); total {:.0f} s\n",
                since(t_down), since(t0));
-    return Status::ok();
+    return ok_status();
   }
   Trial trial{*session, cfg, dir};
   std::vector<TrialResult> results;
@@ -246,7 +246,7 @@ Status run_emulated(const DemoConfig& cfg, const std::string& dir, bool own_dir)
   WEFT_RETURN_IF_ERROR(session->fabric().teardown());
   fmt::print("cleaned up: every process stopped, every namespace deleted ({:.1f} s); total {:.0f} s\n", since(t_down),
              since(t0));
-  return Status::ok();
+  return ok_status();
 }
 
 int run_demo(const DemoConfig& cfg) {

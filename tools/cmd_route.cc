@@ -66,14 +66,14 @@ Status check_addresses(const topo::Fabric& f, const ranking::RankOrder& order) {
                                           r, f.nic_qualified_name(order.nics[r])));
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 // --qps-per-connection: TCP connections the library stripes over, so tcp
 // only, and not nccl-ring (its QPs are --qps).
 Status connections_allowed(const RouteArgs& a, routing::Collective coll) {
   WEFT_RETURN_IF_ERROR(routing::validate_connections_per_pair(a.qps_per_connection).with_context("--qps-per-connection"));
-  if (a.qps_per_connection == 1) return Status::ok();
+  if (a.qps_per_connection == 1) return ok_status();
   if (coll == routing::Collective::kNcclRing) {
     return invalid_argument("--qps-per-connection: nccl-ring plans the plugin's QPs with --qps");
   }
@@ -82,7 +82,7 @@ Status connections_allowed(const RouteArgs& a, routing::Collective coll) {
                                         "connections_per_peer connections",
                                         a.qps_per_connection));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 int run_route(const RouteArgs& a) {

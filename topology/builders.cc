@@ -7,12 +7,12 @@ namespace {
 
 Status check_positive(std::string_view what, int v) {
   if (v < 1) return invalid_argument(fmt::format("{} must be >= 1 (got {})", what, v));
-  return Status::ok();
+  return ok_status();
 }
 
 Status check_rate(std::string_view what, double v) {
   if (!(v > 0)) return invalid_argument(fmt::format("{} must be > 0 Gbit/s (got {})", what, v));
-  return Status::ok();
+  return ok_status();
 }
 
 int add_switch(Fabric& f, std::string name, int tier, Part part, int pod, int id, int rail = -1, int plane = -1) {

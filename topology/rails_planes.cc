@@ -32,7 +32,7 @@ Status check_numbered(const std::vector<Switch>& sws, int Switch::* field, std::
     }
     ++expect;
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace
@@ -119,7 +119,7 @@ Status Fabric::check_rails_planes() {
       }
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace weft::topo

@@ -19,7 +19,7 @@ class Reader {
 
   Status require_object() const {
     if (!j_.is_object()) return bad("", "expected an object");
-    return Status::ok();
+    return ok_status();
   }
   Status bad(std::string_view field, std::string_view what) const {
     return invalid_argument(fmt::format("{}{}{}: {}", path_, field.empty() ? "" : "/", field, what));

@@ -79,7 +79,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce(std::vector<at::Tenso
                    WEFT_RETURN_IF_ERROR(c.allreduce(s.data(), s.data(), s.count(), dt, red.op, o));
                    if (red.average) s.buffer().div_(n);
                    s.write_back();
-                   return Status::ok();
+                   return ok_status();
                  });
 }
 
@@ -99,7 +99,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce_coalesced(std::vector
                    WEFT_RETURN_IF_ERROR(c.allreduce(s.data(), s.data(), s.count(), dt, red.op, o));
                    if (red.average) s.buffer().div_(n);
                    split_into(all, tensors);
-                   return Status::ok();
+                   return ok_status();
                  });
 }
 
@@ -120,10 +120,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::reduce(std::vector<at::Tensor>&
                    Staged s(t);
                    Staged out(root ? s.buffer() : at::empty_like(s.buffer()));
                    WEFT_RETURN_IF_ERROR(c.allreduce(s.data(), out.data(), s.count(), dt, red.op, o));
-                   if (!root) return Status::ok();
+                   if (!root) return ok_status();
                    if (red.average) out.buffer().div_(n);
                    s.write_back();
-                   return Status::ok();
+                   return ok_status();
                  });
 }
 
@@ -141,7 +141,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::broadcast(std::vector<at::Tenso
                    Staged s(t);
                    WEFT_RETURN_IF_ERROR(c.broadcast(s.data(), s.bytes(), coll::DataType::kU8, root, o));
                    s.write_back();
-                   return Status::ok();
+                   return ok_status();
                  });
 }
 

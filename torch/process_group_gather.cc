@@ -69,7 +69,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allgather(std::vector<std::vect
                    const at::Tensor flat = flat_for(outs, in, n);
                    WEFT_RETURN_IF_ERROR(allgather_bytes(c, in, flat, o));
                    split_into(flat, outs);
-                   return Status::ok();
+                   return ok_status();
                  });
 }
 
@@ -88,7 +88,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_allgather_base(at::Tensor& out
                    Staged s(out);
                    WEFT_RETURN_IF_ERROR(allgather_bytes(c, in, s.buffer(), o));
                    s.write_back();
-                   return Status::ok();
+                   return ok_status();
                  });
 }
 
@@ -117,7 +117,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allgather_coalesced(std::vector
                    const at::Tensor flat = flat_for(all_outs, in, n);
                    WEFT_RETURN_IF_ERROR(allgather_bytes(c, in, flat, o));
                    split_into(flat, all_outs);
-                   return Status::ok();
+                   return ok_status();
                  });
 }
 
@@ -138,7 +138,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::gather(std::vector<std::vector<
                    const at::Tensor flat = root ? flat_for(outs, in, n) : at::empty({n * in.numel()}, in.options());
                    WEFT_RETURN_IF_ERROR(allgather_bytes(c, in, flat, o));
                    if (root) split_into(flat, outs);
-                   return Status::ok();
+                   return ok_status();
                  });
 }
 
@@ -161,7 +161,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::scatter(std::vector<at::Tensor>
                    Staged flat(root ? joined(ins) : at::empty({n * out.numel()}, out.options()));
                    WEFT_RETURN_IF_ERROR(c.broadcast(flat.data(), flat.bytes(), coll::DataType::kU8, root_rank, o));
                    out.copy_(flat.buffer().narrow(0, me * out.numel(), out.numel()).view_as(out));
-                   return Status::ok();
+                   return ok_status();
                  });
 }
 
@@ -184,7 +184,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::reduce_scatter(std::vector<at::
                    WEFT_RETURN_IF_ERROR(c.reduce_scatter(flat.data(), s.data(), s.count(), dt, red.op, o));
                    if (red.average) s.buffer().div_(n);
                    s.write_back();
-                   return Status::ok();
+                   return ok_status();
                  });
 }
 
@@ -207,7 +207,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_reduce_scatter_base(at::Tensor
                    WEFT_RETURN_IF_ERROR(c.reduce_scatter(si.data(), so.data(), so.count(), dt, red.op, o));
                    if (red.average) so.buffer().div_(n);
                    so.write_back();
-                   return Status::ok();
+                   return ok_status();
                  });
 }
 

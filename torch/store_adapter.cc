@@ -74,7 +74,7 @@ C10dStore::C10dStore(c10::intrusive_ptr<c10d::Store> store)
 Status C10dStore::set(const std::string& key, const std::string& value) {
   try {
     store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
-    return Status::ok();
+    return ok_status();
   } catch (const std::exception& e) {
     return unavailable(fmt::format("rendezvous store: set '{}': {}", key, e.what()));
   }

@@ -54,7 +54,7 @@ void Worker::run(const coll::CommConfig& cfg, coll::Store& store, std::promise<S
   for (int r = 0; r < comm_->size(); ++r) {
     if (const coll::Transport* t = comm_->transport_for(r)) peer_transports_[static_cast<size_t>(r)] = t->name();
   }
-  created.set_value(Status::ok());  // cfg and store are the caller's: not touched from here on
+  created.set_value(ok_status());  // cfg and store are the caller's: not touched from here on
 
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {

@@ -65,7 +65,7 @@ class Butterfly final : public Plan {
       WEFT_ASSIGN_OR_RETURN(Ticket s, ctx.send(fold_peer_, kData, 0, bytes_));
       return ctx.wait_send(fold_peer_, s);
     }
-    return Status::ok();
+    return ok_status();
   }
 
  private:

@@ -125,7 +125,7 @@ Status HalvingDoubling::run(Context& ctx) const {
       }
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 std::vector<int> HalvingDoubling::peers() const {

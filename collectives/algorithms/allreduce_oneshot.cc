@@ -54,7 +54,7 @@ class OneShot final : public Plan {
     char* acc = me_ == 0 ? data : scratch;  // x0: this rank's own vector, or peer 0's slot
     for (int p = 1; p < size_; ++p) ctx.reduce(acc, p == me_ ? data : scratch + slot(p), count_);
     if (acc != data) std::memcpy(data, acc, bytes_);
-    return Status::ok();
+    return ok_status();
   }
 
  private:

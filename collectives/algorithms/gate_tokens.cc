@@ -16,12 +16,12 @@ Result<Ticket> GateTokens::post_until(int peer, int n) {
 
 Status GateTokens::drain(int peer, int n) {
   WEFT_ASSIGN_OR_RETURN(Ticket t, post_until(peer, n));
-  return t == 0 ? Status::ok() : ctx_.wait_recv(peer, t);
+  return t == 0 ? ok_status() : ctx_.wait_recv(peer, t);
 }
 
 Status GateTokens::emit(const std::vector<int>& to) {
   for (int w : to) WEFT_RETURN_IF_ERROR(ctx_.send(w, kScratch, 0, 0).status());
-  return Status::ok();
+  return ok_status();
 }
 
 Status GateTokens::wait_gates(const StepGates& sg, int partner, Ticket data, bool* emitted) {
@@ -51,7 +51,7 @@ Status GateTokens::wait_gates(const StepGates& sg, int partner, Ticket data, boo
     if (!s) return s;
   }
   for (; next < need_.size(); ++next) WEFT_RETURN_IF_ERROR(ctx_.wait_recv(need_[next].first, need_[next].second));
-  return Status::ok();
+  return ok_status();
 }
 
 std::vector<std::vector<int>> token_steps(const std::vector<routing::Gate>& gates, int me, int size) {

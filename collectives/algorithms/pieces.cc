@@ -31,7 +31,7 @@ class Pieces final : public Plan {
     for (const auto& p : parts_) {
       if (Status s = p->run(ctx); !s) return s;
     }
-    return Status::ok();
+    return ok_status();
   }
 
  private:

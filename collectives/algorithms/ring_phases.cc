@@ -30,7 +30,7 @@ const std::vector<Segment>& chunk(const Chunks& ch, int c) {
 
 Status ring_reduce_scatter(Context& ctx, const Chunks& chunks, int shift, bool answered) {
   const int p = ctx.size(), r = ctx.rank();
-  if (p < 2) return Status::ok();
+  if (p < 2) return ok_status();
   const int next = (r + 1) % p, prev = (r + p - 1) % p;
   const size_t es = ctx.esize();
   char* d = ctx.ptr(kData);
@@ -63,7 +63,7 @@ Status ring_reduce_scatter(Context& ctx, const Chunks& chunks, int shift, bool a
 
 Status ring_allgather(Context& ctx, const Chunks& chunks, int shift) {
   const int p = ctx.size(), r = ctx.rank();
-  if (p < 2) return Status::ok();
+  if (p < 2) return ok_status();
   const int next = (r + 1) % p, prev = (r + p - 1) % p;
   const size_t es = ctx.esize();
   std::vector<Ticket> rt;

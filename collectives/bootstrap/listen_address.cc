@@ -50,7 +50,7 @@ Status check_address(const std::string& what, const std::string& address, const 
         fmt::format("{} is no address peers can connect to: name one of this host's ({})", what, describe(ifs)));
   }
   for (const NetInterface& i : ifs) {
-    if (i.address == address || (i.loopback && i.up && in_loopback_net(address))) return Status::ok();
+    if (i.address == address || (i.loopback && i.up && in_loopback_net(address))) return ok_status();
   }
   return invalid_argument(fmt::format("{} is not an address of this host (its IPv4 addresses: {})", what, describe(ifs)));
 }
@@ -151,7 +151,7 @@ Result<std::string> override_address(const ListenOverrides& o, const std::vector
 
 Status check_listen_overrides(const TcpOptions& tcp) {
   WEFT_ASSIGN_OR_RETURN(const ListenOverrides o, listen_overrides(tcp));
-  if (!o.any()) return Status::ok();
+  if (!o.any()) return ok_status();
   WEFT_ASSIGN_OR_RETURN(const std::vector<NetInterface> ifs, local_interfaces());
   return override_address(o, ifs, "").status();
 }

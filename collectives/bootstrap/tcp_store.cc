@@ -37,7 +37,7 @@ Result<std::pair<uint32_t, std::string>> read_reply(int fd, size_t max_ok, Deadl
 Status check_sizes(const TcpStoreLimits& limits, size_t key_bytes, size_t value_bytes, std::string_view what,
                    const std::string& key) {
   const std::string why = size_error(limits, key_bytes, value_bytes);
-  if (why.empty()) return Status::ok();
+  if (why.empty()) return ok_status();
   return invalid_argument(fmt::format("TCP store {} '{}': {}", what, key.substr(0, 64), why));
 }
 
@@ -122,7 +122,7 @@ Status TcpStore::handshake(const std::string& where, Deadline deadline) {
     return permission_denied(fmt::format("the process serving {} does not know the secret (another program on "
                                          "that port?)", where));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 TcpStore::~TcpStore() {

@@ -169,7 +169,7 @@ Status TcpStore::Server::start(const std::string& address, uint16_t port) {
   port_ = l.acceptor.local_endpoint().port();
   asio::co_spawn(l.io, l.accept_loop(), asio::detached);
   thread_ = std::thread([&l] { l.io.run(); });
-  return Status::ok();
+  return ok_status();
 }
 
 TcpStore::Server::~Server() {

@@ -137,7 +137,7 @@ class LoopbackPair final : public Pair {
       return deadline_exceeded(fmt::format("timed out waiting for rank {} ({} of message {})", peer_,
                                            is_send ? "send" : "receive", t));
     }
-    if (done >= t) return Status::ok();
+    if (done >= t) return ok_status();
     if (c.error.empty()) return deadline_exceeded("a peer reported a stalled call");
     return c.failure();
   }
@@ -185,7 +185,7 @@ class LoopbackTransport final : public Transport {
       }
       connected_[static_cast<size_t>(p)] = true;
     }
-    return Status::ok();
+    return ok_status();
   }
   Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) override {
     return std::unique_ptr<Memory>(std::make_unique<HostMemory>(data, size));

@@ -147,7 +147,7 @@ class ShmTransport final : public Transport, public ShmTransportInfo {
   // load of this rank's abort word, and no copy of a Status while all is
   // well (a copy constructs its message string).
   Status check() {
-    if (failed_.is_ok() && !own_.hdr()->aborted.load(std::memory_order_acquire)) return Status::ok();
+    if (failed_.is_ok() && !own_.hdr()->aborted.load(std::memory_order_acquire)) return ok_status();
     return check_failed();
   }
   Status check_failed();

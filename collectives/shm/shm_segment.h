@@ -93,7 +93,7 @@ class Segment {
     if (p == MAP_FAILED) return io_error("mmap shared segment", errno);
     base_ = static_cast<char*>(p);
     bytes_ = bytes;
-    return Status::ok();
+    return ok_status();
   }
   // Faults in [off, off + len) now, writable. A page touched first in the
   // middle of a collective costs a page fault, and on this VM (memory the

@@ -99,7 +99,7 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
   if (!refused.empty()) log_single_copy_refused(me, refused, cfg_.shm.single_copy_min_bytes);
   ::shm_unlink(name_.c_str());
   name_.clear();
-  return Status::ok();
+  return ok_status();
 }
 
 // Both rings of the pair (the peer's in this segment, this rank's in the
@@ -127,7 +127,7 @@ Status ShmTransport::connect_peers(const std::vector<int>& peers, Deadline deadl
     }
     if (!pairs_[static_cast<size_t>(p)]->active) activate(*pairs_[static_cast<size_t>(p)]);
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace detail

@@ -267,14 +267,14 @@ template <typename Pred>
 Status ShmTransport::wait(ShmPair& p, Pred done, Deadline d, const char* what, Ticket t) {
   // A send that went into the ring at once (every small one) is done
   // before its wait: return without a round of polling.
-  if (done()) return Status::ok();
+  if (done()) return ok_status();
   SegmentHeader* h = own_.hdr();
   const std::atomic<int32_t>& peer_cpu = p.seg->hdr()->cpu;
   IdleWait w(d, std::chrono::microseconds(cfg_.shm.spin_us), hard_spin_);
   publish_cpu();
   for (;;) {
     const bool moved = progress();
-    if (done()) return Status::ok();
+    if (done()) return ok_status();
     // One load of the flags word while nothing is wrong.
     if (!failed_.is_ok() || h->aborted.load(std::memory_order_relaxed) != 0) [[unlikely]] {
       WEFT_RETURN_IF_ERROR(check());

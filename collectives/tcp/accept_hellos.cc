@@ -86,7 +86,7 @@ Status accept_hellos(int listen_fd, size_t want, size_t hello_bytes, Deadline de
   }
   // Whatever is still pending is no peer of this job: every peer was kept.
   for (size_t i = 0; i < pending.size(); ++i) drop("a connection with no hello");
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace weft::coll::tcp

@@ -99,7 +99,7 @@ Status set_congestion_control(int fd, const std::string& name) {
                                 "tcp_allowed_congestion_control)", name),
                     errno);
   }
-  return Status::ok();
+  return ok_status();
 }
 
 std::string congestion_control(int fd) {
@@ -112,13 +112,13 @@ std::string congestion_control(int fd) {
 Status set_nonblocking(int fd) {
   int fl = ::fcntl(fd, F_GETFL);
   if (fl < 0 || ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return io_error("fcntl(O_NONBLOCK)", errno);
-  return Status::ok();
+  return ok_status();
 }
 
 Status set_blocking(int fd) {
   int fl = ::fcntl(fd, F_GETFL);
   if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) return io_error("fcntl(~O_NONBLOCK)", errno);
-  return Status::ok();
+  return ok_status();
 }
 
 Result<Fd> listen_on(const std::string& address, uint16_t port, Endpoint* bound) {
@@ -244,7 +244,7 @@ Status write_all(int fd, const void* p, size_t n, Deadline deadline) {
     if (Clock::now() > deadline) return deadline_exceeded("send did not finish in time");
     wait_fd(fd, POLLOUT, deadline);
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status read_all(int fd, void* p, size_t n, Deadline deadline) {
@@ -261,7 +261,7 @@ Status read_all(int fd, void* p, size_t n, Deadline deadline) {
     if (Clock::now() > deadline) return deadline_exceeded("receive did not finish in time");
     wait_fd(fd, POLLIN, deadline);
   }
-  return Status::ok();
+  return ok_status();
 }
 
 uint16_t local_port(int fd) {

@@ -176,7 +176,7 @@ Status TcpTransport::establish(const std::vector<int>& peers, Deadline deadline,
     TcpPair& pair = *pairs_[static_cast<size_t>(p)];
     if (!pair.ready) WEFT_RETURN_IF_ERROR(make_ready(pair));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 // Sleeps until a connection or a hello arrives, something happens on the
@@ -192,7 +192,7 @@ Status TcpTransport::wait_for_connections(const std::vector<int>& missing, Deadl
     for (const OutConn& c : pairs_[static_cast<size_t>(p)]->out) fds.push_back({c.fd.get(), POLLRDHUP, 0});
   }
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  if (::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(left, 0, 100))) <= 0) return Status::ok();
+  if (::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(left, 0, 100))) <= 0) return ok_status();
   const size_t k = static_cast<size_t>(cfg_.tcp.connections_per_peer);
   for (size_t i = outs; i < fds.size(); ++i) {
     if (fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
@@ -201,7 +201,7 @@ Status TcpTransport::wait_for_connections(const std::vector<int>& missing, Deadl
                                      missing[(i - outs) / k]));
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status TcpTransport::accept_ready() {
@@ -225,7 +225,7 @@ Status TcpTransport::accept_ready() {
       pending_.push_back(Pending{Fd(fd), Clock::now()});
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status TcpTransport::read_hellos() {
@@ -251,7 +251,7 @@ Status TcpTransport::read_hellos() {
     pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
     if (!attach(h, std::move(fd)).empty()) ++dropped_connections_;  // closed with `fd`
   }
-  return Status::ok();
+  return ok_status();
 }
 
 std::string TcpTransport::attach(const Hello& h, Fd fd) {
@@ -303,7 +303,7 @@ Status TcpTransport::make_ready(TcpPair& pair) {
     }
   }
   pair.ready = true;
-  return Status::ok();
+  return ok_status();
 }
 
 Result<std::unique_ptr<Transport>> make_tcp_transport(const TransportConfig& config, Store& store,

@@ -186,7 +186,7 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
 
   // Called by pairs, with io_mu_ held.
   std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(io_mu_); }
-  Status check() const { return has_failed_ ? failed_ : Status::ok(); }
+  Status check() const { return has_failed_ ? failed_ : ok_status(); }
   void kick_out(TcpPair& p, size_t c) { progress_out(p, c); }
   // A receive was posted on connection c: deliver what is staged (no
   // system call), and resume reading if the connection had stalled.

@@ -59,7 +59,7 @@ Status TcpTransport::abandoned() const {
 
 Status TcpTransport::switch_check_locked(bool moved) {
   if (switch_to_.load(std::memory_order_relaxed) != 0) return abandoned();
-  if (!probe_) return Status::ok();
+  if (!probe_) return ok_status();
   const auto now = Clock::now();
   if (moved) last_moved_ = now;
   if (!lost_pending_.empty() && now - lost_at_ >= lost_grace_) {
@@ -67,10 +67,10 @@ Status TcpTransport::switch_check_locked(bool moved) {
     notify_peers_locked();
     return check();
   }
-  if (now - last_moved_ < probe_after_ || now < next_probe_) return Status::ok();
+  if (now - last_moved_ < probe_after_ || now < next_probe_) return ok_status();
   next_probe_ = now + probe_after_;
   const uint64_t epoch = probe_();
-  if (epoch == 0) return Status::ok();
+  if (epoch == 0) return ok_status();
   request_switch_locked(epoch, cfg_.rank, -1);
   return abandoned();
 }
@@ -131,7 +131,7 @@ Status TcpTransport::rebuild(const std::vector<PeerRoute>& routes, uint32_t gene
     if (!attach(hello, std::move(fd)).empty()) ++dropped_connections_;
   }
   last_moved_ = Clock::now();
-  if (again.empty()) return Status::ok();
+  if (again.empty()) return ok_status();
   return establish(again, deadline, false);
 }
 

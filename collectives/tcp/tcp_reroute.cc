@@ -75,7 +75,7 @@ Status TcpTransport::reroute(const std::vector<PeerRoute>& routes, const std::ve
     again.push_back(static_cast<int>(p));
   }
   cfg_.routes = routes;
-  if (again.empty()) return Status::ok();
+  if (again.empty()) return ok_status();
   return establish(again, deadline, false);
 }
 

@@ -135,7 +135,7 @@ Status TcpTransport::wait(TcpPair& p, Pred done, bool in, Deadline d, const char
   const bool switches = static_cast<bool>(probe_);
   if (switches) last_moved_ = Clock::now();
   for (;;) {
-    if (done()) return Status::ok();
+    if (done()) return ok_status();
     WEFT_RETURN_IF_ERROR(check());
     if (switches || switch_to_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
       // tcp_rebuild.cc: a stalled wait may find a newer plan epoch, or a
@@ -306,9 +306,9 @@ Status TcpTransport::choose_congestion_control(int fd) const {
   const std::string& cc = cfg_.tcp.congestion_control;
   if (cc == "auto") {
     if (peer_on_this_host(fd)) (void)set_congestion_control(fd, "reno");  // else the default stays: no harm
-    return Status::ok();
+    return ok_status();
   }
-  return cc.empty() ? Status::ok() : set_congestion_control(fd, cc);
+  return cc.empty() ? ok_status() : set_congestion_control(fd, cc);
 }
 
 }  // namespace weft::coll::tcp

@@ -100,7 +100,7 @@ Status exchange_ready(std::span<const int> fds, const std::vector<int>& peers, c
                              .with_context(fmt::format("waiting for rank {} to be ready", peers[i])));
     if (got != ready) return data_loss(fmt::format("rank {} sent {:#x} instead of its ready byte", peers[i], got));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 std::string encode_frame(FrameType type, std::string_view payload) {

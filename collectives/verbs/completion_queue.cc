@@ -36,9 +36,9 @@ CompletionQueue::~CompletionQueue() {
 }
 
 Status CompletionQueue::resize(int depth) {
-  if (depth <= cq_->cqe) return Status::ok();
+  if (depth <= cq_->cqe) return ok_status();
   if (int rc = ibv_resize_cq(cq_.get(), depth); rc != 0) return verbs_call_error(fmt::format("ibv_resize_cq({})", depth), rc);
-  return Status::ok();
+  return ok_status();
 }
 
 Status CompletionQueue::ack_pending() {
@@ -56,7 +56,7 @@ Status CompletionQueue::ack_pending() {
       unacked_ = 0;
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Result<int> CompletionQueue::poll(std::span<ibv_wc> out) {

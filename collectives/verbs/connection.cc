@@ -33,7 +33,7 @@ Status validate(const ConnectionConfig& c) {
   if (c.queue_depth < 2 || c.queue_depth > 4096) {
     return invalid_argument(fmt::format("queue_depth {} must be in 2..4096", c.queue_depth));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status Connection::init() {
@@ -52,7 +52,7 @@ Status Connection::init() {
   for (std::uint32_t i = 0; i < sq_depth_; ++i) free_credit_slots_.push_back(i);
   // Receives must be posted before the peer can send: before connect().
   for (std::uint32_t i = 0; i < rq; ++i) WEFT_RETURN_IF_ERROR(post_recv_wr(i));
-  return Status::ok();
+  return ok_status();
 }
 
 Connection::~Connection() {
@@ -85,7 +85,7 @@ Status Connection::connect(const EndpointInfo& remote) {
   credit_limit_ = std::max<std::uint32_t>(1, std::min(config_.queue_depth, remote.recv_depth) / 2);
   max_chunk_ = std::min<std::size_t>({kMaxChunk, ctx_->device().port().max_msg_bytes, remote.max_msg_bytes});
   connected_ = true;
-  return Status::ok();
+  return ok_status();
 }
 
 void Connection::fail(Status s, bool is_flush) {
@@ -98,7 +98,7 @@ void Connection::fail(Status s, bool is_flush) {
 namespace {
 Status check_region(const RegionRef& mr, const void* data, std::size_t len, int access, const char* what,
                     const std::string& peer) {
-  if (len == 0) return Status::ok();
+  if (len == 0) return ok_status();
   if (!mr) return invalid_argument(fmt::format("{} of {} bytes with {}: memory is not registered", what, len, peer));
   const auto b = reinterpret_cast<std::uintptr_t>(data);
   if (b < mr->begin || b + len > mr->end || (mr->access & access) != access) {
@@ -106,7 +106,7 @@ Status check_region(const RegionRef& mr, const void* data, std::size_t len, int 
                                         "[{:#x}, {:#x}) or lacks access {:#x}",
                                         what, len, peer, b, b + len, mr->begin, mr->end, access));
   }
-  return Status::ok();
+  return ok_status();
 }
 }  // namespace
 
@@ -153,11 +153,11 @@ Status Connection::post_recv_wr(std::uint32_t slot) {
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
   if (int rc = ibv_post_recv(qp_.get(), &wr, &bad); rc != 0) return verbs_call_error("ibv_post_recv", rc);
-  return Status::ok();
+  return ok_status();
 }
 
 Status Connection::pump() {
-  if (!connected_ || !error_.is_ok()) return Status::ok();
+  if (!connected_ || !error_.is_ok()) return ok_status();
   // Credits first: the peer may be waiting for them to send anything.
   while (recvs_credited_ < recvs_.size() && credits_sent_ - recvs_done_ < credit_limit_ && sq_room() > 0 &&
          !free_credit_slots_.empty()) {
@@ -173,7 +173,7 @@ Status Connection::pump() {
     }
     WEFT_RETURN_IF_ERROR(post_write());
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status Connection::post_credit() {
@@ -208,7 +208,7 @@ Status Connection::post_credit() {
   ++recvs_credited_;
   ++credits_sent_;
   ++stats_.credits_sent;
-  return Status::ok();
+  return ok_status();
 }
 
 Status Connection::post_write() {
@@ -304,7 +304,7 @@ Status Connection::on_recv(const ibv_wc& wc) {
   --recvs_credited_;
   ++recvs_done_;
   ++stats_.messages_received;
-  return Status::ok();
+  return ok_status();
 }
 
 Status Connection::on_send(const ibv_wc& wc) {
@@ -317,7 +317,7 @@ Status Connection::on_send(const ibv_wc& wc) {
   posted_.pop_front();
   if (p.kind == WrKind::kCredit) {
     free_credit_slots_.push_back(p.slot);
-    return Status::ok();
+    return ok_status();
   }
   SendReq& r = sends_.front();
   if (++r.wrs_done == r.wrs_posted && r.all_posted) {
@@ -326,7 +326,7 @@ Status Connection::on_send(const ibv_wc& wc) {
     --next_send_;
     ++sends_done_;
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace weft::verbs

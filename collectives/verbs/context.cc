@@ -150,7 +150,7 @@ Status Context::progress_until(Connection& conn, const std::function<bool()>& do
   std::vector<Connection*> ignored;
   for (;;) {
     if (!conn.error().is_ok()) return conn.error();
-    if (done()) return Status::ok();
+    if (done()) return ok_status();
     watch.clear();
     watched.clear();
     for (auto& [qpn, c] : by_qpn_) {

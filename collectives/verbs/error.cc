@@ -144,7 +144,7 @@ void CleanupErrors::add(const Status& s) {
 }
 
 Status CleanupErrors::status() const {
-  if (count_ == 0) return Status::ok();
+  if (count_ == 0) return ok_status();
   return {StatusCode::kIo, fmt::format("{} cleanup step(s) failed: {}", count_, message_)};
 }
 

@@ -17,7 +17,7 @@ Result<MemoryRegistrar::Region> PdRegistrar::register_region(void* addr, std::si
 
 Status PdRegistrar::deregister_region(void* handle) {
   if (int rc = ibv_dereg_mr(static_cast<ibv_mr*>(handle)); rc != 0) return verbs_call_error("ibv_dereg_mr", rc);
-  return Status::ok();
+  return ok_status();
 }
 
 Result<RegionRef> register_region(MemoryRegistrar& registrar, const void* addr, std::size_t len, int access) {

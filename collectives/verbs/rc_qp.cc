@@ -48,7 +48,7 @@ Status validate(const RcQpConfig& c) {
   if (c.ack_timeout > 31) return invalid_argument(fmt::format("ack_timeout {} > 31", c.ack_timeout));
   if (c.retry_cnt > 7 || c.rnr_retry > 7) return invalid_argument("retry_cnt and rnr_retry are 3-bit (0..7)");
   if (c.min_rnr_timer > 31) return invalid_argument("min_rnr_timer is 5-bit (0..31)");
-  return Status::ok();
+  return ok_status();
 }
 
 EndpointWire encode(const EndpointInfo& in) {
@@ -172,14 +172,14 @@ Status RcQp::connect(const EndpointInfo& remote) {
     }
   }
 #endif
-  return Status::ok();
+  return ok_status();
 }
 
 Status RcQp::set_error_state() {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_ERR;
   if (int rc = ibv_modify_qp(qp_.get(), &a, IBV_QP_STATE); rc != 0) return verbs_call_error("ibv_modify_qp(ERR)", rc);
-  return Status::ok();
+  return ok_status();
 }
 
 Result<ibv_qp_state> RcQp::state() const {

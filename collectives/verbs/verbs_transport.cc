@@ -181,22 +181,22 @@ Status VerbsTransport::check(VerbsPair& p, bool is_send, coll::Ticket t) {
   if (p.state != PeerState::kUp) {
     // The peer left cleanly; what it sent us may still be in the CQ.
     WEFT_RETURN_IF_ERROR(ctx_->poll().status());
-    if (p.done(is_send, t)) return Status::ok();
+    if (p.done(is_send, t)) return ok_status();
     WEFT_RETURN_IF_ERROR(p.conn_->error());
     return unavailable(fmt::format("rank {} closed its communicator while this rank waited for {} {} ({} done)",
                                    p.peer(), is_send ? "send" : "receive", t,
                                    is_send ? p.conn_->sends_done() : p.conn_->recvs_done()));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status VerbsTransport::wait(VerbsPair& p, bool is_send, coll::Ticket t, Deadline d) {
   const auto start = Clock::now();
   for (;;) {
     if (abort_requested_) return usable();
-    if (p.done(is_send, t)) return Status::ok();
+    if (p.done(is_send, t)) return ok_status();
     WEFT_RETURN_IF_ERROR(check(p, is_send, t));
-    if (p.done(is_send, t)) return Status::ok();
+    if (p.done(is_send, t)) return ok_status();
     WEFT_ASSIGN_OR_RETURN(CompletionQueue::Wake w, ctx_->progress(watch_, d));
     if (w.watch_index >= 0) {
       on_watch(w.watch_index);
@@ -416,7 +416,7 @@ Status VerbsTransport::setup(coll::Store& store, Deadline deadline) {
     pairs_[static_cast<std::size_t>(peers[i])] = std::move(pr);
   }
   rebuild_watch();
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ class SyntheticSender final : public probe::SenderBackend {
   SyntheticSender(int src, Recorded rec, std::atomic<int64_t>* sent, std::atomic<int64_t>* repeated)
       : src_(src), rec_(rec), sent_(sent), repeated_(repeated) {}
   std::string_view name() const override { return "synthetic"; }
-  Status open_ports(uint16_t, uint16_t) override { return Status::ok(); }
+  Status open_ports(uint16_t, uint16_t) override { return ok_status(); }
   Status send(std::span<const probe::ProbeSend> probes) override {
     for (const auto& p : probes) {
       ++stats_.sent;
@@ -58,13 +58,13 @@ class SyntheticSender final : public probe::SenderBackend {
       a.rtt_ns = 1000;
       queue_.push_back(a);
     }
-    return Status::ok();
+    return ok_status();
   }
   Status poll(int, std::vector<probe::ProbeAnswer>& out) override {
     stats_.answered += queue_.size();
     out.insert(out.end(), queue_.begin(), queue_.end());
     queue_.clear();
-    return Status::ok();
+    return ok_status();
   }
 
  private:

@@ -311,7 +311,7 @@ Result<std::unique_ptr<TcpStore>> serve_on_a_quiet_port(const std::string& addre
   const auto [lo, hi] = ephemeral_ports();
   const bool above = 65535 - hi >= lo - 1024;
   const int first = above ? hi + 1 : 1024, count = above ? 65535 - hi : lo - 1024;
-  Status last = Status::ok();
+  Status last = ok_status();
   for (int i = 0; i < 64 && count > 0; ++i) {
     const auto port = static_cast<uint16_t>(first + (::getpid() * 131 + i * 977) % count);
     auto s = TcpStore::open(address, port, true, Clock::now() + 10s, o);

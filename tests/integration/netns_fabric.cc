@@ -61,7 +61,7 @@ Status enter_netns(const std::string& ns) {
   const int rc = ::setns(fd, CLONE_NEWNET);
   const int err = errno;
   ::close(fd);
-  return rc == 0 ? Status::ok() : io_error("setns " + ns, err);
+  return rc == 0 ? ok_status() : io_error("setns " + ns, err);
 }
 
 std::string netns_unavailable_reason() {

@@ -38,7 +38,7 @@ Status tap_outgoing_udp(const std::string& ns, uint16_t dport, const std::atomic
     if (static_cast<size_t>(n) < ihl + 8 || (buf[ihl + 2] << 8 | buf[ihl + 3]) != dport) continue;
     on_request(std::vector<uint8_t>(buf.begin(), buf.begin() + n));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 void put_ipv4(std::vector<uint8_t>& pkt, size_t at, uint32_t ip) {

@@ -23,7 +23,7 @@ class ScriptedBackend final : public SenderBackend {
     ++windows_;
     first_ = first;
     count_ = count;
-    return Status::ok();
+    return ok_status();
   }
   Status send(std::span<const ProbeSend> probes) override {
     for (const auto& p : probes) {
@@ -46,12 +46,12 @@ class ScriptedBackend final : public SenderBackend {
       a.rtt_ns = 1000;
       queue_.push_back(a);
     }
-    return Status::ok();
+    return ok_status();
   }
   Status poll(int, std::vector<ProbeAnswer>& out) override {
     out.insert(out.end(), queue_.begin(), queue_.end());
     queue_.clear();
-    return Status::ok();
+    return ok_status();
   }
   int spine_of(uint32_t dst, uint16_t sport) const {
     return dst < 10 ? 0 : static_cast<int>((dst * 7 + sport * 13u) % static_cast<uint32_t>(spines_)) + 1;
@@ -149,12 +149,12 @@ TEST(CampaignTest, UnansweredProbesTimeOutAfterRetries) {
   class Silent final : public SenderBackend {
    public:
     std::string_view name() const override { return "silent"; }
-    Status open_ports(uint16_t, uint16_t) override { return Status::ok(); }
+    Status open_ports(uint16_t, uint16_t) override { return ok_status(); }
     Status send(std::span<const ProbeSend> p) override {
       stats_.sent += p.size();
-      return Status::ok();
+      return ok_status();
     }
-    Status poll(int, std::vector<ProbeAnswer>&) override { return Status::ok(); }
+    Status poll(int, std::vector<ProbeAnswer>&) override { return ok_status(); }
   } be;
   CampaignPlan plan;
   plan.targets = {20};

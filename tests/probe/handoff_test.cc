@@ -56,7 +56,7 @@ class ModelBackend final : public SenderBackend {
     for (size_t n = 0; n < f.nics.size(); ++n) nic_of_ip_[routing::nic_ipv4(f, static_cast<int>(n))] = static_cast<int>(n);
   }
   std::string_view name() const override { return "model"; }
-  Status open_ports(uint16_t, uint16_t) override { return Status::ok(); }
+  Status open_ports(uint16_t, uint16_t) override { return ok_status(); }
   Status send(std::span<const ProbeSend> probes) override {
     for (const ProbeSend& p : probes) {
       ++stats_.sent;
@@ -72,12 +72,12 @@ class ModelBackend final : public SenderBackend {
       a.rtt_ns = 1000;
       queue_.push_back(a);
     }
-    return Status::ok();
+    return ok_status();
   }
   Status poll(int, std::vector<ProbeAnswer>& out) override {
     out.insert(out.end(), queue_.begin(), queue_.end());
     queue_.clear();
-    return Status::ok();
+    return ok_status();
   }
 
  private:

@@ -24,7 +24,7 @@ class Answering final : public SenderBackend {
   Status open_ports(uint16_t first, uint16_t count) override {
     first_ = first;
     count_ = count;
-    return Status::ok();
+    return ok_status();
   }
   Status send(std::span<const ProbeSend> probes) override {
     for (const auto& p : probes) {
@@ -36,16 +36,16 @@ class Answering final : public SenderBackend {
       queue_.push_back({.sequence = p.sequence, .dst_ip = p.dst_ip, .sport = p.sport, .dscp_seen = 11, .spine = 3,
                         .hop_ip = 0, .rtt_ns = 5000});
     }
-    return Status::ok();
+    return ok_status();
   }
   Status poll(int timeout_ms, std::vector<ProbeAnswer>& out) override {
     if (queue_.empty()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
-      return Status::ok();
+      return ok_status();
     }
     out.insert(out.end(), queue_.begin(), queue_.end());
     queue_.clear();
-    return Status::ok();
+    return ok_status();
   }
   std::set<uint32_t> dead;
   std::map<uint32_t, uint64_t> sent_to;

@@ -141,7 +141,7 @@ class FailedLinkRouter final : public Router {
       }
       WEFT_ASSIGN_OR_RETURN(paths[i], pf_.route_via(s, d, sw));
     }
-    return Status::ok();
+    return ok_status();
   }
 
  private:

@@ -48,7 +48,7 @@ Status RoceCapture::start(const std::string& netdev) {
     }
     drain();
   });
-  return Status::ok();
+  return ok_status();
 }
 
 std::vector<RocePacket> RoceCapture::stop() {

@@ -172,7 +172,7 @@ class CountingRegistrar : public MemoryRegistrar {
     ++deregisters;
     live.erase(static_cast<int*>(handle));
     delete static_cast<int*>(handle);
-    return Status::ok();
+    return ok_status();
   }
   int registers = 0, deregisters = 0, next_key = 1;
   std::size_t last_len = 0;

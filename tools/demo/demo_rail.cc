@@ -101,7 +101,7 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 }  // namespace
 
 Status check_rail_flags(const std::vector<std::string>& given) {
-  if (given.empty()) return Status::ok();
+  if (given.empty()) return ok_status();
   return invalid_argument(fmt::format(
       "--fabric rail does not take {} (a rail fabric is sized by --planes, --rails and --rail-hosts; it runs "
       "trials of hybrid AllReduce without probing, failures or allocation orders)",
@@ -157,7 +157,7 @@ Status run_rail(const DemoConfig& cfg, const std::string& weft, const std::strin
   WEFT_RETURN_IF_ERROR(session->fabric().teardown());
   fmt::print("cleaned up: every process stopped, every namespace deleted ({:.1f} s); total {:.0f} s\n", since(t_down),
              since(t0));
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace weft::cli::demo

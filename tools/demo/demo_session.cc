@@ -93,7 +93,7 @@ Status DemoConfig::validate() const {
   if (socket_buffer != 0 && (socket_buffer < 4096 || socket_buffer > (1u << 30))) {
     return invalid_argument("--socket-buffer must be 4 KiB..1 GiB (0 = 5 ms of the link rate)");
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Result<std::unique_ptr<DemoSession>> DemoSession::start(const DemoConfig& cfg, const std::string& weft,
@@ -164,7 +164,7 @@ Status DemoSession::start_agents() {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Result<ProbeRun> DemoSession::probe(const std::vector<std::string>& hosts, bool targeted) {
@@ -302,7 +302,7 @@ Status DemoSession::start_workers() {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Result<std::vector<nlohmann::json>> DemoSession::run_job(const std::vector<std::string>& hosts, nlohmann::json job,
@@ -388,7 +388,7 @@ Result<std::vector<SeriesCall>> DemoSession::series(const std::vector<std::strin
   auto tick = [&]() -> Status {
     if (!start_ns) {
       auto text = read_file(start_file);
-      if (!text) return Status::ok();  // not every rank is connected yet
+      if (!text) return ok_status();  // not every rank is connected yet
       start_ns = std::stoll(*text);
     }
     const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -102,7 +102,7 @@ Status run_simulated(const DemoConfig& cfg) {
     fmt::print("wrote {}\n", cfg.svg);
   }
   if (!cfg.json.empty()) WEFT_RETURN_IF_ERROR(emit(cfg.json, results_json(cfg, results, 0)));
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace weft::cli::demo

@@ -33,7 +33,7 @@ Status FaultSchedule::apply(const std::string& what) {
   } else {
     WEFT_RETURN_IF_ERROR(heal());
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status FaultSchedule::at(double t) {
@@ -42,7 +42,7 @@ Status FaultSchedule::at(double t) {
     WEFT_RETURN_IF_ERROR(apply(e.what).with_context(fmt::format("fault event '{}' at {:.2f} s", e.what, t)));
     e.done_s = t;
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status FaultSchedule::heal() {
@@ -56,7 +56,7 @@ Status FaultSchedule::heal() {
     WEFT_RETURN_IF_ERROR(fabric_.mend_link(spine_, leaf_));
     cut_ = false;
   }
-  return Status::ok();
+  return ok_status();
 }
 
 double phase_busbw(const std::vector<SeriesCall>& calls, double from_s, double to_s) {

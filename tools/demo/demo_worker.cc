@@ -204,7 +204,7 @@ uint64_t workers_memory_bytes(int workers, uint64_t bytes) {
 
 Status check_workers_memory(std::string_view flag, int workers, uint64_t bytes, uint64_t available) {
   const uint64_t need = workers_memory_bytes(workers, bytes);
-  if (need <= available) return Status::ok();
+  if (need <= available) return ok_status();
   return invalid_argument(fmt::format(
       "{} {} needs about {} of memory for {} rank workers (each holds the data and a scratch buffer of that size); "
       "{} is available",

@@ -101,7 +101,7 @@ Status EmulatedFabricConfig::validate() const {
   if (prefix.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos) {
     return invalid_argument(fmt::format("namespace prefix '{}' may hold only a-z, 0-9 and '-'", prefix));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 FabricCounters FabricCounters::operator-(const FabricCounters& before) const {
@@ -222,7 +222,7 @@ Result<std::string> EmulatedFabric::script(const std::vector<std::string>& args)
 Status EmulatedFabric::set_hash_seed(uint32_t seed) {
   WEFT_RETURN_IF_ERROR(script({"seed", std::to_string(seed)}).status());
   cfg_.hash_seed = seed;
-  return Status::ok();
+  return ok_status();
 }
 
 Status EmulatedFabric::fail_link(int spine, int leaf) {

@@ -42,7 +42,7 @@ class FibPathTable final : public routing::PathTable {
         asked.emplace_back(k, sport);
       }
     }
-    if (lines.empty()) return Status::ok();
+    if (lines.empty()) return ok_status();
     WEFT_ASSIGN_OR_RETURN(std::vector<int> spines, fabric_.spines_of(lines));
     for (size_t i = 0; i < spines.size(); ++i) {
       const auto& [k, sport] = asked[i];
@@ -51,7 +51,7 @@ class FibPathTable final : public routing::PathTable {
       }
       cache_[k].emplace_back(sport, spines[i]);
     }
-    return Status::ok();
+    return ok_status();
   }
 
   Result<routing::Route> route(const routing::FlowKey& key) override {
@@ -85,7 +85,7 @@ class FibPathTable final : public routing::PathTable {
       }
       out.ports.push_back({.sport = sport, .route = it->second});
     }
-    return Status::ok();
+    return ok_status();
   }
 
  private:

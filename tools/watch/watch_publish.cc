@@ -108,7 +108,7 @@ Status PlanPublisher::write(const routing::RoutePlan& plan, const std::string& r
   }
   if (std::rename(tmp.c_str(), path_.c_str()) != 0) return io_error("renaming " + tmp + " to " + path_, errno);
   ++epoch_;
-  return Status::ok();
+  return ok_status();
 }
 
 Result<uint64_t> PlanPublisher::publish_without(const std::string& link) {

@@ -321,7 +321,7 @@ class Transport {
     (void)routes;
     (void)inbound;
     (void)deadline;
-    return Status::ok();
+    return ok_status();
   }
 
   virtual Result<std::unique_ptr<Memory>> register_memory(void* data, size_t size) = 0;

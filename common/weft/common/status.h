@@ -45,7 +45,6 @@ class [[nodiscard]] Status {
   Status() = default;
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
-  static Status ok() { return {}; }
   bool is_ok() const { return code_ == StatusCode::kOk; }
   explicit operator bool() const { return is_ok(); }
   StatusCode code() const { return code_; }
@@ -60,6 +59,11 @@ class [[nodiscard]] Status {
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
 };
+
+// The OK status. A free function, not a static member of Status: a static
+// member is callable through an instance, so `s.ok()` would compile and
+// always be OK.
+inline Status ok_status() { return {}; }
 
 Status invalid_argument(std::string msg);
 Status not_found(std::string msg);

@@ -67,9 +67,9 @@ class Handle {
   // either way: a failed destroy is not retried (the object's state is
   // unknown), and retrying from the destructor would report it twice.
   Status close() {
-    if (p_ == nullptr) return Status::ok();
+    if (p_ == nullptr) return ok_status();
     int rc = Destroy(std::exchange(p_, nullptr));
-    if (rc == 0) return Status::ok();
+    if (rc == 0) return ok_status();
     return io_error(Name, rc < 0 ? -rc : rc);
   }
 
