@@ -14,8 +14,9 @@ namespace {
 
 // A command line CLI11 refuses, on one line as every other error of weft
 // (weft::cli::fail), with where to look; CLI11's own exit code. A first word
-// that names no command is said to be one: CLI11 would answer "A subcommand
-// is required", which reads as if none had been given.
+// that names no command, an option before any command (only --help and
+// --version go there) or no word at all is said to be what it is, with the
+// commands: CLI11 would answer "A subcommand is required" to all three.
 int parse_error(CLI::App& app, const CLI::ParseError& e, const std::string& first) {
   std::vector<std::string> commands;
   const CLI::App* given = nullptr;
@@ -26,6 +27,11 @@ int parse_error(CLI::App& app, const CLI::ParseError& e, const std::string& firs
   std::string msg;
   if (!first.empty() && first[0] != '-' && given == nullptr) {
     msg = fmt::format("unknown command '{}' ({})", first, fmt::join(commands, ", "));
+  } else if (first.empty()) {
+    msg = fmt::format("no command given ({}; weft --help explains them)", fmt::join(commands, ", "));
+  } else if (first[0] == '-') {
+    msg = fmt::format("unknown option '{}': a command comes first ({}; weft --help explains them)", first,
+                      fmt::join(commands, ", "));
   } else {
     std::string help = "weft";
     for (const CLI::App* sub = given; sub != nullptr;) {

@@ -9,8 +9,9 @@
 namespace {
 
 // Command lines the parser refuses: one line too, naming the help to read,
-// with CLI11's exit code; a mistyped command is called unknown (CLI11 alone
-// says "A subcommand is required").
+// with CLI11's exit code; a mistyped command, an option before the command
+// and an empty command line are called what they are, with the commands
+// (CLI11 alone says "A subcommand is required" to each).
 TEST_F(Cli, ParseErrorsAreOneLineNamingTheHelpToRead) {
   struct Refused {
     const char* args;
@@ -25,7 +26,12 @@ TEST_F(Cli, ParseErrorsAreOneLineNamingTheHelpToRead) {
            Refused{"rank", 106, "--topology is required (weft rank --help lists the options)"},
            Refused{"dmeo", 106,
                    "unknown command 'dmeo' (topo, rank, check, route, sim, demo, agent, probe, watch, bench)"},
-           Refused{"", 106, "A subcommand is required (weft --help lists the options)"}}) {
+           Refused{"--bogus", 106,
+                   "unknown option '--bogus': a command comes first (topo, rank, check, route, sim, demo, agent, "
+                   "probe, watch, bench; weft --help explains them)"},
+           Refused{"", 106,
+                   "no command given (topo, rank, check, route, sim, demo, agent, probe, watch, bench; weft --help "
+                   "explains them)"}}) {
     CliRun r = weft(c.args);
     EXPECT_EQ(r.rc, c.rc) << c.args;
     EXPECT_EQ(r.err, std::string("weft: error: ") + c.error + "\n") << c.args;

@@ -22,9 +22,13 @@ TEST_F(Cli, DemoSimulatesTheSameFabricAndReportsTheRatioAndTheIdeal) {
   EXPECT_NE(r.out.find("(a) = (a) above, the mean over 3 hash seeds; (b) = (c) above, weft order + planned ports"),
             std::string::npos) << r.out;
   EXPECT_NE(r.out.find("link utilisation"), std::string::npos);
+  // The table's seed column names the seeds (a) is the mean over.
+  EXPECT_NE(r.out.find("\n    1    1-3  "), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(weft::read_file(path("d.json")).value());
   ASSERT_EQ(j["trials"].size(), 1u);
   const auto& t = j["trials"][0];
+  EXPECT_EQ(t["hash_seed"], 1);
+  EXPECT_EQ(t["hash_seeds"], 3);
   // weft's plan on a non-blocking Clos: every step at load 1, the ideal busbw (the link rate).
   EXPECT_EQ(t["max_load_b"], 1);
   EXPECT_EQ(t["lower_bound_b"], 1);
@@ -136,7 +140,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadDemo{"UnknownOrder", "--order random", "--order 'random' is not shuffled, interleaved or sorted"},
         BadDemo{"NoTrials", "--trials 0", "--trials 0 is not 1..100"},
         BadDemo{"OneHost", "--leaves 1 --hosts 1", "an AllReduce needs at least 2 hosts"},
-        BadDemo{"TooFewProbePorts", "--probe-ports 3", "--probe-ports 3 is not 4..4096 (at least one per spine)"},
+        BadDemo{"TooFewProbePorts", "--probe-ports 3",
+                "--probe-ports 3 is not 4..4096: the campaign needs a source port per spine at least (--spines 4)"},
+        BadDemo{"MoreSpinesThanDefaultProbePorts", "--spines 40",
+                "--probe-ports 32 is not 40..4096: the campaign needs a source port per spine at least (--spines 40)"},
+        BadDemo{"PrefixTheScriptRefuses", "--prefix 'Bad_ns'",
+                "--prefix: namespace prefix 'Bad_ns' may hold only a-z, 0-9 and '-'"},
         BadDemo{"FailDuringWithoutTime", "--fail-during 2:3",
                 "--fail-during '2:3' is not SPINE:LEAF@CUT[:RESTORE] (e.g. 2:3@10s)"},
         BadDemo{"FailDuringBadTime", "--fail-during 2:3@soon", "--fail-during '2:3@soon' is not SPINE:LEAF@CUT[:RESTORE] (e.g. 2:3@10s)"},

@@ -125,8 +125,10 @@ std::string trial_row(const TrialResult& t) {
     note += fmt::format("{}{} step{} in {} rounds, load per round (one round: bound {})", note.empty() ? "" : "; ",
                         t.steps_in_rounds_b, t.steps_in_rounds_b == 1 ? "" : "s", t.rounds_b, t.single_round_bound_b);
   }
+  const std::string seeds = t.hash_seeds > 1 ? fmt::format("{}-{}", t.hash_seed, t.hash_seed + t.hash_seeds - 1)
+                                             : std::to_string(t.hash_seed);
   return fmt::format("{:>5} {:>6}  {:>10.1f} {:>10.1f} {:>10.1f}  {:>8.2f} {:>10.2f}  {:>4} / {:<3}{}\n",
-                     t.failed_link ? "fail" : std::to_string(t.trial), t.hash_seed, mbit(t.busbw_a), mbit(t.busbw_b),
+                     t.failed_link ? "fail" : std::to_string(t.trial), seeds, mbit(t.busbw_a), mbit(t.busbw_b),
                      mbit(t.ideal), t.busbw_b / t.busbw_a, t.busbw_b / t.ideal, t.max_load_b, t.lower_bound_b,
                      note.empty() ? "" : "  (" + note + ")");
 }
@@ -180,7 +182,8 @@ std::string results_json(const DemoConfig& cfg, const std::vector<TrialResult>& 
   nlohmann::json runs = nlohmann::json::array();
   std::vector<double> ratio, vs_ideal;
   for (const auto& t : trials) {
-    runs.push_back({{"trial", t.trial}, {"hash_seed", t.hash_seed}, {"failed_link", t.failed_link},
+    runs.push_back({{"trial", t.trial}, {"hash_seed", t.hash_seed}, {"hash_seeds", t.hash_seeds},
+                    {"failed_link", t.failed_link},
                     {"busbw_a_Bps", t.busbw_a}, {"busbw_b_Bps", t.busbw_b}, {"ideal_Bps", t.ideal},
                     {"seconds_a", t.seconds_a}, {"seconds_b", t.seconds_b}, {"ratio", t.busbw_b / t.busbw_a},
                     {"b_over_ideal", t.busbw_b / t.ideal}, {"max_load_b", t.max_load_b},

@@ -22,6 +22,7 @@ Result<std::vector<double>> measured_utilisation(const topo::Fabric& f, const Fa
 struct TrialResult {
   int trial = 0;
   uint32_t hash_seed = 0;
+  uint32_t hash_seeds = 1;    // (a) is a mean over seeds hash_seed .. hash_seed + hash_seeds - 1
   bool failed_link = false;   // the run after --fail
   double busbw_a = 0, busbw_b = 0, ideal = 0;  // bytes/s
   double seconds_a = 0, seconds_b = 0;

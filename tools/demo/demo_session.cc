@@ -85,8 +85,11 @@ Status DemoConfig::validate() const {
     if (call_bytes % 4 != 0) return invalid_argument("--call-size must be a multiple of 4 bytes");
   }
   if (probe_ports < spines || probe_ports > 4096) {
-    return invalid_argument(fmt::format("--probe-ports {} is not {}..4096 (at least one per spine)", probe_ports, spines));
+    return invalid_argument(fmt::format("--probe-ports {} is not {}..4096: the campaign needs a source port per spine "
+                                        "at least (--spines {})",
+                                        probe_ports, spines, spines));
   }
+  if (auto st = check_namespace_prefix(prefix); !st) return invalid_argument("--prefix: " + st.message());
   if (dport == 0 || store_port == 0 || dport == store_port) return invalid_argument("--dport and --store-port must differ and be > 0");
   if (dport >= 49152) return invalid_argument("--dport must lie below the planned source ports (49152-65535)");
   if (timeout_s < 10) return invalid_argument("--timeout must be >= 10 s");

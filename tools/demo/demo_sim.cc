@@ -38,6 +38,7 @@ Status run_simulated(const DemoConfig& cfg) {
     TrialResult t;
     t.trial = trial;
     t.hash_seed = cfg.seed;
+    t.hash_seeds = static_cast<uint32_t>(cfg.trials);  // compare_routings: seeds seed .. seed + trials - 1
     t.failed_link = failed;
     t.busbw_a = a.busbw;
     t.busbw_b = weft.busbw;

@@ -98,6 +98,10 @@ Status EmulatedFabricConfig::validate() const {
   if (work_dir.empty()) return invalid_argument("the emulated fabric needs a work directory");
   if (rate_mbit < 0 || rate_mbit > 100000) return invalid_argument(fmt::format("link rate {} Mbit/s is not 0..100000", rate_mbit));
   if (mtu < 576 || mtu > 65535) return invalid_argument(fmt::format("MTU {} is not 576..65535", mtu));
+  return check_namespace_prefix(prefix);
+}
+
+Status check_namespace_prefix(const std::string& prefix) {
   if (prefix.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos) {
     return invalid_argument(fmt::format("namespace prefix '{}' may hold only a-z, 0-9 and '-'", prefix));
   }

@@ -151,4 +151,7 @@ class EmulatedFabric {
 // Why this process cannot build an emulated fabric ("" when it can).
 std::string emulation_unavailable_reason();
 
+// A namespace prefix the fabric script accepts: a-z, 0-9 and '-' ("" = the default).
+Status check_namespace_prefix(const std::string& prefix);
+
 }  // namespace weft::cli::demo
