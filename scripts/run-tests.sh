@@ -17,7 +17,10 @@ bash scripts/install-deps.sh
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 
-echo "== unit tests under ASan+UBSan"
+# Each stage's header says how far into the run it starts (the budget is time).
+stage() { echo "== $* (at ${SECONDS} s)"; }
+
+stage "unit tests under ASan+UBSan"
 # No torch backend here: this pass runs no torch test (a sanitized Python
 # extension would need libasan preloaded into the interpreter).
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON -DWEFT_BUILD_BENCH=OFF \
@@ -25,7 +28,7 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON -D
 cmake --build build-asan -j "$jobs"
 ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE 'perf|netns|rdma|torch|scale' --timeout 600
 
-echo "== perf and integration tests, optimised build"
+stage "perf and integration tests, optimised build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_TEST_SET=integration "${launcher[@]}" >/dev/null
 cmake --build build -j "$jobs"
 # The verbs matrix in the emulated VM gives its largest count to every 2nd
@@ -38,7 +41,7 @@ WEFT_TEST_BIG_COUNT_STRIDE=${WEFT_TEST_BIG_COUNT_STRIDE:-2} \
 # libFuzzer (clang) on the probe packet, control-message and sealed-frame parsers and the
 # TCP store's protocol, bounded in time (WEFT_FUZZ_SECONDS per target); a
 # crash fails the run.
-echo "== fuzz: probe packet, control-message, sealed control-frame and store protocol parsers, ${WEFT_FUZZ_SECONDS:-60} s each"
+stage "fuzz: probe packet, control-message, sealed control-frame and store protocol parsers, ${WEFT_FUZZ_SECONDS:-60} s each"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_FUZZ=ON \
   -DWEFT_BUILD_TESTS=OFF -DWEFT_BUILD_BENCH=OFF -DWEFT_WERROR=OFF "${launcher[@]}" >/dev/null
 cmake --build build-fuzz -j "$jobs" --target probe_packet_fuzz control_message_fuzz sealed_frame_fuzz store_protocol_fuzz
@@ -75,3 +78,4 @@ if ((${#failed[@]})); then
   echo "fuzz: ${failed[*]} failed" >&2
   exit 1
 fi
+stage "done"
