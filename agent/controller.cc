@@ -7,17 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/agent/controller.h"
+#include "weft/common/ipv4.h"
 
 namespace weft::agent {
 
 using nlohmann::json;
-
-namespace {
-uint32_t parse_ip(const std::string& s) {
-  in_addr a{};
-  return ::inet_pton(AF_INET, s.c_str(), &a) == 1 ? ntohl(a.s_addr) : 0;
-}
-}  // namespace
 
 Result<std::vector<HostEntry>> parse_hosts(const std::string& text, const std::string& origin) {
   std::vector<HostEntry> out;
@@ -29,7 +23,7 @@ Result<std::vector<HostEntry>> parse_hosts(const std::string& text, const std::s
     HostEntry e;
     std::string port;
     if (!(ls >> e.name)) continue;
-    if (!(ls >> e.ip) || parse_ip(e.ip) == 0) {
+    if (!(ls >> e.ip) || ipv4_or_zero(e.ip) == 0) {
       return invalid_argument(fmt::format("{}:{}: want 'name ipv4 [control_port]'", origin, no));
     }
     if (ls >> port) {

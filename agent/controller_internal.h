@@ -17,6 +17,7 @@
 #include "weft/agent/channel.h"
 #include "weft/agent/control.h"
 #include "weft/agent/controller.h"
+#include "weft/common/ipv4.h"
 
 namespace weft::agent::internal {
 
@@ -31,14 +32,9 @@ using nlohmann::json;
     if (!weft_status_.is_ok()) co_return weft_status_;               \
   } while (0)
 
-inline uint32_t parse_ip(const std::string& s) {
-  in_addr a{};
-  return ::inet_pton(AF_INET, s.c_str(), &a) == 1 ? ntohl(a.s_addr) : 0;
-}
+inline uint32_t parse_ip(const std::string& s) { return ipv4_or_zero(s); }
 
-inline std::string ip_str(uint32_t ip) {
-  return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff, ip & 0xff);
-}
+inline std::string ip_str(uint32_t ip) { return ipv4_str(ip); }
 
 struct Conn {
   explicit Conn(asio::io_context& io) : sock(io) {}

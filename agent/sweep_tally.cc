@@ -5,13 +5,10 @@
 #include <set>
 
 #include <fmt/format.h>
+#include "weft/common/ipv4.h"
 
 namespace weft::agent {
 namespace {
-
-std::string dotted(uint32_t ip) {
-  return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff, ip & 0xff);
-}
 
 // The tally of `label`, or of kOtherLabel once `cap` labels have their own.
 PathTally& bounded(std::map<std::string, PathTally>& m, const std::string& label, size_t cap) {
@@ -41,7 +38,7 @@ void PathTally::add(const probe::FlowResult& f) {
 std::string path_label(const probe::FlowResult& f) {
   if (f.answered == 0) return kNoPathLabel;
   if (f.spine >= 0) return std::to_string(f.spine);
-  return f.hop_ip == 0 ? "0" : dotted(f.hop_ip);
+  return f.hop_ip == 0 ? "0" : ipv4_str(f.hop_ip);
 }
 
 uint64_t planned_flows(const probe::CampaignPlan& plan) {
@@ -71,7 +68,7 @@ void SweepTally::Sweep::flow(const probe::FlowResult& f) {
   ++settled_;
   ++s.flows_settled;
   ++s.running_settled;
-  bounded(s.peers, dotted(f.dst_ip), kMaxPeers).add(f);
+  bounded(s.peers, ipv4_str(f.dst_ip), kMaxPeers).add(f);
   bounded(s.paths, path_label(f), kMaxPaths).add(f);
 }
 

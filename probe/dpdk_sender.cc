@@ -55,15 +55,12 @@
 #include "weft/probe/backend.h"
 #include "weft/probe/fd.h"
 #include "weft/probe/validate.h"
+#include "weft/common/ipv4.h"
 
 namespace weft::probe {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string ip_str(uint32_t ip) {
-  return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff, ip & 0xff);
-}
 
 // EAL: once per process; its result is every later caller's too.
 std::mutex g_dpdk_mu;  // device hot-plug and port setup are not thread-safe
@@ -127,7 +124,7 @@ Result<uint32_t> next_hop(const std::string& dev, uint32_t dst) {
     const int len = __builtin_popcount(m);
     if (len > best_len) best_len = len, best = (flags & 0x2) ? ntohl(static_cast<uint32_t>(g)) : dst;  // RTF_GATEWAY
   }
-  if (best_len < 0) return unavailable(fmt::format("no route to {} on {}", ip_str(dst), dev));
+  if (best_len < 0) return unavailable(fmt::format("no route to {} on {}", ipv4_str(dst), dev));
   return best;
 }
 
@@ -171,7 +168,7 @@ class DpdkSender final : public SenderBackend {
     WEFT_RETURN_IF_ERROR(eal());
     if (cfg_.device.empty()) {
       dev_ = interface_of(cfg_.local_ip);
-      if (dev_.empty()) return not_found(fmt::format("no interface holds {} (set the sender's device)", ip_str(cfg_.local_ip)));
+      if (dev_.empty()) return not_found(fmt::format("no interface holds {} (set the sender's device)", ipv4_str(cfg_.local_ip)));
     } else {
       dev_ = cfg_.device;
     }
@@ -218,7 +215,7 @@ class DpdkSender final : public SenderBackend {
       a.sin_port = htons(port);
       a.sin_addr.s_addr = htonl(cfg_.local_ip);
       if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        return io_error(fmt::format("reserving probe source port {}:{}", ip_str(cfg_.local_ip), port), errno);
+        return io_error(fmt::format("reserving probe source port {}:{}", ipv4_str(cfg_.local_ip), port), errno);
       }
       reserved_.push_back(std::move(fd));
     }
@@ -359,7 +356,7 @@ class DpdkSender final : public SenderBackend {
         if (auto it = arp_.find(ip); it != arp_.end()) return it->second;
       }
     }
-    return unavailable(fmt::format("no ARP reply from next hop {} on {}", ip_str(ip), dev_));
+    return unavailable(fmt::format("no ARP reply from next hop {} on {}", ipv4_str(ip), dev_));
   }
 
   // One rx burst: files ARP replies, appends valid probe answers. Returns

@@ -9,21 +9,13 @@
 
 #include "planes.h"
 #include "union_find.h"
+#include "weft/common/ipv4.h"
 
 namespace weft::probe {
-namespace {
-
-uint32_t parse_ip(const std::string& s) {
-  in_addr a{};
-  return ::inet_pton(AF_INET, s.c_str(), &a) == 1 ? ntohl(a.s_addr) : 0;
-}
-
-}  // namespace
-
 std::map<int, std::string> number_ttl_spines(std::vector<db::Observation>& obs) {
   std::map<uint32_t, std::string> by_ip;
   for (const auto& o : obs) {
-    if (o.hop_addr) by_ip[parse_ip(*o.hop_addr)] = *o.hop_addr;
+    if (o.hop_addr) by_ip[ipv4_or_zero(*o.hop_addr)] = *o.hop_addr;
   }
   std::map<std::string, int> number;
   std::map<int, std::string> out;

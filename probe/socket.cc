@@ -24,6 +24,7 @@
 #include "weft/probe/backend.h"
 #include "weft/probe/fd.h"
 #include "weft/probe/validate.h"
+#include "weft/common/ipv4.h"
 
 namespace weft::probe {
 
@@ -59,10 +60,6 @@ uint8_t spine_from_dscp(uint8_t dscp_seen, uint8_t probe_dscp) {
 
 namespace {
 
-std::string ip_str(uint32_t ip) {
-  return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff, ip & 0xff);
-}
-
 class UdpSender final : public SenderBackend {
  public:
   explicit UdpSender(const SenderConfig& cfg) : cfg_(cfg), epoll_(::epoll_create1(EPOLL_CLOEXEC)) {}
@@ -89,7 +86,7 @@ class UdpSender final : public SenderBackend {
       a.sin_port = htons(port);
       a.sin_addr.s_addr = htonl(cfg_.local_ip);
       if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        return io_error(fmt::format("binding probe source port {}:{}", ip_str(cfg_.local_ip), port), errno);
+        return io_error(fmt::format("binding probe source port {}:{}", ipv4_str(cfg_.local_ip), port), errno);
       }
       epoll_event ev{};
       ev.events = EPOLLIN;  // EPOLLERR is always reported: the TTL method's ICMP errors

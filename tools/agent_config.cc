@@ -14,13 +14,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <toml.hpp>
+#include "weft/common/ipv4.h"
 
 namespace weft::cli {
 namespace {
-
-std::string dotted(uint32_t ip) {
-  return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff, ip & 0xff);
-}
 
 std::string flag_names(const CLI::App& cmd) {
   std::string out;
@@ -138,9 +135,9 @@ std::string describe_config(const agent::AgentConfig& c, const ServiceSettings& 
   nlohmann::ordered_json j = {
       {"name", c.name},
       {"listen", fmt::format("{}:{}", c.listen_ip, c.listen_port)},
-      {"probe_ip", dotted(c.probe_ip)},
+      {"probe_ip", ipv4_str(c.probe_ip)},
       {"secret_fingerprint", probe::to_hex(std::span<const uint8_t>(fp.data(), 8))},
-      {"reflector", {{"bind_ip", dotted(r.bind_ip)}, {"udp_port", r.udp_port}, {"tcp_port", r.tcp_port},
+      {"reflector", {{"bind_ip", ipv4_str(r.bind_ip)}, {"udp_port", r.udp_port}, {"tcp_port", r.tcp_port},
                      {"probe_dscp", r.probe_dscp}, {"reply_dscp", r.reply_dscp}, {"pcap_device", r.pcap_device}}},
       {"handshake_timeout_ms", c.handshake_timeout_ms},
       {"idle_timeout_ms", c.idle_timeout_ms},

@@ -24,6 +24,7 @@
 #include "weft/db/stores.h"
 #include "weft/db/watch_store.h"
 #include "weft/probe/wire.h"
+#include "weft/common/ipv4.h"
 
 namespace weft::cli {
 namespace {
@@ -43,11 +44,6 @@ struct WatchArgs {
   double duration_s = 0;
   agent::WatchConfig cfg;
 };
-
-uint32_t ipv4_of(const std::string& s) {
-  in_addr a{};
-  return ::inet_pton(AF_INET, s.c_str(), &a) == 1 ? ntohl(a.s_addr) : 0;
-}
 
 std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
@@ -84,7 +80,7 @@ int run_watch(WatchArgs& a) {
   const size_t planned = static_cast<size_t>(std::count_if(tuples->begin(), tuples->end(),
                                                            [](const WatchTuple& t) { return t.planned; }));
   std::vector<uint32_t> ips;
-  for (const auto& h : *hosts) ips.push_back(ipv4_of(h.ip));
+  for (const auto& h : *hosts) ips.push_back(ipv4_or_zero(h.ip));
   WatchState state(*tuples, ips, fabric->leaves, fabric->spines,
                    {.streak = static_cast<uint32_t>(a.streak), .stale_ms = 3 * static_cast<uint64_t>(a.cfg.report_ms),
                     .confirm_ms = static_cast<uint64_t>(a.confirm_ms), .report_ms = static_cast<uint64_t>(a.cfg.report_ms)});

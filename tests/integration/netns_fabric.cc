@@ -22,6 +22,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include "weft/common/ipv4.h"
 
 namespace weft::test {
 namespace {
@@ -44,16 +45,6 @@ std::string slurp(const fs::path& p) {
 }
 
 }  // namespace
-
-uint32_t ipv4_of(const std::string& dotted) {
-  in_addr a{};
-  if (::inet_pton(AF_INET, dotted.c_str(), &a) != 1) return 0;
-  return ntohl(a.s_addr);
-}
-
-std::string ipv4_str(uint32_t ip) {
-  return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff, ip & 0xff);
-}
 
 Status enter_netns(const std::string& ns) {
   const int fd = ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "weft/common/ipv4.h"  // ipv4_or_zero, ipv4_str: the tests use them
 #include "weft/common/reaper.h"
 #include "weft/common/status.h"
 
@@ -76,9 +77,6 @@ struct FiveTuple {
 // Why this machine cannot run netns tests ("" when it can).
 std::string netns_unavailable_reason();
 
-// The host-order IPv4 address of a dotted quad (0 when it is not one), and back.
-uint32_t ipv4_of(const std::string& dotted);
-std::string ipv4_str(uint32_t ip);
 // Moves the calling thread into the named namespace (setns(2) is per thread;
 // threads it starts afterwards are born there).
 Status enter_netns(const std::string& ns);

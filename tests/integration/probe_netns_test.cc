@@ -61,7 +61,7 @@ TEST_P(ProbeNetnsTest, EveryObservationMatchesTheFabricsOwnRoute) {
     for (size_t i = 0; i < f.hosts().size(); ++i) {
       ts.push_back(in_netns(f.hosts()[i].ns, [&, i] {
         probe::ReflectorConfig rc;
-        rc.bind_ip = ipv4_of(f.hosts()[i].ip);
+        rc.bind_ip = ipv4_or_zero(f.hosts()[i].ip);
         rc.udp_port = c.protocol == 17 ? c.dport : 4791;
         rc.tcp_port = c.protocol == 6 ? c.dport : 0;
         reflectors[i] = std::make_unique<probe::Reflector>(keys, rc);
@@ -81,7 +81,7 @@ TEST_P(ProbeNetnsTest, EveryObservationMatchesTheFabricsOwnRoute) {
     ts.push_back(in_netns(src.ns, [&, src] {
       probe::SenderConfig sc;
       sc.method = c.method;
-      sc.local_ip = ipv4_of(src.ip);
+      sc.local_ip = ipv4_or_zero(src.ip);
       sc.dport = c.dport;
       sc.run = run;
       sc.key = key;
@@ -89,7 +89,7 @@ TEST_P(ProbeNetnsTest, EveryObservationMatchesTheFabricsOwnRoute) {
       ASSERT_TRUE(be) << be.status().to_string();
       probe::CampaignPlan plan;
       for (const auto& dst : f.hosts())
-        if (dst.ip != src.ip) plan.targets.push_back(ipv4_of(dst.ip));
+        if (dst.ip != src.ip) plan.targets.push_back(ipv4_or_zero(dst.ip));
       plan.sport_first = 41000;
       plan.sport_count = kPorts;
       plan.probes_per_port = 2;
@@ -115,7 +115,7 @@ TEST_P(ProbeNetnsTest, EveryObservationMatchesTheFabricsOwnRoute) {
     int seen;
     if (c.method == probe::Method::kTtl) {
       // 10.254.0.N is spine N's loopback (scripts/netns-fabric.sh); no hop = same leaf.
-      seen = r.hop_ip == 0 ? (r.answered ? 0 : -1) : static_cast<int>(r.hop_ip - ipv4_of("10.254.0.0"));
+      seen = r.hop_ip == 0 ? (r.answered ? 0 : -1) : static_cast<int>(r.hop_ip - ipv4_or_zero("10.254.0.0"));
     } else {
       seen = r.spine;
     }

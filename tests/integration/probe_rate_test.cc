@@ -93,7 +93,7 @@ TEST(ProbeRateTest, DpdkAgainstKernelSocketsOnOneVeth) {
   std::thread([&] {
     enter(dst.ns);
     probe::ReflectorConfig rc;
-    rc.bind_ip = ipv4_of(dst.ip);
+    rc.bind_ip = ipv4_or_zero(dst.ip);
     reflector = std::make_unique<probe::Reflector>(keys, rc);
     const Status st = reflector->start();
     EXPECT_TRUE(st.is_ok()) << st.to_string();
@@ -104,8 +104,8 @@ TEST(ProbeRateTest, DpdkAgainstKernelSocketsOnOneVeth) {
   Rate sockets, dpdk_rate;
   std::thread([&] {
     enter(src.ns);
-    measure("udp", 1, key, ipv4_of(src.ip), ipv4_of(dst.ip), kTotal, &sockets);
-    measure("dpdk", 2, key, ipv4_of(src.ip), ipv4_of(dst.ip), kTotal, &dpdk_rate);
+    measure("udp", 1, key, ipv4_or_zero(src.ip), ipv4_or_zero(dst.ip), kTotal, &sockets);
+    measure("dpdk", 2, key, ipv4_or_zero(src.ip), ipv4_or_zero(dst.ip), kTotal, &dpdk_rate);
   }).join();
   reflector->stop();
   for (const Rate* r : {&sockets, &dpdk_rate}) {

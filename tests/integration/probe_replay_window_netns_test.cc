@@ -160,8 +160,8 @@ TEST(ProbeReplayWindowNetnsTest, CopiesReplayedAtMaxRateForTheWholeWindowAreRefu
   const FabricHost& attacker = f.host("h2-2");
 
   // The tap on h1-1: every request it sends becomes its copies at once.
-  const uint32_t h21 = ipv4_of(f.host("h2-1").ip), h12 = ipv4_of(f.host("h1-2").ip);
-  const std::vector<uint32_t> spoof_from = {ipv4_of(attacker.ip), h21, h12};
+  const uint32_t h21 = ipv4_or_zero(f.host("h2-1").ip), h12 = ipv4_or_zero(f.host("h1-2").ip);
+  const std::vector<uint32_t> spoof_from = {ipv4_or_zero(attacker.ip), h21, h12};
   std::mutex mu;
   std::deque<Copy> copies;  // grows at the back only: the attacker's pointers into it stay valid
   size_t captured = 0;

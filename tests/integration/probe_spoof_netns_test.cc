@@ -63,7 +63,7 @@ TEST(ProbeSpoofNetnsTest, CapturedProbesSentAgainFromSpoofedSourcesAreRefusedByR
     std::thread([&] {
       enter(h.ns);
       probe::ReflectorConfig rc;
-      rc.bind_ip = ipv4_of(h.ip);
+      rc.bind_ip = ipv4_or_zero(h.ip);
       reflectors.push_back(std::make_unique<probe::Reflector>(keys, rc));
       const Status st = reflectors.back()->start();
       EXPECT_TRUE(st.is_ok()) << h.name << ": " << st.to_string();
@@ -97,7 +97,7 @@ TEST(ProbeSpoofNetnsTest, CapturedProbesSentAgainFromSpoofedSourcesAreRefusedByR
     enter(attacker.ns);
     probe::UniqueFd raw(::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW));
     ASSERT_TRUE(raw) << "raw socket: " << std::strerror(errno);
-    const uint32_t other = ipv4_of(f.host("h2-1").ip), leaf_mate = ipv4_of(f.host("h1-2").ip);
+    const uint32_t other = ipv4_or_zero(f.host("h2-1").ip), leaf_mate = ipv4_or_zero(f.host("h1-2").ip);
     auto send = [&](const std::vector<uint8_t>& pkt, uint64_t* count) {
       sockaddr_in to{};
       to.sin_family = AF_INET;
@@ -130,10 +130,10 @@ TEST(ProbeSpoofNetnsTest, CapturedProbesSentAgainFromSpoofedSourcesAreRefusedByR
       std::memcpy(&dst, pkt.data() + 16, 4);
       dst = ntohl(dst);
       std::vector<std::vector<uint8_t>> spoofed;
-      for (uint32_t src : {ipv4_of(attacker.ip), other, leaf_mate}) {
+      for (uint32_t src : {ipv4_or_zero(attacker.ip), other, leaf_mate}) {
         // A host drops a packet from its own address that came from outside
         // (a martian, ip(7)); such a copy would not reach the reflector.
-        if (src == dst && src != ipv4_of(attacker.ip)) continue;
+        if (src == dst && src != ipv4_or_zero(attacker.ip)) continue;
         spoofed.push_back(pkt);
         put_ipv4(spoofed.back(), 12, src);
       }
@@ -155,14 +155,14 @@ TEST(ProbeSpoofNetnsTest, CapturedProbesSentAgainFromSpoofedSourcesAreRefusedByR
     enter(sender.ns);
     while (!tap_ready) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     probe::SenderConfig sc;
-    sc.local_ip = ipv4_of(sender.ip);
+    sc.local_ip = ipv4_or_zero(sender.ip);
     sc.run = run;
     sc.key = key;
     auto be = probe::make_sender("udp", sc);
     ASSERT_TRUE(be) << be.status().to_string();
     probe::CampaignPlan plan;
     for (const auto& h : f.hosts())
-      if (h.ip != sender.ip) plan.targets.push_back(ipv4_of(h.ip));
+      if (h.ip != sender.ip) plan.targets.push_back(ipv4_or_zero(h.ip));
     plan.sport_first = 42000;
     plan.sport_count = kPorts;
     plan.probes_per_port = 2;

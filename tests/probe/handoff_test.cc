@@ -33,6 +33,7 @@
 #include "weft/routing/router.h"
 #include "weft/routing/schedule.h"
 #include "weft/topology/builders.h"
+#include "weft/common/ipv4.h"
 
 namespace weft::probe {
 namespace {
@@ -41,8 +42,7 @@ namespace fs = std::filesystem;
 constexpr uint16_t kDport = 29500;
 
 std::string ip_of(const topo::Fabric& f, int nic) {
-  const uint32_t a = routing::nic_ipv4(f, nic);
-  return fmt::format("{}.{}.{}.{}", a >> 24, (a >> 16) & 255, (a >> 8) & 255, a & 255);
+  return ipv4_str(routing::nic_ipv4(f, nic));
 }
 
 // One sending host on a fabric whose switches hash as the model does: a
