@@ -6,16 +6,9 @@
 
 #include <fmt/format.h>
 
-namespace weft::db {
+#include "migrations.h"
 
-namespace internal {
-struct Migration {
-  int version;
-  const char* what;
-  const char* sql;
-};
-const Migration* migrations(size_t* count);
-}  // namespace internal
+namespace weft::db {
 
 namespace {
 

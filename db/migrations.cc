@@ -1,15 +1,9 @@
 // The schema, as an ordered list of migrations. Never edit a migration that has
 // shipped: append a new one. PRAGMA user_version = number of migrations applied.
 // docs/database.md describes every table with example queries.
-#include <cstddef>
+#include "migrations.h"
 
 namespace weft::db::internal {
-
-struct Migration {
-  int version;
-  const char* what;
-  const char* sql;
-};
 
 namespace {
 

@@ -14,12 +14,12 @@
 namespace weft::coll {
 
 namespace asio = boost::asio;
-using asio::ip::tcp;
+using Tcp = asio::ip::tcp;  // not `tcp`: weft::coll::tcp is the TCP transport
 using boost::system::error_code;
 
 struct TcpStore::Server::Session {
-  explicit Session(tcp::socket s) : sock(std::move(s)), wake(sock.get_executor()), drained(sock.get_executor()) {}
-  tcp::socket sock;
+  explicit Session(Tcp::socket s) : sock(std::move(s)), wake(sock.get_executor()), drained(sock.get_executor()) {}
+  Tcp::socket sock;
   asio::steady_timer wake;     // the writer waits on it for output
   asio::steady_timer drained;  // the reader waits on it while the output queue is over its bound
   std::deque<std::string> out;
@@ -37,7 +37,7 @@ struct TcpStore::Server::Session {
     if (closed) return;
     closed = true;
     error_code ec;
-    sock.shutdown(tcp::socket::shutdown_both, ec);
+    sock.shutdown(Tcp::socket::shutdown_both, ec);
     sock.close(ec);
     wake.cancel();
     drained.cancel();
@@ -47,7 +47,7 @@ struct TcpStore::Server::Session {
 struct TcpStore::Server::Loop {
   explicit Loop(const TcpStoreOptions& o) : limits(o.limits), core(o.limits, o.secret) {}
   asio::io_context io;  // first: destroyed last, after everything bound to it
-  tcp::acceptor acceptor{io};
+  Tcp::acceptor acceptor{io};
   TcpStoreLimits limits;
   store_internal::StoreCore core;
   std::unordered_map<uint64_t, std::shared_ptr<Session>> sessions;
@@ -101,7 +101,7 @@ struct TcpStore::Server::Loop {
         if (s->closed) break;
         continue;
       }
-      co_await s->sock.async_wait(tcp::socket::wait_read, asio::redirect_error(asio::use_awaitable, ec));
+      co_await s->sock.async_wait(Tcp::socket::wait_read, asio::redirect_error(asio::use_awaitable, ec));
       if (ec || s->closed) break;
       const size_t n = s->sock.read_some(asio::buffer(buf), ec);
       if (ec == asio::error::would_block || ec == asio::error::try_again) continue;
@@ -124,7 +124,7 @@ struct TcpStore::Server::Loop {
     asio::steady_timer pause(io);
     for (;;) {
       error_code ec;
-      tcp::socket sock = co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+      Tcp::socket sock = co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
       if (ec == asio::error::operation_aborted) co_return;
       if (ec) {
         // Out of descriptors (EMFILE) and the like: the pending connection
@@ -137,7 +137,7 @@ struct TcpStore::Server::Loop {
         core.over_capacity();
         continue;  // the socket closes here
       }
-      sock.set_option(tcp::no_delay(true), ec);
+      sock.set_option(Tcp::no_delay(true), ec);
       sock.non_blocking(true, ec);
       auto s = std::make_shared<Session>(std::move(sock));
       s->id = core.open();
@@ -154,10 +154,10 @@ Status TcpStore::Server::start(const std::string& address, uint16_t port) {
   error_code ec;
   const auto addr = asio::ip::make_address_v4(address, ec);
   if (ec) return invalid_argument(fmt::format("store bind address '{}' is not an IPv4 address", address));
-  const tcp::endpoint ep(addr, port);
+  const Tcp::endpoint ep(addr, port);
   l.acceptor.open(ep.protocol(), ec);
   // SO_REUSEADDR: the port of the previous job may still be in TIME_WAIT.
-  if (!ec) l.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) l.acceptor.set_option(Tcp::acceptor::reuse_address(true), ec);
   if (!ec) l.acceptor.bind(ep, ec);
   if (ec == boost::system::errc::address_not_available) {
     return unavailable(fmt::format("bind {}:{}: {} (the store listens on MASTER_ADDR, which must be an address of "

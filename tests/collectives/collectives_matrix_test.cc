@@ -9,7 +9,7 @@
 namespace weft::coll::testing {
 namespace {
 
-constexpr size_t kCounts[] = {0, 1, 7, 1023, 262147};
+constexpr size_t kTotals[] = {0, 1, 7, 1023, 262147};
 
 struct Case {
   std::string collective;
@@ -28,8 +28,8 @@ void check_reduce_scatter(Communicator& comm, Algorithm algo) {
     for (ReduceOp op : kAllReduceOps) {
       ++combo;
       const Reference& ref = cached_reference(t, op, p);
-      for (size_t count : kCounts) {
-        if (!runs_count(count, kCounts[4], combo, p)) continue;
+      for (size_t count : kTotals) {
+        if (!runs_count(count, kTotals[4], combo, p)) continue;
         count = (count + static_cast<size_t>(p) - 1) / static_cast<size_t>(p);  // the whole vector is `count`
         const size_t es = dtype_size(t), all = count * static_cast<size_t>(p);
         if (in.size() < all * es + 1) in.resize(all * es + 1);
@@ -57,8 +57,8 @@ void check_allgather(Communicator& comm, Algorithm algo) {
   int combo = 0;
   for (DataType t : kAllDataTypes) {
     ++combo;
-    for (size_t total : kCounts) {
-      if (!runs_count(total, kCounts[4], combo, p)) continue;
+    for (size_t total : kTotals) {
+      if (!runs_count(total, kTotals[4], combo, p)) continue;
       const size_t count = (total + static_cast<size_t>(p) - 1) / static_cast<size_t>(p);  // per rank
       const size_t es = dtype_size(t);
       if (in.size() < count * es + 1) in.resize(count * es + 1);
@@ -84,8 +84,8 @@ void check_broadcast(Communicator& comm) {
   for (int root : {0, p - 1, p / 2}) {
     for (DataType t : kAllDataTypes) {
       ++combo;
-      for (size_t count : kCounts) {
-        if (!runs_count(count, kCounts[4], combo, p)) continue;
+      for (size_t count : kTotals) {
+        if (!runs_count(count, kTotals[4], combo, p)) continue;
         if (buf.size() < count * dtype_size(t) + 1) buf.resize(count * dtype_size(t) + 1);
         fill_input(t, ReduceOp::kSum, comm.rank(), count, buf.data());
         CollectiveOptions o;

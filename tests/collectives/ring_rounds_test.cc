@@ -74,13 +74,13 @@ TEST_P(RingRounds, IsExactWithTokensBetweenRounds) {
   }
 }
 
-std::string case_name(const ::testing::TestParamInfo<std::tuple<std::string, int>>& p) {
+std::string ring_case_name(const ::testing::TestParamInfo<std::tuple<std::string, int>>& p) {
   return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param)) + "ranks";
 }
 INSTANTIATE_TEST_SUITE_P(Collectives, RingRounds,
                          ::testing::Combine(::testing::Values("loopback", "tcp"), ::testing::Values(4, 5, 6, 7)),
-                         case_name);
-INSTANTIATE_TEST_SUITE_P(Shm, RingRounds, ::testing::Combine(::testing::Values("shm"), ::testing::Values(4)), case_name);
+                         ring_case_name);
+INSTANTIATE_TEST_SUITE_P(Shm, RingRounds, ::testing::Combine(::testing::Values("shm"), ::testing::Values(4)), ring_case_name);
 
 // For every gate {u, a, d, u'}: the flow into d of repetition u' was sent
 // before d's token to a, and the token before a's data of repetition u.

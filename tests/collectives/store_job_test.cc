@@ -20,10 +20,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-Result<std::unique_ptr<TcpStore>> client(uint16_t port, const TcpStoreOptions& o = {}) {
-  return TcpStore::open("127.0.0.1", port, false, Clock::now() + 10s, o);
-}
-
 std::string value_of(int i) { return std::string(static_cast<size_t>(37 * i + 1), static_cast<char>('a' + i % 26)); }
 
 TEST(TcpStoreClients, ThirtyTwoClientsAtOnceEachGetEveryOthersKeyBesideTwoSilentConnections) {
@@ -38,7 +34,7 @@ TEST(TcpStoreClients, ThirtyTwoClientsAtOnceEachGetEveryOthersKeyBesideTwoSilent
   std::vector<std::thread> ts;
   for (int i = 0; i < kClients; ++i) {
     ts.emplace_back([&, i] {
-      auto c = client(port);
+      auto c = store_client(port);
       ASSERT_TRUE(c) << c.status().to_string();
       ASSERT_TRUE((*c)->set("rank/" + std::to_string(i), value_of(i)));
       for (int j = 0; j < kClients; ++j) {
@@ -117,7 +113,7 @@ TEST(TcpStoreClients, GarbageClientsBesideAJobAreDroppedAndCountedAndTheJobSucce
       std::unique_ptr<TcpStore> own;
       Store* store = server->get();
       if (r != 0) {
-        auto c = client(port, o);
+        auto c = store_client(port, o);
         ASSERT_TRUE(c) << c.status().to_string();
         own = std::move(*c);
         store = own.get();

@@ -4,13 +4,20 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "bootstrap/store_wire.h"
 #include "tcp/socket.h"
+#include "weft/collectives/store.h"
 
 namespace weft::coll::testing {
+
+// A TcpStore client of the store listening on 127.0.0.1:port.
+inline Result<std::unique_ptr<TcpStore>> store_client(uint16_t port, const TcpStoreOptions& o = {}) {
+  return TcpStore::open("127.0.0.1", port, false, Clock::now() + std::chrono::seconds(10), o);
+}
 
 inline std::string store_request(uint32_t op, uint32_t klen, uint32_t vlen, const std::string& body = "") {
   std::string r;

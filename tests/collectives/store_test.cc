@@ -27,14 +27,10 @@ using namespace std::chrono_literals;
 Result<std::unique_ptr<TcpStore>> serve(const TcpStoreOptions& o = {}) {
   return TcpStore::open("127.0.0.1", 0, true, Clock::now() + 10s, o);
 }
-Result<std::unique_ptr<TcpStore>> client(uint16_t port, const TcpStoreOptions& o = {}) {
-  return TcpStore::open("127.0.0.1", port, false, Clock::now() + 10s, o);
-}
-
 TEST(TcpStore, GetWaitsForALaterSetFromAnotherClient) {
   auto server = serve();
   ASSERT_TRUE(server) << server.status().to_string();
-  auto other = client((*server)->port());  // another rank's client
+  auto other = store_client((*server)->port());  // another rank's client
   ASSERT_TRUE(other) << other.status().to_string();
   std::thread late([&] {
     std::this_thread::sleep_for(100ms);
@@ -61,7 +57,7 @@ TEST_P(StoreSizes, OversizeIsRefusedWithAMessageAndTheClientGoesOn) {
   const Sizes& c = GetParam();
   auto server = serve();
   ASSERT_TRUE(server) << server.status().to_string();
-  auto cl = client((*server)->port());
+  auto cl = store_client((*server)->port());
   ASSERT_TRUE(cl) << cl.status().to_string();
   const std::string key(c.key, 'k'), value(c.value, 'v');
   Status s = (*cl)->set(key, value);
@@ -118,7 +114,7 @@ TEST_P(StoreRawOversize, IsAnsweredSkippedAndTheStoreKeepsServing) {
     EXPECT_EQ(r.first, store_wire::kOk);
     EXPECT_EQ(r.second, "yes");
   }
-  auto other = client((*server)->port());
+  auto other = store_client((*server)->port());
   ASSERT_TRUE(other) << other.status().to_string();
   auto v = (*other)->get("there", Clock::now() + 5s);
   ASSERT_TRUE(v) << v.status().to_string();
@@ -174,13 +170,13 @@ TEST_P(StoreSecret, AClientWithoutTheRightSecretIsRefusedAndCounted) {
   auto server = serve(so);
   ASSERT_TRUE(server) << server.status().to_string();
   ASSERT_TRUE((*server)->set("addr", "10.0.0.1:1234"));
-  auto cl = client((*server)->port(), co);
+  auto cl = store_client((*server)->port(), co);
   ASSERT_FALSE(cl);
   EXPECT_EQ(cl.status().code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(cl.status().message(), fmt::format("TCP store at 127.0.0.1:{}: {}", (*server)->port(), c.message));
   EXPECT_EQ((*server)->counters().refused, 1u);
   // One with the server's secret is let in and reads what was set.
-  auto good = client((*server)->port(), so);
+  auto good = store_client((*server)->port(), so);
   ASSERT_TRUE(good) << good.status().to_string();
   auto v = (*good)->get("addr", Clock::now() + 5s);
   ASSERT_TRUE(v) << v.status().to_string();

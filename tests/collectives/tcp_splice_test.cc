@@ -36,7 +36,7 @@ using namespace std::chrono_literals;
 
 constexpr size_t kStripeMin = 256 << 10;  // tcp_internal.h: messages this long are striped
 
-char pattern(size_t message, size_t i) { return static_cast<char>((i * 13 + message * 71 + i / 4093) & 0xff); }
+char splice_pattern(size_t message, size_t i) { return static_cast<char>((i * 13 + message * 71 + i / 4093) & 0xff); }
 
 struct Msg {
   size_t len;
@@ -88,7 +88,7 @@ TEST_P(HeldSends, ArriveWholeInOrderAndOnlyTheLongHeldPartsAreSpliced) {
         for (size_t m = 0; m < k.msgs.size(); ++m) {
           bufs.emplace_back(k.msgs[m].start + k.msgs[m].len, '\0');
           if (comm.rank() == 0) {
-            for (size_t i = 0; i < k.msgs[m].len; ++i) bufs[m][k.msgs[m].start + i] = pattern(m, i);
+            for (size_t i = 0; i < k.msgs[m].len; ++i) bufs[m][k.msgs[m].start + i] = splice_pattern(m, i);
           }
           auto mem = t->register_memory(bufs[m].data(), bufs[m].size());
           ASSERT_TRUE(mem) << mem.status().to_string();
@@ -119,7 +119,7 @@ TEST_P(HeldSends, ArriveWholeInOrderAndOnlyTheLongHeldPartsAreSpliced) {
           for (size_t m = 0; m < k.msgs.size(); ++m) {
             size_t wrong = 0, first = k.msgs[m].len;
             for (size_t i = 0; i < k.msgs[m].len; ++i) {
-              if (bufs[m][k.msgs[m].start + i] != pattern(m, i)) {
+              if (bufs[m][k.msgs[m].start + i] != splice_pattern(m, i)) {
                 ++wrong;
                 first = std::min(first, i);
               }
@@ -242,7 +242,7 @@ void expect_copied_when(size_t len, int messages, const std::function<bool()>& i
         ASSERT_TRUE(mem) << mem.status().to_string();
         const Deadline deadline = Clock::now() + 30s;
         if (comm.rank() == 0) {
-          for (size_t i = 0; i < len; ++i) buf[i] = pattern(9, i);
+          for (size_t i = 0; i < len; ++i) buf[i] = splice_pattern(9, i);
           ASSERT_TRUE(impede()) << std::strerror(errno);
           Status s;
           for (int m = 0; m < messages && s; ++m) {
@@ -259,7 +259,7 @@ void expect_copied_when(size_t len, int messages, const std::function<bool()>& i
             Status s = p.wait_recv(*tk, deadline);
             ASSERT_TRUE(s) << s.to_string();
             size_t wrong = 0;
-            for (size_t i = 0; i < len; ++i) wrong += buf[i] != pattern(9, i);
+            for (size_t i = 0; i < len; ++i) wrong += buf[i] != splice_pattern(9, i);
             EXPECT_EQ(wrong, 0u) << "message " << m;
             std::fill(buf.begin(), buf.end(), '\0');
           }
@@ -313,7 +313,7 @@ TEST(TcpSpliceAbort, AReasonSentBehindAHalfSplicedMessageIsReported) {
         Pair& p = *t->pair(1 - comm.rank());
         std::vector<char> buf(24u << 20, 'y');  // more than the socket buffers and the pipe hold
         if (comm.rank() == 0) {
-          for (size_t i = 0; i < buf.size(); ++i) buf[i] = pattern(5, i);
+          for (size_t i = 0; i < buf.size(); ++i) buf[i] = splice_pattern(5, i);
         }
         auto mem = t->register_memory(buf.data(), buf.size());
         ASSERT_TRUE(mem) << mem.status().to_string();
@@ -331,7 +331,7 @@ TEST(TcpSpliceAbort, AReasonSentBehindAHalfSplicedMessageIsReported) {
           ASSERT_TRUE(tk) << tk.status().to_string();
           ASSERT_TRUE(p.wait_recv(*tk, Clock::now() + 10s));  // the frame was finished before the notice
           size_t wrong = 0;
-          for (size_t i = 0; i < buf.size(); ++i) wrong += buf[i] != pattern(5, i);
+          for (size_t i = 0; i < buf.size(); ++i) wrong += buf[i] != splice_pattern(5, i);
           EXPECT_EQ(wrong, 0u);
           // The reason follows: the next receive fails with it, when it is
           // posted or when it is waited for.

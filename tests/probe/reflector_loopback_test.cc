@@ -19,7 +19,7 @@
 namespace weft::probe {
 namespace {
 
-constexpr uint32_t kRun = 0x10cab0c5;
+constexpr uint32_t kReflectorRun = 0x10cab0c5;
 constexpr uint32_t kLo1 = 0x7f000001, kLo2 = 0x7f000002, kLo3 = 0x7f000003;
 
 sockaddr_in addr(uint32_t ip, uint16_t port) {
@@ -51,7 +51,7 @@ Client bound(uint32_t ip) {
 class ReflectorLoopbackTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    keys_.set(kRun, key_);
+    keys_.set(kReflectorRun, key_);
     ReflectorConfig rc;
     rc.udp_port = 0;  // any free port, on every address
     reflector_ = std::make_unique<Reflector>(keys_, rc);
@@ -62,7 +62,7 @@ class ReflectorLoopbackTest : public ::testing::Test {
 
   std::array<uint8_t, kProbeSize> request(const Client& from, uint32_t to, uint32_t seq) {
     ProbeHeader h;
-    h.campaign = kRun;
+    h.campaign = kReflectorRun;
     h.sequence = seq;
     h.sport = from.port;
     h.dport = port_;
@@ -90,7 +90,7 @@ class ReflectorLoopbackTest : public ::testing::Test {
     if (n <= 0) return false;
     const FiveTuple seen{.src_ip = ntohl(from.sin_addr.s_addr), .dst_ip = c.ip, .proto = 17,
                          .sport = ntohs(from.sin_port), .dport = c.port};
-    return accept_reply(std::span<const uint8_t>(buf.data(), static_cast<size_t>(n)), seen, kRun, key_,
+    return accept_reply(std::span<const uint8_t>(buf.data(), static_cast<size_t>(n)), seen, kReflectorRun, key_,
                         ProbeType::kReply, sender_stats_, h);
   }
 

@@ -12,18 +12,18 @@
 namespace weft::probe {
 namespace {
 
-constexpr uint32_t kRun = 0x0badcafe;
-constexpr uint32_t kSender = 0x0a000101, kReflector = 0x0a000201, kElsewhere = 0x0a000909;
+constexpr uint32_t kTupleRun = 0x0badcafe;
+constexpr uint32_t kTupleSender = 0x0a000101, kTupleReflector = 0x0a000201, kElsewhere = 0x0a000909;
 
 FiveTuple request_tuple() {
-  return {.src_ip = kSender, .dst_ip = kReflector, .proto = 17, .sport = 49153, .dport = 4791};
+  return {.src_ip = kTupleSender, .dst_ip = kTupleReflector, .proto = 17, .sport = 49153, .dport = 4791};
 }
 
 std::array<uint8_t, kProbeSize> make(ProbeType type, const FiveTuple& t, uint32_t seq, uint64_t now,
                                      const MacKey& key) {
   ProbeHeader h;
   h.type = type;
-  h.campaign = kRun;
+  h.campaign = kTupleRun;
   h.sequence = seq;
   h.sport = 49153;
   h.dport = 4791;
@@ -53,7 +53,7 @@ const Alteration kAlterations[] = {
 class TupleAlterationTest : public ::testing::TestWithParam<Alteration> {
  protected:
   void SetUp() override {
-    keys_.set(kRun, key_);
+    keys_.set(kTupleRun, key_);
     seen_ = request_tuple();
     GetParam().alter(seen_);
   }
@@ -90,16 +90,16 @@ TEST_P(TupleAlterationTest, ARequestWhosePayloadTupleWasRewrittenToMatchFailsThe
 }
 
 TEST_P(TupleAlterationTest, AReplyArrivingWithAnAlteredFieldIsRefusedUnderItsReason) {
-  const FiveTuple reply{.src_ip = kReflector, .dst_ip = kSender, .proto = 17, .sport = 4791, .dport = 49153};
+  const FiveTuple reply{.src_ip = kTupleReflector, .dst_ip = kTupleSender, .proto = 17, .sport = 4791, .dport = 49153};
   const auto pkt = make(ProbeType::kReply, reply, 1, realtime_ns(), key_);
   FiveTuple seen = reply;
   GetParam().alter(seen);
   ProbeHeader h;
   const bool altered = !(seen == reply);
   ASSERT_TRUE(altered);
-  EXPECT_FALSE(accept_reply(pkt, seen, kRun, key_, ProbeType::kReply, stats_, &h));
+  EXPECT_FALSE(accept_reply(pkt, seen, kTupleRun, key_, ProbeType::kReply, stats_, &h));
   EXPECT_EQ(stats_.rejected_for(GetParam().want), 1u);
-  EXPECT_TRUE(accept_reply(pkt, reply, kRun, key_, ProbeType::kReply, stats_, &h));
+  EXPECT_TRUE(accept_reply(pkt, reply, kTupleRun, key_, ProbeType::kReply, stats_, &h));
   EXPECT_EQ(stats_.rejected_total(), 1u);
 }
 
@@ -108,7 +108,7 @@ INSTANTIATE_TEST_SUITE_P(Fields, TupleAlterationTest, ::testing::ValuesIn(kAlter
 
 class CapturedRequestTest : public ::testing::Test {
  protected:
-  void SetUp() override { keys_.set(kRun, key_); }
+  void SetUp() override { keys_.set(kTupleRun, key_); }
   MacKey key_ = MacKey::from_string("captured");
   KeyRing keys_;
   ProbeStats stats_;
@@ -125,7 +125,7 @@ TEST_F(CapturedRequestTest, ReplayedFromItsOwnSourceOrASpoofedOneItIsRefusedAndL
   for (uint32_t spoofed = 0x0a000001; spoofed < 0x0a000001 + 1000; ++spoofed) {
     FiveTuple from = request_tuple();
     from.src_ip = spoofed;
-    if (spoofed == kSender) continue;
+    if (spoofed == kTupleSender) continue;
     EXPECT_FALSE(acc_.accept(captured, from, now + 1000, &h));
     EXPECT_FALSE(acc_.accept(captured, request_tuple(), now + 1000, &h));  // from its own source
     const auto next = make(ProbeType::kRequest, request_tuple(), seq++, now + 2000, key_);

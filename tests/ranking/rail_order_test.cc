@@ -12,11 +12,11 @@
 namespace weft::ranking {
 namespace {
 
-struct Shape {
+struct RailShape {
   int hosts, nics, leaves_per_rail, planes;
 };
 
-class RailOrder : public ::testing::TestWithParam<Shape> {};
+class RailOrder : public ::testing::TestWithParam<RailShape> {};
 
 TEST_P(RailOrder, GivesLocalRankGNicGOfPlaneKOnEveryHostInHostOrder) {
   const auto c = GetParam();
@@ -55,8 +55,8 @@ TEST_P(RailOrder, WritesRankFilesThatReadBackToTheSameOrder) {
   }
 }
 
-std::vector<Shape> shapes() {
-  std::vector<Shape> out;
+std::vector<RailShape> shapes() {
+  std::vector<RailShape> out;
   for (int g : {2, 4, 8}) {
     for (int p : {1, 2}) {
       out.push_back({3, g, 1, p});

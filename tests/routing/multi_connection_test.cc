@@ -50,18 +50,18 @@ TEST(WithConnections, QOutsideOneTo64AndNcclRingAreRefused) {
   EXPECT_FALSE(with_connections(nccl, 2));
 }
 
-struct Case {
+struct ConnCase {
   Collective collective;
   int ranks_per_leaf, q;
 };
 
-class MultiConnectionPlan : public ::testing::TestWithParam<Case> {};
+class MultiConnectionPlan : public ::testing::TestWithParam<ConnCase> {};
 
 // 4 spines, 2 leaves: HD and ring with Q connections per pair; every
 // connection a flow with a port of its own, distinct per source host, and
 // each step's load, hashed again, what the plan says and at the bound.
 TEST_P(MultiConnectionPlan, EveryConnectionHasItsOwnPortAndEveryStepIsAtTheCheckersBound) {
-  const Case k = GetParam();
+  const ConnCase k = GetParam();
   const topo::Fabric f = topo::build_clos2({.spines = 4, .leaves = 2, .hosts_per_leaf = k.ranks_per_leaf}).value();
   const ranking::RankOrder order = ranking::rank(f, ranking::allocation_all(f), ranking::RankAlgo::kClos).value();
   const Schedule whole = build_schedule(k.collective, order.size(), 1 << 20).value();
@@ -103,9 +103,9 @@ TEST_P(MultiConnectionPlan, EveryConnectionHasItsOwnPortAndEveryStepIsAtTheCheck
 }
 
 INSTANTIATE_TEST_SUITE_P(Routing, MultiConnectionPlan,
-                         ::testing::Values(Case{Collective::kAllreduceHd, 4, 4}, Case{Collective::kAllreduceHd, 3, 2},
-                                           Case{Collective::kAllreduceRing, 4, 4}, Case{Collective::kAllreduceHd, 8, 3}),
-                         [](const ::testing::TestParamInfo<Case>& p) {
+                         ::testing::Values(ConnCase{Collective::kAllreduceHd, 4, 4}, ConnCase{Collective::kAllreduceHd, 3, 2},
+                                           ConnCase{Collective::kAllreduceRing, 4, 4}, ConnCase{Collective::kAllreduceHd, 8, 3}),
+                         [](const ::testing::TestParamInfo<ConnCase>& p) {
                            return std::string(p.param.collective == Collective::kAllreduceHd ? "hd" : "ring") + "_" +
                                   std::to_string(2 * p.param.ranks_per_leaf) + "ranks_q" + std::to_string(p.param.q);
                          });

@@ -69,12 +69,12 @@ std::pair<int, int> rail_plane_by_name(const topo::Fabric& f, int link) {
   return {rail, plane};
 }
 
-struct Case {
+struct RailLoadCase {
   int hosts, nics, leaves_per_rail, planes;
   Collective coll;
 };
 
-class RailLinkLoadRecount : public ::testing::TestWithParam<Case> {};
+class RailLinkLoadRecount : public ::testing::TestWithParam<RailLoadCase> {};
 
 TEST_P(RailLinkLoadRecount, MatchesABruteForceRecountOfRailAndPlaneFlowsAndLinks) {
   const auto c = GetParam();
@@ -123,8 +123,8 @@ TEST_P(RailLinkLoadRecount, MatchesABruteForceRecountOfRailAndPlaneFlowsAndLinks
   }
 }
 
-std::vector<Case> cases() {
-  std::vector<Case> out;
+std::vector<RailLoadCase> cases() {
+  std::vector<RailLoadCase> out;
   for (int g : {2, 4, 8}) {
     for (int p : {1, 2}) {
       out.push_back({3, g, 1, p, Collective::kAllreduceHd});
@@ -135,7 +135,7 @@ std::vector<Case> cases() {
   return out;
 }
 
-std::string case_name(const ::testing::TestParamInfo<Case>& tp) {
+std::string case_name(const ::testing::TestParamInfo<RailLoadCase>& tp) {
   const auto& c = tp.param;
   return fmt::format("H{}G{}R{}P{}{}", c.hosts, c.nics, c.leaves_per_rail, c.planes,
                      c.coll == Collective::kAllreduceHd ? "Hd" : "Ring");
@@ -143,7 +143,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& tp) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RailLinkLoadRecount, ::testing::ValuesIn(cases()), case_name);
 
-class RailIdealRoutes : public ::testing::TestWithParam<Case> {};
+class RailIdealRoutes : public ::testing::TestWithParam<RailLoadCase> {};
 
 TEST_P(RailIdealRoutes, ReachTheLowerBoundInEveryStepByColouringEachPlane) {
   // 4 spines per plane: as many as a rail leaf has hosts, so every step's

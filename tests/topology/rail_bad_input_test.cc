@@ -28,14 +28,14 @@ json& host_named(json& j, const std::string& name) {
   throw std::runtime_error("no host " + name);
 }
 
-struct BadFile {
+struct BadRailFile {
   const char* name;
   int planes;
   std::function<void(json&)> edit;
   const char* error;
 };
 
-class RailBadFile : public ::testing::TestWithParam<BadFile> {};
+class RailBadFile : public ::testing::TestWithParam<BadRailFile> {};
 
 TEST_P(RailBadFile, IsRefusedWithOneMessage) {
   const auto& c = GetParam();
@@ -59,49 +59,49 @@ TEST_P(RailBadFile, IsRefusedWithOneMessage) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, RailBadFile,
     ::testing::Values(
-        BadFile{"HostMissesARail", 1, [](json& j) { host_named(j, "h2")["nics"].erase(1); },
+        BadRailFile{"HostMissesARail", 1, [](json& j) { host_named(j, "h2")["nics"].erase(1); },
                 "host 'h2' has no NIC on rail 1: a rail fabric puts NIC g of every host on rail g"},
-        BadFile{"HostMissesARailOfOnePlane", 2, [](json& j) { host_named(j, "h2")["nics"].erase(1); },
+        BadRailFile{"HostMissesARailOfOnePlane", 2, [](json& j) { host_named(j, "h2")["nics"].erase(1); },
                 "host 'h2' has no NIC on rail 1 of plane 0: a rail fabric puts NIC g of every host on rail g"},
-        BadFile{"HostHasTwoNicsOnOneRail", 2,
+        BadRailFile{"HostHasTwoNicsOnOneRail", 2,
                 [](json& j) {
                   auto& n = host_named(j, "h2")["nics"][1];
                   n["switch"] = "pl1-r1-l1";
                   n.erase("rail");
                 },
                 "host 'h2' has two NICs on rail 0 of plane 0: h2:eth0p0 and h2:eth1p0"},
-        BadFile{"HostMissesAPlane", 2,
+        BadRailFile{"HostMissesAPlane", 2,
                 [](json& j) {
                   auto& nics = host_named(j, "h3")["nics"];
                   nics.erase(3);
                   nics.erase(2);
                 },
                 "host 'h3' has no NIC on plane 1: port k of every NIC sits on plane k"},
-        BadFile{"PlanesShareASwitch", 2,
+        BadRailFile{"PlanesShareASwitch", 2,
                 [](json& j) { j["links"].push_back({{"a", "pl1-s1"}, {"b", "pl2-r1-l1"}}); },
                 "link pl1-s1 - pl2-r1-l1 joins plane 0 and plane 1: planes share no switch and no link"},
-        BadFile{"NicStatesAnotherPlaneThanItsSwitch", 2,
+        BadRailFile{"NicStatesAnotherPlaneThanItsSwitch", 2,
                 [](json& j) { host_named(j, "h1")["nics"][2]["plane"] = 0; },
                 "/hosts/0/nics/2/plane: 0 but its switch 'pl2-r1-l1' is on plane 1: planes share no switch"},
-        BadFile{"NicStatesAnotherRailThanItsSwitch", 1,
+        BadRailFile{"NicStatesAnotherRailThanItsSwitch", 1,
                 [](json& j) { host_named(j, "h3")["nics"][0]["rail"] = 1; },
                 "/hosts/2/nics/0/rail: 1 but its switch 'r1-l1' is on rail 0"},
-        BadFile{"SwitchWithoutAPlane", 2, [](json& j) { switch_named(j, "pl2-s2").erase("plane"); },
+        BadRailFile{"SwitchWithoutAPlane", 2, [](json& j) { switch_named(j, "pl2-s2").erase("plane"); },
                 "switch 'pl2-s2' has no plane: every switch of a multi-plane fabric belongs to exactly one plane"},
-        BadFile{"PlaneNumbersWithAGap", 2,
+        BadRailFile{"PlaneNumbersWithAGap", 2,
                 [](json& j) {
                   for (auto& s : j["switches"]) {
                     if (s["plane"] == 1) s["plane"] = 2;
                   }
                 },
                 "no switch is on plane 1 but one is on plane 2: number planes 0, 1, 2, ..."},
-        BadFile{"RailOnASpine", 1, [](json& j) { switch_named(j, "s1")["rail"] = 0; },
+        BadRailFile{"RailOnASpine", 1, [](json& j) { switch_named(j, "s1")["rail"] = 0; },
                 "switch 's1' (tier 1) has rail 0: only leaves (tier 0) belong to a rail"},
-        BadFile{"RailsInAClosFabric", 1, [](json& j) { j["kind"] = "clos2"; },
+        BadRailFile{"RailsInAClosFabric", 1, [](json& j) { j["kind"] = "clos2"; },
                 "switch 'r1-l1' has rail 0 but the fabric's kind is 'clos2': rails need kind 'rail'"},
-        BadFile{"LeafWithoutARail", 1, [](json& j) { switch_named(j, "r2-l1").erase("rail"); },
+        BadRailFile{"LeafWithoutARail", 1, [](json& j) { switch_named(j, "r2-l1").erase("rail"); },
                 "leaf 'r2-l1' has no rail: every leaf of a rail fabric belongs to one rail"},
-        BadFile{"NegativePlane", 2, [](json& j) { switch_named(j, "pl1-s1")["plane"] = -2; },
+        BadRailFile{"NegativePlane", 2, [](json& j) { switch_named(j, "pl1-s1")["plane"] = -2; },
                 "/switches/0/plane: -2 must be >= 0"}),
     [](const auto& tp) { return std::string(tp.param.name); });
 

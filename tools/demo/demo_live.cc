@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "demo_text.h"
 #include "demo_plan.h"
 
 namespace weft::cli::demo {
@@ -16,8 +17,6 @@ namespace {
 
 constexpr int kWatchPorts = 16;  // per pair: every spine seen for every leaf pair (4 spines)
 const char* const kJob = "demo-timeline";
-
-double mbit(double Bps) { return Bps * 8 / 1e6; }
 
 // The first event whose name holds `what` at or after `from` and before
 // `to`, -1 if none.

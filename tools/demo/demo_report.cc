@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "demo_text.h"
+
 namespace weft::cli::demo {
 namespace {
 
@@ -19,8 +21,6 @@ int leaf_of_host(const std::string& name) {
     return -1;
   }
 }
-
-double mbit(double bytes_per_s) { return bytes_per_s * 8 / 1e6; }
 
 struct Stats {
   double mean = 0, lo = 0, hi = 0;

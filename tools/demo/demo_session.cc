@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "demo_text.h"
 #include "weft/common/file_util.h"
 #include "weft/db/database.h"
 #include "weft/db/stores.h"
@@ -25,12 +26,6 @@ namespace {
 
 constexpr int kProtoTcp = 6;
 constexpr int kProtoUdp = 17;
-
-std::string first_line(const std::string& s) {
-  const auto b = s.find_first_not_of("\n ");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find('\n', b) - b);
-}
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "demo_text.h"
 #include "../plot_svg.h"
 
 namespace weft::cli::demo {
@@ -70,8 +71,6 @@ double phase_busbw(const std::vector<SeriesCall>& calls, double from_s, double t
 }
 
 namespace {
-
-double mbit(double Bps) { return Bps * 8 / 1e6; }
 
 // The fault's phases: [0, cut), [cut, restore), [restore, end].
 struct Phases {

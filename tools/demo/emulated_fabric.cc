@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "demo_text.h"
 #include "netns_fabric_script.h"  // generated: kNetnsFabricScript
 #include "weft/common/file_util.h"
 
@@ -32,12 +33,6 @@ constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_previous[3];
 
 void on_signal(int sig) { g_signal.store(sig); }
-
-std::string first_line(const std::string& s) {
-  const auto b = s.find_first_not_of("\n ");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find('\n', b) - b);
-}
 
 bool tool_exists(const char* name) {
   for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"}) {
