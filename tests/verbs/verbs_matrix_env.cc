@@ -43,12 +43,10 @@ class VerbsMatrixEnvironment : public ::testing::Environment {
       netdevs_.push_back(dev->gid().netdev);
     }
     ::setenv("WEFT_TEST_TRANSPORT", "verbs", 1);
-    // The whole matrix, the largest count (262147) included for every cell:
-    // its stage took 7 min 55 s and 12 min 1 s on a quiet 2-core host (31/31
-    // passed, docs/verbs.md), inside the 15-minute budget. On a host busy with other
-    // work the same stage took 25 min; WEFT_TEST_BIG_COUNT_STRIDE=3 (or 7)
-    // then gives the largest count to every 3rd (7th) (type, op) per test,
-    // rotating with the rank count (harness.h), and rxe-vm.sh passes it in.
+    // By default the whole matrix, the largest count (262147) included for
+    // every cell; WEFT_TEST_BIG_COUNT_STRIDE=N (CI: 4, scripts/run-tests.sh)
+    // gives the largest count to every N-th (type, op) per test, rotating with
+    // the rank count (harness.h), and rxe-vm.sh passes it in (docs/verbs.md).
     h.configure = [devs = std::vector<std::string>{env->dev_a, env->dev_b}](coll::CommConfig& c) {
       c.transport = "verbs";
       c.verbs.devices = devs;
