@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what weft needs, builds it twice and runs the whole test suite:
+# Installs what weft needs, builds it three ways and runs the whole test suite:
 #   1. build/: optimised; the tests whose point is speed, volume or real
 #      traffic (perf, scale, netns, rdma) and the torch backend's (torch: Python, which a
 #      sanitized extension cannot be loaded into without preloading libasan);
@@ -58,7 +58,7 @@ cmake --build build -j "$jobs"
 # mod 4, so every combination still moves it over the wire with every
 # algorithm (tests/collectives/harness.h); the unit pass runs the whole
 # matrix over the loopback transports. WEFT_TEST_BIG_COUNT_STRIDE=1 runs all
-# of it in the VM too (7 ranks: 104 s at stride 2, 64 s at stride 4).
+# of it in the VM too (stage times: bench/results/2026-11-27-ci-time.md).
 stage "soft-RoCE VM tests, in the background"
 # setsid: its own process group, which the EXIT trap can end as a whole.
 WEFT_TEST_BIG_COUNT_STRIDE=${WEFT_TEST_BIG_COUNT_STRIDE:-4} \
