@@ -1,5 +1,6 @@
 // write_file_atomic (common/weft/common/file_util.h): the mode a file gets,
-// and nothing left behind when it cannot be written.
+// and nothing left behind when it cannot be written; read_file: every byte,
+// with the spare capacity asked for.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -60,6 +61,41 @@ TEST_F(WriteFileAtomic, AFileThatCannotBeWrittenLeavesNothingBehind) {
   EXPECT_NE(s.message().find("cannot create a file beside " + path("missing-dir/out.json")), std::string::npos)
       << s.message();
   EXPECT_TRUE(fs::is_empty(dir_));
+}
+
+class ReadFile : public WriteFileAtomic, public ::testing::WithParamInterface<std::tuple<size_t, size_t>> {};
+
+// Sizes around the reader's 64 KiB chunks; spare as simdjson asks (64) and
+// more.
+TEST_P(ReadFile, ReturnsEveryByteWithTheSpareCapacity) {
+  const auto [bytes, spare] = GetParam();
+  std::string text(bytes, '\0');
+  for (size_t i = 0; i < bytes; ++i) text[i] = static_cast<char>(i * 131 + 7);
+  ASSERT_TRUE(write_file_atomic(path("f"), text));
+  Result<std::string> back = read_file(path("f"), spare);
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_EQ(*back, text);
+  EXPECT_GE(back->capacity() - back->size(), spare);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, ReadFile,
+                         ::testing::Combine(::testing::Values(size_t{0}, size_t{1}, size_t{65535}, size_t{65536},
+                                                              size_t{65537}, size_t{300001}),
+                                            ::testing::Values(size_t{0}, size_t{64}, size_t{4097})));
+
+// A file stat(2) gives no size for (procfs says 0) is read to its end.
+TEST_F(WriteFileAtomic, AFileWithoutASizeIsReadToItsEnd) {
+  Result<std::string> s = read_file("/proc/self/status", 64);
+  ASSERT_TRUE(s) << s.status().message();
+  EXPECT_NE(s->find("Name:"), std::string::npos);
+  EXPECT_NE(s->find("VmRSS:"), std::string::npos) << "the end of the file is there too";
+  EXPECT_GE(s->capacity() - s->size(), 64u);
+}
+
+TEST_F(WriteFileAtomic, AMissingFileIsAnErrorNamingIt) {
+  Result<std::string> s = read_file(path("none.json"));
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.status().message().find("cannot open " + path("none.json")), std::string::npos) << s.status().message();
 }
 
 }  // namespace

@@ -16,7 +16,10 @@
 
 namespace weft {
 
-Result<std::string> read_file(const std::string& path);
+// The whole file. `spare`: capacity to keep beyond its bytes, for a parser
+// that may read past the end (simdjson reads SIMDJSON_PADDING bytes more and
+// copies a buffer without them).
+Result<std::string> read_file(const std::string& path, size_t spare = 0);
 // mode: the file's permission bits; by default those of the file it
 // replaces, else 0666 less the umask, as open(2) creates files (a secret
 // passes 0600: it is never readable by others, not even for a moment). The
