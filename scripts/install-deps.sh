@@ -11,7 +11,7 @@ set -euo pipefail
 
 core=(
   build-essential cmake ninja-build pkg-config ccache git
-  libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
+  libcli11-dev nlohmann-json3-dev libsimdjson-dev libspdlog-dev libfmt-dev
   libboost-dev libsqlite3-dev sqlite3 libpcap-dev libssl-dev libtoml11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev   # libFuzzer targets (tests/fuzz)

@@ -85,6 +85,18 @@ TEST(PlanFile, ASecondFlowOfOnePairConnAndQpIsRefused) {
   EXPECT_EQ(bad.status().message(), "route plan /flows/3: second flow 0 -> 1 (conn 0, qp 1)");
 }
 
+// Every TCP flow into a rank has that rank's listen port as dport.
+TEST(PlanFile, TwoListenPortsOfOneRankAreRefused) {
+  RoutePlan p = sample();
+  p.ranks = 3;
+  p.flows[0].dst_rank = 2;
+  p.flows[1].dst_rank = 2;
+  EXPECT_EQ(parse_plan(plan_to_json(p)).status().message(),
+            "route plan /flows/1/dport: rank 2 listens on 29500 in another flow, not 29501");
+  p.flows[1].dport = 29500;
+  EXPECT_TRUE(parse_plan(plan_to_json(p)));
+}
+
 TEST(PlanFile, APlanWithoutRoundsWritesNoRoundFields) {
   EXPECT_EQ(plan_to_json(sample()).find("rounds"), std::string::npos);
 }
@@ -122,7 +134,50 @@ INSTANTIATE_TEST_SUITE_P(
                               "route plan /flows/0/rounds: round 1 in step 1, which has 1 round"},
                       Corrupt{"\"steps\": [\n    0,\n    1\n   ]", "\"steps\": [0, 1], \"qp\": -1",
                               "route plan /flows/0/qp: -1 is negative"},
-                      Corrupt{"{", "[", "route plan: parse error at line 2, column 14: syntax error while parsing array - unexpected ':'; expected ']'"}));
+                      Corrupt{"{", "[", "route plan: parse error at line 2, column 14: syntax error while parsing array - unexpected ':'; expected ']'"},
+                      // Numbers are integers that fit their field: no 2.0 for 2, no true for 1.
+                      Corrupt{"\"ranks\": 2", "\"ranks\": 2.0", "route plan /ranks: wrong type (number)"},
+                      Corrupt{"\"ranks\": 2", "\"ranks\": true", "route plan /ranks: wrong type (boolean)"},
+                      Corrupt{"\"ranks\": 2", "\"ranks\": 4294967298", "route plan /ranks: 4294967298 is out of range"},
+                      Corrupt{"\"ranks\": 2", "\"ranks\": 1e999", "route plan: number overflow parsing '1e999'"},
+                      Corrupt{"\"sport\": 49152", "\"sport\": 18446744073709551615",
+                              "route plan /flows/0/sport: 18446744073709551615 is out of range"},
+                      Corrupt{"\"sport\": 49152", "\"sport\": -3", "route plan /flows/0/sport: -3 is not a port (1..65535)"},
+                      Corrupt{"\"s2\"", "2", "route plan /flows/0/path/1: wrong type (number)"},
+                      Corrupt{"\"steps\": [\n    0,\n    1\n   ]", "\"steps\": [0, null]",
+                              "route plan /flows/0/steps/1: wrong type (null)"},
+                      Corrupt{"\"path\": [", "\"path\": 7, \"x\": [", "route plan /flows/0/path: wrong type (number)"},
+                      Corrupt{"\"src_host\"", "\"source_host\"", "route plan /flows/0/src_host: missing"},
+                      Corrupt{"\"src_rank\": 1", "\"src_rank\": 0", "route plan /flows/1: a flow from a rank to itself"},
+                      Corrupt{"\"collective\": \"allreduce-hd\"", "\"collective\": null",
+                              "route plan /collective: wrong type (null)"},
+                      Corrupt{"\"flows\": [", "\"flows\": 3, \"x\": [", "route plan /flows: missing or not an array"},
+                      Corrupt{"\"max_load\": 1", "\"max_load\": \"1\"", "route plan /steps/0/max_load: wrong type (string)"},
+                      Corrupt{"\"phase\": \"rs\",", "\"phase\": \"rs\", \"rounds\": 0,",
+                              "route plan /steps/0/rounds: 0 rounds (at least 1)"}));
+
+// The whole text is one value; a document that is not an object, or no
+// JSON at all, is one line saying so (with the line and column of the fault).
+TEST(PlanFile, TextThatIsNoPlanObjectIsOneLine) {
+  EXPECT_EQ(parse_plan("[]").status().message(), "route plan /: not a JSON object");
+  EXPECT_EQ(parse_plan("").status().message(),
+            "route plan: parse error at line 1, column 1: syntax error while parsing value - unexpected end of input; "
+            "expected '[', '{', or a literal");
+  EXPECT_EQ(parse_plan("{} }").status().message(),
+            "route plan: parse error at line 1, column 4: syntax error while parsing value - unexpected '}'; expected "
+            "end of input");
+}
+
+// Readers ignore members added later; of a member given twice the last
+// counts (as nlohmann::json's tree kept it).
+TEST(PlanFile, UnknownMembersAreIgnoredAndTheLastOfTwinsCounts) {
+  std::string text = plan_to_json(sample());
+  text.replace(text.find("\"sport\": 49152"), 14, "\"sport\": 1, \"future\": {\"a\": [1, 2]}, \"sport\": 49152");
+  text.replace(text.find("\"ranks\": 2"), 10, "\"ranks\": 2, \"meta\": null");
+  auto back = parse_plan(text);
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_EQ(*back, sample());
+}
 
 }  // namespace
 }  // namespace weft::routing
