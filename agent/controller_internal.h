@@ -17,7 +17,6 @@
 #include "weft/agent/channel.h"
 #include "weft/agent/control.h"
 #include "weft/agent/controller.h"
-#include "weft/common/ipv4.h"
 
 namespace weft::agent::internal {
 
@@ -31,10 +30,6 @@ using nlohmann::json;
     ::weft::Status weft_status_ = ::weft::internal::as_status(expr); \
     if (!weft_status_.is_ok()) co_return weft_status_;               \
   } while (0)
-
-inline uint32_t parse_ip(const std::string& s) { return ipv4_or_zero(s); }
-
-inline std::string ip_str(uint32_t ip) { return ipv4_str(ip); }
 
 struct Conn {
   explicit Conn(asio::io_context& io) : sock(io) {}

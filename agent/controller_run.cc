@@ -10,6 +10,7 @@
 
 #include <fmt/ranges.h>
 
+#include "weft/common/ipv4.h"
 #include "weft/probe/inference.h"
 
 namespace weft::agent {
@@ -48,7 +49,7 @@ struct Run {
   void add(int64_t src_id, const probe::FlowResult& f) {
     auto dst = id_of_ip.find(f.dst_ip);
     if (dst == id_of_ip.end()) {
-      fail(data_loss(fmt::format("an agent reported a probe to {}, not a host of this campaign", ip_str(f.dst_ip))));
+      fail(data_loss(fmt::format("an agent reported a probe to {}, not a host of this campaign", ipv4_str(f.dst_ip))));
       return;
     }
     db::Observation o;
@@ -58,7 +59,7 @@ struct Run {
     o.sport = f.sport;
     o.dport = cfg.dport;
     if (f.answered > 0) {
-      if (f.hop_ip) o.hop_addr = ip_str(f.hop_ip);
+      if (f.hop_ip) o.hop_addr = ipv4_str(f.hop_ip);
       else if (f.spine >= 0 && cfg.method == "dscp") o.spine = f.spine;
       else if (cfg.method == "ttl") o.spine = 0;  // reached the destination: no spine expired it
       if (f.dscp_seen >= 0 && cfg.method == "dscp") o.dscp_seen = f.dscp_seen;
@@ -123,8 +124,8 @@ asio::awaitable<void> sweep(Conn& c, Run& run, CampaignCommand cmd, ProbeSummary
       for (const auto& s : m->body["spend"]) {
         if (!s.is_array() || s.size() != 4 || !s[0].is_number_unsigned() || !s[1].is_number_integer()) continue;
         const uint32_t dst = s[0].get<uint32_t>();
-        std::string name = ip_str(dst);
-        for (const auto& h : hosts) if (parse_ip(h.ip) == dst) name = h.name;
+        std::string name = ipv4_str(dst);
+        for (const auto& h : hosts) if (ipv4_or_zero(h.ip) == dst) name = h.name;
         sum.spend.push_back({c.host.name + "->" + name, s[1].get<int>()});
         if (s[3].is_boolean() && !s[3].get<bool>()) sum.incomplete.push_back(c.host.name + "->" + name);
         ++run.pairs_done;
@@ -206,7 +207,7 @@ Result<ProbeSummary> run_probe(db::Database& db, const std::vector<HostEntry>& h
     const std::string agent = fmt::format("{}:{}", h.ip, h.control_port);
     WEFT_ASSIGN_OR_RETURN(int64_t id, db::upsert_host(db, {0, h.name, h.ip, agent}));
     rows.push_back({id, h.name, h.ip, agent});
-    run.id_of_ip[parse_ip(h.ip)] = id;
+    run.id_of_ip[ipv4_or_zero(h.ip)] = id;
   }
   const db::CampaignSpec spec = cfg.spec(hosts);
   WEFT_ASSIGN_OR_RETURN(std::optional<int64_t> resume, db::find_running_campaign(db, spec.fingerprint()));
@@ -217,7 +218,7 @@ Result<ProbeSummary> run_probe(db::Database& db, const std::vector<HostEntry>& h
     run.campaign = *resume;
     sum.resumed = true;
     std::unordered_map<int64_t, uint32_t> ip_of;
-    for (const auto& r : rows) ip_of[r.id] = parse_ip(r.ip);
+    for (const auto& r : rows) ip_of[r.id] = ipv4_or_zero(r.ip);
     WEFT_ASSIGN_OR_RETURN(recorded, db::for_each_recorded(db, run.campaign, cfg.backend == "tcp-syn" ? 6 : 17, cfg.dport,
                                                           [&](int64_t src, int64_t dst, int sport) {
                                                             auto ip = ip_of.find(dst);
@@ -276,7 +277,7 @@ Result<ProbeSummary> run_probe(db::Database& db, const std::vector<HostEntry>& h
   const std::string nonce = probe::to_hex(probe::random_bytes(16));
   const int to = cfg.connect_timeout_ms;
   std::vector<uint32_t> host_ips;
-  for (const auto& h : hosts) host_ips.push_back(parse_ip(h.ip));
+  for (const auto& h : hosts) host_ips.push_back(ipv4_or_zero(h.ip));
 
   // 1. connect, authenticate, announce the key, read reflector counters.
   run_all(io, conns.size(), [&](size_t i) -> asio::awaitable<void> {  // NOLINT
@@ -309,7 +310,7 @@ Result<ProbeSummary> run_probe(db::Database& db, const std::vector<HostEntry>& h
     cmd.dport = cfg.dport;
     cmd.probe_dscp = cfg.probe_dscp;
     auto& p = cmd.plan;
-    for (int t : targets[static_cast<size_t>(c.index)]) p.targets.push_back(parse_ip(hosts[static_cast<size_t>(t)].ip));
+    for (int t : targets[static_cast<size_t>(c.index)]) p.targets.push_back(ipv4_or_zero(hosts[static_cast<size_t>(t)].ip));
     p.sport_first = cfg.sport_first;
     p.sport_count = cfg.sport_count;
     p.probes_per_port = cfg.probes_per_port;

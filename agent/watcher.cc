@@ -9,6 +9,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "weft/common/ipv4.h"
+
 namespace weft::agent {
 
 using namespace internal;
@@ -161,7 +163,7 @@ Status run_watch(const std::vector<HostEntry>& hosts, const std::vector<std::vec
     return invalid_argument(fmt::format("{} tuple lists for {} hosts", tuples.size(), hosts.size()));
   }
   std::vector<uint32_t> ips;
-  for (const auto& h : hosts) ips.push_back(parse_ip(h.ip));
+  for (const auto& h : hosts) ips.push_back(ipv4_or_zero(h.ip));
   MonitorCommand base;
   const std::vector<uint8_t> id = probe::random_bytes(4);
   base.run = (uint32_t{id[0]} << 24 | uint32_t{id[1]} << 16 | uint32_t{id[2]} << 8 | id[3]) | 1u;  // not 0
