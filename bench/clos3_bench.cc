@@ -20,9 +20,6 @@
 //    (which proves that no choice of those ports does better).
 #include <benchmark/benchmark.h>
 
-#include <sys/resource.h>
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -30,6 +27,7 @@
 #include <random>
 #include <string>
 
+#include "bench_clock.h"
 #include "weft/ranking/rank_order.h"
 #include "weft/routing/clos3_bound.h"
 #include "weft/routing/link_load.h"
@@ -41,6 +39,8 @@
 namespace {
 
 using namespace weft;
+using bench::cpu_seconds;
+using bench::peak_rss_mib;
 
 const topo::Fabric& clos3() {
   static topo::Fabric f = *topo::build_clos3(
@@ -51,14 +51,6 @@ const topo::Fabric& clos3() {
 const topo::Fabric& clos2() {
   static topo::Fabric f = *topo::build_clos2({.spines = 64, .leaves = 1024, .hosts_per_leaf = 64});
   return f;
-}
-
-// CPU seconds of this process (clock_gettime(2)): on a machine shared with
-// other builds, wall time measures the neighbours as much as the code.
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 ranking::RankOrder leaf_sets(const topo::Fabric& f) {
@@ -188,9 +180,7 @@ void BM_Plan3TierVs2Tier(benchmark::State& state) {
   state.counters["steps"] = steps;
   state.counters["steps_at_bound"] = at_bound;
   state.counters["max_rounds"] = max_rounds;
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  state.counters["peak_rss_MiB"] = static_cast<double>(ru.ru_maxrss) / 1024.0;  // KiB on Linux (getrusage(2))
+  state.counters["peak_rss_MiB"] = peak_rss_mib();
 }
 BENCHMARK(BM_Plan3TierVs2Tier)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
 

@@ -14,19 +14,19 @@
 // peak RSS (run one benchmark per process to compare peaks).
 #include <benchmark/benchmark.h>
 
-#include <sys/resource.h>
-#include <time.h>
-
 #include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_clock.h"
 #include "weft/routing/plan.h"
 
 namespace {
 
 using namespace weft;
+using bench::cpu_seconds;
+using bench::peak_rss_mib;
 
 constexpr int kHostsPerLeaf = 64;
 constexpr int kSpines = 64;
@@ -78,18 +78,6 @@ const Sample& sample(int ranks) {
     it = cache.emplace(ranks, std::move(s)).first;
   }
   return it->second;
-}
-
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-double peak_rss_mib() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // KiB on Linux (getrusage(2))
 }
 
 // Both in each iteration, one after the other, so the ratio is of the same

@@ -12,11 +12,10 @@
 // simulated and reported beside them.
 #include <benchmark/benchmark.h>
 
-#include <time.h>
-
 #include <chrono>
 #include <string>
 
+#include "bench_clock.h"
 #include "weft/ranking/rank_order.h"
 #include "weft/routing/hybrid_schedule.h"
 #include "weft/routing/link_load.h"
@@ -28,18 +27,11 @@
 namespace {
 
 using namespace weft;
+using bench::cpu_seconds;
 
 constexpr uint64_t kBytes = 64u << 20;  // per rank
 constexpr double kMaxPlanCpuS = 2.0;
 constexpr double kMinBusbwVsIdeal = 0.95;
-
-// CPU seconds of this process (clock_gettime(2)): on a machine shared with
-// other builds, wall time measures the neighbours as much as the code.
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 std::string verify(const topo::Fabric& f, const ranking::RankOrder& order, const routing::Schedule& s,
                    routing::Router& router) {

@@ -10,13 +10,11 @@
 // absolute times on a shared machine are noise.
 #include <benchmark/benchmark.h>
 
-#include <sys/resource.h>
-#include <time.h>
-
 #include <chrono>
 #include <map>
 #include <random>
 
+#include "bench_clock.h"
 #include "weft/ranking/rank_order.h"
 #include "weft/routing/link_load.h"
 #include "weft/routing/plan_router.h"
@@ -27,6 +25,8 @@
 namespace {
 
 using namespace weft;
+using bench::cpu_seconds;
+using bench::peak_rss_mib;
 
 const topo::Fabric& clos2(int endpoints) {
   static std::map<int, topo::Fabric> cache;
@@ -43,20 +43,6 @@ const topo::Fabric& clos3_65536() {
   static topo::Fabric f = *topo::build_clos3(
       {.pods = 32, .leaves_per_pod = 16, .aggs_per_pod = 16, .cores = 256, .hosts_per_leaf = 128});
   return f;
-}
-
-// CPU seconds of this process (clock_gettime(2)): on a machine shared with
-// other builds, wall time measures the neighbours as much as the code.
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-double peak_rss_mib() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux (getrusage(2))
 }
 
 ranking::RankOrder leaf_sets(const topo::Fabric& f) {
