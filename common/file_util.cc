@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
@@ -14,17 +15,32 @@
 namespace weft {
 
 Result<std::string> read_file(const std::string& path, size_t spare) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(fmt::format("cannot open {}", path), errno);
-  std::string s;
-  // Sized once from stat(2) where the file has a size (not a pipe or /proc):
-  // a route plan of 65,536 ranks is 332 MB, and growing by doubling would
-  // copy it and hold twice that for a while.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return io_error(fmt::format("cannot open {}", path), errno);
+  const struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  // Sized once from fstat(2) of the file opened (a route plan of 65,536
+  // ranks is 332 MB: growing by doubling would copy it and hold twice that
+  // for a while) and read straight into the string; a file without a size
+  // (a pipe, procfs) or one that grows is read on in chunks.
   struct stat st{};
-  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) s.reserve(static_cast<size_t>(st.st_size) + spare);
-  char buf[1 << 16];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) s.append(buf, static_cast<size_t>(in.gcount()));
-  if (in.bad()) return io_error(fmt::format("cannot read {}", path), errno);
+  const size_t hint = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? static_cast<size_t>(st.st_size) : 0;
+  std::string s;
+  // Room past the size: for `spare`, and so that the end of the file is
+  // seen without growing the string.
+  s.resize(hint + std::max<size_t>(spare, 4096));
+  size_t used = 0;
+  for (;;) {
+    if (used == s.size()) s.resize(s.size() * 2);
+    const ssize_t n = ::read(fd, s.data() + used, s.size() - used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return io_error(fmt::format("cannot read {}", path), errno);
+    if (n == 0) break;
+    used += static_cast<size_t>(n);
+  }
+  s.resize(used);
   if (s.capacity() - s.size() < spare) s.reserve(s.size() + spare);
   return s;
 }

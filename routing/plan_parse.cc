@@ -12,8 +12,8 @@
 // line naming the JSON path of the first fault, in file order, the plan's
 // own fields first. Numbers must be integers that fit their field (no
 // 2.0 for a rank, no true for 1). A document simdjson refuses is parsed
-// again by nlohmann::json for its line and column (common/json.h), so the
-// message says where; the slow parse runs only for a broken file.
+// again by nlohmann::json, without a tree, for its line and column
+// (common/json.h check_json); that slow parse runs only for a broken file.
 #include <array>
 #include <climits>
 #include <map>
@@ -31,6 +31,7 @@
 
 namespace weft::routing {
 namespace dom = simdjson::dom;
+static_assert(kPlanTextSpare >= simdjson::SIMDJSON_PADDING, "plan.h's spare capacity is simdjson's padding");
 // Named inside the anonymous namespace: a unity build puts this file in one
 // unit with the other plan sources, whose file-local names must not meet
 // these.
@@ -73,6 +74,7 @@ Result<int64_t> to_int64(dom::element e, const Where& w, int64_t lo, int64_t hi)
   if (e.get_int64().get(v) != simdjson::SUCCESS) {
     uint64_t u = 0;
     if (e.get_uint64().get(u) == simdjson::SUCCESS) return plan_fault(w.str(), fmt::format("{} is out of range", u));
+    if (e.is_double()) return plan_fault(w.str(), fmt::format("{} is not an integer", simdjson::minify(e)));
     return plan_fault(w.str(), fmt::format("wrong type ({})", json_type(e)));
   }
   if (v < lo || v > hi) return plan_fault(w.str(), fmt::format("{} is out of range", v));
@@ -213,7 +215,8 @@ Status parse_flow(const Members<kFlowKeys>& m, int ranks, const Where& at, PlanF
   }
   WEFT_ASSIGN_OR_RETURN(f.protocol, m.string(kProtocol));
   if (f.protocol != "udp" && f.protocol != "tcp") {
-    return plan_fault(m.where(kProtocol).str(), fmt::format("'{}' is not udp or tcp", f.protocol));
+    // {:?}: quoted and escaped, so that the message stays one line.
+    return plan_fault(m.where(kProtocol).str(), fmt::format("{:?} is not udp or tcp", f.protocol));
   }
   for (size_t k : {kSport, kDport}) {
     WEFT_ASSIGN_OR_RETURN(int64_t v, m.int64(k));
@@ -337,19 +340,32 @@ Result<RoutePlan> parse_root(dom::element doc) {
   return p;
 }
 
+// simdjson parse of `text` into `parser`, past a UTF-8 byte order mark
+// (RFC 8259 section 8.1 lets a reader ignore one; nlohmann::json does, and
+// simdjson 3.0 does not). Copies `text` only if it lacks SIMDJSON_PADDING
+// bytes of spare capacity (load_plan leaves them).
+simdjson::simdjson_result<dom::element> parse_text(dom::parser& parser, const std::string& text) {
+  const size_t skip = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
+  const bool padded = text.capacity() - text.size() >= simdjson::SIMDJSON_PADDING;
+  return parser.parse(reinterpret_cast<const uint8_t*>(text.data()) + skip, text.size() - skip, !padded);
+}
+
 // The document of `text`, or why not.
 Result<dom::element> parse_document(dom::parser& parser, const std::string& text) {
   dom::element doc;
-  // Copies `text` only if it lacks SIMDJSON_PADDING bytes of spare capacity
-  // (load_plan leaves them).
-  if (const simdjson::error_code e = parser.parse(text).get(doc); e != simdjson::SUCCESS) {
-    Result<nlohmann::json> again = parse_json(text, StatusCode::kDataLoss, "route plan");
-    if (!again) return again.status();
-    // nlohmann took it: something simdjson cannot hold (a document of 4 GiB
-    // or more, nesting deeper than 1024).
-    return data_loss(fmt::format("route plan: {}", simdjson::error_message(e)));
+  const simdjson::error_code e = parse_text(parser, text).get(doc);
+  if (e == simdjson::SUCCESS) return doc;
+  if (e == simdjson::CAPACITY || e == simdjson::MEMALLOC) {
+    return data_loss(fmt::format("route plan: {} bytes: {}", text.size(), simdjson::error_message(e)));
   }
-  return doc;
+  // Where the text stops being JSON, by nlohmann's parser without a tree of
+  // it: simdjson's own message names no place.
+  parser = dom::parser{};
+  if (Status where = check_json(text, StatusCode::kDataLoss, "route plan"); !where) return where;
+  // JSON that simdjson 3.0 cannot read: an integer beyond 64 bits (also in a
+  // member readers ignore) or nesting deeper than 1024.
+  return data_loss(fmt::format("route plan: {} (an integer beyond 64 bits, or nesting deeper than 1024?)",
+                               simdjson::error_message(e)));
 }
 
 }  // namespace reader
@@ -361,8 +377,37 @@ Result<RoutePlan> parse_plan(const std::string& text) {
   return reader::parse_root(doc);
 }
 
+Result<PlanMember> parse_plan_member(const std::string& text, std::string_view member) {
+  dom::parser parser;
+  dom::element doc;
+  if (const simdjson::error_code e = reader::parse_text(parser, text).get(doc); e != simdjson::SUCCESS) {
+    return invalid_argument(fmt::format("not JSON: {}", simdjson::error_message(e)));
+  }
+  dom::object o;
+  if (doc.get_object().get(o) != simdjson::SUCCESS) return invalid_argument("/: not an object");
+  PlanMember out;
+  dom::element plan;
+  for (dom::key_value_pair kv : o) {  // of a member given twice the last counts
+    if (kv.key == member) {
+      out.present = kv.value.is_object();
+      plan = kv.value;
+    } else {
+      out.others.insert_or_assign(std::string(kv.key), simdjson::minify(kv.value));
+    }
+  }
+  if (out.present) {
+    Result<RoutePlan> p = reader::parse_root(plan);
+    if (p) {
+      out.plan = std::move(*p);
+    } else {
+      out.plan_status = p.status();
+    }
+  }
+  return out;
+}
+
 Result<RoutePlan> load_plan(const std::string& path) {
-  WEFT_ASSIGN_OR_RETURN(std::string text, read_file(path, simdjson::SIMDJSON_PADDING));
+  WEFT_ASSIGN_OR_RETURN(std::string text, read_file(path, kPlanTextSpare));
   dom::parser parser;
   Result<dom::element> doc = reader::parse_document(parser, text);
   if (!doc) return doc.status().with_context(path);

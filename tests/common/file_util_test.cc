@@ -92,6 +92,12 @@ TEST_F(WriteFileAtomic, AFileWithoutASizeIsReadToItsEnd) {
   EXPECT_GE(s->capacity() - s->size(), 64u);
 }
 
+TEST_F(WriteFileAtomic, ADirectoryIsAnErrorNamingIt) {
+  Result<std::string> s = read_file(dir_.string());
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.status().message().find("cannot read " + dir_.string()), std::string::npos) << s.status().message();
+}
+
 TEST_F(WriteFileAtomic, AMissingFileIsAnErrorNamingIt) {
   Result<std::string> s = read_file(path("none.json"));
   ASSERT_FALSE(s);

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include "weft/routing/plan.h"
 
 namespace weft::routing {
@@ -101,6 +104,51 @@ TEST(PlanFile, APlanWithoutRoundsWritesNoRoundFields) {
   EXPECT_EQ(plan_to_json(sample()).find("rounds"), std::string::npos);
 }
 
+// A plan inside an object (the plan epochs file): the plan as parse_plan
+// reads it, the other members as their JSON text.
+TEST(PlanMember, ReadsThePlanAndHandsBackTheOtherMembers) {
+  const std::string text = "{\"version\": 1, \"job\": \"j-1\", \"epoch\": 7, \"plan\": " + plan_to_json(sample()) +
+                           ", \"reason\": {\"link\": [\"s2\", \"l3\"]}}";
+  auto doc = parse_plan_member(text, "plan");
+  ASSERT_TRUE(doc) << doc.status().message();
+  EXPECT_TRUE(doc->present);
+  EXPECT_TRUE(doc->plan_status) << doc->plan_status.message();
+  EXPECT_EQ(doc->plan, sample());
+  const std::map<std::string, std::string, std::less<>> others = {
+      {"version", "1"}, {"job", "\"j-1\""}, {"epoch", "7"}, {"reason", "{\"link\":[\"s2\",\"l3\"]}"}};
+  EXPECT_EQ(doc->others, others);
+}
+
+TEST(PlanMember, AMissingOrBadPlanIsSaidAndTheRestStillRead) {
+  auto none = parse_plan_member("{\"epoch\": 3}", "plan");
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->present);
+  EXPECT_EQ(none->others.at("epoch"), "3");
+  auto array = parse_plan_member("{\"plan\": [], \"epoch\": 3}", "plan");
+  ASSERT_TRUE(array);
+  EXPECT_FALSE(array->present);
+  std::string text = plan_to_json(sample());
+  text.replace(text.find("\"sport\": 49152"), 14, "\"sport\": 0");
+  auto bad = parse_plan_member("{\"plan\": " + text + ", \"epoch\": 3}", "plan");
+  ASSERT_TRUE(bad);
+  EXPECT_TRUE(bad->present);
+  EXPECT_EQ(bad->plan_status.message(), "route plan /flows/0/sport: 0 is not a port (1..65535)");
+  EXPECT_EQ(bad->others.at("epoch"), "3");
+  // Of a member given twice the last counts.
+  auto twice = parse_plan_member("{\"plan\": " + text + ", \"plan\": " + plan_to_json(sample()) + "}", "plan");
+  ASSERT_TRUE(twice);
+  EXPECT_TRUE(twice->plan_status);
+  EXPECT_EQ(twice->plan, sample());
+}
+
+TEST(PlanMember, TextThatIsNoObjectIsRefused) {
+  EXPECT_EQ(parse_plan_member("[1]", "plan").status().message(), "/: not an object");
+  auto garbage = parse_plan_member("{not json", "plan");
+  ASSERT_FALSE(garbage);
+  EXPECT_EQ(garbage.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(garbage.status().message().rfind("not JSON: ", 0), 0u) << garbage.status().message();
+}
+
 struct Corrupt {
   const char* from;
   const char* to;
@@ -124,7 +172,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Corrupt{"\"version\": 1", "\"version\": 2", "route plan /version: unsupported version 2 (this weft reads 1)"},
                       Corrupt{"\"sport\": 49152", "\"sport\": 70000", "route plan /flows/0/sport: 70000 is not a port (1..65535)"},
                       Corrupt{"\"dst_rank\": 1", "\"dst_rank\": 5", "route plan /flows/0/dst_rank: 5 is not a rank of 2"},
-                      Corrupt{"\"protocol\": \"tcp\"", "\"protocol\": \"sctp\"", "route plan /flows/0/protocol: 'sctp' is not udp or tcp"},
+                      Corrupt{"\"protocol\": \"tcp\"", "\"protocol\": \"sctp\"", "route plan /flows/0/protocol: \"sctp\" is not udp or tcp"},
                       Corrupt{"\"ranks\": 2", "\"ranks\": \"2\"", "route plan /ranks: wrong type (string)"},
                       Corrupt{"\"steps\": [\n    0,\n    1\n   ]", "\"steps\": [0, 1], \"rounds\": [0]",
                               "route plan /flows/0/rounds: 1 rounds for 2 steps (one per step)"},
@@ -136,7 +184,9 @@ INSTANTIATE_TEST_SUITE_P(
                               "route plan /flows/0/qp: -1 is negative"},
                       Corrupt{"{", "[", "route plan: parse error at line 2, column 14: syntax error while parsing array - unexpected ':'; expected ']'"},
                       // Numbers are integers that fit their field: no 2.0 for 2, no true for 1.
-                      Corrupt{"\"ranks\": 2", "\"ranks\": 2.0", "route plan /ranks: wrong type (number)"},
+                      Corrupt{"\"ranks\": 2", "\"ranks\": 2.0", "route plan /ranks: 2.0 is not an integer"},
+                      Corrupt{"\"protocol\": \"tcp\"", "\"protocol\": \"t\\ncp\"",
+                              "route plan /flows/0/protocol: \"t\\ncp\" is not udp or tcp"},
                       Corrupt{"\"ranks\": 2", "\"ranks\": true", "route plan /ranks: wrong type (boolean)"},
                       Corrupt{"\"ranks\": 2", "\"ranks\": 4294967298", "route plan /ranks: 4294967298 is out of range"},
                       Corrupt{"\"ranks\": 2", "\"ranks\": 1e999", "route plan: number overflow parsing '1e999'"},
@@ -166,6 +216,23 @@ TEST(PlanFile, TextThatIsNoPlanObjectIsOneLine) {
   EXPECT_EQ(parse_plan("{} }").status().message(),
             "route plan: parse error at line 1, column 4: syntax error while parsing value - unexpected '}'; expected "
             "end of input");
+}
+
+// A UTF-8 byte order mark before the plan is passed over (RFC 8259 8.1).
+TEST(PlanFile, AByteOrderMarkIsPassedOver) {
+  auto back = parse_plan("\xEF\xBB\xBF" + plan_to_json(sample()));
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_EQ(*back, sample());
+}
+
+// JSON the reader cannot hold is refused with a line that says what it
+// may be, not taken in part.
+TEST(PlanFile, AnIntegerBeyondSixtyFourBitsIsRefusedWithTheReason) {
+  std::string text = plan_to_json(sample());
+  text.replace(text.find("\"ranks\": 2"), 10, "\"ranks\": 2, \"meta\": 123456789012345678901234567890");
+  auto p = parse_plan(text);
+  ASSERT_FALSE(p);
+  EXPECT_NE(p.status().message().find("an integer beyond 64 bits"), std::string::npos) << p.status().message();
 }
 
 // Readers ignore members added later; of a member given twice the last

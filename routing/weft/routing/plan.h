@@ -19,7 +19,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "weft/common/status.h"
@@ -93,6 +96,23 @@ struct RoutePlan {
 // Errors name the JSON path ("/flows/3/sport: ...").
 Result<RoutePlan> parse_plan(const std::string& text);
 Result<RoutePlan> load_plan(const std::string& path);
+// Capacity a text given to parse_plan or parse_plan_member should have
+// beyond its size, or the reader copies it first (a plan of 65,536 ranks is
+// 332 MB): read_file(path, kPlanTextSpare) leaves it.
+inline constexpr size_t kPlanTextSpare = 64;
+
+// A JSON object that holds a route plan in one member (the plan epochs file,
+// docs/route-plan.md "Plan epochs"): the plan read as parse_plan reads one,
+// and the object's other members as JSON text for the caller to check.
+struct PlanMember {
+  std::map<std::string, std::string, std::less<>> others;  // name -> the value's JSON text
+  bool present = false;  // the member is there and is an object
+  Status plan_status;    // why `plan` was not read (when present)
+  RoutePlan plan;
+};
+// Fails only for a text that is not JSON ("not JSON: ...") or not an object
+// ("/: not an object"), with kInvalidArgument.
+Result<PlanMember> parse_plan_member(const std::string& text, std::string_view member);
 std::string plan_to_json(const RoutePlan& plan);
 Status save_plan(const RoutePlan& plan, const std::string& path);
 
