@@ -3,49 +3,49 @@
 
 #include <sys/stat.h>
 
-#include <fstream>
 #include <map>
-#include <sstream>
+#include <optional>
 #include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "weft/common/file_util.h"
 #include "weft/routing/gates.h"
 #include "weft/routing/schedule.h"
 
 namespace weft::coll::internal {
 
+// The plan is read by routing::parse_plan_member (simdjson), not from a
+// nlohmann::json tree: at 65,536 ranks the plan is 10^6 flows, and a tree
+// of them took seconds and gigabytes per rank (routing/plan_parse.cc).
 Result<PlanEpoch> parse_plan_epoch(const std::string& text) {
-  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
-  if (doc.is_discarded()) return invalid_argument("not JSON");
-  if (!doc.is_object()) return invalid_argument("/: not an object");
-  const auto field = [&](const char* name) -> const nlohmann::json* {
-    auto it = doc.find(name);
-    return it == doc.end() ? nullptr : &*it;
+  WEFT_ASSIGN_OR_RETURN(routing::PlanMember doc, routing::parse_plan_member(text, "plan"));
+  const auto field = [&](const char* name) -> std::optional<nlohmann::json> {
+    auto it = doc.others.find(name);
+    if (it == doc.others.end()) return std::nullopt;
+    return nlohmann::json::parse(it->second, nullptr, false);  // one value, as simdjson wrote it
   };
-  const nlohmann::json* version = field("version");
-  if (version == nullptr || !version->is_number_integer() || version->get<int64_t>() != 1) {
+  const std::optional<nlohmann::json> version = field("version");
+  if (!version || !version->is_number_integer() || version->get<int64_t>() != 1) {
     return invalid_argument("/version: must be 1");
   }
   PlanEpoch e;
-  const nlohmann::json* job = field("job");
-  if (job == nullptr || !job->is_string()) return invalid_argument("/job: missing or not a string");
+  const std::optional<nlohmann::json> job = field("job");
+  if (!job || !job->is_string()) return invalid_argument("/job: missing or not a string");
   e.job = job->get<std::string>();
-  const nlohmann::json* epoch = field("epoch");
-  if (epoch == nullptr || !epoch->is_number_unsigned()) return invalid_argument("/epoch: missing or not unsigned");
+  const std::optional<nlohmann::json> epoch = field("epoch");
+  if (!epoch || !epoch->is_number_unsigned()) return invalid_argument("/epoch: missing or not unsigned");
   e.epoch = epoch->get<uint64_t>();
   if (e.epoch > static_cast<uint64_t>(INT64_MAX)) return invalid_argument(fmt::format("/epoch: {} is too large", e.epoch));
-  if (const nlohmann::json* reason = field("reason"); reason != nullptr) {
+  if (const std::optional<nlohmann::json> reason = field("reason"); reason) {
     if (!reason->is_string()) return invalid_argument("/reason: not a string");
     e.reason = reason->get<std::string>();
   }
-  const nlohmann::json* plan = field("plan");
-  if (plan == nullptr || !plan->is_object()) return invalid_argument("/plan: missing or not an object");
-  Result<routing::RoutePlan> p = routing::parse_plan(plan->dump());
-  if (!p) return p.status().with_context("/plan");
-  e.plan = std::move(*p);
+  if (!doc.present) return invalid_argument("/plan: missing or not an object");
+  if (!doc.plan_status) return doc.plan_status.with_context("/plan");
+  e.plan = std::move(doc.plan);
   return e;
 }
 
@@ -118,15 +118,13 @@ void PlanEpochFile::look(Clock::time_point now, const routing::RoutePlan& curren
 }
 
 void PlanEpochFile::read(const routing::RoutePlan& current, uint64_t running) {
-  std::ifstream f(path_);
-  std::stringstream text;
-  text << f.rdbuf();
+  const Result<std::string> text = read_file(path_, routing::kPlanTextSpare);
   const auto refuse = [&](uint64_t& counter, const std::string& why) {
     ++counter;
     spdlog::warn("weft: rank {} refuses the plan epoch in {}: {}; it keeps plan epoch {}", rank_, path_, why, running);
   };
-  if (!f) return refuse(counters_.refused_unreadable, "it cannot be read");
-  Result<PlanEpoch> e = parse_plan_epoch(text.str());
+  if (!text) return refuse(counters_.refused_unreadable, "it cannot be read");
+  Result<PlanEpoch> e = parse_plan_epoch(*text);
   if (!e) return refuse(counters_.refused_unreadable, e.status().message());
   if (e->job != job_) return refuse(counters_.refused_job, fmt::format("it is for job '{}', this is '{}'", e->job, job_));
   const uint64_t newest = held_ ? held_->epoch : running;

@@ -43,6 +43,19 @@ TEST(PlanEpochParse, ReadsTheContractFormat) {
   EXPECT_EQ(e->plan, plan);
 }
 
+// The members beside the plan are read from their JSON text: escapes and
+// text beyond ASCII come through as written.
+TEST(PlanEpochParse, AReasonWithEscapesAndUnicodeComesThrough) {
+  const routing::RoutePlan plan = plan_of(2);
+  std::string text = epoch_json("job-\u00e9", 3, plan);
+  text.replace(text.find("\"test\""), 6, R"("link \"s2->l3\"\n\tdown \u00e9 \ud83d\ude80")");
+  auto e = internal::parse_plan_epoch(text);
+  ASSERT_TRUE(e) << e.status().to_string();
+  EXPECT_EQ(e->job, "job-\u00e9");
+  EXPECT_EQ(e->reason, "link \"s2->l3\"\n\tdown \u00e9 \U0001F680");
+  EXPECT_EQ(e->plan, plan);
+}
+
 struct BadDoc {
   std::string name, text, message;
 };

@@ -83,27 +83,32 @@ Result<PlanPublisher> PlanPublisher::create(db::Database& db, const std::string&
   p.job_plan_ = std::move(job_plan);
   p.path_ = std::move(path);
   p.job_ = std::move(job);
-  if (auto text = read_file(p.path_)) {  // a watcher restarted: go on after the epoch the job has seen
-    const auto j = nlohmann::json::parse(*text, nullptr, false);
-    if (j.is_object() && j.value("job", std::string()) == p.job_ && j.contains("epoch") &&
-        j["epoch"].is_number_unsigned()) {
-      p.epoch_ = j["epoch"].get<uint64_t>();
+  // A watcher restarted: go on after the epoch the job has seen.
+  if (auto text = read_file(p.path_, routing::kPlanTextSpare)) {
+    if (auto doc = routing::parse_plan_member(*text, "plan")) {
+      const auto member = [&](const char* name) {
+        auto it = doc->others.find(name);
+        return it == doc->others.end() ? nlohmann::json() : nlohmann::json::parse(it->second, nullptr, false);
+      };
+      const nlohmann::json epoch = member("epoch");
+      if (member("job") == p.job_ && epoch.is_number_unsigned()) p.epoch_ = epoch.get<uint64_t>();
     }
   }
   return p;
 }
 
 Status PlanPublisher::write(const routing::RoutePlan& plan, const std::string& reason) {
-  const nlohmann::json doc = {{"version", 1},
-                              {"job", job_},
-                              {"epoch", epoch_ + 1},
-                              {"reason", reason},
-                              {"plan", nlohmann::json::parse(routing::plan_to_json(plan))}};
+  // The plan goes in as plan_to_json writes it, not through a JSON tree: a
+  // plan of 65,536 ranks is 10^6 flows (routing/plan_file.cc). A reason or
+  // job that is not UTF-8 is written with U+FFFD where it is not.
+  const nlohmann::json head = {{"version", 1}, {"job", job_}, {"epoch", epoch_ + 1}, {"reason", reason}};
+  std::string fields = head.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  fields.pop_back();  // the closing '}'
   // rename(2) is atomic: a reader sees the old epoch or the new one, never half of one.
   const std::string tmp = path_ + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << doc.dump() << "\n";
+    out << fields << ", \"plan\": " << routing::plan_to_json(plan) << "}\n";
     if (!out.flush()) return io_error("writing " + tmp, errno);
   }
   if (std::rename(tmp.c_str(), path_.c_str()) != 0) return io_error("renaming " + tmp + " to " + path_, errno);
