@@ -8,7 +8,7 @@
 #      build 2 compiles; the others after the unit tests, one at a time.
 #   2. build-asan/: Debug + AddressSanitizer + UBSan, unit tests (every label
 #      but perf, netns, rdma, torch, scale) — memory and UB bugs fail here.
-#   3. build-fuzz/: libFuzzer on the parsers that read the network and plan files
+#   3. build-fuzz/: libFuzzer on the parsers that read the network
 #      (scripts/fuzz.sh), beside the timed tests at idle priority.
 #   Each build compiles only the test programs its pass runs (WEFT_TEST_SET).
 # CI (.ci/run) runs exactly this. WEFT_JOBS overrides the build parallelism.
