@@ -1,10 +1,9 @@
 // Reading a route plan (docs/route-plan.md) with simdjson's DOM parser
 // (https://simdjson.org, "The Basics: DOM"). Every rank of a job reads the
 // whole plan — its rounds become gates between flows of other ranks
-// (gates.cc) — and a plan of 65,536 ranks is ~10^6 flows in 332 MB: reading
-// it through a nlohmann::json tree took each rank ~10 s and 2.75 GB at its
-// peak, most of it making and freeing the tree's nodes; this reader, 3-4x
-// less time and half the memory (bench/plan_parse_bench.cc,
+// (gates.cc) — and a plan of 65,536 ranks is ~10^6 flows in 332 MB. A
+// nlohmann::json tree of it is one allocation per value, most of the cost of
+// the reader this one replaced (bench/plan_parse_bench.cc; figures in
 // bench/results/2026-11-27-plan-read.md). simdjson keeps the document in one
 // tape, and each flow's members are found in one pass over them.
 //
