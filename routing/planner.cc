@@ -3,8 +3,9 @@
 #include "weft/routing/planner.h"
 
 #include <algorithm>
+#include <array>
 #include <optional>
-#include <tuple>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -20,45 +21,27 @@ namespace weft::routing {
 
 namespace {
 
+using planner_internal::CandidateFetcher;
 using planner_internal::Chosen;
+using planner_internal::FetchInputs;
 using planner_internal::FlowInfo;
 using planner_internal::in_nic;
-
-bool is_two_tier(const topo::Fabric& f) {
-  if (f.kind == topo::FabricKind::kClos2) return true;
-  for (const auto& l : f.links) {
-    if (!f.is_switch_vertex(l.a) || !f.is_switch_vertex(l.b)) continue;
-    const int ta = f.switches[static_cast<size_t>(f.vertex_switch(l.a))].tier;
-    const int tb = f.switches[static_cast<size_t>(f.vertex_switch(l.b))].tier;
-    if (std::min(ta, tb) != topo::kTierLeaf || std::max(ta, tb) != topo::kTierSpine) return false;
-  }
-  return f.num_tiers() == 2;
-}
+using planner_internal::RouteJudge;
 
 // A try from fewer ports searches less hard: the full lists are searched
 // anyway where it fails (plan_class_fewer_first).
 constexpr int kTryBudget = 2000;
+// A class fetched ahead on a thread has at least this many flows: below, the
+// thread costs more than the overlap saves.
+constexpr size_t kFetchAheadFlows = 1024;
 
 class Planner {
  public:
   Planner(const topo::Fabric& f, const ranking::RankOrder& order, const Schedule& s, PathTable& table,
           const PlannerOptions& opt, std::vector<uint16_t> dports, QpnPool qpns)
       : f_(f), order_(order), s_(s), table_(table), opt_(opt), dports_(std::move(dports)), qpns_(std::move(qpns)),
-        two_tier_(is_two_tier(f)), colour_of_(f.switches.size(), -1), used_(f.hosts.size()) {
-    if (!two_tier_) clos3_ = Clos3Shape::of(f);
-    if (clos3_) colorer3_.emplace(*clos3_);
-    for (size_t sw = 0; sw < f.switches.size(); ++sw) {
-      if (f.switches[sw].tier == topo::kTierSpine) colour_of_[sw] = n_colours_++;
-    }
-    if (two_tier_) {
-      up_.assign(f.switches.size() * static_cast<size_t>(n_colours_), 0);
-      for (const auto& l : f.links) {
-        if (l.state != topo::LinkState::kUp || !f.is_switch_vertex(l.a) || !f.is_switch_vertex(l.b)) continue;
-        int a = f.vertex_switch(l.a), b = f.vertex_switch(l.b);
-        if (colour_of_[static_cast<size_t>(a)] >= 0) std::swap(a, b);
-        up_[static_cast<size_t>(a) * static_cast<size_t>(n_colours_) + static_cast<size_t>(colour_of_[static_cast<size_t>(b)])] = 1;
-      }
-    }
+        judge_(f), two_tier_(judge_.two_tier()), used_(f.hosts.size()) {
+    if (judge_.clos3()) colorer3_.emplace(*judge_.clos3());
   }
 
   Result<PlannedRoutes> run() {
@@ -79,17 +62,23 @@ class Planner {
       used_qpns_.assign(qpns_.size(), {});
     }
     PlannedRoutes out;
-    for (size_t c = 0; c < classes_.size(); ++c) {
-      WEFT_RETURN_IF_ERROR(plan_class_fewer_first(classes_[c], out.stats));
-    }
-    out.stats.planned_classes = static_cast<int>(classes_.size());
+    second_thread_ = opt_.second_thread && std::thread::hardware_concurrency() > 1;
     // NCCL's QPs all run at once and the plugin has no way to sequence
     // them, so nccl-ring plans never have rounds; its steps' bound counts
     // the C x Q QPs on every access link, which the colouring (K flows per
     // spine link, list_edge_coloring.h) meets without them.
+    const bool rounds = opt_.rounds && s_.collective != Collective::kNcclRing;
+    RoundAssigner assigner(rounds ? 2 * static_cast<int>(f_.links.size()) : 0);
+    std::vector<int> round;
     Chosen chosen{flows_, path_pool_, classes_, step_ids_};
-    const bool has_rounds = opt_.rounds && s_.collective != Collective::kNcclRing &&
-                            planner_internal::assign_rounds(f_, chosen);
+    bool has_rounds = false;
+    for (size_t c = 0; c < classes_.size(); ++c) {
+      WEFT_RETURN_IF_ERROR(plan_class_fewer_first(c, out.stats));
+      // Each class's rounds as soon as it has its paths: meanwhile the
+      // second thread fetches the next class (candidates()).
+      if (rounds) has_rounds |= planner_internal::assign_class_rounds(f_, chosen, classes_[c], assigner, round);
+    }
+    out.stats.planned_classes = static_cast<int>(classes_.size());
     WEFT_RETURN_IF_ERROR(planner_internal::emit_plan(f_, order_, s_, opt_, dports_, chosen, has_rounds, out));
     return out;
   }
@@ -166,48 +155,6 @@ class Planner {
     return ok_status();
   }
 
-  Status query(FlowInfo& fi) {
-    PairQuery q{fi.src_nic, fi.dst_nic, opt_.protocol == "tcp" ? kProtoTcp : kProtoUdp,
-                dports_[static_cast<size_t>(fi.dst)]};
-    if (!qpns_.empty()) q.dqpns = qpns_[static_cast<size_t>(fi.dst)];  // E-ECMP: the destination's QPs
-    const int ls = f_.nic_switch(fi.src_nic), ld = f_.nic_switch(fi.dst_nic);
-    // Inside one leaf every port takes the same way, but the port must still
-    // be one the table holds: a probe database vouches only for the ports it
-    // saw answered (planner.h, 2). As many as the host has flows always
-    // leave one free (4), and ask no more of the table.
-    const int host = f_.nics[static_cast<size_t>(fi.src_nic)].host;
-    // E-ECMP: every offered (sport, dqpn) may have a QPN another flow into
-    // the rank holds already (take_port), so a same-leaf pair asks for all.
-    const int want = ls == ld && qpns_.empty() ? std::min(ports_, host_flows_[static_cast<size_t>(host)])
-                                               : ports_;
-    // The flows of one pair come one after another (nccl-ring's QPs): ask
-    // the table once per pair (and destination rank: its QPNs).
-    if (std::tuple(fi.src_nic, fi.dst_nic, fi.dst) != answered_) {
-      WEFT_RETURN_IF_ERROR(table_.ports(q, opt_.sports, want, answer_));
-      answered_ = {fi.src_nic, fi.dst_nic, fi.dst};
-    }
-    const PairRoutes* offered = &answer_;
-    if (fi.pair_group >= 0) {
-      share_of(answer_, fi.pair_k, flows_[static_cast<size_t>(fi.pair_group)].pair_n, share_);
-      offered = &share_;
-    }
-    // 3-tier: a route's key serves both usable and colour, which
-    // CandidateStore::add asks one after the other of one route.
-    const int* keyed = nullptr;
-    std::optional<Clos3Key> key;
-    fi.ci = cands_.add(
-        *offered,
-        [&](std::span<const int> rt) {
-          if (rt.empty() || rt.front() != ls || rt.back() != ld) return false;
-          if (!clos3_ || rt.size() == 1) return route_is_up(rt);
-          keyed = rt.data(), key = clos3_->key(rt);
-          return key.has_value();
-        },
-        [&](std::span<const int> rt) { return clos3_ && rt.size() != 1 && rt.data() == keyed ? colour(key) : colour(rt); });
-    strike_taken(fi);
-    return ok_status();
-  }
-
   // Routes whose every offered port the host already uses (earlier classes)
   // are struck before colouring: take_port would strike them after it, at
   // the cost of colouring the class again. used_mask_ filters the ports to
@@ -216,9 +163,9 @@ class Planner {
     const int host = f_.nics[static_cast<size_t>(fi.src_nic)].host;
     if (used_mask_[static_cast<size_t>(host)] == 0) return;
     const auto& used = used_[static_cast<size_t>(host)];
-    free_on_.assign(cands_.num_routes(fi.ci), 0);
+    free_on_.assign(cands_->num_routes(fi.ci), 0);
     bool some_taken = false;
-    for (const PortRoute& pr : cands_.ports(fi.ci)) {
+    for (const PortRoute& pr : cands_->ports(fi.ci)) {
       const bool taken = (used_mask_[static_cast<size_t>(host)] & port_bit(pr.sport)) != 0 &&
                          std::find(used.begin(), used.end(), pr.sport) != used.end();
       some_taken |= taken;
@@ -226,67 +173,10 @@ class Planner {
     }
     if (!some_taken) return;
     for (size_t r = 0; r < free_on_.size(); ++r) {
-      if (!free_on_[r] && cands_.usable(fi.ci, r)) cands_.strike(fi.ci, static_cast<int>(r)), ++fi.struck;
+      if (!free_on_[r] && cands_->usable(fi.ci, r)) cands_->strike(fi.ci, static_cast<int>(r)), ++fi.struck;
     }
   }
   static uint64_t port_bit(uint16_t p) { return uint64_t{1} << ((p * 0x9E37u) >> 10 & 63); }
-
-  // Flow k's share of a pair's ports when the pair has n flows: route by
-  // route, the ports are dealt round-robin over the flows (continuing from
-  // one route to the next), so no two flows of the pair compete for a port
-  // and a route with p ports is open to min(p, n) of them. Without shares
-  // the colouring, which balances leaves and not pairs, may put more of a
-  // pair's flows on a spine than the pair has ports there, and replanning
-  // strikes one flow at a time. Routes left without a port are dropped.
-  void share_of(const PairRoutes& all, int k, int n, PairRoutes& out) {
-    out.clear();
-    // Counting sort of the ports by route, keeping their order of preference.
-    route_start_.assign(all.num_routes() + 1, 0);
-    for (const PortRoute& p : all.ports) ++route_start_[static_cast<size_t>(p.route) + 1];
-    for (size_t r = 0; r < all.num_routes(); ++r) route_start_[r + 1] += route_start_[r];
-    by_route_.resize(all.ports.size());
-    route_fill_.assign(route_start_.begin(), route_start_.end() - 1);
-    for (const PortRoute& p : all.ports) by_route_[static_cast<size_t>(route_fill_[static_cast<size_t>(p.route)]++)] = p;
-    for (size_t r = 0; r < all.num_routes(); ++r) {
-      int mine = -1;
-      for (int i = route_start_[r]; i < route_start_[r + 1]; ++i) {
-        if (i % n != k) continue;  // the i-th port overall goes to flow i mod n
-        if (mine < 0) mine = out.add_route(all.route(r));
-        PortRoute p = by_route_[static_cast<size_t>(i)];
-        p.route = mine;
-        out.ports.push_back(p);
-      }
-    }
-  }
-
-  // A usable route's colour: its spine on a 2-tier Clos, its packed
-  // (slot, core) key on a 3-tier one (clos3_coloring.h); -1 for none.
-  int colour(std::span<const int> rt) const {
-    if (two_tier_) return rt.size() == 3 ? colour_of_[static_cast<size_t>(rt[1])] : -1;
-    if (!clos3_ || rt.size() == 1) return -1;
-    return colour(clos3_->key(rt));
-  }
-  int colour(const std::optional<Clos3Key>& k) const {
-    return k ? k->slot * (clos3_->plane_size() + 1) + k->core + 1 : -1;
-  }
-
-  // Consecutive switches linked by links that are up; on a 2-tier Clos a
-  // cross-leaf route is leaf, spine, leaf (a lookup in up_), on a 3-tier one
-  // a route with a key (clos3_coloring.h: lookups too).
-  bool route_is_up(std::span<const int> rt) const {
-    if (clos3_ && rt.size() != 1) return clos3_->key(rt).has_value();
-    if (two_tier_ && rt.size() != 1) {
-      if (rt.size() != 3) return false;
-      const int c = colour_of_[static_cast<size_t>(rt[1])];
-      return c >= 0 && up_[static_cast<size_t>(rt[0]) * static_cast<size_t>(n_colours_) + static_cast<size_t>(c)] &&
-             up_[static_cast<size_t>(rt[2]) * static_cast<size_t>(n_colours_) + static_cast<size_t>(c)];
-    }
-    for (size_t i = 0; i + 1 < rt.size(); ++i) {
-      auto l = f_.link_between(f_.switch_vertex(rt[i]), f_.switch_vertex(rt[i + 1]));
-      if (!l || f_.links[static_cast<size_t>(*l)].state != topo::LinkState::kUp) return false;
-    }
-    return true;
-  }
 
   std::string flow_name(const FlowInfo& fi) const {
     return fmt::format("rank {} ({}) -> rank {} ({})", fi.src, f_.nic_qualified_name(fi.src_nic), fi.dst,
@@ -305,10 +195,10 @@ class Planner {
                          f_.hosts[static_cast<size_t>(host)].name, need, opt_.sports.lo, opt_.sports.hi,
                          opt_.sports.size());
     }
-    const auto ports = cands_.ports(fi.ci);
+    const auto ports = cands_->ports(fi.ci);
     std::string per_route;
-    for (size_t r = 0; r < cands_.num_routes(fi.ci); ++r) {
-      const auto rt = cands_.route(fi.ci, r);
+    for (size_t r = 0; r < cands_->num_routes(fi.ci); ++r) {
+      const auto rt = cands_->route(fi.ci, r);
       const auto n = std::count_if(ports.begin(), ports.end(), [&](const PortRoute& p) { return p.route == static_cast<int>(r); });
       per_route += fmt::format("{}{} {}", per_route.empty() ? "" : ", ",
                                rt.size() == 3 ? f_.switches[static_cast<size_t>(rt[1])].name : std::string("leaf"), n);
@@ -343,7 +233,7 @@ class Planner {
   std::string no_route_message(const FlowInfo& fi) const {
     return fmt::format("no usable route for {}: {} holds no answered port of this pair in {}-{} over links that are up "
                        "({} ports offered); re-probe the pair (weft probe), or check that its hosts are in the campaign",
-                       flow_name(fi), table_.describe(), opt_.sports.lo, opt_.sports.hi, cands_.ports(fi.ci).size());
+                       flow_name(fi), table_.describe(), opt_.sports.lo, opt_.sports.hi, cands_->ports(fi.ci).size());
   }
 
   // Chooses fi.route for every flow of the class.
@@ -353,8 +243,8 @@ class Planner {
       FlowInfo& fi = flows_[static_cast<size_t>(id)];
       fi.route = -1;
       if (in_nic(fi)) continue;
-      for (size_t r = 0; r < cands_.num_routes(fi.ci) && fi.route < 0; ++r) {
-        if (cands_.usable(fi.ci, r)) fi.route = static_cast<int>(r);
+      for (size_t r = 0; r < cands_->num_routes(fi.ci) && fi.route < 0; ++r) {
+        if (cands_->usable(fi.ci, r)) fi.route = static_cast<int>(r);
       }
       if (fi.route < 0 && fi.struck > 0) return failed_precondition(starved_message(fi));
       if (fi.route < 0) return unavailable(no_route_message(fi));
@@ -367,23 +257,23 @@ class Planner {
         const FlowInfo& fi = flows_[static_cast<size_t>(fabric[i])];
         edges_[i].left = f_.nic_switch(fi.src_nic);
         edges_[i].right = f_.nic_switch(fi.dst_nic);
-        const auto colours = cands_.colours(fi.ci);
+        const auto colours = cands_->colours(fi.ci);
         edges_[i].colours.assign(colours.begin(), colours.end());
       }
       const int ns = static_cast<int>(f_.switches.size());
-      WEFT_ASSIGN_OR_RETURN(auto col, color_list_edges(ns, ns, n_colours_, edges_,
+      WEFT_ASSIGN_OR_RETURN(auto col, color_list_edges(ns, ns, judge_.n_colours(), edges_,
                                                      {.budget = trying_ ? kTryBudget : opt_.budget}));
       stats.exact_classes += col.exact;
       fabric_load_ = col.max_load;
       for (size_t i = 0; i < fabric.size(); ++i) {
         FlowInfo& fi = flows_[static_cast<size_t>(fabric[i])];
-        const auto colours = cands_.colours(fi.ci);
+        const auto colours = cands_->colours(fi.ci);
         const auto k = std::find(colours.begin(), colours.end(), col.colour[i]) - colours.begin();
-        fi.route = cands_.colour_routes(fi.ci)[static_cast<size_t>(k)];
+        fi.route = cands_->colour_routes(fi.ci)[static_cast<size_t>(k)];
       }
       return ok_status();
     }
-    if (clos3_) return choose_clos3(fabric, stats);
+    if (judge_.clos3()) return choose_clos3(fabric, stats);
     // Candidates as the switch-to-switch links they load (a flow's access
     // links are the same whichever route it takes); buffers reused.
     if (choices_.size() < fabric.size()) choices_.resize(fabric.size());
@@ -393,9 +283,9 @@ class Planner {
       RouteChoice& ch = choices_[i];
       ch.clear();
       route_ids_[i].clear();
-      for (size_t r = 0; r < cands_.num_routes(fi.ci); ++r) {
-        if (!cands_.usable(fi.ci, r)) continue;
-        const auto rt = cands_.route(fi.ci, r);
+      for (size_t r = 0; r < cands_->num_routes(fi.ci); ++r) {
+        if (!cands_->usable(fi.ci, r)) continue;
+        const auto rt = cands_->route(fi.ci, r);
         for (size_t k = 0; k + 1 < rt.size(); ++k) {
           const int l = *f_.link_between(f_.switch_vertex(rt[k]), f_.switch_vertex(rt[k + 1]));
           ch.links.push_back(f_.directed_from(l, f_.switch_vertex(rt[k])));
@@ -416,10 +306,10 @@ class Planner {
   Status choose_clos3(const std::vector<int>& fabric, PlanStats& stats) {
     flows3_.resize(fabric.size());
     keys3_.clear();
-    const int stride = clos3_->plane_size() + 1;
+    const int stride = judge_.clos3()->plane_size() + 1;
     for (size_t i = 0; i < fabric.size(); ++i) {
       const FlowInfo& fi = flows_[static_cast<size_t>(fabric[i])];
-      const auto colours = cands_.colours(fi.ci);
+      const auto colours = cands_->colours(fi.ci);
       flows3_[i] = {f_.nic_switch(fi.src_nic), f_.nic_switch(fi.dst_nic), static_cast<uint32_t>(keys3_.size()),
                     static_cast<uint32_t>(colours.size())};
       for (int c : colours) keys3_.push_back({c / stride, c % stride - 1});
@@ -428,7 +318,7 @@ class Planner {
     stats.exact_classes += col.max_load <= col.target;
     for (size_t i = 0; i < fabric.size(); ++i) {
       FlowInfo& fi = flows_[static_cast<size_t>(fabric[i])];
-      fi.route = cands_.colour_routes(fi.ci)[static_cast<size_t>(col.chosen[i])];
+      fi.route = cands_->colour_routes(fi.ci)[static_cast<size_t>(col.chosen[i])];
     }
     return ok_status();
   }
@@ -456,7 +346,7 @@ class Planner {
     // flow, as an RC QP connects to exactly one remote QP (IBTA spec vol. 1
     // 9.7), so a QPN another flow into the rank holds is not free.
     auto* qused = used_qpns_.empty() ? nullptr : &used_qpns_[static_cast<size_t>(fi.dst)];
-    for (const PortRoute& pr : cands_.ports(fi.ci)) {
+    for (const PortRoute& pr : cands_->ports(fi.ci)) {
       if (pr.route != fi.route) continue;
       const uint32_t dqpn = qused ? qpns_[static_cast<size_t>(fi.dst)][pr.qpn] : 0;
       if (qused && std::find(qused->begin(), qused->end(), dqpn) != qused->end()) continue;
@@ -466,7 +356,7 @@ class Planner {
         return true;
       }
     }
-    cands_.strike(fi.ci, fi.route);
+    cands_->strike(fi.ci, fi.route);
     ++fi.struck;
     return false;
   }
@@ -485,15 +375,16 @@ class Planner {
   // endpoints (bench/clos3_bench.cc) 25 of its 45 cross-leaf classes miss
   // the bound from 16 or 32 ports, and the tries cost more than the kept
   // ones save (bench/results/2026-11-27-planner-fewer-ports.md).
-  Status plan_class_fewer_first(const std::vector<int>& ids, PlanStats& stats) {
+  Status plan_class_fewer_first(size_t c, PlanStats& stats) {
+    const std::vector<int>& ids = classes_[c];
     const bool rounds = opt_.rounds && s_.collective != Collective::kNcclRing;
-    if (opt_.first_ports > 0 && opt_.first_ports < opt_.ports_per_pair && two_tier_ && !ids.empty()) {
+    if (first_ports(c) != opt_.ports_per_pair) {
       const Step& step = s_.steps[static_cast<size_t>(flows_[static_cast<size_t>(ids.front())].steps.front())];
       // The fabric links' bound: with rounds, also the fewest rounds the step
       // can take (one flow per link and round).
       const int bound = std::max(1, step_fabric_lower_bound(f_, order_, step));
       PlanStats tried = stats;
-      WEFT_ASSIGN_OR_RETURN(bool kept, plan_class(ids, opt_.first_ports, tried, bound));
+      WEFT_ASSIGN_OR_RETURN(bool kept, plan_class(c, opt_.first_ports, tried, bound));
       if (kept && rounds && fabric_load_ > 1) {  // is the bound met in rounds too? (the paths decide: rounds.h)
         RoundAssigner assigner(2 * static_cast<int>(f_.links.size()));
         std::vector<int> round;
@@ -509,8 +400,45 @@ class Planner {
       }
       for (int id : ids) flows_[static_cast<size_t>(id)].struck = 0;
     }
-    WEFT_ASSIGN_OR_RETURN(const bool planned, plan_class(ids, opt_.ports_per_pair, stats, -1));
+    WEFT_ASSIGN_OR_RETURN(const bool planned, plan_class(c, opt_.ports_per_pair, stats, -1));
     (void)planned;  // always, when not a try
+    return ok_status();
+  }
+
+  // The ports per pair class c is planned from first.
+  int first_ports(size_t c) const {
+    return opt_.first_ports > 0 && opt_.first_ports < opt_.ports_per_pair && two_tier_ && !classes_[c].empty()
+               ? opt_.first_ports
+               : opt_.ports_per_pair;
+  }
+
+  // Class c's candidates from `ports` ports per pair (planner_internal.h,
+  // CandidateFetcher): fetched ahead on the worker, else here; then class
+  // c + 1's are started on the worker (while this one is judged and
+  // coloured), this one's routes are judged, and those whose ports earlier
+  // classes took are struck. The table is asked from one thread at a time,
+  // and each class's candidates are what a fetch here would give: plans do
+  // not depend on second_thread.
+  Status candidates(size_t c, int ports) {
+    CandidateFetcher& mine = fetchers_[c % 2];
+    CandidateFetcher& next = fetchers_[(c + 1) % 2];
+    mine.join();
+    if (mine.cls == static_cast<int>(c) && mine.ports == ports && mine.fresh()) {
+      WEFT_RETURN_IF_ERROR(mine.status());
+    } else {
+      next.join();
+      WEFT_RETURN_IF_ERROR(mine.fetch(inputs_, flows_, classes_[c], ports, static_cast<int>(c)));
+    }
+    if (second_thread_ && c + 1 < classes_.size() && classes_[c + 1].size() >= kFetchAheadFlows &&
+        !(next.cls == static_cast<int>(c + 1) && next.ports == first_ports(c + 1) && next.fresh())) {
+      next.fetch_async(inputs_, flows_, classes_[c + 1], first_ports(c + 1), static_cast<int>(c + 1));
+    }
+    mine.judge(inputs_, flows_, classes_[c]);
+    cands_ = &mine.store;
+    for (int id : classes_[c]) {
+      FlowInfo& fi = flows_[static_cast<size_t>(id)];
+      if (!in_nic(fi)) strike_taken(fi);
+    }
     return ok_status();
   }
 
@@ -535,16 +463,10 @@ class Planner {
   // Plans the class from `ports` ports per pair. A try (try_bound >= 0)
   // gives up, leaving no port taken, where the full plan might do better
   // (plan_class_fewer_first) and returns false.
-  Result<bool> plan_class(const std::vector<int>& ids, int ports, PlanStats& stats, int try_bound) {
+  Result<bool> plan_class(size_t c, int ports, PlanStats& stats, int try_bound) {
+    const std::vector<int>& ids = classes_[c];
     const bool trying = trying_ = try_bound >= 0;
-    ports_ = ports;
-    cands_.clear(ids.size(), static_cast<size_t>(ports));
-    answered_ = {-1, -1, -1};
-    for (size_t i = 0; i < ids.size(); ++i) {
-      FlowInfo& fi = flows_[static_cast<size_t>(ids[i])];
-      if (in_nic(fi)) continue;  // no path to plan: a free port only (take_port)
-      WEFT_RETURN_IF_ERROR(query(fi));
-    }
+    WEFT_RETURN_IF_ERROR(candidates(c, ports));
     std::vector<std::pair<int, uint16_t>> taken;
     for (int attempt = 0;; ++attempt) {
       fabric_load_ = 0;
@@ -566,7 +488,7 @@ class Planner {
             const int leaf = f_.nic_switch(fi.src_nic);
             set_path(fi, std::span<const int>(&leaf, 1));
           } else {
-            set_path(fi, cands_.route(fi.ci, static_cast<size_t>(fi.route)));
+            set_path(fi, cands_->route(fi.ci, static_cast<size_t>(fi.route)));
           }
         }
         return true;
@@ -595,14 +517,11 @@ class Planner {
   QpnPool qpns_;  // per rank (E-ECMP), else empty
   std::vector<std::vector<uint32_t>> used_qpns_;        // per rank: QPNs a flow into it holds (E-ECMP)
   std::vector<std::pair<int, uint32_t>> taken_qpns_;    // this attempt's, to give back on a replan
+  RouteJudge judge_;
   bool two_tier_;
-  std::vector<int> colour_of_;  // switch -> spine colour, -1 for leaves
-  std::vector<char> up_;        // 2-tier: [leaf * spines + colour] link is up
-  std::optional<Clos3Shape> clos3_;         // 3-tier Clos with planes
   std::optional<Clos3Colorer> colorer3_;
   std::vector<Clos3Flow> flows3_;
   std::vector<Clos3Key> keys3_;
-  int n_colours_ = 0;
   std::vector<FlowInfo> flows_;
   std::vector<int> class_of_;
   std::vector<std::vector<int>> classes_;
@@ -614,18 +533,17 @@ class Planner {
   std::vector<std::pair<int, uint16_t>> class_taken_;  // (host, port) the last class planned took
   size_t class_path_at_ = 0;                            // and where its paths start in path_pool_
   bool trying_ = false;   // the class is planned from first_ports (plan_class_fewer_first)
-  int ports_ = 0;         // ports asked per pair for the class being planned
   int fabric_load_ = 0;   // its routes' max load on fabric links (choose_routes)
-  CandidateStore cands_;  // the class being planned
-  PairRoutes answer_;     // the path table's answer for one flow
-  std::tuple<int, int, int> answered_{-1, -1, -1};  // the NIC pair and destination rank answer_ is for
-  PairRoutes share_;      // a flow's share of it (share_of), and its buffers
-  std::vector<int> route_start_, route_fill_;
-  std::vector<PortRoute> by_route_;
+  CandidateStore* cands_ = nullptr;  // the class being planned: a store of fetchers_
   std::vector<ListEdge> edges_;
   std::vector<RouteChoice> choices_;
   std::vector<std::vector<int>> route_ids_;
   std::vector<int> path_pool_;
+  // Candidates, by class parity (candidates()). Last: destroyed first, a
+  // fetch still running ends before what it reads goes.
+  const FetchInputs inputs_{f_, table_, opt_, dports_, qpns_, host_flows_, judge_};
+  bool second_thread_ = false;
+  std::array<CandidateFetcher, 2> fetchers_;
 };
 
 }  // namespace

@@ -4,9 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
+#include <optional>
 #include <span>
+#include <tuple>
 #include <vector>
 
+#include "weft/routing/candidates.h"
+#include "weft/routing/clos3_coloring.h"
 #include "weft/routing/planner.h"
 #include "weft/routing/rounds.h"
 
@@ -37,6 +42,86 @@ struct FlowInfo {
 // A flow between two ports of one NIC (planes.h): it never enters the fabric.
 inline bool in_nic(const FlowInfo& fi) { return fi.src_nic == fi.dst_nic; }
 
+// Which routes a flow may take and their colours: a route's spine on a
+// 2-tier Clos, its packed (slot, core) key on a 3-tier one
+// (clos3_coloring.h). Immutable after construction.
+class RouteJudge {
+ public:
+  explicit RouteJudge(const topo::Fabric& f);
+
+  bool two_tier() const { return two_tier_; }
+  const std::optional<Clos3Shape>& clos3() const { return clos3_; }
+  int n_colours() const { return n_colours_; }
+  // Consecutive switches linked by links that are up.
+  bool is_up(std::span<const int> rt) const;
+  // A usable route's colour; -1 for none.
+  int colour(std::span<const int> rt) const;
+  int colour(const std::optional<Clos3Key>& k) const {
+    return k ? k->slot * (clos3_->plane_size() + 1) + k->core + 1 : -1;
+  }
+
+ private:
+  const topo::Fabric& f_;
+  bool two_tier_;
+  std::optional<Clos3Shape> clos3_;  // 3-tier Clos with planes
+  std::vector<int> colour_of_;       // switch -> spine colour, -1 for leaves
+  std::vector<char> up_;             // 2-tier: [leaf * spines + colour] link is up
+  int n_colours_ = 0;
+};
+
+// What the fetcher reads, all of it unchanged while classes are planned.
+struct FetchInputs {
+  const topo::Fabric& f;
+  PathTable& table;
+  const PlannerOptions& opt;
+  const std::vector<uint16_t>& dports;  // per rank
+  const QpnPool& qpns;                  // per rank (E-ECMP), else empty
+  const std::vector<int>& host_flows;   // per host: flows it sends
+  const RouteJudge& judge;
+};
+
+// One class's candidates (planner.h, 2): the path table's ports per flow and
+// the routes they take, into a CandidateStore. The planner keeps two, so
+// that the next class is fetched on a second thread while one is judged and
+// coloured (PlannerOptions::second_thread); the table is never asked from
+// two threads at once.
+class CandidateFetcher {
+ public:
+  // Class c's candidates (cls): clears the store and adds every flow of `ids`
+  // that leaves its NIC, from `ports` ports per pair, setting its
+  // FlowInfo::ci (and nothing else of it); judge() evaluates them.
+  Status fetch(const FetchInputs& in, std::vector<FlowInfo>& flows, const std::vector<int>& ids, int ports, int c);
+  // The same on a thread of its own.
+  void fetch_async(const FetchInputs& in, std::vector<FlowInfo>& flows, const std::vector<int>& ids, int ports,
+                   int c);
+  // Waits for fetch_async; status() is its result (ok when none ran).
+  void join();
+  const Status& status() const { return status_; }
+  // Evaluates the fetched routes (usable, colour: RouteJudge) of the flows
+  // of `ids`, the class fetched; until then every route is unusable.
+  void judge(const FetchInputs& in, const std::vector<FlowInfo>& flows, const std::vector<int>& ids);
+  // The store as fetched: not judged, so no route struck either.
+  bool fresh() const { return !judged_; }
+
+  CandidateStore store;
+  int cls = -1;    // the class the store holds (or is being fetched), -1: none
+  int ports = 0;   // and from how many ports per pair
+
+ private:
+  Status fill(const FetchInputs& in, std::vector<FlowInfo>& flows, const std::vector<int>& ids, int ports);
+  Status query(const FetchInputs& in, std::vector<FlowInfo>& flows, FlowInfo& fi, int ports);
+  void share_of(const PairRoutes& all, int k, int n, PairRoutes& out);
+
+  std::future<Status> pending_;
+  Status status_;
+  bool judged_ = false;
+  PairRoutes answer_;  // the path table's answer for one flow
+  std::tuple<int, int, int> answered_{-1, -1, -1};  // the NIC pair and destination rank answer_ is for
+  PairRoutes share_;   // a flow's share of it (share_of), and its buffers
+  std::vector<int> route_start_, route_fill_;
+  std::vector<PortRoute> by_route_;
+};
+
 // The chosen routes: each flow's switches live in one pool (a vector per
 // flow costs an allocation each, ~10^6 of them at 65,536 endpoints).
 struct Chosen {
@@ -52,10 +137,10 @@ struct Chosen {
 int class_rounds(const topo::Fabric& f, const Chosen& c, const std::vector<int>& ids, RoundAssigner& assigner,
                  std::vector<int>& round);
 
-// Rounds per class (planner.h, 5; rounds.h) over the chosen paths' directed
-// switch-to-switch links: sets FlowInfo::round; true when some class runs in
-// more than one round.
-bool assign_rounds(const topo::Fabric& f, Chosen& c);
+// Rounds of one class (planner.h, 5; rounds.h): sets its flows'
+// FlowInfo::round and returns true when it runs in more than one round.
+bool assign_class_rounds(const topo::Fabric& f, Chosen& c, const std::vector<int>& ids, RoundAssigner& assigner,
+                         std::vector<int>& round);
 
 // The plan file's content and the stats, judged by the link-load checker
 // over the chosen paths (planner.h, 6). Moves each flow's steps into the plan.

@@ -1,7 +1,9 @@
 // The planner's output stage (planner_internal.h): rounds over the chosen
 // paths, the plan file's content, and the checker's verdict on it.
 #include <algorithm>
+#include <future>
 #include <span>
+#include <thread>
 
 #include "planner_internal.h"
 #include "weft/routing/link_load.h"
@@ -11,6 +13,9 @@
 
 namespace weft::routing::planner_internal {
 namespace {
+
+// Below this many flows the plan is built and judged on one thread.
+constexpr size_t kParallelJudgeFlows = 4096;
 
 // Serves step si's flows from one path per planned flow, each a span of a
 // pool of directed links (a vector per flow costs an allocation each, ~10^6
@@ -61,21 +66,52 @@ int class_rounds(const topo::Fabric& f, const Chosen& c, const std::vector<int>&
   return assigner.assign(rf, round);
 }
 
-bool assign_rounds(const topo::Fabric& f, Chosen& c) {
-  RoundAssigner assigner(2 * static_cast<int>(f.links.size()));
-  std::vector<int> round;
-  bool has_rounds = false;
-  for (const auto& ids : c.classes) {
-    if (class_rounds(f, c, ids, assigner, round) == 1) continue;
-    for (size_t i = 0; i < ids.size(); ++i) c.flows[static_cast<size_t>(ids[i])].round = round[i];
-    has_rounds = true;
-  }
-  return has_rounds;
+bool assign_class_rounds(const topo::Fabric& f, Chosen& c, const std::vector<int>& ids, RoundAssigner& assigner,
+                         std::vector<int>& round) {
+  if (class_rounds(f, c, ids, assigner, round) == 1) return false;
+  for (size_t i = 0; i < ids.size(); ++i) c.flows[static_cast<size_t>(ids[i])].round = round[i];
+  return true;
 }
 
 Status emit_plan(const topo::Fabric& f, const ranking::RankOrder& order, const Schedule& s,
                  const PlannerOptions& opt, const std::vector<uint16_t>& dports, Chosen& c, bool has_rounds,
                  PlannedRoutes& out) {
+  // The judge (a pass over every path and step) and the plan's flows (an
+  // allocation per string) read different members of the flows: on two
+  // threads where the machine has two CPUs (PlannerOptions::second_thread).
+  auto judge = [&]() -> Result<LoadReport> {
+    // The judge: the link-load checker over the plan's paths (the switches
+    // just written, as indices: make_plan_router would look the names up).
+    PathFinder pf(f);
+    std::vector<int> pool;
+    std::vector<uint32_t> at(c.flows.size() + 1, 0);
+    pool.reserve(c.path_pool.size() + 2 * c.flows.size());
+    for (size_t i = 0; i < c.flows.size(); ++i) {
+      if (!in_nic(c.flows[i])) {  // in-NIC flows have no path (planes.h)
+        WEFT_ASSIGN_OR_RETURN(const Path path, route_path(pf, c.flows[i].src_nic, c.flows[i].dst_nic, c.path(c.flows[i])));
+        pool.insert(pool.end(), path.dlinks.begin(), path.dlinks.end());
+      }
+      at[i + 1] = static_cast<uint32_t>(pool.size());
+    }
+    StepPathsRouter router(c.step_ids, pool, at);
+    // The plan's rounds onto a copy of the schedule, as apply_plan_rounds
+    // would copy them from the plan (every flow of a step is one of the
+    // planner's, step_ids in the step's order).
+    Schedule with_rounds;  // a copy only when the plan has rounds
+    if (has_rounds) {
+      with_rounds = s;
+      for (size_t si = 0; si < with_rounds.steps.size(); ++si) {
+        auto& flows = with_rounds.steps[si].flows;
+        const auto& ids = c.step_ids[si];
+        for (size_t k = 0; k < flows.size(); ++k) flows[k].round = c.flows[static_cast<size_t>(ids[k])].round;
+      }
+    }
+    return check_link_load(f, order, has_rounds ? with_rounds : s, router);
+  };
+  std::future<Result<LoadReport>> judged;
+  if (opt.second_thread && std::thread::hardware_concurrency() > 1 && c.flows.size() >= kParallelJudgeFlows) {
+    judged = std::async(std::launch::async, judge);
+  }
   RoutePlan& p = out.plan;
   p.collective = std::string(collective_name(s.collective));
   p.topology = f.name;
@@ -113,33 +149,7 @@ Status emit_plan(const topo::Fabric& f, const ranking::RankOrder& order, const S
     out.stats.fabric_flows += pf.path.size() > 1;
   }
   out.stats.flows = static_cast<int>(p.flows.size());
-  // The judge: the link-load checker over the plan's paths (the switches
-  // just written, as indices: make_plan_router would look the names up).
-  PathFinder pf(f);
-  std::vector<int> pool;
-  std::vector<uint32_t> at(c.flows.size() + 1, 0);
-  pool.reserve(c.path_pool.size() + 2 * c.flows.size());
-  for (size_t i = 0; i < c.flows.size(); ++i) {
-    if (!in_nic(c.flows[i])) {  // in-NIC flows have no path (planes.h)
-      WEFT_ASSIGN_OR_RETURN(const Path path, route_path(pf, c.flows[i].src_nic, c.flows[i].dst_nic, c.path(c.flows[i])));
-      pool.insert(pool.end(), path.dlinks.begin(), path.dlinks.end());
-    }
-    at[i + 1] = static_cast<uint32_t>(pool.size());
-  }
-  StepPathsRouter router(c.step_ids, pool, at);
-  // The plan's rounds onto a copy of the schedule, as apply_plan_rounds
-  // would copy them from the plan (every flow of a step is one of the
-  // planner's, step_ids in the step's order).
-  Schedule with_rounds;  // a copy only when the plan has rounds
-  if (has_rounds) {
-    with_rounds = s;
-    for (size_t si = 0; si < with_rounds.steps.size(); ++si) {
-      auto& flows = with_rounds.steps[si].flows;
-      const auto& ids = c.step_ids[si];
-      for (size_t k = 0; k < flows.size(); ++k) flows[k].round = c.flows[static_cast<size_t>(ids[k])].round;
-    }
-  }
-  WEFT_ASSIGN_OR_RETURN(auto rep, check_link_load(f, order, has_rounds ? with_rounds : s, router));
+  WEFT_ASSIGN_OR_RETURN(auto rep, judged.valid() ? judged.get() : judge());
   for (const auto& sl : rep.steps) {
     p.steps.push_back({sl.step, sl.phase, sl.max_load, sl.lower_bound, sl.rounds});
     out.stats.steps_at_bound += sl.max_load == sl.lower_bound;

@@ -48,6 +48,7 @@ struct RouteArgs {
   int ports_per_pair = 0;  // 0: 64 from a model, every probed port (up to 1024) from a database
   int dport = 29500;
   bool no_rounds = false;
+  bool one_thread = false;
   std::optional<int> channels;  // nccl-ring (cli_common.h)
   std::optional<int> qps;
   int qps_per_connection = 1;  // TCP connections per directed pair (multi_connection.h)
@@ -106,7 +107,8 @@ int run_route(const RouteArgs& a) {
                               .sports = *range,
                               .ports_per_pair = ports_per_pair,
                               .tcp_dport = static_cast<uint16_t>(a.dport),
-                              .rounds = !a.no_rounds && a.qps_per_connection == 1};
+                              .rounds = !a.no_rounds && a.qps_per_connection == 1,
+                              .second_thread = !a.one_thread};
   auto fabric = topo::load_topology(a.topology);
   if (!fabric) return fail(fabric.status());
   auto order = ranking::load_rank_file(*fabric, a.ranks);
@@ -246,6 +248,9 @@ void register_route(CLI::App& app, Registry& reg) {
                   "peers; each flow uses one of its destination's (default: a documented synthetic pool, "
                   "docs/route-plan.md \"E-ECMP\")");
   cmd->add_flag("--no-rounds", a.no_rounds, "Let flows share a link instead of splitting a step into rounds");
+  cmd->add_flag("--one-thread", a.one_thread,
+                "Plan on one CPU (default, where there are two or more: a second thread asks the path table for "
+                "the next flow set's ports and checks the plan; the plan is the same)");
   cmd->add_option("-o,--output", a.out, "Plan file (default: stdout); never left half-written");
   cmd->callback([&reg] { reg.run = [] { return run_route(a); }; });
 }

@@ -26,6 +26,14 @@ class CandidateStore {
   // colour(route) (< 0: none) evaluated once per route. Returns its index.
   template <class Usable, class Colour>
   int add(const PairRoutes& pr, Usable&& usable, Colour&& colour) {
+    const int c = add_unjudged(pr);
+    judge(c, usable, colour);
+    return c;
+  }
+  // add() in two halves: the table's answer copied in, every route unusable
+  // until judge() evaluates them. Flows must be judged in the order they
+  // were added (their colours are appended).
+  int add_unjudged(const PairRoutes& pr) {
     Entry e = start();
     e.n_ports = static_cast<uint32_t>(pr.ports.size());
     ports_.insert(ports_.end(), pr.ports.begin(), pr.ports.end());
@@ -36,21 +44,27 @@ class CandidateStore {
     hops_.insert(hops_.end(), pr.hops.begin(), pr.hops.begin() + n_hops);
     const size_t ends_at = route_end_.size();
     route_end_.resize(ends_at + pr.num_routes());
-    usable_.resize(ends_at + pr.num_routes());
+    usable_.resize(ends_at + pr.num_routes(), 0);
     for (size_t r = 0; r < pr.num_routes(); ++r) route_end_[ends_at + r] = e.hop_at + pr.ends[r];
-    for (size_t r = 0; r < pr.num_routes(); ++r) {
-      const auto rt = pr.route(r);
+    entries_.push_back(e);
+    return static_cast<int>(entries_.size()) - 1;
+  }
+  template <class Usable, class Colour>
+  void judge(int c, Usable&& usable, Colour&& colour) {
+    Entry& e = entries_[static_cast<size_t>(c)];
+    e.colour_at = static_cast<uint32_t>(colours_.size());
+    e.n_colours = 0;
+    for (size_t r = 0; r < e.n_routes; ++r) {
+      const auto rt = route(c, r);
       const bool ok = usable(rt);
-      usable_[ends_at + r] = ok;
-      const int c = ok ? colour(rt) : -1;
-      if (c >= 0) {
-        colours_.push_back(c);
+      usable_[e.route_at + r] = ok;
+      const int col = ok ? colour(rt) : -1;
+      if (col >= 0) {
+        colours_.push_back(col);
         colour_route_.push_back(static_cast<int>(r));
         ++e.n_colours;
       }
     }
-    entries_.push_back(e);
-    return static_cast<int>(entries_.size()) - 1;
   }
   // A flow with no candidates (both ends on one leaf).
   int add_empty();

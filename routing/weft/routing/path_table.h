@@ -29,7 +29,9 @@
 //   - a table does not check links against the topology's link states: a
 //     measured route may have gone through a link that failed since. Callers
 //     (the planner) drop routes over links that are down;
-//   - not thread-safe: tables may cache.
+//   - not thread-safe: tables may cache. The planner asks a table from one
+//     thread at a time, but not always the same one (PlannerOptions::
+//     second_thread), so a table must not rely on thread-local state.
 //
 // E-ECMP (a model whose hash reads the RoCEv2 destination QP, ecmp.h
 // crc32-qp): a port choice is a (sport, dqpn) pair. A PairQuery lists the
