@@ -26,7 +26,7 @@ using planner_internal::Chosen;
 using planner_internal::FetchInputs;
 using planner_internal::FlowInfo;
 using planner_internal::in_nic;
-using planner_internal::RouteJudge;
+using planner_internal::RouteFilter;
 
 // A try from fewer ports searches less hard: the full lists are searched
 // anyway where it fails (plan_class_fewer_first).
@@ -40,8 +40,8 @@ class Planner {
   Planner(const topo::Fabric& f, const ranking::RankOrder& order, const Schedule& s, PathTable& table,
           const PlannerOptions& opt, std::vector<uint16_t> dports, QpnPool qpns)
       : f_(f), order_(order), s_(s), table_(table), opt_(opt), dports_(std::move(dports)), qpns_(std::move(qpns)),
-        judge_(f), two_tier_(judge_.two_tier()), used_(f.hosts.size()) {
-    if (judge_.clos3()) colorer3_.emplace(*judge_.clos3());
+        table_name_(table.describe()), filter_(f), used_(f.hosts.size()) {
+    if (filter_.clos3()) colorer3_.emplace(*filter_.clos3());
   }
 
   Result<PlannedRoutes> run() {
@@ -206,7 +206,7 @@ class Planner {
     const std::string head = fmt::format(
         "no free source port for {}: host '{}' sends {} flows, each on a source port of its own, and every port {} "
         "holds for this pair on a usable route is taken (ports per route: {})",
-        flow_name(fi), f_.hosts[static_cast<size_t>(host)].name, need, table_.describe(), per_route);
+        flow_name(fi), f_.hosts[static_cast<size_t>(host)].name, need, table_name_, per_route);
     if (!qpns_.empty()) {  // E-ECMP: a choice is free when its port and its QPN are (take_port)
       const size_t pool = qpns_[static_cast<size_t>(fi.dst)].size();
       const auto into = std::count_if(flows_.begin(), flows_.end(), [&](const FlowInfo& g) { return g.dst == fi.dst; });
@@ -233,7 +233,7 @@ class Planner {
   std::string no_route_message(const FlowInfo& fi) const {
     return fmt::format("no usable route for {}: {} holds no answered port of this pair in {}-{} over links that are up "
                        "({} ports offered); re-probe the pair (weft probe), or check that its hosts are in the campaign",
-                       flow_name(fi), table_.describe(), opt_.sports.lo, opt_.sports.hi, cands_->ports(fi.ci).size());
+                       flow_name(fi), table_name_, opt_.sports.lo, opt_.sports.hi, cands_->ports(fi.ci).size());
   }
 
   // Chooses fi.route for every flow of the class.
@@ -251,7 +251,7 @@ class Planner {
       if (f_.nic_switch(fi.src_nic) != f_.nic_switch(fi.dst_nic)) fabric.push_back(id);
     }
     if (fabric.empty()) return ok_status();
-    if (two_tier_) {
+    if (filter_.two_tier()) {
       edges_.resize(fabric.size());  // reused: its colour lists keep their capacity
       for (size_t i = 0; i < fabric.size(); ++i) {
         const FlowInfo& fi = flows_[static_cast<size_t>(fabric[i])];
@@ -261,7 +261,7 @@ class Planner {
         edges_[i].colours.assign(colours.begin(), colours.end());
       }
       const int ns = static_cast<int>(f_.switches.size());
-      WEFT_ASSIGN_OR_RETURN(auto col, color_list_edges(ns, ns, judge_.n_colours(), edges_,
+      WEFT_ASSIGN_OR_RETURN(auto col, color_list_edges(ns, ns, filter_.n_colours(), edges_,
                                                      {.budget = trying_ ? kTryBudget : opt_.budget}));
       stats.exact_classes += col.exact;
       fabric_load_ = col.max_load;
@@ -273,7 +273,7 @@ class Planner {
       }
       return ok_status();
     }
-    if (judge_.clos3()) return choose_clos3(fabric, stats);
+    if (filter_.clos3()) return choose_clos3(fabric, stats);
     // Candidates as the switch-to-switch links they load (a flow's access
     // links are the same whichever route it takes); buffers reused.
     if (choices_.size() < fabric.size()) choices_.resize(fabric.size());
@@ -306,7 +306,7 @@ class Planner {
   Status choose_clos3(const std::vector<int>& fabric, PlanStats& stats) {
     flows3_.resize(fabric.size());
     keys3_.clear();
-    const int stride = judge_.clos3()->plane_size() + 1;
+    const int stride = filter_.clos3()->plane_size() + 1;
     for (size_t i = 0; i < fabric.size(); ++i) {
       const FlowInfo& fi = flows_[static_cast<size_t>(fabric[i])];
       const auto colours = cands_->colours(fi.ci);
@@ -407,33 +407,35 @@ class Planner {
 
   // The ports per pair class c is planned from first.
   int first_ports(size_t c) const {
-    return opt_.first_ports > 0 && opt_.first_ports < opt_.ports_per_pair && two_tier_ && !classes_[c].empty()
+    return opt_.first_ports > 0 && opt_.first_ports < opt_.ports_per_pair && filter_.two_tier() &&
+                   !classes_[c].empty()
                ? opt_.first_ports
                : opt_.ports_per_pair;
   }
 
   // Class c's candidates from `ports` ports per pair (planner_internal.h,
   // CandidateFetcher): fetched ahead on the worker, else here; then class
-  // c + 1's are started on the worker (while this one is judged and
-  // coloured), this one's routes are judged, and those whose ports earlier
-  // classes took are struck. The table is asked from one thread at a time,
+  // c + 1's are started on the worker (while this one is evaluated and
+  // coloured), this one's routes are evaluated, and those whose ports
+  // earlier classes took are struck. The table is asked from one thread at a time,
   // and each class's candidates are what a fetch here would give: plans do
   // not depend on second_thread.
   Status candidates(size_t c, int ports) {
     CandidateFetcher& mine = fetchers_[c % 2];
     CandidateFetcher& next = fetchers_[(c + 1) % 2];
+    cands_ = nullptr;  // until this class's store is evaluated
     mine.join();
-    if (mine.cls == static_cast<int>(c) && mine.ports == ports && mine.fresh()) {
+    if (mine.cls == static_cast<int>(c) && mine.ports == ports && mine.unevaluated()) {
       WEFT_RETURN_IF_ERROR(mine.status());
     } else {
       next.join();
       WEFT_RETURN_IF_ERROR(mine.fetch(inputs_, flows_, classes_[c], ports, static_cast<int>(c)));
     }
     if (second_thread_ && c + 1 < classes_.size() && classes_[c + 1].size() >= kFetchAheadFlows &&
-        !(next.cls == static_cast<int>(c + 1) && next.ports == first_ports(c + 1) && next.fresh())) {
+        !(next.cls == static_cast<int>(c + 1) && next.ports == first_ports(c + 1) && next.unevaluated())) {
       next.fetch_async(inputs_, flows_, classes_[c + 1], first_ports(c + 1), static_cast<int>(c + 1));
     }
-    mine.judge(inputs_, flows_, classes_[c]);
+    mine.evaluate(inputs_, flows_, classes_[c]);
     cands_ = &mine.store;
     for (int id : classes_[c]) {
       FlowInfo& fi = flows_[static_cast<size_t>(id)];
@@ -517,8 +519,8 @@ class Planner {
   QpnPool qpns_;  // per rank (E-ECMP), else empty
   std::vector<std::vector<uint32_t>> used_qpns_;        // per rank: QPNs a flow into it holds (E-ECMP)
   std::vector<std::pair<int, uint32_t>> taken_qpns_;    // this attempt's, to give back on a replan
-  RouteJudge judge_;
-  bool two_tier_;
+  std::string table_name_;  // table_.describe(), asked once: later the second thread may be asking it
+  RouteFilter filter_;
   std::optional<Clos3Colorer> colorer3_;
   std::vector<Clos3Flow> flows3_;
   std::vector<Clos3Key> keys3_;
@@ -539,10 +541,10 @@ class Planner {
   std::vector<RouteChoice> choices_;
   std::vector<std::vector<int>> route_ids_;
   std::vector<int> path_pool_;
-  // Candidates, by class parity (candidates()). Last: destroyed first, a
-  // fetch still running ends before what it reads goes.
-  const FetchInputs inputs_{f_, table_, opt_, dports_, qpns_, host_flows_, judge_};
+  const FetchInputs inputs_{f_, table_, opt_, dports_, qpns_, host_flows_, filter_};
   bool second_thread_ = false;
+  // Candidates, by class parity (candidates()). Last: destroyed first, so a
+  // fetch still running (each waits for its own) ends before what it reads.
   std::array<CandidateFetcher, 2> fetchers_;
 };
 

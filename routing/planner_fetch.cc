@@ -1,7 +1,8 @@
-// The route planner's candidates (planner_internal.h: RouteJudge,
+// The route planner's candidates (planner_internal.h: RouteFilter,
 // CandidateFetcher): which routes a flow may take, and the path table's
 // ports for every flow of a class.
 #include <algorithm>
+#include <system_error>
 
 #include "planner_internal.h"
 
@@ -22,7 +23,7 @@ bool is_two_tier(const topo::Fabric& f) {
 
 }  // namespace
 
-RouteJudge::RouteJudge(const topo::Fabric& f) : f_(f), two_tier_(is_two_tier(f)), colour_of_(f.switches.size(), -1) {
+RouteFilter::RouteFilter(const topo::Fabric& f) : f_(f), two_tier_(is_two_tier(f)), colour_of_(f.switches.size(), -1) {
   if (!two_tier_) clos3_ = Clos3Shape::of(f);
   for (size_t sw = 0; sw < f.switches.size(); ++sw) {
     if (f.switches[sw].tier == topo::kTierSpine) colour_of_[sw] = n_colours_++;
@@ -39,7 +40,7 @@ RouteJudge::RouteJudge(const topo::Fabric& f) : f_(f), two_tier_(is_two_tier(f))
 
 // On a 2-tier Clos a cross-leaf route is leaf, spine, leaf (a lookup in
 // up_), on a 3-tier one a route with a key (clos3_coloring.h: lookups too).
-bool RouteJudge::is_up(std::span<const int> rt) const {
+bool RouteFilter::is_up(std::span<const int> rt) const {
   if (clos3_ && rt.size() != 1) return clos3_->key(rt).has_value();
   if (two_tier_ && rt.size() != 1) {
     if (rt.size() != 3) return false;
@@ -54,7 +55,7 @@ bool RouteJudge::is_up(std::span<const int> rt) const {
   return true;
 }
 
-int RouteJudge::colour(std::span<const int> rt) const {
+int RouteFilter::colour(std::span<const int> rt) const {
   if (two_tier_) return rt.size() == 3 ? colour_of_[static_cast<size_t>(rt[1])] : -1;
   if (!clos3_ || rt.size() == 1) return -1;
   return colour(clos3_->key(rt));
@@ -63,7 +64,7 @@ int RouteJudge::colour(std::span<const int> rt) const {
 Status CandidateFetcher::fetch(const FetchInputs& in, std::vector<FlowInfo>& flows, const std::vector<int>& ids,
                                int n_ports, int c) {
   join();
-  cls = c, ports = n_ports, judged_ = false;
+  cls = c, ports = n_ports, evaluated_ = false;
   status_ = fill(in, flows, ids, n_ports);
   return status_;
 }
@@ -74,10 +75,24 @@ Status CandidateFetcher::fetch(const FetchInputs& in, std::vector<FlowInfo>& flo
 void CandidateFetcher::fetch_async(const FetchInputs& in, std::vector<FlowInfo>& flows, const std::vector<int>& ids,
                                    int n_ports, int c) {
   join();
-  cls = c, ports = n_ports, judged_ = false;
-  pending_ = std::async(std::launch::async, [this, &in, &flows, &ids, n_ports] { return fill(in, flows, ids, n_ports); });
+  cls = c, ports = n_ports, evaluated_ = false;
+  try {
+    pending_ = std::async(std::launch::async,
+                          [this, &in, &flows, &ids, n_ports] { return fill(in, flows, ids, n_ports); });
+  } catch (const std::system_error&) {  // no thread to be had (a pids limit): here, then
+    status_ = fill(in, flows, ids, n_ports);
+  }
 }
 
+// The worker writes this fetcher's buffers: it must end before they go,
+// also when the planner returns early (an error in the class before).
+// wait(), not get(): an exception it ended with stays in the future.
+CandidateFetcher::~CandidateFetcher() {
+  if (pending_.valid()) pending_.wait();
+}
+
+// An exception the worker ended with (std::bad_alloc) is rethrown here, in
+// the planner's thread, as if the fetch had run there.
 void CandidateFetcher::join() {
   if (pending_.valid()) status_ = pending_.get();
 }
@@ -119,35 +134,36 @@ Status CandidateFetcher::query(const FetchInputs& in, std::vector<FlowInfo>& flo
     share_of(answer_, fi.pair_k, flows[static_cast<size_t>(fi.pair_group)].pair_n, share_);
     offered = &share_;
   }
-  fi.ci = store.add_unjudged(*offered);
+  fi.ci = store.add_unevaluated(*offered);
   return ok_status();
 }
 
-// The routes' usable and colour (CandidateStore::judge). On a 3-tier Clos
+// The routes' usable and colour (CandidateStore::evaluate). On a 3-tier Clos
 // the key of every route is the larger part of a fetch: asked here, by the
 // planner's thread, it leaves the second thread the table's share alone.
-void CandidateFetcher::judge(const FetchInputs& in, const std::vector<FlowInfo>& flows, const std::vector<int>& ids) {
-  judged_ = true;
-  const RouteJudge& judge = in.judge;
-  const auto& clos3 = judge.clos3();
+void CandidateFetcher::evaluate(const FetchInputs& in, const std::vector<FlowInfo>& flows,
+                                const std::vector<int>& ids) {
+  evaluated_ = true;
+  const RouteFilter& filter = in.filter;
+  const auto& clos3 = filter.clos3();
   for (int id : ids) {
     const FlowInfo& fi = flows[static_cast<size_t>(id)];
     if (in_nic(fi)) continue;
     const int ls = in.f.nic_switch(fi.src_nic), ld = in.f.nic_switch(fi.dst_nic);
-    // 3-tier: a route's key serves both usable and colour, which judge()
+    // 3-tier: a route's key serves both usable and colour, which evaluate()
     // asks one after the other of one route.
     const int* keyed = nullptr;
     std::optional<Clos3Key> key;
-    store.judge(
+    store.evaluate(
         fi.ci,
         [&](std::span<const int> rt) {
           if (rt.empty() || rt.front() != ls || rt.back() != ld) return false;
-          if (!clos3 || rt.size() == 1) return judge.is_up(rt);
+          if (!clos3 || rt.size() == 1) return filter.is_up(rt);
           keyed = rt.data(), key = clos3->key(rt);
           return key.has_value();
         },
         [&](std::span<const int> rt) {
-          return clos3 && rt.size() != 1 && rt.data() == keyed ? judge.colour(key) : judge.colour(rt);
+          return clos3 && rt.size() != 1 && rt.data() == keyed ? filter.colour(key) : filter.colour(rt);
         });
   }
 }

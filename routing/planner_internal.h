@@ -1,6 +1,8 @@
-// What the route planner (planner.cc) hands its output stage
-// (planner_output.cc): the flows with their chosen routes and ports.
-// Internal to routing/.
+// The route planner's parts (planner.cc): the flows, their candidates
+// (planner_fetch.cc: which routes a flow may take, and the path table's
+// ports fetched per class, on a second thread where there is one), and what
+// it hands its output stage (planner_output.cc): the flows with their chosen
+// routes and ports. Internal to routing/.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +31,7 @@ struct FlowInfo {
   int pair_n = 1;
   int src_nic = 0, dst_nic = 0;
   std::vector<int> steps;
-  int ci = -1;                   // its candidates in cands_ while its class is planned
+  int ci = -1;                   // its candidates in its class's fetcher's store (set on the fetch's thread)
   int route = -1;                // chosen
   uint32_t path_at = 0;          // the chosen route's switches: path_pool_[path_at, + path_len)
   uint32_t path_len = 0;
@@ -45,9 +47,9 @@ inline bool in_nic(const FlowInfo& fi) { return fi.src_nic == fi.dst_nic; }
 // Which routes a flow may take and their colours: a route's spine on a
 // 2-tier Clos, its packed (slot, core) key on a 3-tier one
 // (clos3_coloring.h). Immutable after construction.
-class RouteJudge {
+class RouteFilter {
  public:
-  explicit RouteJudge(const topo::Fabric& f);
+  explicit RouteFilter(const topo::Fabric& f);
 
   bool two_tier() const { return two_tier_; }
   const std::optional<Clos3Shape>& clos3() const { return clos3_; }
@@ -77,31 +79,36 @@ struct FetchInputs {
   const std::vector<uint16_t>& dports;  // per rank
   const QpnPool& qpns;                  // per rank (E-ECMP), else empty
   const std::vector<int>& host_flows;   // per host: flows it sends
-  const RouteJudge& judge;
+  const RouteFilter& filter;
 };
 
 // One class's candidates (planner.h, 2): the path table's ports per flow and
 // the routes they take, into a CandidateStore. The planner keeps two, so
-// that the next class is fetched on a second thread while one is judged and
-// coloured (PlannerOptions::second_thread); the table is never asked from
-// two threads at once.
+// that the next class is fetched on a second thread while one is evaluated
+// and coloured (PlannerOptions::second_thread); the table is never asked
+// from two threads at once.
 class CandidateFetcher {
  public:
+  CandidateFetcher() = default;
+  CandidateFetcher(const CandidateFetcher&) = delete;
+  CandidateFetcher& operator=(const CandidateFetcher&) = delete;
+  ~CandidateFetcher();  // waits for a fetch still running
+
   // Class c's candidates (cls): clears the store and adds every flow of `ids`
   // that leaves its NIC, from `ports` ports per pair, setting its
-  // FlowInfo::ci (and nothing else of it); judge() evaluates them.
+  // FlowInfo::ci (and nothing else of it); evaluate() judges the routes.
   Status fetch(const FetchInputs& in, std::vector<FlowInfo>& flows, const std::vector<int>& ids, int ports, int c);
-  // The same on a thread of its own.
+  // The same on a thread of its own (here where none can be started).
   void fetch_async(const FetchInputs& in, std::vector<FlowInfo>& flows, const std::vector<int>& ids, int ports,
                    int c);
   // Waits for fetch_async; status() is its result (ok when none ran).
   void join();
   const Status& status() const { return status_; }
-  // Evaluates the fetched routes (usable, colour: RouteJudge) of the flows
+  // Evaluates the fetched routes (usable, colour: RouteFilter) of the flows
   // of `ids`, the class fetched; until then every route is unusable.
-  void judge(const FetchInputs& in, const std::vector<FlowInfo>& flows, const std::vector<int>& ids);
-  // The store as fetched: not judged, so no route struck either.
-  bool fresh() const { return !judged_; }
+  void evaluate(const FetchInputs& in, const std::vector<FlowInfo>& flows, const std::vector<int>& ids);
+  // The store as fetched: not evaluated, so no route struck either.
+  bool unevaluated() const { return !evaluated_; }
 
   CandidateStore store;
   int cls = -1;    // the class the store holds (or is being fetched), -1: none
@@ -114,7 +121,7 @@ class CandidateFetcher {
 
   std::future<Status> pending_;
   Status status_;
-  bool judged_ = false;
+  bool evaluated_ = false;
   PairRoutes answer_;  // the path table's answer for one flow
   std::tuple<int, int, int> answered_{-1, -1, -1};  // the NIC pair and destination rank answer_ is for
   PairRoutes share_;   // a flow's share of it (share_of), and its buffers

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <future>
 #include <span>
+#include <system_error>
 #include <thread>
 
 #include "planner_internal.h"
@@ -110,7 +111,10 @@ Status emit_plan(const topo::Fabric& f, const ranking::RankOrder& order, const S
   };
   std::future<Result<LoadReport>> judged;
   if (opt.second_thread && std::thread::hardware_concurrency() > 1 && c.flows.size() >= kParallelJudgeFlows) {
-    judged = std::async(std::launch::async, judge);
+    try {
+      judged = std::async(std::launch::async, judge);
+    } catch (const std::system_error&) {  // no thread to be had: judged below, here
+    }
   }
   RoutePlan& p = out.plan;
   p.collective = std::string(collective_name(s.collective));

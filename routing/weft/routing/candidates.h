@@ -22,18 +22,10 @@ class CandidateStore {
   // Forgets every flow; `flows` x `ports_per_flow` sizes the first class.
   void clear(size_t flows, size_t ports_per_flow);
 
-  // Appends a flow's candidates: the table's answer, with usable(route) and
-  // colour(route) (< 0: none) evaluated once per route. Returns its index.
-  template <class Usable, class Colour>
-  int add(const PairRoutes& pr, Usable&& usable, Colour&& colour) {
-    const int c = add_unjudged(pr);
-    judge(c, usable, colour);
-    return c;
-  }
-  // add() in two halves: the table's answer copied in, every route unusable
-  // until judge() evaluates them. Flows must be judged in the order they
-  // were added (their colours are appended).
-  int add_unjudged(const PairRoutes& pr) {
+  // Appends a flow's candidates, the table's answer, and returns its index:
+  // every route unusable until evaluate() has run for the flow (once, and
+  // before any strike()).
+  int add_unevaluated(const PairRoutes& pr) {
     Entry e = start();
     e.n_ports = static_cast<uint32_t>(pr.ports.size());
     ports_.insert(ports_.end(), pr.ports.begin(), pr.ports.end());
@@ -49,8 +41,10 @@ class CandidateStore {
     entries_.push_back(e);
     return static_cast<int>(entries_.size()) - 1;
   }
+  // Evaluates usable(route) and colour(route) (< 0: none) once per route of
+  // flow c; its colours are appended.
   template <class Usable, class Colour>
-  void judge(int c, Usable&& usable, Colour&& colour) {
+  void evaluate(int c, Usable&& usable, Colour&& colour) {
     Entry& e = entries_[static_cast<size_t>(c)];
     e.colour_at = static_cast<uint32_t>(colours_.size());
     e.n_colours = 0;

@@ -29,6 +29,9 @@
 //   - a table does not check links against the topology's link states: a
 //     measured route may have gone through a link that failed since. Callers
 //     (the planner) drop routes over links that are down;
+//   - an answer depends on the query alone, never on the calls before it
+//     (the planner may ask for one class's pairs before another's, or again
+//     with more ports);
 //   - not thread-safe: tables may cache. The planner asks a table from one
 //     thread at a time, but not always the same one (PlannerOptions::
 //     second_thread), so a table must not rely on thread-local state.
