@@ -62,13 +62,7 @@ class Planner {
       used_qpns_.assign(qpns_.size(), {});
     }
     PlannedRoutes out;
-    second_thread_ = opt_.second_thread && std::thread::hardware_concurrency() > 1;
-    // NCCL's QPs all run at once and the plugin has no way to sequence
-    // them, so nccl-ring plans never have rounds; its steps' bound counts
-    // the C x Q QPs on every access link, which the colouring (K flows per
-    // spine link, list_edge_coloring.h) meets without them.
-    const bool rounds = opt_.rounds && s_.collective != Collective::kNcclRing;
-    RoundAssigner assigner(rounds ? 2 * static_cast<int>(f_.links.size()) : 0);
+    RoundAssigner assigner(rounds_ ? 2 * static_cast<int>(f_.links.size()) : 0);
     std::vector<int> round;
     Chosen chosen{flows_, path_pool_, classes_, step_ids_};
     bool has_rounds = false;
@@ -76,10 +70,10 @@ class Planner {
       WEFT_RETURN_IF_ERROR(plan_class_fewer_first(c, out.stats));
       // Each class's rounds as soon as it has its paths: meanwhile the
       // second thread fetches the next class (candidates()).
-      if (rounds) has_rounds |= planner_internal::assign_class_rounds(f_, chosen, classes_[c], assigner, round);
+      if (rounds_) has_rounds |= planner_internal::assign_class_rounds(f_, chosen, classes_[c], assigner, round);
     }
     out.stats.planned_classes = static_cast<int>(classes_.size());
-    WEFT_RETURN_IF_ERROR(planner_internal::emit_plan(f_, order_, s_, opt_, dports_, chosen, has_rounds, out));
+    WEFT_RETURN_IF_ERROR(planner_internal::emit_plan(f_, order_, s_, opt_, dports_, chosen, has_rounds, second_thread_, out));
     return out;
   }
 
@@ -377,7 +371,6 @@ class Planner {
   // ones save (bench/results/2026-11-27-planner-fewer-ports.md).
   Status plan_class_fewer_first(size_t c, PlanStats& stats) {
     const std::vector<int>& ids = classes_[c];
-    const bool rounds = opt_.rounds && s_.collective != Collective::kNcclRing;
     if (first_ports(c) != opt_.ports_per_pair) {
       const Step& step = s_.steps[static_cast<size_t>(flows_[static_cast<size_t>(ids.front())].steps.front())];
       // The fabric links' bound: with rounds, also the fewest rounds the step
@@ -385,7 +378,7 @@ class Planner {
       const int bound = std::max(1, step_fabric_lower_bound(f_, order_, step));
       PlanStats tried = stats;
       WEFT_ASSIGN_OR_RETURN(bool kept, plan_class(c, opt_.first_ports, tried, bound));
-      if (kept && rounds && fabric_load_ > 1) {  // is the bound met in rounds too? (the paths decide: rounds.h)
+      if (kept && rounds_ && fabric_load_ > 1) {  // is the bound met in rounds too? (the paths decide: rounds.h)
         RoundAssigner assigner(2 * static_cast<int>(f_.links.size()));
         std::vector<int> round;
         if (planner_internal::class_rounds(f_, Chosen{flows_, path_pool_, classes_, step_ids_}, ids, assigner, round) >
@@ -508,7 +501,6 @@ class Planner {
     fi.path_len = static_cast<uint32_t>(rt.size());
     path_pool_.insert(path_pool_.end(), rt.begin(), rt.end());
   }
-  std::span<const int> path(const FlowInfo& fi) const { return {path_pool_.data() + fi.path_at, fi.path_len}; }
 
   const topo::Fabric& f_;
   const ranking::RankOrder& order_;
@@ -520,6 +512,11 @@ class Planner {
   std::vector<std::vector<uint32_t>> used_qpns_;        // per rank: QPNs a flow into it holds (E-ECMP)
   std::vector<std::pair<int, uint32_t>> taken_qpns_;    // this attempt's, to give back on a replan
   std::string table_name_;  // table_.describe(), asked once: later the second thread may be asking it
+  // NCCL's QPs all run at once and the plugin has no way to sequence
+  // them, so nccl-ring plans never have rounds; its steps' bound counts
+  // the C x Q QPs on every access link, which the colouring (K flows per
+  // spine link, list_edge_coloring.h) meets without them.
+  const bool rounds_ = opt_.rounds && s_.collective != Collective::kNcclRing;
   RouteFilter filter_;
   std::optional<Clos3Colorer> colorer3_;
   std::vector<Clos3Flow> flows3_;
@@ -542,7 +539,8 @@ class Planner {
   std::vector<std::vector<int>> route_ids_;
   std::vector<int> path_pool_;
   const FetchInputs inputs_{f_, table_, opt_, dports_, qpns_, host_flows_, filter_};
-  bool second_thread_ = false;
+  // Where the machine has a second CPU (PlannerOptions::second_thread).
+  const bool second_thread_ = opt_.second_thread && std::thread::hardware_concurrency() > 1;
   // Candidates, by class parity (candidates()). Last: destroyed first, so a
   // fetch still running (each waits for its own) ends before what it reads.
   std::array<CandidateFetcher, 2> fetchers_;

@@ -150,9 +150,10 @@ bool assign_class_rounds(const topo::Fabric& f, Chosen& c, const std::vector<int
                          std::vector<int>& round);
 
 // The plan file's content and the stats, judged by the link-load checker
-// over the chosen paths (planner.h, 6). Moves each flow's steps into the plan.
+// over the chosen paths (planner.h, 6), on `second_thread` while the flows
+// are written. Moves each flow's steps into the plan.
 Status emit_plan(const topo::Fabric& f, const ranking::RankOrder& order, const Schedule& s,
                  const PlannerOptions& opt, const std::vector<uint16_t>& dports, Chosen& c, bool has_rounds,
-                 PlannedRoutes& out);
+                 bool second_thread, PlannedRoutes& out);
 
 }  // namespace weft::routing::planner_internal

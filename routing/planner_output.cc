@@ -4,7 +4,6 @@
 #include <future>
 #include <span>
 #include <system_error>
-#include <thread>
 
 #include "planner_internal.h"
 #include "weft/routing/link_load.h"
@@ -76,10 +75,10 @@ bool assign_class_rounds(const topo::Fabric& f, Chosen& c, const std::vector<int
 
 Status emit_plan(const topo::Fabric& f, const ranking::RankOrder& order, const Schedule& s,
                  const PlannerOptions& opt, const std::vector<uint16_t>& dports, Chosen& c, bool has_rounds,
-                 PlannedRoutes& out) {
+                 bool second_thread, PlannedRoutes& out) {
   // The judge (a pass over every path and step) and the plan's flows (an
   // allocation per string) read different members of the flows: on two
-  // threads where the machine has two CPUs (PlannerOptions::second_thread).
+  // threads where the planner has a second one.
   auto judge = [&]() -> Result<LoadReport> {
     // The judge: the link-load checker over the plan's paths (the switches
     // just written, as indices: make_plan_router would look the names up).
@@ -110,7 +109,7 @@ Status emit_plan(const topo::Fabric& f, const ranking::RankOrder& order, const S
     return check_link_load(f, order, has_rounds ? with_rounds : s, router);
   };
   std::future<Result<LoadReport>> judged;
-  if (opt.second_thread && std::thread::hardware_concurrency() > 1 && c.flows.size() >= kParallelJudgeFlows) {
+  if (second_thread && c.flows.size() >= kParallelJudgeFlows) {
     try {
       judged = std::async(std::launch::async, judge);
     } catch (const std::system_error&) {  // no thread to be had: judged below, here
