@@ -1,6 +1,6 @@
 #include "weft/routing/plan_router.h"
 
-#include <unordered_map>
+#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -8,9 +8,6 @@
 
 namespace weft::routing {
 namespace {
-
-FlowId key_of(const PlanFlow& f) { return {f.src_rank, f.dst_rank, f.conn, f.qp}; }
-using PathMap = std::unordered_map<FlowId, Path, FlowIdHash>;
 
 // Checks that the plan's flows sit where the order runs their ranks.
 Status check_against_order(const topo::Fabric& f, const ranking::RankOrder& order, const RoutePlan& plan) {
@@ -27,6 +24,10 @@ Status check_against_order(const topo::Fabric& f, const ranking::RankOrder& orde
     return ok_status();
   };
   for (const auto& fl : plan.flows) {
+    if (fl.src_rank < 0 || fl.src_rank >= plan.ranks || fl.dst_rank < 0 || fl.dst_rank >= plan.ranks) {
+      return invalid_argument(fmt::format("plan flow {} -> {} names a rank outside 0-{}", fl.src_rank, fl.dst_rank,
+                                          plan.ranks - 1));
+    }
     // The destination end is the NIC port the flow arrives at (planes.h):
     // the destination rank's own port, or its NIC's port on the source's plane.
     const int s = order.nics[static_cast<size_t>(fl.src_rank)];
@@ -48,29 +49,63 @@ Result<Path> plan_flow_path(const PathFinder& pf, const topo::Fabric& f, const r
   return route_path(pf, s, d, route);
 }
 
+// Each plan flow's path as directed links in one pool, found by its source
+// rank: a rank sends a few dozen flows (nccl-ring: its channels x QPs), so a
+// scan of its own is short, where a hash map of 10^6 flows, each with a
+// vector, cost an allocation per flow. The first of two flows with one
+// FlowId answers.
 class PathsRouter final : public Router {
  public:
-  PathsRouter(std::string_view name, PathMap paths)
-      : name_(name), paths_(std::move(paths)) {}
+  PathsRouter(std::string_view name, const RoutePlan& plan)
+      : name_(name), first_(static_cast<size_t>(plan.ranks) + 1, 0), by_src_(plan.flows.size()) {
+    for (const auto& fl : plan.flows) ++first_[static_cast<size_t>(fl.src_rank) + 1];
+    for (size_t r = 0; r + 1 < first_.size(); ++r) first_[r + 1] += first_[r];
+    std::vector<uint32_t> fill(first_.begin(), first_.end() - 1);
+    for (size_t i = 0; i < plan.flows.size(); ++i) {
+      const PlanFlow& fl = plan.flows[i];
+      by_src_[fill[static_cast<size_t>(fl.src_rank)]++] = {fl.dst_rank, fl.conn, fl.qp, static_cast<uint32_t>(i)};
+    }
+    at_.reserve(plan.flows.size() + 1);
+    at_.push_back(0);
+  }
+  // Plan flow i's path, for i = 0, 1, ... in turn.
+  void add(const Path& p) {
+    pool_.insert(pool_.end(), p.dlinks.begin(), p.dlinks.end());
+    at_.push_back(static_cast<uint32_t>(pool_.size()));
+  }
+
   std::string_view name() const override { return name_; }
   Status route_step(const Step& step, int step_index, std::vector<Path>& paths) override {
     for (size_t i = 0; i < step.flows.size(); ++i) {
       const Flow& fl = step.flows[i];
-      auto it = paths_.find(flow_id(fl));
-      if (it == paths_.end()) {
+      const Out* found = nullptr;
+      if (fl.src >= 0 && static_cast<size_t>(fl.src) + 1 < first_.size()) {
+        const auto b = by_src_.begin() + first_[static_cast<size_t>(fl.src)];
+        const auto e = by_src_.begin() + first_[static_cast<size_t>(fl.src) + 1];
+        const auto it = std::find_if(b, e, [&](const Out& o) { return o.dst == fl.dst && o.conn == fl.conn && o.qp == fl.qp; });
+        if (it != e) found = &*it;
+      }
+      if (found == nullptr) {
         return not_found(fl.conn == 0 && fl.qp == 0
                              ? fmt::format("the plan has no flow {} -> {} (step {})", fl.src, fl.dst, step_index)
                              : fmt::format("the plan has no flow {} -> {} conn {} qp {} (step {})", fl.src, fl.dst,
                                            fl.conn, fl.qp, step_index));
       }
-      paths[i] = it->second;
+      paths[i].dlinks.assign(pool_.begin() + at_[found->flow], pool_.begin() + at_[found->flow + 1]);
     }
     return ok_status();
   }
 
  private:
+  struct Out {
+    int dst = 0, conn = 0, qp = 0;
+    uint32_t flow = 0;  // index into the plan's flows
+  };
   std::string_view name_;
-  PathMap paths_;
+  std::vector<uint32_t> first_;  // rank r's flows: by_src_[first_[r], first_[r + 1])
+  std::vector<Out> by_src_;      // in plan order within a rank
+  std::vector<int> pool_;        // directed links of every flow's path
+  std::vector<uint32_t> at_;     // flow i's: pool_[at_[i], at_[i + 1])
 };
 
 }  // namespace
@@ -79,8 +114,7 @@ Result<std::unique_ptr<Router>> make_plan_router(const topo::Fabric& f, const ra
                                                  const RoutePlan& plan) {
   WEFT_RETURN_IF_ERROR(check_against_order(f, order, plan));
   PathFinder pf(f);
-  PathMap paths;
-  paths.reserve(plan.flows.size());
+  auto paths = std::make_unique<PathsRouter>("plan", plan);
   Route r;
   for (size_t i = 0; i < plan.flows.size(); ++i) {
     const auto& fl = plan.flows[i];
@@ -92,23 +126,22 @@ Result<std::unique_ptr<Router>> make_plan_router(const topo::Fabric& f, const ra
     }
     auto p = plan_flow_path(pf, f, order, fl, r);
     if (!p) return p.status().with_context(fmt::format("plan flow {}", i));
-    paths.emplace(key_of(fl), std::move(*p));
+    paths->add(*p);
   }
-  return std::unique_ptr<Router>(std::make_unique<PathsRouter>("plan", std::move(paths)));
+  return std::unique_ptr<Router>(std::move(paths));
 }
 
 Result<std::unique_ptr<Router>> make_table_router(const topo::Fabric& f, const ranking::RankOrder& order,
                                                   const RoutePlan& plan, PathTable& table) {
   WEFT_RETURN_IF_ERROR(check_against_order(f, order, plan));
   PathFinder pf(f);
-  PathMap paths;
-  paths.reserve(plan.flows.size());
+  auto paths = std::make_unique<PathsRouter>("table", plan);
   for (size_t i = 0; i < plan.flows.size(); ++i) {
     const auto& fl = plan.flows[i];
     const int s = order.nics[static_cast<size_t>(fl.src_rank)];
     const int d = plane_carrier(f, s, order.nics[static_cast<size_t>(fl.dst_rank)]);
     if (d == s) {  // in-NIC: no path (planes.h)
-      paths.emplace(key_of(fl), Path{});
+      paths->add(Path{});
       continue;
     }
     if (d < 0) return plan_flow_path(pf, f, order, fl, {}).status().with_context(fmt::format("plan flow {}", i));
@@ -117,9 +150,9 @@ Result<std::unique_ptr<Router>> make_table_router(const topo::Fabric& f, const r
     if (!r) return r.status().with_context(fmt::format("plan flow {} (sport {})", i, fl.sport));
     auto p = route_path(pf, s, d, *r);
     if (!p) return p.status().with_context(fmt::format("plan flow {} (sport {})", i, fl.sport));
-    paths.emplace(key_of(fl), std::move(*p));
+    paths->add(*p);
   }
-  return std::unique_ptr<Router>(std::make_unique<PathsRouter>("table", std::move(paths)));
+  return std::unique_ptr<Router>(std::move(paths));
 }
 
 }  // namespace weft::routing
