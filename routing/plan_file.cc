@@ -1,6 +1,5 @@
 // The route plan's lookups and its writer (the reader: plan_parse.cc).
 #include <algorithm>
-#include <iterator>
 #include <string_view>
 #include <type_traits>
 
@@ -45,7 +44,10 @@ namespace {
 // versions (tests/routing/plan_file_test.cc checks this against dump(1)).
 class PlanWriter {
  public:
-  std::string finish() { return std::string(out_.data(), out_.size()); }
+  // Room for `bytes` of text at once: grown by doubling, a 330 MB plan was
+  // faulted in and copied ~4 times over (memory the kernel must zero first).
+  void reserve(size_t bytes) { out_.reserve(bytes); }
+  std::string finish() { return std::move(out_); }
 
   void open(char c) { out_.push_back(c), ++depth_, first_ = true; }
   void close(char c) {
@@ -62,7 +64,9 @@ class PlanWriter {
   void raw(std::string_view v) { out_.append(v); }
   template <class T>
   void number(T v) {
-    fmt::format_to(std::back_inserter(out_), "{}", v);
+    static_assert(std::is_integral_v<T>, "a plan's numbers are integers");
+    const fmt::format_int text(v);
+    out_.append(text.data(), text.size());
   }
   // A JSON string. Names without a character that needs escaping (nearly
   // all) are copied; the rest go through nlohmann::json, which escapes as
@@ -118,7 +122,7 @@ class PlanWriter {
     for (int i = 0; i < depth_; ++i) out_.push_back(' ');
   }
 
-  fmt::memory_buffer out_;
+  std::string out_;
   int depth_ = 0;
   bool first_ = true;
 };
@@ -148,10 +152,24 @@ void write_flow(PlanWriter& w, const PlanFlow& f) {
   w.close('}');
 }
 
+// At least the text write_flow makes of f: each line's indent and
+// punctuation, the keys, and the values at their longest. Pages reserved
+// and never written cost nothing (malloc maps large blocks on first touch).
+size_t text_bound(const PlanFlow& f) {
+  size_t n = 512 + f.src_host.size() + f.dst_host.size() + f.src_nic.size() + f.dst_nic.size() + f.protocol.size() +
+             f.src_addr.size() + f.dst_addr.size();
+  for (const auto& sw : f.path) n += sw.size() + 16;
+  return n + 24 * (f.steps.size() + f.rounds.size());
+}
+
 }  // namespace
 
 std::string plan_to_json(const RoutePlan& p) {
   PlanWriter w;
+  size_t bound = 4096 + p.collective.size() + p.topology.size();
+  for (const auto& f : p.flows) bound += text_bound(f);
+  for (const auto& s : p.steps) bound += 256 + s.phase.size();
+  w.reserve(bound);
   w.open('{');
   w.key("collective"), w.string(p.collective);
   w.list("flows", p.flows, [&w](const PlanFlow& f) { write_flow(w, f); });
@@ -168,7 +186,8 @@ std::string plan_to_json(const RoutePlan& p) {
   w.key("topology"), w.string(p.topology);
   w.key("version"), w.number(p.version);
   w.close('}');
-  return w.finish() + "\n";
+  w.raw("\n");
+  return w.finish();
 }
 
 Status save_plan(const RoutePlan& plan, const std::string& path) { return write_file_atomic(path, plan_to_json(plan)); }
