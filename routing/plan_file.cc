@@ -44,8 +44,9 @@ namespace {
 // versions (tests/routing/plan_file_test.cc checks this against dump(1)).
 class PlanWriter {
  public:
-  // Room for `bytes` of text at once: grown by doubling, a 330 MB plan was
-  // faulted in and copied ~4 times over (memory the kernel must zero first).
+  // Room for the whole text at once: grown by doubling, a large plan's text
+  // was faulted in (memory the kernel zeroes first) and copied several times
+  // over (bench/results/2026-11-28-route-check-and-write.md).
   void reserve(size_t bytes) { out_.reserve(bytes); }
   std::string finish() { return std::move(out_); }
 
@@ -152,9 +153,11 @@ void write_flow(PlanWriter& w, const PlanFlow& f) {
   w.close('}');
 }
 
-// At least the text write_flow makes of f: each line's indent and
-// punctuation, the keys, and the values at their longest. Pages reserved
-// and never written cost nothing (malloc maps large blocks on first touch).
+// At least the text write_flow makes of f (names that need no escaping, as
+// all of weft's do): each line's indent and punctuation, the keys, and the
+// numbers at their longest. Only a reservation: a longer text still grows,
+// and pages reserved but never written cost nothing (malloc maps a large
+// block, and the kernel backs a page on its first touch).
 size_t text_bound(const PlanFlow& f) {
   size_t n = 512 + f.src_host.size() + f.dst_host.size() + f.src_nic.size() + f.dst_nic.size() + f.protocol.size() +
              f.src_addr.size() + f.dst_addr.size();
