@@ -41,12 +41,12 @@ namespace {
 // level, one array element per line — written straight into one buffer: a
 // plan of 65,536 ranks holds ~10^6 flows, and a JSON tree of them costs
 // ~2 x 10^7 allocations. Plans stay byte-identical to those of earlier weft
-// versions (tests/routing/plan_file_test.cc checks this against dump(1)).
+// versions (tests/routing/plan_json_test.cc checks this against dump(1)).
 class PlanWriter {
  public:
   // Room for the whole text at once: grown by doubling, a large plan's text
-  // was faulted in (memory the kernel zeroes first) and copied several times
-  // over (bench/results/2026-11-28-route-check-and-write.md).
+  // would be faulted in (memory the kernel zeroes first) and copied several
+  // times over (bench/results/2026-11-28-route-check-and-write.md).
   void reserve(size_t bytes) { out_.reserve(bytes); }
   std::string finish() { return std::move(out_); }
 

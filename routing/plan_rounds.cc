@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "source_index.h"
 #include "weft/routing/plan.h"
 
 namespace weft::routing {
@@ -27,32 +28,22 @@ Status apply_plan_rounds(const RoutePlan& plan, Schedule& s) {
       wanted[static_cast<size_t>(step)].emplace_back(i, r);
     }
   }
-  // A step's flows by source rank (a rank sends a few in a step: nccl-ring's
-  // channels x QPs), so a look-up scans those; buffers reused across steps.
-  std::vector<uint32_t> first, fill, by_src;
+  SourceIndex by_src;  // a step's flows (source_index.h)
   for (size_t si = 0; si < s.steps.size(); ++si) {
     Step& st = s.steps[si];
-    int ranks = 0;  // sources are 0 .. ranks - 1
     for (const Flow& fl : st.flows) {
-      if (fl.src < 0) return invalid_argument(fmt::format("step {} ({}) has a flow from rank {}", si, st.phase, fl.src));
-      ranks = std::max(ranks, fl.src + 1);
+      if (fl.src < 0 || fl.src >= s.ranks) {
+        return invalid_argument(fmt::format("step {} ({}) has a flow from rank {}, not a rank of the schedule's {}", si,
+                                            st.phase, fl.src, s.ranks));
+      }
     }
-    first.assign(static_cast<size_t>(ranks) + 1, 0);
-    for (const Flow& fl : st.flows) ++first[static_cast<size_t>(fl.src) + 1];
-    for (size_t r = 0; r + 1 < first.size(); ++r) first[r + 1] += first[r];
-    fill.assign(first.begin(), first.end() - 1);
-    by_src.resize(st.flows.size());
-    for (size_t j = 0; j < st.flows.size(); ++j) {
-      by_src[fill[static_cast<size_t>(st.flows[j].src)]++] = static_cast<uint32_t>(j);
-    }
+    by_src.build(static_cast<size_t>(std::max(s.ranks, 0)), st.flows.size(), [&](size_t j) { return st.flows[j].src; });
     for (const auto& [i, r] : wanted[si]) {
       const PlanFlow& pf = plan.flows[i];
       const FlowId want{pf.src_rank, pf.dst_rank, pf.conn, pf.qp};
-      const bool sends = pf.src_rank >= 0 && pf.src_rank < ranks;
-      const auto b = by_src.begin() + (sends ? first[static_cast<size_t>(pf.src_rank)] : 0);
-      const auto e = by_src.begin() + (sends ? first[static_cast<size_t>(pf.src_rank) + 1] : 0);
-      const auto it = std::find_if(b, e, [&](uint32_t j) { return flow_id(st.flows[j]) == want; });
-      if (it == e) {
+      const auto mine = by_src.of(pf.src_rank);
+      const auto it = std::find_if(mine.begin(), mine.end(), [&](uint32_t j) { return flow_id(st.flows[j]) == want; });
+      if (it == mine.end()) {
         return invalid_argument(fmt::format("plan flow {} (rank {} -> {}) lists step {} ({}), which has no such flow", i,
                                             pf.src_rank, pf.dst_rank, si, st.phase));
       }

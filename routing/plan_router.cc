@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "source_index.h"
 #include "weft/routing/planes.h"
 
 namespace weft::routing {
@@ -23,10 +24,11 @@ Status check_against_order(const topo::Fabric& f, const ranking::RankOrder& orde
     }
     return ok_status();
   };
-  for (const auto& fl : plan.flows) {
+  for (size_t i = 0; i < plan.flows.size(); ++i) {
+    const PlanFlow& fl = plan.flows[i];
     if (fl.src_rank < 0 || fl.src_rank >= plan.ranks || fl.dst_rank < 0 || fl.dst_rank >= plan.ranks) {
-      return invalid_argument(fmt::format("plan flow {} -> {} names a rank outside 0-{}", fl.src_rank, fl.dst_rank,
-                                          plan.ranks - 1));
+      return invalid_argument(fmt::format("plan flow {} (rank {} -> {}) names a rank outside the plan's {}", i,
+                                          fl.src_rank, fl.dst_rank, plan.ranks));
     }
     // The destination end is the NIC port the flow arrives at (planes.h):
     // the destination rank's own port, or its NIC's port on the source's plane.
@@ -49,22 +51,16 @@ Result<Path> plan_flow_path(const PathFinder& pf, const topo::Fabric& f, const r
   return route_path(pf, s, d, route);
 }
 
-// Each plan flow's path as directed links in one pool, found by its source
-// rank: a rank sends a few dozen flows (nccl-ring: its channels x QPs), so a
-// scan of its own is short, where a hash map of 10^6 flows, each with a
-// vector, cost an allocation per flow. The first of two flows with one
-// FlowId answers.
+// Each plan flow's path as directed links in one pool, the flows found by
+// source rank (source_index.h): a hash map of 10^6 flows, each with a
+// vector, cost an allocation per flow. Of two flows with one FlowId the
+// first answers.
 class PathsRouter final : public Router {
  public:
-  PathsRouter(std::string_view name, const RoutePlan& plan)
-      : name_(name), first_(static_cast<size_t>(plan.ranks) + 1, 0), by_src_(plan.flows.size()) {
-    for (const auto& fl : plan.flows) ++first_[static_cast<size_t>(fl.src_rank) + 1];
-    for (size_t r = 0; r + 1 < first_.size(); ++r) first_[r + 1] += first_[r];
-    std::vector<uint32_t> fill(first_.begin(), first_.end() - 1);
-    for (size_t i = 0; i < plan.flows.size(); ++i) {
-      const PlanFlow& fl = plan.flows[i];
-      by_src_[fill[static_cast<size_t>(fl.src_rank)]++] = {fl.dst_rank, fl.conn, fl.qp, static_cast<uint32_t>(i)};
-    }
+  PathsRouter(std::string_view name, const RoutePlan& plan) : name_(name) {
+    by_src_.build(static_cast<size_t>(plan.ranks), plan.flows.size(), [&](size_t i) { return plan.flows[i].src_rank; });
+    to_.reserve(plan.flows.size());
+    for (const PlanFlow& fl : plan.flows) to_.push_back({fl.dst_rank, fl.conn, fl.qp});
     at_.reserve(plan.flows.size() + 1);
     at_.push_back(0);
   }
@@ -78,34 +74,30 @@ class PathsRouter final : public Router {
   Status route_step(const Step& step, int step_index, std::vector<Path>& paths) override {
     for (size_t i = 0; i < step.flows.size(); ++i) {
       const Flow& fl = step.flows[i];
-      const Out* found = nullptr;
-      if (fl.src >= 0 && static_cast<size_t>(fl.src) + 1 < first_.size()) {
-        const auto b = by_src_.begin() + first_[static_cast<size_t>(fl.src)];
-        const auto e = by_src_.begin() + first_[static_cast<size_t>(fl.src) + 1];
-        const auto it = std::find_if(b, e, [&](const Out& o) { return o.dst == fl.dst && o.conn == fl.conn && o.qp == fl.qp; });
-        if (it != e) found = &*it;
-      }
-      if (found == nullptr) {
+      const auto mine = by_src_.of(fl.src);
+      const auto it = std::find_if(mine.begin(), mine.end(), [&](uint32_t k) {
+        return to_[k].dst == fl.dst && to_[k].conn == fl.conn && to_[k].qp == fl.qp;
+      });
+      if (it == mine.end()) {
         return not_found(fl.conn == 0 && fl.qp == 0
                              ? fmt::format("the plan has no flow {} -> {} (step {})", fl.src, fl.dst, step_index)
                              : fmt::format("the plan has no flow {} -> {} conn {} qp {} (step {})", fl.src, fl.dst,
                                            fl.conn, fl.qp, step_index));
       }
-      paths[i].dlinks.assign(pool_.begin() + at_[found->flow], pool_.begin() + at_[found->flow + 1]);
+      paths[i].dlinks.assign(pool_.begin() + at_[*it], pool_.begin() + at_[*it + 1]);
     }
     return ok_status();
   }
 
  private:
-  struct Out {
+  struct To {
     int dst = 0, conn = 0, qp = 0;
-    uint32_t flow = 0;  // index into the plan's flows
   };
   std::string_view name_;
-  std::vector<uint32_t> first_;  // rank r's flows: by_src_[first_[r], first_[r + 1])
-  std::vector<Out> by_src_;      // in plan order within a rank
-  std::vector<int> pool_;        // directed links of every flow's path
-  std::vector<uint32_t> at_;     // flow i's: pool_[at_[i], at_[i + 1])
+  SourceIndex by_src_;
+  std::vector<To> to_;        // per plan flow: where it goes, on which connection and QP
+  std::vector<int> pool_;     // directed links of every flow's path
+  std::vector<uint32_t> at_;  // flow i's: pool_[at_[i], at_[i + 1])
 };
 
 }  // namespace

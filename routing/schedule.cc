@@ -24,15 +24,6 @@ std::optional<Collective> parse_collective(std::string_view s) {
   return std::nullopt;
 }
 
-size_t FlowIdHash::operator()(const FlowId& k) const noexcept {
-  // splitmix64's finaliser over the four fields packed into two words.
-  uint64_t x = (static_cast<uint64_t>(static_cast<uint32_t>(k.src)) << 32) | static_cast<uint32_t>(k.dst);
-  x ^= ((static_cast<uint64_t>(static_cast<uint32_t>(k.conn)) << 32) | static_cast<uint32_t>(k.qp)) * 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return static_cast<size_t>(x ^ (x >> 31));
-}
-
 HdLayout hd_layout(int ranks) {
   HdLayout l;
   l.ranks = ranks;

@@ -157,9 +157,11 @@ int run_route(const RouteArgs& a) {
   }
   // Where the path table itself sends the planned ports, checked as well
   // (load per round, as the plan counts it). The check reads the plan and
-  // the table, the plan's text only the plan: at scale the two take seconds
-  // each, so the check runs on a second thread where there is one, and the
-  // text is written only once the check has passed.
+  // the table and sets the schedule's rounds (read here only after it has
+  // ended); the plan's text reads only the plan. On large plans both are
+  // long (bench/results/2026-11-28-route-check-and-write.md), so the check
+  // runs on a second thread where there is one, and the file is written
+  // only once it has passed; on one thread it runs first.
   auto check = [&]() -> Status {
     WEFT_RETURN_IF_ERROR(routing::apply_plan_rounds(planned->plan, *sched));
     WEFT_ASSIGN_OR_RETURN(auto replay, routing::make_table_router(*fabric, *order, planned->plan, **table));
@@ -179,8 +181,13 @@ int run_route(const RouteArgs& a) {
     } catch (const std::system_error&) {  // no thread to be had: checked below, here
     }
   }
+  if (!checked.valid()) {
+    if (auto st = check(); !st) return fail(st);
+  }
   const std::string text = routing::plan_to_json(planned->plan);
-  if (auto st = checked.valid() ? checked.get() : check(); !st) return fail(st);
+  if (checked.valid()) {
+    if (auto st = checked.get(); !st) return fail(st);
+  }
   if (auto st = emit(a.out, text); !st) return fail(st);
   if (progress) fmt::print(stderr, "checked and written in {:.1f} s\n", since());
   const auto& s = planned->stats;

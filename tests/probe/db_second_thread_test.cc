@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
-#include <map>
+#include <future>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -20,8 +22,10 @@
 #include "weft/probe/db_path_table.h"
 #include "weft/ranking/rank_order.h"
 #include "weft/routing/ecmp.h"
+#include "weft/routing/link_load.h"
 #include "weft/routing/path_table.h"
 #include "weft/routing/plan.h"
+#include "weft/routing/plan_router.h"
 #include "weft/routing/planner.h"
 #include "weft/routing/router.h"
 #include "weft/routing/schedule.h"
@@ -142,6 +146,9 @@ TEST_P(DbSecondThread, PlansExactlyWhatOneThreadPlansAndOnlyAnsweredPorts) {
   const routing::PlannedRoutes& one = *plans[0];
   const routing::PlannedRoutes& two = *plans[1];
   EXPECT_EQ(one.stats.planned_classes, c.classes);
+  // HD on 1,024 ranks: every set has 1,024 flows, so each set after the
+  // first is fetched ahead on the worker.
+  EXPECT_EQ(one.stats.flows, c.classes * 1024);
   EXPECT_EQ(one.stats.max_rounds, c.max_rounds);
   EXPECT_EQ(one.stats.steps_at_bound, one.stats.steps);
   EXPECT_EQ(two.plan, one.plan);
@@ -160,6 +167,21 @@ TEST_P(DbSecondThread, PlansExactlyWhatOneThreadPlansAndOnlyAnsweredPorts) {
     std::vector<std::string> names;
     for (int sw : *r) names.push_back(f.switches[static_cast<size_t>(sw)].name);
     ASSERT_EQ(names, fl.path) << fmt::format("rank {} -> {} sport {}", fl.src_rank, fl.dst_rank, fl.sport);
+  }
+  // And as `weft route` checks a plan: the ports looked up again, from a
+  // thread other than the one that opened the table, and judged per round.
+  routing::Schedule with_rounds = *s;
+  auto judged = std::async(std::launch::async, [&]() -> Result<routing::LoadReport> {
+    WEFT_RETURN_IF_ERROR(routing::apply_plan_rounds(two.plan, with_rounds));
+    WEFT_ASSIGN_OR_RETURN(auto router, routing::make_table_router(f, *order, two.plan, **table));
+    return routing::check_link_load(f, *order, with_rounds, *router);
+  });
+  const auto rep = judged.get();
+  ASSERT_TRUE(rep) << rep.status().to_string();
+  ASSERT_EQ(rep->steps.size(), two.plan.steps.size());
+  for (size_t i = 0; i < rep->steps.size(); ++i) {
+    EXPECT_EQ(rep->steps[i].max_load, two.plan.steps[i].max_load) << "step " << i;
+    EXPECT_EQ(rep->steps[i].max_load, rep->steps[i].lower_bound) << "step " << i;
   }
 }
 

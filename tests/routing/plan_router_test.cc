@@ -24,17 +24,16 @@ struct Planned {
   RoutePlan plan;
 };
 
-// HD on an awkward 2-tier Clos (3 spines, 5 leaves of 3 hosts: 15 ranks,
-// with a fold), planned on the hash model.
-Planned planned(Collective c = Collective::kAllreduceHd) {
-  Planned p{*topo::build_clos2({.spines = 3, .leaves = 5, .hosts_per_leaf = 3}), {}, {}, {}};
+// HD (or ring) on an awkward 2-tier Clos (3 spines, 5 leaves of 3 hosts: 15
+// ranks, so HD folds), planned on the hash model.
+void plan_into(Planned& p, Collective c = Collective::kAllreduceHd) {
+  p.f = *topo::build_clos2({.spines = 3, .leaves = 5, .hosts_per_leaf = 3});
   p.order = *ranking::rank(p.f, ranking::allocation_all(p.f), ranking::RankAlgo::kClos);
   p.s = *build_schedule(c, p.order.size(), 1 << 16);
   auto table = make_model_path_table(p.f, *make_hash("crc32", 7), 7);
   auto r = plan_routes(p.f, p.order, p.s, *table, {});
-  EXPECT_TRUE(r) << r.status().message();
+  ASSERT_TRUE(r) << r.status().message();
   p.plan = std::move(r->plan);
-  return p;
 }
 
 enum class Kind { kPlan, kTable };
@@ -55,7 +54,8 @@ class PlanRouters : public ::testing::TestWithParam<Kind> {
 // over them gives the plan's own loads.
 TEST_P(PlanRouters, ServeEachStepsFlowsThePlannedPathInTheStepsOrder) {
   for (Collective c : {Collective::kAllreduceHd, Collective::kAllreduceRing}) {
-    const Planned p = planned(c);
+    Planned p;
+    ASSERT_NO_FATAL_FAILURE(plan_into(p, c));
     auto r = router(p);
     ASSERT_TRUE(r) << r.status().message();
     PathFinder pf(p.f);
@@ -82,8 +82,11 @@ TEST_P(PlanRouters, ServeEachStepsFlowsThePlannedPathInTheStepsOrder) {
 }
 
 TEST_P(PlanRouters, AFlowThePlanLacksIsNamedWithItsStep) {
-  Planned p = planned();
-  // HD's first step is rank r <-> r ^ 1 (schedule.h): drop 3 -> 2.
+  Planned p;
+  ASSERT_NO_FATAL_FAILURE(plan_into(p));
+  // 15 ranks: step 0 folds rank 2i into 2i + 1 (i < 7), steps 1-6 are
+  // halving-doubling among the odd ranks and 14, step 7 unfolds 2i + 1 to
+  // 2i (routing/schedule.cc build_hd): 3 -> 2 is a flow of step 7 only.
   std::erase_if(p.plan.flows, [](const PlanFlow& fl) { return fl.src_rank == 3 && fl.dst_rank == 2; });
   auto r = router(p);
   ASSERT_TRUE(r) << r.status().message();
@@ -94,43 +97,65 @@ TEST_P(PlanRouters, AFlowThePlanLacksIsNamedWithItsStep) {
     missing = (*r)->route_step(p.s.steps[si], static_cast<int>(si), paths);
   }
   EXPECT_EQ(missing.code(), StatusCode::kNotFound);
-  EXPECT_NE(missing.message().find("the plan has no flow 3 -> 2 (step "), std::string::npos) << missing.message();
+  EXPECT_EQ(missing.message(), "the plan has no flow 3 -> 2 (step 7)");
 }
 
+// A flow is its ranks, connection and QP: the plan's flow 3 -> 2 moved to
+// another connection or QP no longer answers for the schedule's.
 TEST_P(PlanRouters, AFlowOfAnotherConnectionOrQpIsNotTheOneAsked) {
-  Planned p = planned();
-  for (auto& fl : p.plan.flows) {
-    if (fl.src_rank == 3 && fl.dst_rank == 2) fl.qp = 1;
+  struct Case {
+    int plan_conn, plan_qp;  // the plan's flow 3 -> 2
+    int conn, qp;            // the one asked
+    const char* missing;     // "": found
+  };
+  for (const Case& c : {Case{0, 1, 0, 0, "the plan has no flow 3 -> 2 (step 4)"},
+                        Case{0, 1, 0, 2, "the plan has no flow 3 -> 2 conn 0 qp 2 (step 4)"},
+                        Case{0, 1, 0, 1, ""},
+                        Case{1, 0, 0, 0, "the plan has no flow 3 -> 2 (step 4)"},
+                        Case{1, 0, 1, 1, "the plan has no flow 3 -> 2 conn 1 qp 1 (step 4)"},
+                        Case{1, 0, 1, 0, ""},
+                        Case{2, 3, 2, 3, ""}}) {
+    SCOPED_TRACE(::testing::Message() << "plan conn " << c.plan_conn << " qp " << c.plan_qp << ", asked conn " << c.conn
+                                      << " qp " << c.qp);
+    Planned p;
+    ASSERT_NO_FATAL_FAILURE(plan_into(p));
+    for (auto& fl : p.plan.flows) {
+      if (fl.src_rank == 3 && fl.dst_rank == 2) fl.conn = c.plan_conn, fl.qp = c.plan_qp;
+    }
+    auto r = router(p);
+    ASSERT_TRUE(r) << r.status().message();
+    Step st;
+    st.flows.push_back(Flow{.src = 3, .dst = 2, .conn = c.conn, .qp = c.qp});
+    std::vector<Path> paths(1);
+    const Status s = (*r)->route_step(st, 4, paths);
+    if (*c.missing != 0) {
+      EXPECT_EQ(s.message(), c.missing);
+    } else {
+      EXPECT_TRUE(s) << s.message();
+      EXPECT_FALSE(paths[0].dlinks.empty());
+    }
   }
-  auto r = router(p);
-  ASSERT_TRUE(r) << r.status().message();
-  // A step with flow 3 -> 2 on QP 0, which the plan now has on QP 1 only.
-  Step st;
-  st.flows.push_back(Flow{.src = 3, .dst = 2});
-  std::vector<Path> paths(1);
-  const Status s = (*r)->route_step(st, 4, paths);
-  EXPECT_EQ(s.message(), "the plan has no flow 3 -> 2 (step 4)");
-  st.flows[0].qp = 2;
-  EXPECT_EQ((*r)->route_step(st, 4, paths).message(), "the plan has no flow 3 -> 2 conn 0 qp 2 (step 4)");
-  st.flows[0].qp = 1;
-  EXPECT_TRUE((*r)->route_step(st, 4, paths));
-  EXPECT_FALSE(paths[0].dlinks.empty());
 }
 
 TEST_P(PlanRouters, ARankOutsideThePlanIsRefused) {
-  for (int bad : {-1, 15, 16}) {
-    Planned p = planned();
-    p.plan.flows[5].dst_rank = bad;
-    auto r = router(p);
-    ASSERT_FALSE(r) << bad;
-    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(r.status().message().find(fmt::format("-> {} names a rank outside 0-14", bad)), std::string::npos)
-        << r.status().message();
+  for (bool at_source : {false, true}) {
+    for (int bad : {-1, 15, 16}) {
+      Planned p;
+      ASSERT_NO_FATAL_FAILURE(plan_into(p));
+      PlanFlow& fl = p.plan.flows[5];
+      (at_source ? fl.src_rank : fl.dst_rank) = bad;
+      auto r = router(p);
+      ASSERT_FALSE(r) << bad;
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_EQ(r.status().message(), fmt::format("plan flow 5 (rank {} -> {}) names a rank outside the plan's 15",
+                                                  fl.src_rank, fl.dst_rank));
+    }
   }
 }
 
 TEST_P(PlanRouters, AHostWhereTheOrderDoesNotRunTheRankIsRefused) {
-  Planned p = planned();
+  Planned p;
+  ASSERT_NO_FATAL_FAILURE(plan_into(p));
   p.plan.flows[0].src_host = "h9-9";
   auto r = router(p);
   ASSERT_FALSE(r);

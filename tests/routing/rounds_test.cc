@@ -62,6 +62,20 @@ TEST(ApplyPlanRounds, NamesAFlowWhoseStepIsNotInTheSchedule) {
   EXPECT_EQ(st.message(), "plan flow 0 (rank 0 -> 3) lists step 1 (rs), which has no such flow");
 }
 
+TEST(ApplyPlanRounds, RefusesAScheduleFlowFromARankOutsideTheSchedule) {
+  RoutePlan p;
+  p.ranks = 4;
+  p.flows = {plan_flow(0, 2, {1}, {1})};
+  for (int bad : {-1, 4, 1 << 30}) {
+    auto s = build_schedule(Collective::kAllreduceHd, 4, 8, 4);
+    ASSERT_TRUE(s);
+    s->steps[2].flows[1].src = bad;
+    const Status st = apply_plan_rounds(p, *s);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(st.message(), fmt::format("step 2 (ag) has a flow from rank {}, not a rank of the schedule's 4", bad));
+  }
+}
+
 // 1 spine, 2 leaves, 2 hosts each, HD over the 4 hosts of 8 elements:
 // the distance-2 steps send both hosts of l1 over its one uplink.
 struct OneSpine {

@@ -119,7 +119,8 @@ Status save_plan(const RoutePlan& plan, const std::string& path);
 // Copies the plan's rounds onto the schedule's flows (matched by src/dst rank
 // and step index); flows the plan does not list are set to round 0. Fails,
 // naming the flow, when a plan flow lists a step the schedule does not have
-// or a step in which the schedule has no such flow.
+// or a step in which the schedule has no such flow, and when a schedule
+// flow's source is not one of its `ranks`.
 Status apply_plan_rounds(const RoutePlan& plan, Schedule& s);
 
 }  // namespace weft::routing

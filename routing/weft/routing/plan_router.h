@@ -5,8 +5,9 @@
 //          path table — with a model table, an independent recomputation of
 //          where the fabric's hashes send the planned ports; with a measured
 //          table, where the probes saw them go.
-// Both check the plan against the rank order first: every flow's hosts (and
-// NICs, where named) must be where the order runs those ranks.
+// Both check the plan against the rank order first: every flow's ranks must
+// be the plan's, and its hosts (and NICs, where named) where the order runs
+// those ranks.
 #pragma once
 
 #include <memory>

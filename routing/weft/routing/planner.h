@@ -90,8 +90,9 @@ struct PlannerOptions {
   // On a machine with more than one CPU, a second thread fetches the next
   // class's candidates from the path table while one class is coloured
   // (classes of 1,024 flows or more), and judges the plan (link_load.h)
-  // while it is written. The plan is the same either way; the table is
-  // never asked from two threads at once.
+  // while it is written (and `weft route` looks the planned ports up in the
+  // table again while it makes the file's text). The plan is the same
+  // either way; the table is never asked from two threads at once.
   bool second_thread = true;
   // E-ECMP (the table's model hashes the destination QP, ecmp.h crc32-qp):
   // per rank, the QPNs its peers may send to (qpn_pool.h); each flow gets a

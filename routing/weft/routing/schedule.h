@@ -67,9 +67,6 @@ struct FlowId {
   int src = 0, dst = 0, conn = 0, qp = 0;
   friend bool operator==(const FlowId&, const FlowId&) = default;
 };
-struct FlowIdHash {
-  size_t operator()(const FlowId& k) const noexcept;
-};
 inline FlowId flow_id(const Flow& f) { return {f.src, f.dst, f.conn, f.qp}; }
 
 struct Step {
