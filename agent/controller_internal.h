@@ -103,20 +103,66 @@ inline asio::awaitable<Result<ControlMessage>> expect(Conn& c, const std::string
   co_return m;
 }
 
-// Connects, authenticates both ways, switches to the sealed channel and sends
-// the host list (`hosts`: every host of the campaign, host order).
+// Connects `sock` (closed) to `to` from `attempts` sockets at once and keeps
+// the first that connects. Each socket has its own ephemeral port, so under
+// ECMP each SYN hashes onto a path of its own: a reconnection after a link
+// failed is lost only if every attempt's path crosses it. The others are
+// closed before either side sends a byte (an agent counts no rejection for a
+// connection closed before its first frame: agent_session.cc read_frame).
+// Returns the error of the last attempt to fail, or timed_out.
+inline asio::awaitable<boost::system::error_code> connect_first(tcp::socket& sock, const tcp::endpoint& to,
+                                                                int attempts, int timeout_ms) {
+  // Shared with the handlers, which may run after this returns.
+  struct Race {
+    explicit Race(const asio::any_io_executor& ex) : done(ex) {}
+    std::vector<tcp::socket> socks;
+    int pending = 0, winner = -1;
+    boost::system::error_code last = asio::error::timed_out;
+    asio::steady_timer done;
+  };
+  auto race = std::make_shared<Race>(sock.get_executor());
+  for (int i = 0; i < attempts; ++i) race->socks.emplace_back(sock.get_executor());
+  race->pending = attempts;
+  for (int i = 0; i < attempts; ++i) {
+    race->socks[static_cast<size_t>(i)].async_connect(to, [race, i](boost::system::error_code ec) {
+      --race->pending;
+      if (race->winner >= 0) return;
+      if (!ec) {
+        race->winner = i;
+        race->done.cancel();
+      } else {
+        race->last = ec;
+        if (race->pending == 0) race->done.cancel();
+      }
+    });
+  }
+  race->done.expires_after(std::chrono::milliseconds(timeout_ms));
+  boost::system::error_code ec;
+  co_await race->done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  for (int i = 0; i < attempts; ++i) {
+    if (i == race->winner) continue;
+    boost::system::error_code ignore;
+    race->socks[static_cast<size_t>(i)].close(ignore);  // its handler sees operation_aborted
+  }
+  if (race->winner < 0) co_return race->pending == 0 ? race->last : asio::error::timed_out;
+  sock = std::move(race->socks[static_cast<size_t>(race->winner)]);
+  co_return boost::system::error_code{};
+}
+
+// Connects (racing `attempts` sockets for at most `connect_ms`, -1:
+// timeout_ms; connect_first), authenticates both ways, switches to the sealed
+// channel and sends the host list (`hosts`: every host of the campaign, host
+// order).
 inline asio::awaitable<Status> connect_and_auth(Conn& c, const probe::MacKey& secret, const std::vector<uint32_t>& hosts,
-                                                int timeout_ms) {
+                                                int timeout_ms, int attempts = 1, int connect_ms = -1) {
   boost::system::error_code ec;
   const auto addr = asio::ip::make_address(c.host.ip, ec);
   if (ec) co_return invalid_argument(c.where() + ": bad address");
-  {
-    Deadline d(c.sock, timeout_ms);
-    co_await c.sock.async_connect(tcp::endpoint(addr, c.host.control_port),
-                                  asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-      co_return unavailable(fmt::format("{}: cannot connect: {}", c.where(), d.expired() ? "timed out" : ec.message()));
-    }
+  ec = co_await connect_first(c.sock, tcp::endpoint(addr, c.host.control_port), attempts,
+                              connect_ms < 0 ? timeout_ms : connect_ms);
+  if (ec) {
+    co_return unavailable(fmt::format("{}: cannot connect: {}", c.where(),
+                                      ec == asio::error::timed_out ? "timed out" : ec.message()));
   }
   c.sock.set_option(tcp::no_delay(true));
   auto hello = co_await expect(c, "hello", timeout_ms);

@@ -22,6 +22,7 @@ Status WatchConfig::validate() const {
   if (timeout_ms < 1 || timeout_ms > 10000) return invalid_argument(fmt::format("probe timeout {} ms is outside 1..10000", timeout_ms));
   if (report_ms < 10 || report_ms > 60000) return invalid_argument(fmt::format("report interval {} ms is outside 10..60000", report_ms));
   if (silence_ms <= report_ms) return invalid_argument(fmt::format("silence {} ms must exceed the report interval {} ms", silence_ms, report_ms));
+  if (silence_ms > 600000) return invalid_argument(fmt::format("silence {} ms is over 10 minutes", silence_ms));
   return ok_status();
 }
 
@@ -46,15 +47,26 @@ asio::awaitable<void> sleep_ms(asio::io_context& io, int ms) {
 // One session with an agent: connects, announces the key, (the first time)
 // waits until every agent has it (a probe that reaches a reflector without
 // the key would be counted lost) and orders the monitor.
+// `retry` counts a reconnection's attempts from 1 (0: the first session).
 asio::awaitable<Status> open_session(Shared& sh, Conn& c, const probe::MacKey& secret,
                                      const std::vector<uint32_t>& host_ips, const MonitorCommand& cmd,
-                                     const WatchConfig& cfg, bool first) {
+                                     const WatchConfig& cfg, int retry) {
+  const bool first = retry == 0;
   c.sealer.reset();  // a new connection starts unsealed
   c.opener.reset();
-  // A reconnection gives up sooner: its SYN may hash onto the dead link, and
-  // the next attempt's new source port probably does not.
-  const int connect_ms = first ? cfg.connect_timeout_ms : std::min(cfg.connect_timeout_ms, cfg.silence_ms);
-  WEFT_CO_RETURN_IF_ERROR(co_await connect_and_auth(c, secret, host_ips, connect_ms));
+  if (first) {
+    WEFT_CO_RETURN_IF_ERROR(co_await connect_and_auth(c, secret, host_ips, cfg.connect_timeout_ms));
+  } else {
+    // A reconnection's SYN may hash onto the failed link its old connection
+    // crossed: two race from two source ports (connect_first), and a SYN
+    // unanswered for half the silence is taken as lost there (a SYN is resent
+    // only after 1 s: RFC 6298 section 2.1), the next attempt's ports hashing
+    // afresh. Each retry waits twice as long, so a slow but healthy path
+    // still gets through.
+    const int connect_ms = std::min(cfg.connect_timeout_ms, (cfg.silence_ms / 2) << std::min(retry - 1, 8));
+    const int handshake_ms = std::min(cfg.connect_timeout_ms, cfg.silence_ms);
+    WEFT_CO_RETURN_IF_ERROR(co_await connect_and_auth(c, secret, host_ips, handshake_ms, 2, connect_ms));
+  }
   const json announce = {{"type", "announce"}, {"run", cmd.run}, {"nonce", cmd.nonce}};
   WEFT_CO_RETURN_IF_ERROR(co_await write_msg(c, announce, cfg.connect_timeout_ms));
   WEFT_CO_RETURN_IF_ERROR((co_await expect(c, "ok", cfg.connect_timeout_ms)).status());
@@ -101,7 +113,7 @@ asio::awaitable<void> watch_one(Shared& sh, Conn& c, const probe::MacKey& secret
                                 MonitorCommand cmd, const WatchConfig& cfg, const WatchReport& on_report,
                                 const WatchFailure& on_failure, const WatchRecovery& on_recovery) {
   const size_t index = static_cast<size_t>(c.index);
-  if (Status st = co_await open_session(sh, c, secret, host_ips, cmd, cfg, true); !st) {
+  if (Status st = co_await open_session(sh, c, secret, host_ips, cmd, cfg, 0); !st) {
     if (sh.first_error.is_ok()) sh.first_error = st;
     sh.io.stop();
     co_return;
@@ -115,12 +127,14 @@ asio::awaitable<void> watch_one(Shared& sh, Conn& c, const probe::MacKey& secret
     if (sh.stopping) co_return;
     if (!lost) on_failure(index, why);
     lost = true;
-    for (int delay_ms = 50;; delay_ms = std::min(2 * delay_ms, cfg.silence_ms)) {
+    // The first attempt at once (the agent has been silent long enough);
+    // then backing off from 50 ms up to the silence.
+    for (int retry = 1, delay_ms = 0;; ++retry, delay_ms = std::min(std::max(2 * delay_ms, 50), cfg.silence_ms)) {
       boost::system::error_code ec;
       c.sock.close(ec);
-      co_await sleep_ms(sh.io, delay_ms);
+      if (delay_ms > 0) co_await sleep_ms(sh.io, delay_ms);
       if (sh.stopping) co_return;
-      if (co_await open_session(sh, c, secret, host_ips, cmd, cfg, false)) break;
+      if (co_await open_session(sh, c, secret, host_ips, cmd, cfg, retry)) break;
     }
   }
 }

@@ -43,6 +43,7 @@ struct WatchArgs {
   int confirm_ms = 150;
   double duration_s = 0;
   agent::WatchConfig cfg;
+  const CLI::Option* silence = nullptr;  // unset: four report intervals (WatchConfig::silence_ms)
 };
 
 std::atomic<bool> g_stop{false};
@@ -53,6 +54,7 @@ int run_watch(WatchArgs& a) {
   if (!fleet) return fail(fleet.status());
   const std::vector<agent::HostEntry>* hosts = &fleet->hosts;
   const probe::MacKey* secret = &fleet->secret;
+  if (a.silence != nullptr && a.silence->count() == 0) a.cfg.silence_ms = 4 * a.cfg.report_ms;
   if (Status st = a.cfg.validate(); !st) return fail(st);
   if (a.streak < 1 || a.streak > 1000) return fail(invalid_argument(fmt::format("--streak {} is outside 1..1000", a.streak)));
   if (a.confirm_ms < 0 || a.confirm_ms > 60000) {
@@ -231,9 +233,9 @@ void register_watch(CLI::App& app, Registry& reg) {
   cmd->add_option("--streak", a.streak, "Probes lost in a row that make a 5-tuple failing")->capture_default_str();
   cmd->add_option("--timeout-ms", a.cfg.timeout_ms, "A probe unanswered this long is lost")->capture_default_str();
   cmd->add_option("--report-ms", a.cfg.report_ms, "How often each agent reports")->capture_default_str();
-  cmd->add_option("--silence-ms", a.cfg.silence_ms,
-                  "An agent silent this long is reconnected (its control connection may cross a failed link)")
-      ->capture_default_str();
+  a.silence = cmd->add_option("--silence-ms", a.cfg.silence_ms,
+                              "An agent silent this long is reconnected on new source ports (its control "
+                              "connection may cross a failed link); default: four report intervals");
   cmd->add_option("--confirm-ms", a.confirm_ms, "How long a verdict must hold before it is acted on")
       ->capture_default_str();
   cmd->add_option("--metrics", a.metrics, "Serve Prometheus metrics on ADDR:PORT");

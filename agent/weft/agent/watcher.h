@@ -34,8 +34,12 @@ struct WatchConfig {
   int report_ms = 100;       // how often each agent reports
   int connect_timeout_ms = 5000;
   // An agent that sends no report for this long has lost its connection (a
-  // failed link may carry it): it is reconnected, on a new source port.
-  int silence_ms = 1000;
+  // failed link may carry it): it is reconnected, on new source ports. Four
+  // report intervals: more than one TCP retransmission of a report (the
+  // minimum RTO is 200 ms on Linux, tcp(7)) plus an interval, and short enough
+  // that a watcher whose connections crossed the failed link still names it
+  // within a second (tests/integration/watch_netns_test.cc).
+  int silence_ms = 400;
   Status validate() const;
 };
 
@@ -49,7 +53,8 @@ using WatchRecovery = std::function<void(size_t host)>;
 // when `stop` is set (OK) or at once when an agent cannot be reached or
 // refuses the key or its order at the start (the error names it). An agent
 // that fails or falls silent later is handed to on_failure and reconnected
-// (backing off up to silence_ms between attempts) until it reports again
+// (two sockets racing per attempt, backing off up to silence_ms between
+// attempts) until it reports again
 // (on_recovery) or `stop` is set; the others go on meanwhile.
 Status run_watch(const std::vector<HostEntry>& hosts, const std::vector<std::vector<probe::MonitorTuple>>& tuples,
                  const probe::MacKey& secret, const WatchConfig& cfg, const WatchReport& on_report,
