@@ -6,6 +6,8 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -103,13 +105,15 @@ inline asio::awaitable<Result<ControlMessage>> expect(Conn& c, const std::string
   co_return m;
 }
 
-// Connects `sock` (closed) to `to` from `attempts` sockets at once and keeps
-// the first that connects. Each socket has its own ephemeral port, so under
-// ECMP each SYN hashes onto a path of its own: a reconnection after a link
-// failed is lost only if every attempt's path crosses it. The others are
-// closed before either side sends a byte (an agent counts no rejection for a
-// connection closed before its first frame: agent_session.cc read_frame).
-// Returns the error of the last attempt to fail, or timed_out.
+// Connects `sock` to `to` from `attempts` (at least 1) sockets at once and
+// keeps the first that connects. Each socket has its own ephemeral port, so
+// under ECMP each SYN hashes onto a path of its own: a reconnection after a
+// link failed is lost only if every attempt's path crosses it. The others are
+// closed before this side sends a byte, their agent's hello unread (an agent
+// counts no rejection for a connection that ends before its first frame:
+// agent_session.cc read_frame). The racing sockets are this call's own:
+// closing `sock` meanwhile cancels nothing. Returns the error of the last
+// attempt that failed (a refusal says more than a timeout), else timed_out.
 inline asio::awaitable<boost::system::error_code> connect_first(tcp::socket& sock, const tcp::endpoint& to,
                                                                 int attempts, int timeout_ms) {
   // Shared with the handlers, which may run after this returns.
@@ -120,6 +124,7 @@ inline asio::awaitable<boost::system::error_code> connect_first(tcp::socket& soc
     boost::system::error_code last = asio::error::timed_out;
     asio::steady_timer done;
   };
+  attempts = std::max(attempts, 1);
   auto race = std::make_shared<Race>(sock.get_executor());
   for (int i = 0; i < attempts; ++i) race->socks.emplace_back(sock.get_executor());
   race->pending = attempts;
@@ -144,7 +149,7 @@ inline asio::awaitable<boost::system::error_code> connect_first(tcp::socket& soc
     boost::system::error_code ignore;
     race->socks[static_cast<size_t>(i)].close(ignore);  // its handler sees operation_aborted
   }
-  if (race->winner < 0) co_return race->pending == 0 ? race->last : asio::error::timed_out;
+  if (race->winner < 0) co_return race->last;
   sock = std::move(race->socks[static_cast<size_t>(race->winner)]);
   co_return boost::system::error_code{};
 }

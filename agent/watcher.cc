@@ -60,11 +60,13 @@ asio::awaitable<Status> open_session(Shared& sh, Conn& c, const probe::MacKey& s
     // A reconnection's SYN may hash onto the failed link its old connection
     // crossed: two race from two source ports (connect_first), and a SYN
     // unanswered for half the silence is taken as lost there (a SYN is resent
-    // only after 1 s: RFC 6298 section 2.1), the next attempt's ports hashing
-    // afresh. Each retry waits twice as long, so a slow but healthy path
+    // only after the initial RTO of 1 s: RFC 6298 section 2.1), the next
+    // attempt's ports hashing afresh. Each retry waits twice as long for the
+    // SYN and for the handshake, so a slow but healthy path or a busy agent
     // still gets through.
-    const int connect_ms = std::min(cfg.connect_timeout_ms, (cfg.silence_ms / 2) << std::min(retry - 1, 8));
-    const int handshake_ms = std::min(cfg.connect_timeout_ms, cfg.silence_ms);
+    const int backoff = std::min(retry - 1, 8);
+    const int connect_ms = std::min(cfg.connect_timeout_ms, (cfg.silence_ms / 2) << backoff);
+    const int handshake_ms = std::min(cfg.connect_timeout_ms, cfg.silence_ms << backoff);
     WEFT_CO_RETURN_IF_ERROR(co_await connect_and_auth(c, secret, host_ips, handshake_ms, 2, connect_ms));
   }
   const json announce = {{"type", "announce"}, {"run", cmd.run}, {"nonce", cmd.nonce}};
@@ -129,7 +131,8 @@ asio::awaitable<void> watch_one(Shared& sh, Conn& c, const probe::MacKey& secret
     lost = true;
     // The first attempt at once (the agent has been silent long enough);
     // then backing off from 50 ms up to the silence.
-    for (int retry = 1, delay_ms = 0;; ++retry, delay_ms = std::min(std::max(2 * delay_ms, 50), cfg.silence_ms)) {
+    for (int retry = 1, delay_ms = 0;;
+         retry = std::min(retry + 1, 9), delay_ms = std::min(std::max(2 * delay_ms, 50), cfg.silence_ms)) {
       boost::system::error_code ec;
       c.sock.close(ec);
       if (delay_ms > 0) co_await sleep_ms(sh.io, delay_ms);

@@ -54,7 +54,9 @@ int run_watch(WatchArgs& a) {
   if (!fleet) return fail(fleet.status());
   const std::vector<agent::HostEntry>* hosts = &fleet->hosts;
   const probe::MacKey* secret = &fleet->secret;
-  if (a.silence != nullptr && a.silence->count() == 0) a.cfg.silence_ms = 4 * a.cfg.report_ms;
+  if (a.silence != nullptr && a.silence->count() == 0 && a.cfg.report_ms > 0 && a.cfg.report_ms <= 60000) {
+    a.cfg.silence_ms = 4 * a.cfg.report_ms;  // (a --report-ms out of range is validate()'s to name)
+  }
   if (Status st = a.cfg.validate(); !st) return fail(st);
   if (a.streak < 1 || a.streak > 1000) return fail(invalid_argument(fmt::format("--streak {} is outside 1..1000", a.streak)));
   if (a.confirm_ms < 0 || a.confirm_ms > 60000) {

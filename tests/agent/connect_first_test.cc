@@ -45,8 +45,9 @@ TEST_P(ConnectFirst, KeepsOneConnectionAndClosesEveryOtherBeforeAByte) {
   const char byte = 'w';
   asio::write(sock, asio::buffer(&byte, 1));
   sock.shutdown(tcp::socket::shutdown_send);
-  // Every attempt reached the listener (loopback answers each SYN): one
-  // carries the byte, the rest end at once with nothing.
+  // One connection carries the byte; every other attempt that reached the
+  // listener (a loser may be closed before its handshake ended) ends at once
+  // with nothing.
   int with_byte = 0, empty = 0;
   acc.non_blocking(true);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
@@ -66,7 +67,7 @@ TEST_P(ConnectFirst, KeepsOneConnectionAndClosesEveryOtherBeforeAByte) {
     ASSERT_TRUE(got.empty() || got == "w") << got;
   }
   EXPECT_EQ(with_byte, 1);
-  EXPECT_EQ(empty, attempts - 1);
+  EXPECT_LE(empty, attempts - 1);
 }
 
 TEST_P(ConnectFirst, APortNobodyListensOnIsRefusedOnceEveryAttemptFailed) {
@@ -83,8 +84,9 @@ TEST_P(ConnectFirst, APortNobodyListensOnIsRefusedOnceEveryAttemptFailed) {
   EXPECT_FALSE(sock.is_open());
 }
 
-// A listener whose accept queue is full drops every SYN (Linux's
-// tcp_conn_request): no attempt connects and the race ends at its deadline.
+// A listener whose accept queue is full drops every SYN (Linux, with
+// tcp_abort_on_overflow off as by default: tcp(7)): no attempt connects and
+// the race ends at its deadline.
 TEST_P(ConnectFirst, NoAnsweredSynEndsTimedOutAtTheDeadline) {
   asio::io_context io;
   tcp::acceptor acc(io);

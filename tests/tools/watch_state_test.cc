@@ -146,6 +146,39 @@ TEST_F(WatchStateTest, RequestsThatStillArriveMakeTheOtherDirectionTheFailedOne)
   EXPECT_EQ(down[0].links, std::vector<std::string>{"l2->s1"});
 }
 
+// The cable s1 - l2 is cut, but host 0's arrivals (which tell that 1 -> 0's
+// requests stop) come only later, as from a host whose reports crossed the
+// cable until it was reconnected: s1->l2 is localised first, then the verdict
+// grows into the cable, which is named when s1->l2 would have been.
+TEST_F(WatchStateTest, AVerdictThatGrowsIntoItsCableKeepsTheTimeItHeld) {
+  report(0, 5, {0, 0, 0}, {0, 0});
+  arrived(0, 5, 5, 5, 5, 5);
+  EXPECT_TRUE(w.evaluate(at(0)).empty());
+  auto arrived_but_at_host0 = [&](uint64_t at_ms, uint64_t n) {
+    w.arrived(1, std::vector<agent::Arrival>{{10, 100, 5}, {10, 101, n}}, at(at_ms));
+    w.arrived(2, std::vector<agent::Arrival>{{10, 104, n}}, at(at_ms));
+  };
+  report(1000, 8, {3, 0, 0}, {3, 0});
+  arrived_but_at_host0(1000, 8);
+  EXPECT_TRUE(w.evaluate(at(1000)).empty());
+  report(1150, 10, {5, 0, 0}, {5, 0});
+  arrived_but_at_host0(1150, 10);
+  EXPECT_TRUE(w.evaluate(at(1150)).empty());  // s1->l2 localised, not yet confirmed
+  EXPECT_EQ(w.counts(at(1150)).failing, 1u);
+  report(1200, 11, {6, 0, 0}, {6, 0});
+  arrived_but_at_host0(1200, 11);
+  w.arrived(0, std::vector<agent::Arrival>{{20, 102, 5}, {20, 103, 11}, {30, 105, 11}}, at(1200));
+  EXPECT_EQ(w.counts(at(1200)).failing, 2u);
+  EXPECT_TRUE(w.evaluate(at(1200)).empty());  // the cable, held since 1150
+  auto down = w.evaluate(at(1250));
+  ASSERT_EQ(down.size(), 1u);
+  EXPECT_EQ(down[0].kind, LinkEvent::Kind::kDown);
+  EXPECT_EQ(down[0].links, (std::vector<std::string>{"l2->s1", "s1->l2"}));
+  EXPECT_EQ(down[0].first_loss_ns, at(1000));
+  EXPECT_EQ(down[0].at_ns, at(1250));
+  EXPECT_TRUE(w.evaluate(at(1400)).empty());  // said once
+}
+
 TEST_F(WatchStateTest, WithoutArrivalsTheTwoDirectionsAreAmbiguous) {
   report(0, 5, {0, 0, 0}, {0, 0});
   report(1000, 8, {3, 0, 0}, {3, 0});

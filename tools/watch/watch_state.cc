@@ -118,7 +118,18 @@ std::vector<LinkEvent> WatchState::evaluate(uint64_t now_ns) {
   // Link ids (up()/down() above) differ in their lowest bit only between the
   // two directions of a cable: a cut cable is named as such.
   const routing::Localisation loc = routing::localise(paths, [](int e) { return e ^ 1; });
-  if (loc.verdict != pending_ || loc.links != pending_links_ || down_carried != pending_carried_) {
+  // A localised link that grows into its cable (the other direction's
+  // evidence comes later, e.g. from hosts whose reports crossed the cable
+  // until they were reconnected) is the same failure known better: the
+  // verdict keeps the time it has held.
+  const bool grows = loc.verdict == Verdict::kLocalised && pending_ == Verdict::kLocalised &&
+                     down_carried == pending_carried_ && loc.links.size() > pending_links_.size() &&
+                     std::all_of(pending_links_.begin(), pending_links_.end(), [&](int id) {
+                       return std::find(loc.links.begin(), loc.links.end(), id) != loc.links.end();
+                     });
+  if (grows) {
+    pending_links_ = loc.links;
+  } else if (loc.verdict != pending_ || loc.links != pending_links_ || down_carried != pending_carried_) {
     pending_ = loc.verdict;
     pending_links_ = loc.links;
     pending_carried_ = down_carried;

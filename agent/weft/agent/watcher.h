@@ -35,10 +35,11 @@ struct WatchConfig {
   int connect_timeout_ms = 5000;
   // An agent that sends no report for this long has lost its connection (a
   // failed link may carry it): it is reconnected, on new source ports. Four
-  // report intervals: more than one TCP retransmission of a report (the
-  // minimum RTO is 200 ms on Linux, tcp(7)) plus an interval, and short enough
-  // that a watcher whose connections crossed the failed link still names it
-  // within a second (tests/integration/watch_netns_test.cc).
+  // report intervals (`weft watch` keeps that ratio for any --report-ms):
+  // longer than one TCP retransmission of a report (Linux's least RTO,
+  // TCP_RTO_MIN, is 200 ms) plus an interval, and short enough that a watcher
+  // whose connections all crossed the failed link still names it within the
+  // bound tests/integration/watch_netns_test.cc holds it to.
   int silence_ms = 400;
   Status validate() const;
 };
