@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -115,10 +116,50 @@ int sync_directory(const std::string& path) {
   ::close(fd);
   return rc;
 }
+
+// `data` written through an existing node that is not a regular file (a
+// device, a FIFO): no rename, no creation, no truncation.
+Status write_in_place(const std::string& path, std::string_view data) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return io_error(fmt::format("cannot open {} for writing", path), errno);
+  const char* p = data.data();
+  size_t left = data.size();
+  int err = 0;
+  while (left > 0 && err == 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno != EINTR) err = errno;
+      continue;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0 && err == 0 && errno != EINTR) err = errno;
+  if (err != 0) return io_error(fmt::format("cannot write {}", path), err);
+  return ok_status();
+}
 }  // namespace
 
-Status write_file_atomic(const std::string& path, std::string_view data, std::optional<mode_t> mode) {
-  if (path.empty()) return invalid_argument("empty output path");
+Status write_file_atomic(const std::string& given, std::string_view data, std::optional<mode_t> mode) {
+  if (given.empty()) return invalid_argument("empty output path");
+  // Renaming a temporary file onto a node that is not a regular file would
+  // replace that node: `-o /dev/null` run as root would turn /dev/null into
+  // a regular file for the whole system, and `-o /dev/stdout` would replace
+  // the link instead of writing to the terminal or pipe. Such a node is
+  // written in place (stat(2) follows links). A link to a regular file is
+  // followed too: the file it names is replaced, and the link stays.
+  struct stat st{};
+  if (::stat(given.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) return invalid_argument(fmt::format("{} is a directory", given));
+    return write_in_place(given, data);
+  }
+  std::string path = given;
+  if (::lstat(given.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    std::error_code ec;
+    const std::filesystem::path target = std::filesystem::weakly_canonical(given, ec);
+    if (ec) return io_error(fmt::format("cannot follow the link {}", given), ec.value());
+    path = target.string();
+  }
   TempFile tmp(path + ".tmp.XXXXXX");
   if (tmp.open() < 0) return io_error(fmt::format("cannot create a file beside {}", path), errno);
   // mkstemp creates 0600, which only ever widens to what was asked.

@@ -65,8 +65,20 @@ Status check_output_path(std::string_view flag, const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) {
     return invalid_argument(fmt::format("{} {} is a directory", flag, path));
   }
-  // The same template write_file_atomic uses (common/file_util.cc).
-  std::string tmp = path + ".tmp.XXXXXX";
+  // A device or FIFO (/dev/null) is written in place (write_file_atomic).
+  const auto kind = std::filesystem::status(path, ec).type();
+  if (!ec && kind != std::filesystem::file_type::regular && kind != std::filesystem::file_type::not_found) {
+    if (::access(path.c_str(), W_OK) != 0) return io_error(fmt::format("{} {}: cannot write there", flag, path), errno);
+    return ok_status();
+  }
+  // The same template write_file_atomic uses (common/file_util.cc), beside
+  // the file a link names.
+  std::string real = path;
+  if (std::filesystem::is_symlink(path, ec)) {
+    const auto target = std::filesystem::weakly_canonical(path, ec);
+    if (!ec) real = target.string();
+  }
+  std::string tmp = real + ".tmp.XXXXXX";
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) return io_error(fmt::format("{} {}: cannot create a file there", flag, path), errno);
   ::close(fd);

@@ -1,11 +1,17 @@
 // write_file_atomic (common/weft/common/file_util.h): the mode a file gets,
-// and nothing left behind when it cannot be written; read_file: every byte,
-// with the spare capacity asked for.
+// nothing left behind when it cannot be written, a FIFO written through (as
+// /dev/null must be), a link followed, a directory refused; read_file: every
+// byte, with the spare capacity asked for.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <iterator>
+#include <string>
+#include <thread>
 
 #include "weft/common/file_util.h"
 
@@ -61,6 +67,57 @@ TEST_F(WriteFileAtomic, AFileThatCannotBeWrittenLeavesNothingBehind) {
   EXPECT_NE(s.message().find("cannot create a file beside " + path("missing-dir/out.json")), std::string::npos)
       << s.message();
   EXPECT_TRUE(fs::is_empty(dir_));
+}
+
+// Renaming onto a FIFO (or a device: /dev/null) would replace the node with a
+// regular file: it is written through and stays what it was. The reader
+// opens first without blocking, so a writer that renamed instead leaves it
+// empty rather than hung.
+TEST_F(WriteFileAtomic, AFifoIsWrittenThroughAndStaysAFifo) {
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  const int fd = ::open(path("fifo").c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const std::string text = "through the fifo\n";
+  std::string got;
+  std::thread reader([&] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    char buf[64];
+    while (got.size() < text.size() && std::chrono::steady_clock::now() < until) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n > 0) {
+        got.append(buf, static_cast<size_t>(n));
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // no writer yet, or no data
+      }
+    }
+  });
+  const Status s = write_file_atomic(path("fifo"), text);
+  reader.join();
+  ::close(fd);
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(got, text);
+  struct stat st{};
+  ASSERT_EQ(::lstat(path("fifo").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator{}), 1) << "nothing else left";
+}
+
+TEST_F(WriteFileAtomic, ALinkIsFollowedAndTheFileItNamesReplaced) {
+  ASSERT_TRUE(write_file_atomic(path("target.json"), "old\n", 0600));
+  fs::create_symlink("target.json", path("link.json"));
+  ASSERT_TRUE(write_file_atomic(path("link.json"), "new\n"));
+  EXPECT_TRUE(fs::is_symlink(path("link.json")));
+  EXPECT_EQ(read_file(path("target.json")).value(), "new\n");
+  EXPECT_EQ(mode_of(path("target.json")), 0600u);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator{}), 2) << "nothing else left";
+}
+
+TEST_F(WriteFileAtomic, ADirectoryIsRefusedByName) {
+  fs::create_directory(path("d"));
+  const Status s = write_file_atomic(path("d"), "x");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), path("d") + " is a directory");
+  EXPECT_TRUE(fs::is_empty(path("d")));
 }
 
 class ReadFile : public WriteFileAtomic, public ::testing::WithParamInterface<std::tuple<size_t, size_t>> {};

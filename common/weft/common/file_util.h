@@ -25,7 +25,10 @@ Result<std::string> read_file(const std::string& path, size_t spare = 0);
 // passes 0600: it is never readable by others, not even for a moment). The
 // data is fsync'ed before the rename and the directory after it, so a crash
 // leaves the old file or the new one, never an empty one (rename(2) alone
-// does not promise that on ext4 or XFS).
+// does not promise that on ext4 or XFS). A path that names a device or a FIFO
+// (/dev/null, /dev/stdout) is written in place instead, never replaced; a
+// symbolic link is followed (the file it names is replaced, the link stays);
+// a directory is refused.
 Status write_file_atomic(const std::string& path, std::string_view data, std::optional<mode_t> mode = std::nullopt);
 // A shared secret from a file that only its owner may read (refused when
 // the group or others have any permission on it), trailing newlines
