@@ -9,11 +9,13 @@
 // never picks it on AMD parts.
 //
 // Integer sum/prod wrap modulo 2^bits (computed in the unsigned type, so
-// signed overflow is defined). Float min/max keep dst when either is NaN.
+// signed overflow is defined). Float min/max give NaN when either is NaN.
 // f16/bf16 reduce in f32 and round back to nearest even.
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "weft/collectives/types.h"
@@ -29,20 +31,64 @@ template <typename T>
 using Wide = typename WideOf<T>::type;
 
 struct Sum {
+  static constexpr bool kMinMax = false;
   template <typename T> static T apply(T a, T b) { return static_cast<T>(static_cast<Wide<T>>(a) + static_cast<Wide<T>>(b)); }
 };
 struct Prod {
+  static constexpr bool kMinMax = false;
   template <typename T> static T apply(T a, T b) {
     if constexpr (std::is_same_v<T, uint8_t>) return static_cast<T>(static_cast<unsigned>(a) * b);
     else return static_cast<T>(static_cast<Wide<T>>(a) * static_cast<Wide<T>>(b));
   }
 };
+// Float min/max are IEEE 754-2019 minimum/maximum (as torch.minimum and
+// torch.maximum): NaN when either operand is NaN, and -0 below +0. Both are
+// symmetric to the bit, which the butterfly relies on: there each rank
+// reduces its own vector with its partner's, in opposite order on the two
+// sides, and `b < a ? b : a` kept whichever NaN or zero came first, so
+// ranks could end the same call with different results.
+// Written as selects on integers, not branches, so that GCC vectorises the
+// loops: a float's bits with the magnitude flipped for negative values
+// order as signed integers exactly as the floats do (IEEE 754-2019 5.10
+// totalOrder), -0 below +0, so one integer compare picks the result. f16
+// and bf16 are picked on their own 16 bits (the result is one of the
+// operands: nothing to round).
+template <typename I, bool kMin>
+inline I total_order_pick(I x, I y) {
+  constexpr int kShift = static_cast<int>(sizeof(I) * 8 - 1);
+  constexpr I kMagnitude = std::numeric_limits<I>::max();
+  const I kx = static_cast<I>(x ^ ((x >> kShift) & kMagnitude)), ky = static_cast<I>(y ^ ((y >> kShift) & kMagnitude));
+  return (kMin ? ky < kx : kx < ky) ? y : x;
+}
+template <typename T, bool kMin>
+inline T ieee_min_max(T a, T b) {
+  using I = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  const I r = total_order_pick<I, kMin>(std::bit_cast<I>(a), std::bit_cast<I>(b));
+  return a != a || b != b ? std::numeric_limits<T>::quiet_NaN() : std::bit_cast<T>(r);
+}
+// A 16-bit float's bits: NaN above `inf` (magnitude), the quiet NaN `qnan`.
+template <bool kMin>
+inline uint16_t half_min_max(uint16_t a, uint16_t b, int inf, uint16_t qnan) {
+  const auto x = static_cast<int16_t>(a), y = static_cast<int16_t>(b);
+  const auto r = static_cast<uint16_t>(total_order_pick<int16_t, kMin>(x, y));
+  return (a & 0x7fff) > inf || (b & 0x7fff) > inf ? qnan : r;
+}
 struct Min {
-  template <typename T> static T apply(T a, T b) { return b < a ? b : a; }
+  static constexpr bool kMinMax = true, kMin = true;
+  template <typename T> static T apply(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) return ieee_min_max<T, true>(a, b);
+    else return b < a ? b : a;
+  }
 };
 struct Max {
-  template <typename T> static T apply(T a, T b) { return a < b ? b : a; }
+  static constexpr bool kMinMax = true, kMin = false;
+  template <typename T> static T apply(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) return ieee_min_max<T, false>(a, b);
+    else return a < b ? b : a;
+  }
 };
+template <typename Op>
+concept MinMax = Op::kMinMax;
 
 inline float bf16f(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 inline uint16_t f_bf16(float f) {
@@ -57,11 +103,22 @@ inline void body(T* __restrict d, const T* __restrict s, size_t n) {
 }
 template <typename Op>
 inline void body_f16(_Float16* __restrict d, const _Float16* __restrict s, size_t n) {
-  for (size_t i = 0; i < n; ++i) d[i] = static_cast<_Float16>(Op::apply(static_cast<float>(d[i]), static_cast<float>(s[i])));
+  if constexpr (MinMax<Op>) {
+    for (size_t i = 0; i < n; ++i) {
+      d[i] = std::bit_cast<_Float16>(half_min_max<Op::kMin>(std::bit_cast<uint16_t>(d[i]), std::bit_cast<uint16_t>(s[i]),
+                                                             0x7c00, 0x7e00));
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) d[i] = static_cast<_Float16>(Op::apply(static_cast<float>(d[i]), static_cast<float>(s[i])));
+  }
 }
 template <typename Op>
 inline void body_bf16(uint16_t* __restrict d, const uint16_t* __restrict s, size_t n) {
-  for (size_t i = 0; i < n; ++i) d[i] = f_bf16(Op::apply(bf16f(d[i]), bf16f(s[i])));
+  if constexpr (MinMax<Op>) {
+    for (size_t i = 0; i < n; ++i) d[i] = half_min_max<Op::kMin>(d[i], s[i], 0x7f80, 0x7fc0);
+  } else {
+    for (size_t i = 0; i < n; ++i) d[i] = f_bf16(Op::apply(bf16f(d[i]), bf16f(s[i])));
+  }
 }
 
 #if defined(__x86_64__)

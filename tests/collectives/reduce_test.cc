@@ -1,9 +1,12 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "values.h"
 #include "weft/collectives/types.h"
@@ -57,6 +60,58 @@ TEST(ReduceKernel, HalfSumRoundsOncePerStep) {
   reduce_into(c, d, 1, DataType::kBF16, ReduceOp::kSum);
   EXPECT_EQ(bf16_to_f32(c[0]), 260.0f);  // 259 -> 260 (8 significant bits)
 }
+
+// IEEE 754-2019 minimum/maximum, to the bit and with the operands either
+// way round: both kernels (vectorised and scalar) over every pair of special
+// values, each pair at a position of its own so the vector body and the tail
+// both see them.
+class MinMaxSpecials : public ::testing::TestWithParam<std::tuple<DataType, ReduceOp>> {};
+
+TEST_P(MinMaxSpecials, NaNWinsMinusZeroIsBelowPlusZeroAndSwappingTheOperandsChangesNoBit) {
+  const auto [t, op] = GetParam();
+  const double inf = std::numeric_limits<double>::infinity();
+  const double specials[] = {std::nan(""), -std::nan(""), 0.0, -0.0, inf, -inf, 1.0, -1.0, 0x1p-130, 65504.0};
+  std::vector<double> xs, ys;
+  for (double x : specials) {
+    for (double y : specials) xs.push_back(x), ys.push_back(y);
+  }
+  const size_t n = xs.size(), es = dtype_size(t);
+  std::vector<char> a(n * es), b(n * es);
+  for (size_t i = 0; i < n; ++i) {
+    store_value(t, a.data(), i, xs[i]);
+    store_value(t, b.data(), i, ys[i]);
+  }
+  for (auto kernel : {&reduce_into, &reduce_into_scalar}) {
+    std::vector<char> ab = a, ba = b;
+    kernel(ab.data(), b.data(), n, t, op);
+    kernel(ba.data(), a.data(), n, t, op);
+    for (size_t i = 0; i < n; ++i) {
+      const double x = load_value(t, a.data(), i), y = load_value(t, b.data(), i);  // as the type holds them
+      const double got = load_value(t, ab.data(), i);
+      const std::string what =
+          fmt::format("{}({}, {}){}", reduce_op_name(op), x, y, kernel == &reduce_into ? "" : " scalar");
+      ASSERT_EQ(0, std::memcmp(ab.data() + i * es, ba.data() + i * es, es)) << what << ": operand order matters";
+      if (std::isnan(x) || std::isnan(y)) {
+        EXPECT_TRUE(std::isnan(got)) << what << " = " << got;
+      } else if (x == 0 && y == 0) {
+        EXPECT_EQ(std::signbit(got), op == ReduceOp::kMin ? std::signbit(x) || std::signbit(y)
+                                                          : std::signbit(x) && std::signbit(y))
+            << what;
+      } else {
+        EXPECT_EQ(got, op == ReduceOp::kMin ? std::min(x, y) : std::max(x, y)) << what;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FloatTypes, MinMaxSpecials,
+                         ::testing::Combine(::testing::Values(DataType::kF32, DataType::kF64, DataType::kF16,
+                                                              DataType::kBF16),
+                                            ::testing::Values(ReduceOp::kMin, ReduceOp::kMax)),
+                         [](const auto& p) {
+                           return std::string(dtype_name(std::get<0>(p.param))) + "_" +
+                                  std::string(reduce_op_name(std::get<1>(p.param)));
+                         });
 
 class KernelVsScalar : public ::testing::TestWithParam<std::tuple<DataType, ReduceOp>> {};
 

@@ -45,7 +45,9 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view s);
 
 // dst[i] = dst[i] (op) src[i] for i < count. Vectorised (AVX2/F16C where the
 // CPU has them, chosen once at load time; SSE2 otherwise). dst and src must
-// not overlap.
+// not overlap. Float min and max are IEEE 754-2019 minimum and maximum: NaN
+// when either operand is NaN (a NaN on any rank is every rank's result), -0
+// below +0; both give the same bits with their operands swapped.
 void reduce_into(void* dst, const void* src, size_t count, DataType t, ReduceOp op);
 
 // The same as reduce_into, written as one plain scalar loop per element and
