@@ -144,6 +144,24 @@ class TcpPair final : public Pair {
   int peer_;
 };
 
+// Holds a TcpTransport's io_mu_. abort() from another thread only tries the
+// lock; when a call holds it, the abort is told to the peers by whoever
+// releases the lock next: the call may end without polling again (a wait
+// that completes in its first poll), and a rank that then makes no more
+// calls would leave its peers waiting out their timeout. The release
+// checks after unlocking, so an abort that failed to take the lock at any
+// moment before is seen.
+class IoLock {
+ public:
+  explicit IoLock(TcpTransport& t);
+  IoLock(const IoLock&) = delete;
+  IoLock& operator=(const IoLock&) = delete;
+  ~IoLock();
+
+ private:
+  TcpTransport& t_;
+};
+
 class TcpTransport final : public Transport, public TcpTransportInfo {
  public:
   explicit TcpTransport(const TransportConfig& c)
@@ -185,7 +203,7 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   Status rebuild(const std::vector<PeerRoute>& routes, uint32_t generation, Deadline deadline) override;
 
   // Called by pairs, with io_mu_ held.
-  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(io_mu_); }
+  IoLock lock() { return IoLock(*this); }
   Status check() const { return has_failed_ ? failed_ : ok_status(); }
   void kick_out(TcpPair& p, size_t c) { progress_out(p, c); }
   // A receive was posted on connection c: deliver what is staged (no
@@ -237,6 +255,10 @@ class TcpTransport final : public Transport, public TcpTransportInfo {
   bool run_once(int timeout_ms);
   void yield_to(TcpPair& p);
   void notify_peers_locked();
+  // An abort() that could not take io_mu_ (held): fails the transport and
+  // tells the peers. With io_mu_ held.
+  void flush_abort_locked();
+  friend class IoLock;
 
   TransportConfig cfg_;
   internal::SpinBudget hard_spin_;  // of the waits (idle_wait.h)

@@ -480,12 +480,26 @@ bool TcpTransport::run_once(int timeout_ms) {
       }
     }
   }
-  if (abort_requested_ && !has_failed_) {
+  if (abort_requested_) flush_abort_locked();
+  if (has_failed_) notify_peers_locked();
+  return n > 0;
+}
+
+void TcpTransport::flush_abort_locked() {
+  if (!has_failed_) {
     std::lock_guard<std::mutex> l(abort_mu_);
     fail(aborted(abort_reason_.message()));
   }
-  if (has_failed_) notify_peers_locked();
-  return n > 0;
+  notify_peers_locked();
+}
+
+IoLock::IoLock(TcpTransport& t) : t_(t) { t_.io_mu_.lock(); }
+
+IoLock::~IoLock() {
+  t_.io_mu_.unlock();
+  if (!t_.abort_requested_) return;
+  std::unique_lock<std::mutex> again(t_.io_mu_, std::try_to_lock);
+  if (again.owns_lock()) t_.flush_abort_locked();
 }
 
 }  // namespace weft::coll::tcp

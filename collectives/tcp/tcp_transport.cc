@@ -35,12 +35,10 @@ void TcpTransport::abort(const Status& reason) {
   uint64_t one = 1;
   (void)!::write(wake_fd_.get(), &one, sizeof one);
   // If no thread is inside the transport, tell the peers now; otherwise the
-  // thread inside does it when the wake-up reaches it.
+  // thread inside does it when the wake-up reaches it, or at the latest when
+  // it releases the lock (IoLock, tcp_internal.h).
   std::unique_lock<std::mutex> l(io_mu_, std::try_to_lock);
-  if (l.owns_lock()) {
-    fail(aborted(reason.message()));
-    notify_peers_locked();
-  }
+  if (l.owns_lock()) flush_abort_locked();
 }
 
 void TcpTransport::post_stall_notice(int waits_on) {
@@ -266,12 +264,14 @@ int TcpTransport::socket_count() const {
 
 TcpTransport::~TcpTransport() {
   // Say goodbye on every idle outgoing connection, so the peers can tell a
-  // finished rank from a dead one.
+  // finished rank from a dead one; after an abort its reason instead (one
+  // that came from another thread while a call was inside may be untold).
   auto l = lock();
+  if (abort_requested_) flush_abort_locked();
   for (auto& p : pairs_) {
     if (!p) continue;
     for (OutConn& conn : p->out) {
-      if (!conn.fd || conn.closed || conn.hdr_done || conn.data_done) continue;
+      if (!conn.fd || conn.closed || conn.hdr_done || conn.data_done || peers_notified_) continue;
       Header h{kMagic, kBye, 0, 0};
       (void)::send(conn.fd.get(), &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL);
     }

@@ -21,6 +21,7 @@
 #include "harness.h"
 #include "idle_wait.h"
 #include "tcp/peer_cpu.h"
+#include "tcp/tcp_internal.h"
 
 namespace weft::coll::testing {
 namespace {
@@ -200,6 +201,40 @@ TEST(TcpAbort, APeersReasonArrivingWhereALargeReceiveIsPostedIsReported) {
       while (!posted) std::this_thread::sleep_for(1ms);
       comm.abort("the reason, 13 words long");
       aborted = true;
+    }
+  });
+}
+
+// abort() from another thread while a call is inside the transport (it
+// holds the lock, so abort only tries it) and a call that ends without
+// polling again: the peers still hear the reason at once, when that call
+// releases the lock, not at their timeout; and the rank's goodbye when it
+// closes does not hide the reason either.
+TEST(TcpAbort, AnAbortWhileACallHoldsTheTransportReachesThePeersWhenTheCallLeaves) {
+  std::atomic<bool> posted{false}, heard{false};
+  run_tcp_pair(20s, [&](Communicator& comm, Transport& t, Pair& p) {
+    if (comm.rank() == 1) {
+      std::vector<char> buf(4096);
+      auto mem = t.register_memory(buf.data(), buf.size());
+      ASSERT_TRUE(mem) << mem.status().to_string();
+      auto tk = p.recv(**mem, 0, buf.size());
+      ASSERT_TRUE(tk) << tk.status().to_string();
+      posted = true;
+      const auto t0 = Clock::now();
+      Status s = p.wait_recv(*tk, Clock::now() + 15s);
+      heard = true;
+      ASSERT_FALSE(s);
+      EXPECT_NE(s.message().find("rank 0 gave up: rank 0: pressed stop mid-call"), std::string::npos) << s.to_string();
+      EXPECT_LT(Clock::now() - t0, 5s) << "heard at the deadline, not when the call left";
+    } else {
+      while (!posted) std::this_thread::sleep_for(1ms);
+      {
+        auto inside = dynamic_cast<tcp::TcpTransport&>(t).lock();  // a call of this rank's, inside
+        std::thread([&] { comm.abort("pressed stop mid-call"); }).join();
+      }
+      // No more calls until rank 1 has heard (or given up).
+      const auto until = Clock::now() + 16s;
+      while (!heard && Clock::now() < until) std::this_thread::sleep_for(1ms);
     }
   });
 }
