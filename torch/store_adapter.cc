@@ -28,6 +28,16 @@ std::string source_address_towards(const std::string& host, uint16_t port) {
   hints.ai_socktype = SOCK_DGRAM;
   addrinfo* res = nullptr;
   if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) return "";
+  // A name other than localhost that this host maps to loopback (Debian's
+  // and Ubuntu's 127.0.1.1 for the host's own name): the other hosts reach
+  // the store over the network, which this route does not name; unknown.
+  in_addr literal{};
+  const uint32_t to = ntohl(reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr.s_addr);
+  if (to >> 24 == 127 && ::inet_pton(AF_INET, host.c_str(), &literal) != 1 && host != "localhost" &&
+      host.rfind("localhost.", 0) != 0) {
+    ::freeaddrinfo(res);
+    return "";
+  }
   std::string out;
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd >= 0) {

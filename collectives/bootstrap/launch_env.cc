@@ -63,6 +63,17 @@ Result<LaunchInfo> launch_info_from_env() {
   if (const char* st = env("WEFT_STORE")) {
     info.store = st;
   } else if (env("MASTER_ADDR") && env("MASTER_PORT")) {
+    // torchrun's elastic agent keeps its own c10d store listening on
+    // MASTER_PORT for the whole job and tells its workers so: rank 0 could
+    // not serve there (EADDRINUSE) and every other rank would meet a store
+    // that speaks another protocol. Said at once, the same on every rank.
+    if (const char* agent = env("TORCHELASTIC_USE_AGENT_STORE"); agent && std::string_view(agent) == "True") {
+      return failed_precondition(fmt::format(
+          "environment: torchrun's agent serves its own store on MASTER_PORT={} (TORCHELASTIC_USE_AGENT_STORE=True); "
+          "give weft one of its own: WEFT_STORE=tcp://{}:PORT with a free PORT, the same on every rank (or use weft "
+          "through torch.distributed)",
+          env("MASTER_PORT"), env("MASTER_ADDR")));
+    }
     info.store = fmt::format("tcp://{}:{}", env("MASTER_ADDR"), env("MASTER_PORT"));
   } else {
     return not_found("no rendezvous: set MASTER_ADDR and MASTER_PORT, or WEFT_STORE=tcp://host:port or file:/shared/dir");

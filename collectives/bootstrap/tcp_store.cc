@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "bootstrap/store_wire.h"
 #include "bootstrap/tcp_store_server.h"
@@ -60,6 +61,27 @@ Result<std::string> ipv4_of(const std::string& host) {
   return std::string(buf);
 }
 
+// Where rank 0 serves: WEFT_STORE_BIND if set, else the address the store is
+// opened at. A host name other than localhost that this host resolves to
+// loopback is the exception: Debian's and Ubuntu's /etc/hosts map the host's
+// own name to 127.0.1.1, while the other hosts resolve it (DNS, their own
+// /etc/hosts) to its address on the network, where a loopback listener never
+// answers and every other rank would retry until its deadline. Then it
+// listens on every address, as PyTorch's TCPStore always does.
+bool named_loopback(const std::string& name, const std::string& host) {
+  return name != host && name != "localhost" && !name.starts_with("localhost.") && host.starts_with("127.");
+}
+
+std::string serve_address(const std::string& name, const std::string& host, const std::string& bind) {
+  if (!bind.empty()) return bind;
+  if (named_loopback(name, host)) {
+    spdlog::info("weft: TCP store host '{}' is {} (loopback) here: serving on every address, where the other hosts "
+                 "reach it (WEFT_STORE_BIND sets one)", name, host);
+    return "0.0.0.0";
+  }
+  return host;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<TcpStore>> TcpStore::open(const std::string& name, uint16_t port, bool serve,
@@ -72,8 +94,9 @@ Result<std::unique_ptr<TcpStore>> TcpStore::open(const std::string& name, uint16
   std::unique_ptr<TcpStore> s(new TcpStore());
   s->options_ = options;
   s->port_ = port;
+  s->named_loopback_ = named_loopback(name, host);
   if (serve) {
-    const std::string bind = options.bind_address.empty() ? host : options.bind_address;
+    const std::string bind = serve_address(name, host, options.bind_address);
     s->server_ = std::make_unique<Server>(options);
     WEFT_RETURN_IF_ERROR(s->server_->start(bind, port).with_context("serving the TCP store"));
     s->port_ = s->server_->port();
@@ -88,6 +111,7 @@ Result<std::unique_ptr<TcpStore>> TcpStore::open(const std::string& name, uint16
 }
 
 std::string TcpStore::local_address() const {
+  if (named_loopback_) return "";
   sockaddr_in a{};
   socklen_t len = sizeof a;
   char buf[INET_ADDRSTRLEN] = {};

@@ -4,6 +4,7 @@
 // server listens on.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -348,6 +349,7 @@ TEST(TcpStoreBind, AHostNameIsResolvedToItsIpv4Address) {
   auto named = TcpStore::open("localhost", 0, true, Clock::now() + 10s);
   ASSERT_TRUE(named) << named.status().to_string();
   EXPECT_TRUE(accepts("127.0.0.1", (*named)->port()));
+  EXPECT_FALSE(accepts("127.0.0.2", (*named)->port())) << "localhost means this host only";
   auto other = TcpStore::open("localhost", (*named)->port(), false, Clock::now() + 10s);
   ASSERT_TRUE(other) << other.status().to_string();
   ASSERT_TRUE((*other)->set("k", "v"));
@@ -362,6 +364,31 @@ TEST(TcpStoreBind, AHostNameIsResolvedToItsIpv4Address) {
                                         "that resolves to one"),
             std::string::npos)
       << bad.status().message();
+}
+
+// Debian and Ubuntu map a host's own name to 127.0.1.1 in /etc/hosts, while
+// the other hosts of a job resolve it to the host's address on the network:
+// served on loopback, the store would be unreachable from every other host.
+TEST(TcpStoreBind, AHostNameThisHostMapsToLoopbackIsServedOnEveryAddress) {
+  char name[256] = {};
+  ASSERT_EQ(::gethostname(name, sizeof name - 1), 0);
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(name, nullptr, &hints, &res) != 0 || !res) GTEST_SKIP() << "this host's name '" << name << "' does not resolve";
+  const uint32_t first = ntohl(reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr.s_addr);
+  ::freeaddrinfo(res);
+  if (first >> 24 != 127) GTEST_SKIP() << "this host's name '" << name << "' resolves to an address on the network";
+  auto s = serve_on_a_quiet_port(name);
+  ASSERT_TRUE(s) << s.status().to_string();
+  // 127.0.0.3 stands for the address the other hosts know this one by.
+  EXPECT_TRUE(accepts("127.0.0.3", (*s)->port()));
+  auto client = TcpStore::open(name, (*s)->port(), false, Clock::now() + 10s);
+  ASSERT_TRUE(client) << client.status().to_string();
+  ASSERT_TRUE((*client)->set("k", "v"));
+  auto v = (*s)->get("k", Clock::now() + 10s);
+  ASSERT_TRUE(v) << v.status().to_string();
+  EXPECT_EQ(*v, "v");
 }
 
 }  // namespace

@@ -98,6 +98,22 @@ TEST(LaunchEnv, TorchrunVariablesGiveRankSizeAndStore) {
   EXPECT_EQ(info->size, 5);
   EXPECT_EQ(info->launcher, "torchrun");
   EXPECT_EQ(info->store, "tcp://10.0.0.1:29500");
+  // Under torchrun's agent store MASTER_PORT is taken: WEFT_STORE is asked for.
+  ::setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  EXPECT_EQ(launch_info_from_env().status().message(),
+            "environment: torchrun's agent serves its own store on MASTER_PORT=29500 "
+            "(TORCHELASTIC_USE_AGENT_STORE=True); give weft one of its own: WEFT_STORE=tcp://10.0.0.1:PORT with a "
+            "free PORT, the same on every rank (or use weft through torch.distributed)");
+  ::setenv("WEFT_STORE", "tcp://10.0.0.1:29600", 1);
+  info = launch_info_from_env();
+  ASSERT_TRUE(info) << info.status().to_string();
+  EXPECT_EQ(info->store, "tcp://10.0.0.1:29600");
+  ::setenv("TORCHELASTIC_USE_AGENT_STORE", "False", 1);
+  ::unsetenv("WEFT_STORE");
+  info = launch_info_from_env();
+  ASSERT_TRUE(info) << info.status().to_string();
+  EXPECT_EQ(info->store, "tcp://10.0.0.1:29500");
+  ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
   ::setenv("RANK", "5", 1);
   EXPECT_NE(launch_info_from_env().status().message().find("RANK=5 is not below WORLD_SIZE=5"), std::string::npos);
   for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) ::unsetenv(v);

@@ -52,7 +52,9 @@ class MemoryStore final : public Store {
 
 // One file per key in a directory every rank can read (a shared file system
 // or, on one host, /tmp). Writes are atomic (temporary file + rename), so a
-// reader never sees half a value.
+// reader never sees half a value. Nothing is ever removed: a job needs a
+// directory (or a store prefix) no earlier job has written, or it reads that
+// job's keys as its own.
 class FileStore final : public Store {
  public:
   static Result<std::unique_ptr<FileStore>> open(const std::string& dir);
@@ -75,9 +77,11 @@ class FileStore final : public Store {
 // (TcpStoreOptions::bind_address) overrides it, e.g. 0.0.0.0 where
 // MASTER_ADDR is a name or address that rank 0's host does not own. A host
 // name (torchrun users often pass one) is resolved to its first IPv4
-// address (getaddrinfo(3)) by every rank alike; where rank 0's own host maps
-// its name to a loopback address (Debian's 127.0.1.1 in /etc/hosts), give
-// MASTER_ADDR as the address on the network instead.
+// address (getaddrinfo(3)) by every rank alike. A name other than localhost
+// that rank 0's own host maps to a loopback address (Debian's and Ubuntu's
+// 127.0.1.1 in /etc/hosts) is served on every address (0.0.0.0, as
+// PyTorch's TCPStore), with one log line: the other hosts reach it at the
+// address their resolver gives.
 //
 // Secret: with WEFT_STORE_SECRET (the secret itself) or
 // WEFT_STORE_SECRET_FILE (a file only its owner may read; a trailing newline
@@ -149,7 +153,11 @@ class TcpStore final : public Store {
   Status set(const std::string& key, const std::string& value) override;
   Result<std::string> get(const std::string& key,
                           std::chrono::steady_clock::time_point deadline) override;
-  std::string local_address() const override;  // getsockname(2) of the client connection
+  // getsockname(2) of the client connection; "" (unknown) when the store's
+  // host is a name other than localhost that this host maps to loopback
+  // (see above): the other hosts reach this one over the network, which the
+  // loopback route does not name.
+  std::string local_address() const override;
   uint16_t port() const { return port_; }
   TcpStoreCounters counters() const;
 
@@ -164,6 +172,7 @@ class TcpStore final : public Store {
   TcpStoreOptions options_;
   uint16_t port_ = 0;
   int fd_ = -1;
+  bool named_loopback_ = false;  // the host is a name this host maps to loopback
   std::mutex mu_;  // one request at a time on the client connection
 };
 
@@ -177,7 +186,9 @@ Result<TcpStoreOptions> tcp_store_options_from_env();
 //   Open MPI:  OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK
 //   Slurm:     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
 // The store: WEFT_STORE ("tcp://host:port" or "file:/shared/dir"), else
-// MASTER_ADDR + MASTER_PORT (a TCP store served by rank 0). WEFT_LISTEN_ADDR
+// MASTER_ADDR + MASTER_PORT (a TCP store served by rank 0) — except under
+// torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True), which holds
+// that port itself: then WEFT_STORE is required. WEFT_LISTEN_ADDR
 // and WEFT_SOCKET_IFNAME (TcpOptions::listen_address) are checked here too:
 // one that names nothing on this host fails before any store is opened.
 struct LaunchInfo {

@@ -150,7 +150,9 @@ struct TcpOptions {
   //      "eth1", prefixes "eth,ib", exact "=eth1", all but "^docker,lo");
   //   3. 127.0.0.1 when every rank is on this host (CommConfig::host);
   //   4. this host's address on the route to the rendezvous (the TCP
-  //      store's connection: MASTER_ADDR, WEFT_STORE; Store::local_address);
+  //      store's connection: MASTER_ADDR, WEFT_STORE; Store::local_address),
+  //      unknown when the store's host is a name other than localhost that
+  //      this host maps to loopback (Debian's and Ubuntu's 127.0.1.1);
   //   5. (a store of files knows no route) the first interface that is up
   //      and neither loopback nor docker*, as NCCL; else 127.0.0.1.
   // Of several interfaces that match a list, the one of 4, else the first
