@@ -129,7 +129,8 @@ int run_watch(WatchArgs& a) {
         auto id = db::add_link_down(*db, row);
         if (id) open_event = *id; else db_error = id.status();
         // A cable (both directions) prints as "l3->s2+s2->l3"; the record
-        // and the re-plan name its first direction (a plan avoids the cable).
+        // and the re-plan name its first direction, the one localised first
+        // (a plan avoids the cable).
         fmt::print("down {} first_loss_us={} localised_us={} localise_ms={:.1f} failing={}/{}\n",
                    fmt::join(e.links, "+"), row.first_loss_us, row.localised_us, totals.last_localise_seconds * 1e3,
                    c.failing, c.tuples);

@@ -173,7 +173,9 @@ TEST_F(WatchStateTest, AVerdictThatGrowsIntoItsCableKeepsTheTimeItHeld) {
   auto down = w.evaluate(at(1250));
   ASSERT_EQ(down.size(), 1u);
   EXPECT_EQ(down[0].kind, LinkEvent::Kind::kDown);
-  EXPECT_EQ(down[0].links, (std::vector<std::string>{"l2->s1", "s1->l2"}));
+  // The direction that held the whole wait first: the record names it.
+  EXPECT_EQ(down[0].links, (std::vector<std::string>{"s1->l2", "l2->s1"}));
+  EXPECT_EQ(w.counts(at(1250)).down, "s1->l2");
   EXPECT_EQ(down[0].first_loss_ns, at(1000));
   EXPECT_EQ(down[0].at_ns, at(1250));
   EXPECT_TRUE(w.evaluate(at(1400)).empty());  // said once

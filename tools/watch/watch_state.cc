@@ -132,6 +132,7 @@ std::vector<LinkEvent> WatchState::evaluate(uint64_t now_ns) {
   } else if (loc.verdict != pending_ || loc.links != pending_links_ || down_carried != pending_carried_) {
     pending_ = loc.verdict;
     pending_links_ = loc.links;
+    pending_held_ = loc.links;
     pending_carried_ = down_carried;
     pending_since_ = now_ns;
     pending_reported_ = false;
@@ -147,8 +148,15 @@ std::vector<LinkEvent> WatchState::evaluate(uint64_t now_ns) {
   switch (pending_) {
     case Verdict::kLocalised:
       if (!down_) {
-        down_ = pending_links_[0];
-        events.push_back({LinkEvent::Kind::kDown, names(pending_links_), first_loss, now_ns});
+        // The links that held the whole wait come first: a failure of one
+        // direction may look like its cable only at the end (a reconnected
+        // host's first report), and the record names the first.
+        std::vector<int> ordered = pending_held_;
+        for (int id : pending_links_) {
+          if (std::find(ordered.begin(), ordered.end(), id) == ordered.end()) ordered.push_back(id);
+        }
+        down_ = ordered[0];
+        events.push_back({LinkEvent::Kind::kDown, names(ordered), first_loss, now_ns});
       }
       break;
     case Verdict::kNone:

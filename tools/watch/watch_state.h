@@ -14,9 +14,13 @@
 // began, the tuple is unknown; without arrivals at all (an agent that does not
 // count them) the whole round trip is failing. Its forward path is the spine
 // its newest answer crossed (the probe's DSCP, measured now), else the probe
-// database's. A link is declared down when the same single link has
-// been localised for confirm_ms, and up again when, after that, no tuple has
-// failed for confirm_ms.
+// database's. A link is declared down when the same single link (or cable:
+// both directions of one spine-leaf link) has been localised for confirm_ms,
+// and up again when, after that, a healthy probe crosses it and no tuple has
+// failed for confirm_ms. A link that grows into its cable while it is
+// confirmed keeps the time it has held (the other direction's evidence comes
+// later from hosts whose reports crossed the cable), and the direction that
+// held from the start is the one declared down.
 #pragma once
 
 #include <cstdint>
@@ -107,6 +111,7 @@ class WatchState {
   // The verdict being confirmed and since when.
   routing::Verdict pending_ = routing::Verdict::kNone;
   std::vector<int> pending_links_;
+  std::vector<int> pending_held_;  // its links when it began (before it grew into a cable)
   uint64_t pending_since_ = 0;
   bool pending_reported_ = false;
   bool pending_carried_ = false;  // a healthy probe crosses the link that is down
