@@ -51,11 +51,11 @@ std::vector<int> PathFinder::next_hops(int sw, int dst) {
 Result<Path> PathFinder::route(int src_nic, int dst_nic, const Chooser& choose) {
   if (src_nic == dst_nic) return invalid_argument(fmt::format("flow from {} to itself", f_.nic_qualified_name(src_nic)));
   Path p;
-  const auto& acc_s = f_.links[f_.nic_link(src_nic)];
-  const auto& acc_d = f_.links[f_.nic_link(dst_nic)];
-  if (acc_s.state != topo::LinkState::kUp || acc_d.state != topo::LinkState::kUp) {
-    return unavailable(fmt::format("no path {} -> {}: an access link is down", f_.nic_qualified_name(src_nic),
-                                   f_.nic_qualified_name(dst_nic)));
+  for (int nic : {src_nic, dst_nic}) {
+    if (auto st = check_access_link(f_, nic); !st) {
+      return st.with_context(
+          fmt::format("no path {} -> {}", f_.nic_qualified_name(src_nic), f_.nic_qualified_name(dst_nic)));
+    }
   }
   p.dlinks.push_back(f_.directed_from(f_.nic_link(src_nic), f_.nic_vertex(src_nic)));
   int sw = f_.nic_switch(src_nic);
@@ -84,6 +84,11 @@ Result<Path> PathFinder::route_via(int src_nic, int dst_nic, std::span<const int
                                         name(dst_nic), f_.switches[f_.nic_switch(src_nic)].name,
                                         f_.switches[f_.nic_switch(dst_nic)].name));
   }
+  for (int nic : {src_nic, dst_nic}) {
+    if (auto st = check_access_link(f_, nic); !st) {
+      return st.with_context(fmt::format("path for {} -> {}", name(src_nic), name(dst_nic)));
+    }
+  }
   Path p;
   p.dlinks.push_back(f_.directed_from(f_.nic_link(src_nic), f_.nic_vertex(src_nic)));
   for (size_t i = 0; i + 1 < switches.size(); ++i) {
@@ -102,6 +107,12 @@ Result<Path> PathFinder::route_via(int src_nic, int dst_nic, std::span<const int
   }
   p.dlinks.push_back(f_.directed_from(f_.nic_link(dst_nic), f_.switch_vertex(switches.back())));
   return p;
+}
+
+Status check_access_link(const topo::Fabric& f, int nic) {
+  if (f.links[static_cast<size_t>(f.nic_link(nic))].state == topo::LinkState::kUp) return ok_status();
+  return unavailable(fmt::format("{}'s link to '{}' is down", f.nic_qualified_name(nic),
+                                 f.switches[static_cast<size_t>(f.nic_switch(nic))].name));
 }
 
 std::vector<int> path_switches(const topo::Fabric& f, const Path& p) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "weft/routing/paths.h"
+
 namespace weft::routing {
 
 int plane_carrier(const topo::Fabric& f, int src, int dst) {
@@ -23,7 +25,18 @@ int plane_carrier(const topo::Fabric& f, int src, int dst) {
 
 Result<FlowNics> routed_nics(const topo::Fabric& f, const ranking::RankOrder& order, const Flow& fl) {
   const FlowNics n = flow_nics(f, order, fl);
-  if (n.dst >= 0) return n;
+  if (n.dst >= 0) {
+    if (n.in_nic()) return n;
+    for (int nic : {n.src, n.dst}) {
+      if (auto st = check_access_link(f, nic); !st) {
+        return Status(st.code(), fmt::format("no path rank {} ({}) -> rank {} ({}): {}; no source port avoids it: "
+                                             "bring the link up or leave that NIC out of the job (weft rank --hosts)",
+                                             fl.src, f.nic_qualified_name(n.src), fl.dst, f.nic_qualified_name(n.dst),
+                                             st.message()));
+      }
+    }
+    return n;
+  }
   const int d = order.nics[static_cast<size_t>(fl.dst)];
   return unavailable(fmt::format("no path rank {} ({}, plane {}) -> rank {} ({}, plane {}): host '{}' has no NIC on "
                                  "plane {} at that NIC's position, and planes share no switch",

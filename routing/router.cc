@@ -68,6 +68,7 @@ class IdealRouter final : public Router {
       const auto [s, d] = flow_nics(f_, order_, step.flows[i]);
       if (d < 0) return false;  // cross-plane: route_greedy names it
       if (s == d) continue;     // in-NIC: no path (planes.h)
+      if (!check_access_link(f_, s) || !check_access_link(f_, d)) return false;  // route_greedy names it
       int ls = f_.nic_switch(s), ld = f_.nic_switch(d);
       if (ls == ld) {
         paths[i].dlinks = {f_.directed_from(f_.nic_link(s), f_.nic_vertex(s)),

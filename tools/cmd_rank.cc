@@ -1,5 +1,10 @@
 // weft rank: an allocation -> a rank order -> a rank file for a launcher.
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli_common.h"
 #include "weft/ranking/rank_file.h"
@@ -17,6 +22,26 @@ struct RankArgs {
   std::string out;
 };
 
+// A NIC whose access link is down has no route (routing/paths.h
+// check_access_link), so `weft route` and `weft check` refuse an order with
+// it. The rank file is still written, as asked: the allocation is the
+// scheduler's; one line says which NICs and what to do.
+void warn_down_access_links(const topo::Fabric& f, const std::vector<int>& alloc) {
+  std::vector<std::string> down;
+  for (int nic : alloc) {
+    if (f.links[static_cast<size_t>(f.nic_link(nic))].state == topo::LinkState::kUp) continue;
+    down.push_back(fmt::format("{} (to '{}')", f.nic_qualified_name(nic),
+                               f.switches[static_cast<size_t>(f.nic_switch(nic))].name));
+  }
+  if (down.empty()) return;
+  const size_t shown = std::min<size_t>(down.size(), 4);
+  fmt::print(stderr,
+             "weft rank: warning: {} allocated NIC(s) have their access link down: {}{}; no route reaches them, so "
+             "weft route refuses this order: leave them out (--hosts) or bring the links up\n",
+             down.size(), fmt::join(down.begin(), down.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+             down.size() > shown ? ", ..." : "");
+}
+
 int run_rank(const RankArgs& a) {
   auto algo = ranking::parse_rank_algo(a.algo);
   if (!algo) return fail(invalid_argument(fmt::format("unknown --algo '{}' (auto, clos, hdrm, ring, rail, naive)", a.algo)));
@@ -31,6 +56,7 @@ int run_rank(const RankArgs& a) {
   auto alloc = a.all ? Result<std::vector<int>>(ranking::allocation_all(*fabric))
                      : ranking::load_allocation(*fabric, a.hosts);
   if (!alloc) return fail(alloc.status());
+  warn_down_access_links(*fabric, *alloc);
   auto order = ranking::rank(*fabric, *alloc, *algo);
   if (!order) return fail(order.status());
   auto text = ranking::format_rank_file(*fabric, *order, *format);
@@ -54,9 +80,16 @@ void register_rank(CLI::App& app, Registry& reg) {
       "  clos  contiguous leaf sets (ACCL): HD steps stay in a leaf as long as possible\n"
       "  hdrm  EFLOPS rank mapping on a BiGraph: every HD partner one direct link away\n"
       "  ring  leaf by leaf: a ring crosses each leaf boundary once\n"
-      "  naive the input order (the baseline)   auto: hdrm on BiGraph, clos otherwise");
+      "  rail  rail-optimised and multi-plane fabrics: a host's NICs are consecutive ranks,\n"
+      "        hosts in leaf-set order, so each inter-host step stays on one rail\n"
+      "  naive the input order (the baseline)\n"
+      "  auto  hdrm on a BiGraph, rail on a rail or multi-plane fabric, clos otherwise\n"
+      "One rank per NIC (subnode). A NIC whose access link is down is named on stderr:\n"
+      "no route reaches it, so weft route refuses the order.");
   cmd->add_option("--topology", a.topology, "Topology file (weft topo gen ...)")->required();
-  cmd->add_option("--hosts", a.hosts, "Allocation: one 'host' or 'host:nic' per line, '#' comments");
+  cmd->add_option("--hosts", a.hosts,
+                  "Allocation: one 'host' (every NIC of it) or 'host:nic' per line, '#' comments; words after the "
+                  "name (an MPI hostfile's 'slots=N') are ignored: ranks are NICs");
   cmd->add_flag("--all", a.all, "Allocate every NIC of the fabric");
   cmd->add_option("--algo", a.algo, "auto|clos|hdrm|ring|rail|naive")->capture_default_str();
   cmd->add_option("--format", a.format, "openmpi|mpich|slurm|hccl|torchrun|csv")->capture_default_str();

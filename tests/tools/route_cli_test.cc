@@ -125,6 +125,43 @@ TEST_F(RouteCliFailedLink, NoRoundsLeavesLoadTwoAndWritesNoRounds) {
   EXPECT_EQ(check("plan.json")["max_load"], 2);
 }
 
+// A host's own cable down: rank writes the order with a warning naming the
+// NIC, and route and check (any routes) refuse it in one line naming the
+// rank, the NIC and its leaf; a plan made before the cut no longer replays.
+TEST_F(Cli, AHostLinkThatIsDownIsNamedByRankAndRefusedByRouteAndCheck) {
+  ASSERT_EQ(weft("topo gen clos --spines 4 --leaves 4 --hosts 4 -o " + path("f.json")).rc, 0);
+  ASSERT_EQ(weft("rank --topology " + path("f.json") + " --all --algo clos -o " + path("r.csv")).rc, 0);
+  const std::string on = "--topology " + path("f.json") + " --ranks " + path("r.csv") + " ";
+  ASSERT_EQ(weft("route " + on + "-o " + path("before.json")).rc, 0);
+  auto j = nlohmann::json::parse(weft::read_file(path("f.json")).value());
+  int down = 0;
+  for (auto& l : j["links"]) {
+    if (l["a"] == "h2-3:eth0" || l["b"] == "h2-3:eth0") l["state"] = "down", ++down;
+  }
+  ASSERT_EQ(down, 1);
+  write("f.json", j.dump());
+  CliRun rank = weft("rank --topology " + path("f.json") + " --all --algo clos -o " + path("r.csv"));
+  EXPECT_EQ(rank.rc, 0) << rank.err;
+  EXPECT_NE(rank.err.find("weft rank: warning: 1 allocated NIC(s) have their access link down: h2-3:eth0 (to 'l2'); "
+                          "no route reaches them"),
+            std::string::npos)
+      << rank.err;
+  const std::string why = "h2-3:eth0's link to 'l2' is down; no source port avoids it: bring the link up or leave "
+                          "that NIC out of the job (weft rank --hosts)\n";
+  CliRun route = weft("route " + on + "-o " + path("plan.json"));
+  EXPECT_EQ(route.rc, 1);
+  EXPECT_EQ(route.err, "weft: error: no path rank 6 (h2-3:eth0) -> rank 7 (h2-4:eth0): " + why);
+  EXPECT_FALSE(fs::exists(path("plan.json")));
+  for (const char* routes : {"ideal", "ecmp"}) {
+    CliRun c = weft("check " + on + "--routes " + routes);
+    EXPECT_EQ(c.rc, 1) << routes;
+    EXPECT_EQ(c.err, "weft: error: step 0 (rs d=1): no path rank 6 (h2-3:eth0) -> rank 7 (h2-4:eth0): " + why) << routes;
+  }
+  CliRun replay = weft("check " + on + "--routes plan --plan " + path("before.json"));
+  EXPECT_EQ(replay.rc, 1);
+  EXPECT_NE(replay.err.find("h2-3:eth0's link to 'l2' is down"), std::string::npos) << replay.err;
+}
+
 // A ring whose every edge crosses leaves (hosts interleaved leaf by leaf)
 // sends all four of l3's flows over its three uplinks: the plan splits both
 // ring steps into 2 rounds of load 1, which the library holds per repetition

@@ -35,7 +35,8 @@ class PathFinder {
   Result<Path> route(int src_nic, int dst_nic, const Chooser& choose);
 
   // Routes through an explicit switch sequence (a plan's "path"), checking
-  // that consecutive switches are linked and the links are up.
+  // that consecutive switches are linked and that these links and both
+  // access links are up.
   Result<Path> route_via(int src_nic, int dst_nic, std::span<const int> switches) const;
 
   // Next hops from switch `sw` toward switch `dst` on shortest paths, as
@@ -53,6 +54,11 @@ class PathFinder {
   const topo::Fabric& f_;
   std::vector<std::vector<int16_t>> dist_;  // dist_[dst][sw], built lazily
 };
+
+// OK when the NIC's access link (NIC - its switch) is up, else unavailable
+// naming the NIC and the switch: no source port avoids that link, so a plan
+// that needs it cannot be made.
+Status check_access_link(const topo::Fabric& f, int nic);
 
 // Switches visited by a path, in order.
 std::vector<int> path_switches(const topo::Fabric& f, const Path& p);
