@@ -126,7 +126,11 @@ Result<Database> Database::open(const std::string& path, const OpenOptions& opt)
   }
   auto fk = db.query_int("PRAGMA foreign_keys");
   if (!fk || *fk != 1) return internal_error(path + ": SQLite refused foreign_keys=ON");
-  const int have = db.schema_version();
+  // The first read of the file: one that is not SQLite fails here with
+  // SQLite's "file is not a database".
+  auto version = db.schema_version();
+  if (!version) return version.status().with_context(path);
+  const int have = *version;
   if (have > latest_schema_version()) {
     return failed_precondition(fmt::format("{}: schema version {} is newer than this weft ({}); upgrade weft", path,
                                            have, latest_schema_version()));
@@ -172,9 +176,9 @@ Result<int64_t> Database::query_int(std::string_view sql) {
 
 int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
 
-int Database::schema_version() const {
-  auto v = const_cast<Database*>(this)->query_int("PRAGMA user_version");
-  return v ? static_cast<int>(*v) : -1;
+Result<int> Database::schema_version() const {
+  WEFT_ASSIGN_OR_RETURN(const int64_t v, const_cast<Database*>(this)->query_int("PRAGMA user_version"));
+  return static_cast<int>(v);
 }
 
 int latest_schema_version() {
@@ -188,7 +192,9 @@ int latest_schema_version() {
 Status Database::migrate() {
   size_t n = 0;
   const internal::Migration* m = internal::migrations(&n);
-  for (size_t i = static_cast<size_t>(schema_version()); i < n; ++i) {
+  WEFT_ASSIGN_OR_RETURN(const int have, schema_version());
+  if (have < 0) return failed_precondition(fmt::format("schema version {} is not one weft wrote", have));
+  for (size_t i = static_cast<size_t>(have); i < n; ++i) {
     WEFT_ASSIGN_OR_RETURN(Transaction tx, begin());
     WEFT_RETURN_IF_ERROR(exec(m[i].sql).with_context(fmt::format("migration {} ({})", m[i].version, m[i].what)));
     WEFT_RETURN_IF_ERROR(exec(fmt::format("PRAGMA user_version = {}", m[i].version)));

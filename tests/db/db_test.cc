@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "weft/common/file_util.h"
 #include "weft/db/stores.h"
 #include "weft/db/watch_store.h"
 
@@ -65,7 +66,7 @@ Observation obs(int64_t src, int64_t dst, int sport, int spine) {
 TEST_F(DbTest, OpenCreatesLatestSchemaWithWalAndForeignKeys) {
   auto db = Database::open(path());
   ASSERT_TRUE(db) << db.status().to_string();
-  EXPECT_EQ(db->schema_version(), 3);
+  EXPECT_EQ(db->schema_version().value(), 3);
   EXPECT_EQ(latest_schema_version(), 3);
   auto mode = db->prepare("PRAGMA journal_mode");
   ASSERT_TRUE(mode);
@@ -97,7 +98,7 @@ TEST_F(DbTest, MigratesAVersion1FileAndKeepsItsRows) {
   }
   auto db = Database::open(path());
   ASSERT_TRUE(db) << db.status().to_string();
-  EXPECT_EQ(db->schema_version(), 3);
+  EXPECT_EQ(db->schema_version().value(), 3);
   auto st = db->prepare("SELECT src, dst, proto, sport, spine FROM paths");
   ASSERT_TRUE(st);
   ASSERT_TRUE(*st->step());
@@ -124,6 +125,19 @@ TEST_F(DbTest, ReadOnlyOpenOfAnUnmigratedFileIsRefused) {
   auto db = Database::open(path(), ro);
   ASSERT_FALSE(db);
   EXPECT_NE(db.status().message().find("needs migrating to 3"), std::string::npos) << db.status().message();
+}
+
+TEST_F(DbTest, AFileThatIsNotADatabaseIsNamedAsSuch) {
+  ASSERT_TRUE(weft::write_file_atomic(path(), std::string(4096, 'x')).is_ok());
+  for (bool read_only : {true, false}) {
+    OpenOptions opt;
+    opt.read_only = read_only;
+    auto db = Database::open(path(), opt);
+    ASSERT_FALSE(db);
+    EXPECT_NE(db.status().message().find(path() + ": "), std::string::npos) << db.status().message();
+    EXPECT_NE(db.status().message().find("file is not a database"), std::string::npos) << db.status().message();
+    EXPECT_EQ(db.status().message().find("schema version"), std::string::npos) << db.status().message();
+  }
 }
 
 class BatchTest : public DbTest, public ::testing::WithParamInterface<int> {};

@@ -111,7 +111,8 @@ class Database {
   // The first column of the first row of `sql` as an integer (COUNT(*) etc.).
   Result<int64_t> query_int(std::string_view sql);
   int64_t last_insert_rowid() const;
-  int schema_version() const;
+  // PRAGMA user_version; an error for a file that is not an SQLite database.
+  Result<int> schema_version() const;
   const std::string& path() const { return path_; }
   sqlite3* handle() const { return db_; }
 
