@@ -1,5 +1,7 @@
 #include "weft/topology/builders.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 namespace weft::topo {
@@ -11,7 +13,8 @@ Status check_positive(std::string_view what, int v) {
 }
 
 Status check_rate(std::string_view what, double v) {
-  if (!(v > 0)) return invalid_argument(fmt::format("{} must be > 0 Gbit/s (got {})", what, v));
+  // inf would be written as JSON null, a file no weft reads back.
+  if (!(v > 0) || !std::isfinite(v)) return invalid_argument(fmt::format("{} must be finite and > 0 Gbit/s (got {})", what, v));
   return ok_status();
 }
 

@@ -1,6 +1,15 @@
 #include "weft/topology/topology_file.h"
 
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <cstdint>
+#include <limits>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +21,13 @@ namespace {
 
 using json = nlohmann::json;
 
+// get<int>() of a larger JSON integer wraps (4294967297 reads as 1).
+bool fits_int(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int>::max());
+  const int64_t x = v.get<int64_t>();
+  return x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max();
+}
+
 // Reads typed fields of one JSON object and names the path of whatever is wrong.
 class Reader {
  public:
@@ -19,6 +35,16 @@ class Reader {
 
   Status require_object() const {
     if (!j_.is_object()) return bad("", "expected an object");
+    return ok_status();
+  }
+  // A misspelt field ("adress") would silently take its default: every
+  // field must be one this format knows; "_"-prefixed ones are comments.
+  Status known_fields(std::initializer_list<std::string_view> known) const {
+    for (const auto& [key, value] : j_.items()) {
+      if (key.starts_with('_') || std::find(known.begin(), known.end(), key) != known.end()) continue;
+      return bad(key, fmt::format("unknown field (known here: {}; a field starting with '_' is a comment)",
+                                  fmt::join(known, ", ")));
+    }
     return ok_status();
   }
   Status bad(std::string_view field, std::string_view what) const {
@@ -42,6 +68,7 @@ class Reader {
       return bad(field, "missing (an integer is required)");
     }
     if (!it->is_number_integer()) return bad(field, fmt::format("expected an integer, got {}", it->type_name()));
+    if (!fits_int(*it)) return bad(field, fmt::format("{} is out of range", it->dump()));
     return it->get<int>();
   }
   Result<double> number(const char* field, double dflt) const {
@@ -49,7 +76,7 @@ class Reader {
     if (it == j_.end()) return dflt;
     if (!it->is_number()) return bad(field, fmt::format("expected a number, got {}", it->type_name()));
     double v = it->get<double>();
-    if (!(v > 0)) return bad(field, fmt::format("must be > 0 (got {})", v));
+    if (!(v > 0) || !std::isfinite(v)) return bad(field, fmt::format("must be finite and > 0 (got {})", v));
     return v;
   }
   Result<const json*> array(const char* field, bool required) const {
@@ -87,6 +114,7 @@ struct PendingNic {
 Result<Fabric> from_json(const json& root) {
   Reader r(root, "");
   if (!root.is_object()) return invalid_argument("/: the topology must be a JSON object");
+  WEFT_RETURN_IF_ERROR(r.known_fields({"version", "name", "kind", "switches", "hosts", "links"}));
   WEFT_ASSIGN_OR_RETURN(int version, r.integer("version", 1));
   if (version != 1) return r.bad("version", fmt::format("unsupported version {} (this weft reads 1)", version));
   Fabric f;
@@ -100,6 +128,7 @@ Result<Fabric> from_json(const json& root) {
   for (size_t i = 0; i < sws->size(); ++i) {
     Reader s((*sws)[i], fmt::format("/switches/{}", i));
     WEFT_RETURN_IF_ERROR(s.require_object());
+    WEFT_RETURN_IF_ERROR(s.known_fields({"name", "tier", "part", "pod", "id", "rail", "plane"}));
     Switch sw;
     WEFT_ASSIGN_OR_RETURN(sw.name, s.str("name"));
     WEFT_ASSIGN_OR_RETURN(sw.tier, s.integer("tier", 0));
@@ -128,9 +157,11 @@ Result<Fabric> from_json(const json& root) {
   std::vector<PendingNic> pending;
   WEFT_ASSIGN_OR_RETURN(const json* hosts, r.array("hosts", true));
   std::unordered_map<std::string, int> host_by_name;
+  std::unordered_map<std::string, std::string> nic_by_address;  // address -> host:nic
   for (size_t i = 0; i < hosts->size(); ++i) {
     Reader h((*hosts)[i], fmt::format("/hosts/{}", i));
     WEFT_RETURN_IF_ERROR(h.require_object());
+    WEFT_RETURN_IF_ERROR(h.known_fields({"name", "nics"}));
     Host host;
     WEFT_ASSIGN_OR_RETURN(host.name, h.str("name"));
     if (host.name.find(':') != std::string::npos) return h.bad("name", "must not contain ':'");
@@ -143,6 +174,7 @@ Result<Fabric> from_json(const json& root) {
       std::string npath = fmt::format("/hosts/{}/nics/{}", i, k);
       Reader n((*nics)[k], npath);
       WEFT_RETURN_IF_ERROR(n.require_object());
+      WEFT_RETURN_IF_ERROR(n.known_fields({"name", "switch", "gbps", "state", "gpus", "address", "rail", "plane"}));
       Nic nic;
       nic.host = static_cast<int>(i);
       nic.index_on_host = static_cast<int>(k);
@@ -151,9 +183,25 @@ Result<Fabric> from_json(const json& root) {
         if (f.nics[other].name == nic.name) return n.bad("name", fmt::format("duplicate NIC '{}'", nic.name));
       }
       WEFT_ASSIGN_OR_RETURN(nic.address, n.str("address", std::string()));
+      if (!nic.address.empty()) {
+        // Ranks, plans and the NCCL plugin find a NIC by its address
+        // (routing/planner_output.cc), so two NICs with one are one NIC to
+        // them; inet_pton(3) takes dotted quads only, as the rest of weft.
+        in_addr parsed{};
+        if (inet_pton(AF_INET, nic.address.c_str(), &parsed) != 1) {
+          return n.bad("address", fmt::format("'{}' is not an IPv4 address (a dotted quad such as 10.0.1.1)",
+                                              nic.address));
+        }
+        const auto [first, fresh] = nic_by_address.emplace(nic.address, fmt::format("{}:{}", host.name, nic.name));
+        if (!fresh) {
+          return n.bad("address", fmt::format("{} is also the address of {}: every NIC (every port of a "
+                                              "multi-plane NIC) needs its own",
+                                              nic.address, first->second));
+        }
+      }
       WEFT_ASSIGN_OR_RETURN(const json* gpus, n.array("gpus", false));
       for (size_t g = 0; g < gpus->size(); ++g) {
-        if (!(*gpus)[g].is_number_integer() || (*gpus)[g].get<int>() < 0) {
+        if (!(*gpus)[g].is_number_integer() || !fits_int((*gpus)[g]) || (*gpus)[g].get<int>() < 0) {
           return invalid_argument(fmt::format("{}/gpus/{}: expected a GPU index >= 0", npath, g));
         }
         nic.gpus.push_back((*gpus)[g].get<int>());
@@ -179,6 +227,7 @@ Result<Fabric> from_json(const json& root) {
   for (size_t i = 0; i < links->size(); ++i) {
     Reader l((*links)[i], fmt::format("/links/{}", i));
     WEFT_RETURN_IF_ERROR(l.require_object());
+    WEFT_RETURN_IF_ERROR(l.known_fields({"a", "b", "gbps", "state"}));
     WEFT_ASSIGN_OR_RETURN(std::string a, l.str("a"));
     WEFT_ASSIGN_OR_RETURN(std::string b, l.str("b"));
     // Access links may be listed too (the normalised form does); they must

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "weft/topology/builders.h"
 
@@ -91,6 +94,25 @@ TEST(Clos2Builder, RejectsZeroSizesNamingTheFlag) {
   ASSERT_FALSE(f);
   EXPECT_EQ(f.status().message(), "--spines must be >= 1 (got 0)");
 }
+
+// An infinite rate would be written as JSON null: a file no weft reads back.
+class Clos2BuilderRates : public ::testing::TestWithParam<double> {};
+
+TEST_P(Clos2BuilderRates, RejectsARateThatIsNotFiniteAndPositive) {
+  auto f = build_clos2({.spines = 2, .leaves = 2, .hosts_per_leaf = 2, .fabric_gbps = GetParam()});
+  ASSERT_FALSE(f);
+  EXPECT_EQ(f.status().message(),
+            fmt::format("fabric link rate must be finite and > 0 Gbit/s (got {})", GetParam()));
+  auto g = build_clos2({.spines = 2, .leaves = 2, .hosts_per_leaf = 2, .access_gbps = GetParam()});
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.status().message(),
+            fmt::format("access link rate must be finite and > 0 Gbit/s (got {})", GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Rates, Clos2BuilderRates,
+                         ::testing::Values(std::numeric_limits<double>::infinity(),
+                                           -std::numeric_limits<double>::infinity(),
+                                           std::numeric_limits<double>::quiet_NaN(), 0.0, -25.0));
 
 }  // namespace
 }  // namespace weft::topo

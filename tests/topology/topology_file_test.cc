@@ -59,7 +59,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "/hosts/0/nics/0/switch: unknown switch 'l9'"},
         BadFile{R"({"switches": [{"name": "l1", "tier": 5}], "hosts": []})", "/switches/0/tier: 5 is not 0, 1 or 2"},
         BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "a", "nics": [{"switch": "l1", "gbps": -1}]}]})",
-                "/hosts/0/nics/0/gbps: must be > 0 (got -1)"},
+                "/hosts/0/nics/0/gbps: must be finite and > 0 (got -1)"},
         BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "a", "nics": []}]})",
                 "/hosts/0/nics: a host needs at least one NIC"},
         BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "a", "nics": [{"switch": "l1"}]},
@@ -71,7 +71,39 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{R"({"version": 2, "switches": [], "hosts": []})", "/version: unsupported version 2 (this weft reads 1)"},
         BadFile{R"({"switches": [{"name": "l1"}], "hosts": [], "links": [{"a": "l1", "b": "x"}]})",
                 "/links/0/b: unknown switch 'x'"},
-        BadFile{R"({"switches": "no", "hosts": []})", "/switches: expected an array, got string"}));
+        BadFile{R"({"switches": "no", "hosts": []})", "/switches: expected an array, got string"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "a", "nics": [{"switch": "l1", "address": "10.0.1"}]}]})",
+                "/hosts/0/nics/0/address: '10.0.1' is not an IPv4 address (a dotted quad such as 10.0.1.1)"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "a", "nics": [{"switch": "l1", "address": "fe80::1"}]}]})",
+                "/hosts/0/nics/0/address: 'fe80::1' is not an IPv4 address (a dotted quad such as 10.0.1.1)"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "a", "nics": [{"switch": "l1", "address": "10.0.1.1"}]},
+                   {"name": "b", "nics": [{"switch": "l1", "address": "10.0.1.2"}, {"switch": "l1", "address": "10.0.1.1"}]}]})",
+                "/hosts/1/nics/1/address: 10.0.1.1 is also the address of a:eth0: every NIC (every port of a "
+                "multi-plane NIC) needs its own"},
+        BadFile{R"({"switches": [{"name": "l1", "tier": 4294967297}], "hosts": []})",
+                "/switches/0/tier: 4294967297 is out of range"},
+        BadFile{R"({"switches": [{"name": "l1", "pod": -2147483649}], "hosts": []})",
+                "/switches/0/pod: -2147483649 is out of range"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "a", "nics": [{"switch": "l1", "gpus": [4294967296]}]}]})",
+                "/hosts/0/nics/0/gpus/0: expected a GPU index >= 0"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "a", "nics": [{"switch": "l1", "adress": "10.0.1.1"}]}]})",
+                "/hosts/0/nics/0/adress: unknown field (known here: name, switch, gbps, state, gpus, address, rail, plane; "
+                "a field starting with '_' is a comment)"},
+        BadFile{R"({"switchs": [], "hosts": []})",
+                "/switchs: unknown field (known here: version, name, kind, switches, hosts, links; a field starting "
+                "with '_' is a comment)"},
+        BadFile{R"({"switches": [{"name": "l1"}, {"name": "s1", "tier": 1}], "hosts": [],
+                   "links": [{"a": "l1", "b": "s1", "status": "down"}]})",
+                "/links/0/status: unknown field (known here: a, b, gbps, state; a field starting with '_' is a comment)"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "a", "nics": [{"switch": "l1", "gbps": 1e999}]}]})",
+                "number overflow parsing '1e999'"}));
+
+TEST(TopologyFile, FieldsStartingWithAnUnderscoreAreComments) {
+  auto f = parse_topology(R"({"_comment": "lab", "switches": [{"name": "l1", "_rack": 3}],
+                              "hosts": [{"name": "a", "_note": "x", "nics": [{"switch": "l1", "_port": "Eth1/1"}]}]})");
+  ASSERT_TRUE(f) << f.status().message();
+  EXPECT_EQ(f->nics.size(), 1u);
+}
 
 TEST(TopologyFile, LoadNamesTheFileThatDoesNotExist) {
   auto f = load_topology("/nonexistent/fabric.json");
