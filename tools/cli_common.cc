@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -28,6 +29,18 @@ int fail(const Status& st) {
   return 1;
 }
 
+int finish_stdout(int rc) {
+  // As gnulib's close_stdout: output that could not be written (a full
+  // disk, /dev/full, a closed descriptor) is an error even when the command
+  // itself succeeded, or a script would take a truncated file for a result.
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return rc;
+  const int err = errno != 0 ? errno : EIO;
+  std::clearerr(stdout);
+  if (rc != 0) return rc;  // the command's own error was printed already
+  fmt::print(stderr, "weft: error: {}\n", io_error("writing standard output", err).message());
+  return 1;
+}
+
 std::optional<uint64_t> parse_size(std::string_view s) {
   uint64_t v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -40,6 +53,7 @@ std::optional<uint64_t> parse_size(std::string_view s) {
   else if (unit == "m" || unit == "mib" || unit == "mb") mul = 1ull << 20;
   else if (unit == "g" || unit == "gib" || unit == "gb") mul = 1ull << 30;
   else return std::nullopt;
+  if (v > UINT64_MAX / mul) return std::nullopt;  // 16777216G would wrap to 0
   return v * mul;
 }
 
@@ -52,8 +66,9 @@ std::string format_bytes(double b) {
 
 Status emit(const std::string& path, std::string_view text) {
   if (path.empty() || path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+      return io_error("writing standard output", errno);
+    }
     return ok_status();
   }
   return write_file_atomic(path, text);

@@ -15,6 +15,9 @@ namespace weft::cli {
 
 // Prints "weft: error: <message>" on one line to stderr and returns 1.
 int fail(const Status& st);
+// What main returns: `rc`, or 1 with one error line when standard output
+// could not be written (flushed here; fmt::print only buffers).
+int finish_stdout(int rc);
 
 // "4", "4K", "64MiB", "1G" -> bytes (K/M/G are powers of 1024).
 std::optional<uint64_t> parse_size(std::string_view s);

@@ -4,6 +4,7 @@
 // or on a sweep of generated 2-tier Clos fabrics; a table and an SVG plot of
 // busbw against endpoints.
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -106,7 +107,14 @@ int run_sim(const SimArgs& a) {
   if (!bytes || *bytes < 4 || *bytes % 4 != 0) {
     return fail(invalid_argument(fmt::format("bad --size '{}' (a multiple of 4 bytes, e.g. 64MiB)", a.size)));
   }
-  if (a.latency_us < 0) return fail(invalid_argument("--latency-us must be >= 0"));
+  if (!(a.latency_us >= 0) || !std::isfinite(a.latency_us)) {
+    return fail(invalid_argument(fmt::format("--latency-us must be a finite number >= 0 (got {})", a.latency_us)));
+  }
+  if (!(a.shm_gbps > 0) || !std::isfinite(a.shm_gbps)) {
+    return fail(invalid_argument(fmt::format("--shm-gbps must be a finite number > 0 (got {})", a.shm_gbps)));
+  }
+  // The plot is written after minutes of simulation: a bad path fails now.
+  if (auto st = check_output_path("--svg", a.svg); !st) return fail(st);
   routing::CompareOptions opt;
   opt.collective = *coll;
   opt.bytes = *bytes;
@@ -155,6 +163,10 @@ int run_sim(const SimArgs& a) {
       // A scheduler's node list has no regard for leaves: shuffled (seeded).
       alloc = ranking::allocation_all(f);
       std::shuffle(alloc.begin(), alloc.end(), std::mt19937(a.seed));
+    }
+    if (alloc.size() < 2) {
+      return fail(invalid_argument(fmt::format("{}: a collective needs at least 2 endpoints, the allocation has {}",
+                                               f.name, alloc.size())));
     }
     if (fabrics.size() > 1 || alloc.size() >= 4096) {
       fmt::print(stderr, "simulating {} on {} ({} endpoints)...\n", a.collective, f.name, alloc.size());

@@ -1,6 +1,9 @@
 // weft — congestion-free collectives on spine-leaf fabrics. The CLI front end:
 // one file per subcommand in this folder.
+#include <cstdio>
+#include <exception>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <fmt/format.h>
@@ -81,5 +84,16 @@ int main(int argc, char** argv) {
     return parse_error(app, e, argc > 1 ? argv[1] : "");
   }
   if (!reg.run) return weft::cli::fail(weft::internal_error("no command ran"));
-  return reg.run();
+  int rc = 1;
+  try {
+    rc = reg.run();
+  } catch (const std::system_error& e) {
+    // fmt::print throws when its write fails (more than a buffer's worth
+    // onto a full disk): one error line, not std::terminate's abort.
+    rc = weft::cli::fail(std::ferror(stdout) ? weft::io_error("writing standard output", e.code().value())
+                                             : weft::Status(weft::StatusCode::kIo, e.what()));
+  } catch (const std::exception& e) {
+    rc = weft::cli::fail(weft::internal_error(fmt::format("unexpected: {}", e.what())));
+  }
+  return weft::cli::finish_stdout(rc);
 }

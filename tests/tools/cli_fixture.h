@@ -34,9 +34,13 @@ class Cli : public ::testing::Test {
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   void write(const std::string& name, const std::string& text) const { std::ofstream(path(name)) << text; }
 
-  CliRun weft(const std::string& args) const {
+  // `stdout_to`: a shell redirection of standard output instead of the
+  // captured file (e.g. ">/dev/full", ">&-"); out is then "".
+  CliRun weft(const std::string& args, const std::string& stdout_to = "") const {
     const std::string out = path("stdout"), err = path("stderr");
-    std::string cmd = std::string(WEFT_BINARY_DIR) + "/weft " + args + " >" + out + " 2>" + err;
+    std::ofstream(out).flush();
+    std::string cmd = std::string(WEFT_BINARY_DIR) + "/weft " + args + " " + (stdout_to.empty() ? ">" + out : stdout_to) +
+                      " 2>" + err;
     int st = std::system(cmd.c_str());
     CliRun r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, weft::read_file(out).value(), weft::read_file(err).value()};
     return r;

@@ -132,6 +132,48 @@ INSTANTIATE_TEST_SUITE_P(
                  "$T: link s1 - b joins plane 0 and plane 1: planes share no switch and no link"}),
     [](const auto& p) { return std::string(p.param.name); });
 
+// Output that cannot be written is an error, whatever printed it (a file
+// written at once, or fmt::print's buffered lines), never exit 0 with a
+// truncated result and never an abort.
+struct StdoutCase {
+  const char* name;
+  const char* args;      // $F: a generated 8x8x8 Clos, $R: its rank file
+  const char* redirect;  // of standard output
+  const char* error;     // expected stderr
+};
+
+class CliStdout : public Cli, public ::testing::WithParamInterface<StdoutCase> {};
+
+TEST_P(CliStdout, AnUnwritableStandardOutputIsOneErrorLineAndExitOne) {
+  const auto& p = GetParam();
+  ASSERT_EQ(weft("topo gen clos --spines 8 --leaves 8 --hosts 8 -o " + path("f.json")).rc, 0);
+  ASSERT_EQ(weft("rank --topology " + path("f.json") + " --all -o " + path("r.csv")).rc, 0);
+  std::string args = p.args;
+  for (auto [var, file] : {std::pair{"$F", "f.json"}, std::pair{"$R", "r.csv"}}) {
+    if (auto at = args.find(var); at != std::string::npos) args.replace(at, 2, path(file));
+  }
+  CliRun r = weft(args, p.redirect);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err, std::string("weft: error: ") + p.error + "\n");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CliStdout,
+    ::testing::Values(
+        StdoutCase{"gen_to_full_device", "topo gen clos --spines 2 --leaves 2 --hosts 2", ">/dev/full",
+                   "writing standard output: No space left on device"},
+        StdoutCase{"gen_to_closed_descriptor", "topo gen clos --spines 2 --leaves 2 --hosts 2", ">&-",
+                   "writing standard output: Bad file descriptor"},
+        StdoutCase{"rank_to_full_device", "rank --topology $F --all", ">/dev/full",
+                   "writing standard output: No space left on device"},
+        StdoutCase{"long_json_to_full_device", "topo show $F --json", ">/dev/full",
+                   "writing standard output: No space left on device"},
+        StdoutCase{"short_table_to_full_device", "topo show $F", ">/dev/full",
+                   "writing standard output: No space left on device"},
+        StdoutCase{"check_json_to_full_device", "check --topology $F --ranks $R --json", ">/dev/full",
+                   "writing standard output: No space left on device"}),
+    [](const auto& p) { return std::string(p.param.name); });
+
 TEST_F(Cli, HdrmWithTooManySubnodesPerSwitchIsRejected) {
   ASSERT_EQ(weft("topo gen bigraph --switches 4 --subnodes 3 -o " + path("bg.json")).rc, 0);
   CliRun r = weft("rank --topology " + path("bg.json") + " --all --algo hdrm -o " + path("out"));

@@ -82,7 +82,23 @@ INSTANTIATE_TEST_SUITE_P(
         BadSim{"bad_leaves", "--leaves 2,x", "bad --leaves '2,x' (a comma-separated list of counts >= 1, e.g. 2,4,8)"},
         BadSim{"bad_size", "--size 3", "bad --size '3' (a multiple of 4 bytes, e.g. 64MiB)"},
         BadSim{"unknown_hash", "--hash md5", "unknown hash model 'md5' (crc32, crc32-qp, linux-l4, linux-l3)"},
-        BadSim{"no_trials", "--leaves 2 --trials 0", "clos2-8x2x8x1: trials must be >= 1 (got 0)"}),
+        BadSim{"no_trials", "--leaves 2 --trials 0", "clos2-8x2x8x1: trials must be >= 1 (got 0)"},
+        BadSim{"nan_latency", "--latency-us nan", "--latency-us must be a finite number >= 0 (got nan)"},
+        BadSim{"negative_latency", "--latency-us -0.5", "--latency-us must be a finite number >= 0 (got -0.5)"},
+        BadSim{"no_shm_rate", "--shm-gbps 0", "--shm-gbps must be a finite number > 0 (got 0)"},
+        BadSim{"size_that_wraps_to_1GiB", "--size 17179869185G",
+               "bad --size '17179869185G' (a multiple of 4 bytes, e.g. 64MiB)"},
+        BadSim{"one_endpoint", "--leaves 1 --hosts-per-leaf 1",
+               "clos2-8x1x1x1: a collective needs at least 2 endpoints, the allocation has 1"}),
     [](const auto& p) { return std::string(p.param.name); });
+
+// The plot is written after the simulation, which takes minutes at scale:
+// a path it cannot be written to fails before any of it.
+TEST_F(Cli, SimRefusesAnUnwritablePlotPathBeforeSimulating) {
+  CliRun r = weft("sim --leaves 2,4 --svg " + path("no/p.svg"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err, "weft: error: --svg " + path("no/p.svg") + ": cannot create a file there: No such file or directory\n");
+  EXPECT_EQ(r.out, "");
+}
 
 }  // namespace
