@@ -101,7 +101,10 @@ Status validate(const std::string& type, const json& j) {
     return ok_status();
   }
   if (type == "status") return ok_status();  // a request has no fields; a reply has extra ones
-  if (type == "ok" || type == "error") return ok_status();
+  if (type == "ok") return ok_status();
+  // Read before authentication too (a full agent says so unsealed), where
+  // anyone on the path can answer: the message must be what it claims.
+  if (type == "error") return need(j, "message", json::value_t::string);
   return invalid_argument(fmt::format("unknown message type '{}'", type.substr(0, 32)));
 }
 
@@ -327,7 +330,7 @@ probe::MacKey campaign_key(const probe::MacKey& secret, uint32_t run, std::strin
 }
 
 std::string frame(const json& j) {
-  const std::string body = j.dump();
+  const std::string body = j.dump(-1, ' ', false, json::error_handler_t::replace);  // as Sealer::seal
   const uint32_t n = static_cast<uint32_t>(body.size());
   std::string out;
   out.reserve(4 + body.size());

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +48,24 @@ struct Conn {
   std::optional<Opener> opener;
   std::string where() const { return fmt::format("agent {} ({}:{})", host.name, host.ip, host.control_port); }
 };
+
+// A co_spawn completion handler that hands an exception escaping a
+// coroutine to `fail` as a Status. asio::detached drops it, and with it the
+// coroutine's own error handling: a run went on as if the coroutine had
+// succeeded.
+template <typename Fail>
+auto on_exception(Fail fail) {
+  return [fail = std::move(fail)](std::exception_ptr e) mutable {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      fail(internal_error(fmt::format("unexpected: {}", x.what())));
+    } catch (...) {
+      fail(internal_error("unexpected exception"));
+    }
+  };
+}
 
 inline asio::awaitable<Status> write_msg(Conn& c, const json& j, int timeout_ms) {
   const std::string f = c.sealer ? c.sealer->seal(j) : frame(j);
@@ -92,7 +111,7 @@ inline asio::awaitable<Result<ControlMessage>> read_msg(Conn& c, int timeout_ms)
   if (!m) co_return Result<ControlMessage>(m.status().with_context(c.where()));
   if (m->type == "error") {
     co_return Result<ControlMessage>(
-        failed_precondition(fmt::format("{}: {}", c.where(), m->body.value("message", std::string("error")))));
+        failed_precondition(fmt::format("{}: {}", c.where(), m->body["message"].get<std::string>())));
   }
   co_return m;
 }

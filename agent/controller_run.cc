@@ -94,6 +94,10 @@ struct Run {
 
 asio::awaitable<void> sweep(Conn& c, Run& run, CampaignCommand cmd, ProbeSummary& sum,
                             const std::vector<HostEntry>& hosts) {
+  if (!c.opener) {  // only an authenticated session's frames are results
+    run.fail(internal_error(c.where() + ": sweep on a session that is not authenticated"));
+    co_return;
+  }
   // Resume: the skip set goes first, in bounded frames (control.h).
   const std::vector<json> skips = encode_skip(cmd.run, cmd.plan.skip);
   cmd.skip_frames = static_cast<uint32_t>(skips.size());
@@ -154,9 +158,9 @@ asio::awaitable<void> ticker(Run& run, std::vector<std::unique_ptr<Conn>>& conns
 
 // Runs every coroutine produced by make(i) to completion on a fresh io_context.
 template <typename F>
-void run_all(asio::io_context& io, size_t n, F make) {
+void run_all(asio::io_context& io, Run& run, size_t n, F make) {
   io.restart();
-  for (size_t i = 0; i < n; ++i) asio::co_spawn(io, make(i), asio::detached);
+  for (size_t i = 0; i < n; ++i) asio::co_spawn(io, make(i), on_exception([&run](Status st) { run.fail(st); }));
   io.run();
 }
 
@@ -280,7 +284,7 @@ Result<ProbeSummary> run_probe(db::Database& db, const std::vector<HostEntry>& h
   for (const auto& h : hosts) host_ips.push_back(ipv4_or_zero(h.ip));
 
   // 1. connect, authenticate, announce the key, read reflector counters.
-  run_all(io, conns.size(), [&](size_t i) -> asio::awaitable<void> {  // NOLINT
+  run_all(io, run, conns.size(), [&](size_t i) -> asio::awaitable<void> {  // NOLINT
     Conn& c = *conns[i];
     Status st = co_await connect_and_auth(c, secret, host_ips, to);
     const json announce = {{"type", "announce"}, {"run", run_id}, {"nonce", nonce}};
@@ -323,9 +327,9 @@ Result<ProbeSummary> run_probe(db::Database& db, const std::vector<HostEntry>& h
                             ? cfg.ports_per_spine
                             : std::max<int>(1, static_cast<int>(targets[static_cast<size_t>(c.index)].size()));
     if (auto sk = skip_of.find(c.host_id); sk != skip_of.end()) p.skip = std::move(sk->second);
-    asio::co_spawn(io, sweep(c, run, std::move(cmd), sum, hosts), asio::detached);
+    asio::co_spawn(io, sweep(c, run, std::move(cmd), sum, hosts), on_exception([&run](Status st) { run.fail(st); }));
   }
-  asio::co_spawn(io, ticker(run, conns), asio::detached);
+  asio::co_spawn(io, ticker(run, conns), on_exception([&run](Status st) { run.fail(st); }));
   io.run();
   run.flush();
   run.draw_progress(true);
@@ -334,7 +338,7 @@ Result<ProbeSummary> run_probe(db::Database& db, const std::vector<HostEntry>& h
   WEFT_RETURN_IF_ERROR(run.failure);
 
   // 3. reflector counters after, retire the key.
-  run_all(io, conns.size(), [&](size_t i) -> asio::awaitable<void> {  // NOLINT
+  run_all(io, run, conns.size(), [&](size_t i) -> asio::awaitable<void> {  // NOLINT
     Conn& c = *conns[i];
     auto after = co_await reflector_stats(c, to);
     if (!after) {

@@ -38,6 +38,13 @@ struct Shared {
   std::vector<bool> live;  // per agent: a session is up and reporting
 };
 
+// Ends the watch with `st` (the first error wins): the other agents' waits
+// for every session to start would otherwise spin on.
+void stop_with(Shared& sh, Status st) {
+  if (sh.first_error.is_ok()) sh.first_error = std::move(st);
+  sh.io.stop();
+}
+
 asio::awaitable<void> sleep_ms(asio::io_context& io, int ms) {
   asio::steady_timer t(io, std::chrono::milliseconds(ms));
   boost::system::error_code ec;
@@ -116,8 +123,7 @@ asio::awaitable<void> watch_one(Shared& sh, Conn& c, const probe::MacKey& secret
                                 const WatchFailure& on_failure, const WatchRecovery& on_recovery) {
   const size_t index = static_cast<size_t>(c.index);
   if (Status st = co_await open_session(sh, c, secret, host_ips, cmd, cfg, 0); !st) {
-    if (sh.first_error.is_ok()) sh.first_error = st;
-    sh.io.stop();
+    stop_with(sh, std::move(st));
     co_return;
   }
   for (bool lost = false;;) {
@@ -200,11 +206,11 @@ Status run_watch(const std::vector<HostEntry>& hosts, const std::vector<std::vec
     cmd.plan.rate_pps = std::max(1.0, static_cast<double>(tuples[i].size()) * cfg.tuple_rate_pps);
     WEFT_RETURN_IF_ERROR(cmd.plan.validate().with_context(c->where()));
     asio::co_spawn(sh.io, watch_one(sh, *c, secret, ips, std::move(cmd), cfg, on_report, on_failure, on_recovery),
-                   asio::detached);
-    asio::co_spawn(sh.io, keep_alive(sh, *c, cfg), asio::detached);
+                   on_exception([&sh](Status st) { stop_with(sh, std::move(st)); }));
+    asio::co_spawn(sh.io, keep_alive(sh, *c, cfg), on_exception([&sh](Status st) { stop_with(sh, std::move(st)); }));
     sh.conns.push_back(std::move(c));
   }
-  asio::co_spawn(sh.io, supervise(sh, stop), asio::detached);
+  asio::co_spawn(sh.io, supervise(sh, stop), on_exception([&sh](Status st) { stop_with(sh, std::move(st)); }));
   sh.io.run();
   return sh.first_error;
 }

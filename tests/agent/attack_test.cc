@@ -119,6 +119,48 @@ INSTANTIATE_TEST_SUITE_P(
         Attack{"ShortenedResults", Toward::kController, "results", Tamper::kShortenRefit, ControlReject::kBadTag}),
     print);
 
+// Before authentication anyone on the path can answer for an agent. A
+// pre-authentication frame that is not the protocol ends the run at once,
+// naming the agent and what was wrong, and nothing is stored. (An "error"
+// whose message was not a string threw out of the controller's coroutine,
+// which asio::detached dropped: the run went on over the unauthenticated
+// connection, whose frames are not sealed.)
+class ImpostorTest : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
+
+TEST_P(ImpostorTest, AnswersThatAreNotTheProtocolFailTheRunNamingTheAgentAndStoreNothing) {
+  const uint16_t udp = free_udp_port();
+  auto a = LoopbackAgent::start(own_ip(1), udp);
+  auto b = LoopbackAgent::start(own_ip(2), udp);
+  ASSERT_TRUE(a && b);
+  const std::string impostor = GetParam().first;
+  MitmProxy proxy(own_ip(1), a->port(), [&](Toward d, int index, const std::string& f) -> Action {
+    if (d == Toward::kController && index == 0) return {{frame(json::parse(impostor))}};  // instead of the hello
+    return {{f}};
+  }, own_ip(1));
+  const std::string path = fmt::format("/tmp/weft-impostor-test-{}.db", ::getpid());
+  {
+    auto db = db::Database::open(path);
+    ASSERT_TRUE(db) << db.status().to_string();
+    auto run = run_probe(*db, {{"a", own_ip(1), proxy.port()}, {"b", own_ip(2), b->port()}}, test_secret(),
+                         quick_campaign());
+    ASSERT_FALSE(run);
+    EXPECT_NE(run.status().message().find(fmt::format("agent a ({}:{})", own_ip(1), proxy.port())), std::string::npos)
+        << run.status().message();
+    EXPECT_NE(run.status().message().find(GetParam().second), std::string::npos) << run.status().message();
+    EXPECT_EQ(*db->query_int("SELECT COUNT(*) FROM observations"), 0);
+  }
+  for (const char* ext : {"", "-wal", "-shm"}) std::remove((path + ext).c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Frames, ImpostorTest,
+    ::testing::Values(std::pair{R"({"type": "error", "message": 1})", "field 'message' has the wrong type"},
+                      std::pair{R"({"type": "error"})", "missing field 'message'"},
+                      std::pair{R"({"type": "error", "message": "go away"})", "go away"},
+                      std::pair{R"({"type": "ok"})", "expected 'hello', got 'ok'"},
+                      std::pair{R"({"type": "hello", "version": 2, "host": "a", "nonce": 5})", "field 'nonce'"}),
+    [](const auto& p) { return std::to_string(p.index); });
+
 // The controller waits for each answer, so only a client that sends two
 // commands back to back gives the attacker two frames to swap.
 TEST(PipelinedAttackTest, SwappedCommandsAreOutOfOrderAndNeitherRuns) {

@@ -1,6 +1,7 @@
 // Control-plane messages: validation, round trips, handshake proofs.
 #include <gtest/gtest.h>
 
+#include "weft/agent/channel.h"
 #include "weft/agent/control.h"
 
 namespace weft::agent {
@@ -71,7 +72,30 @@ INSTANTIATE_TEST_SUITE_P(
                       Bad{"{\"type\":\"skip\",\"run\":1,\"dsts\":[[5,0,9]]}", "skip range 0..9 is not within"},
                       Bad{"{\"type\":\"skip\",\"run\":1,\"dsts\":[[5,1,65536]]}", "skip range 1..65536"},
                       Bad{"{\"type\":\"skip\",\"run\":1,\"dsts\":[[0,1,2]]}", "destination is not an IPv4"},
-                      Bad{"{\"type\":\"skip\",\"run\":1,\"dsts\":[[5,1,-2]]}", "no unsigned integer"}));
+                      Bad{"{\"type\":\"skip\",\"run\":1,\"dsts\":[[5,1,-2]]}", "no unsigned integer"},
+                      Bad{"{\"type\":\"error\",\"message\":1}", "field 'message' has the wrong type"},
+                      Bad{"{\"type\":\"error\",\"message\":[\"x\"]}", "field 'message' has the wrong type"},
+                      Bad{"{\"type\":\"error\"}", "missing field 'message'"}));
+
+// The agent echoes parts of what it refuses, cut to a length that may fall
+// inside a UTF-8 character: the frame is still sent, with U+FFFD there,
+// where dump() threw out of the session (and the session kept its slot).
+TEST(ControlTest, TextCutInsideAUtf8CharacterIsFramedAndSealedWithAReplacement) {
+  const std::string cut = std::string(31, 'x') + std::string("\xc3\xa9").substr(0, 1);
+  const json j = {{"type", "error"}, {"message", cut}};
+  const std::string f = frame(j);
+  EXPECT_EQ(f.substr(4), "{\"message\":\"" + std::string(31, 'x') + "\xef\xbf\xbd\",\"type\":\"error\"}");
+  const probe::MacKey key = probe::MacKey::from_string("a secret of the test, 32 bytes..");
+  Sealer out(key, Direction::kToController);
+  Opener in(key, Direction::kToController);
+  const std::string sealed = out.seal(j);
+  ControlReject why{};
+  auto text = in.open(std::string_view(sealed).substr(4), &why);
+  ASSERT_TRUE(text) << text.status().message();
+  auto m = parse_control(*text);
+  ASSERT_TRUE(m) << m.status().message();
+  EXPECT_EQ(m->body["message"].get<std::string>(), std::string(31, 'x') + "\xef\xbf\xbd");
+}
 
 TEST(ControlTest, CampaignFieldsAreRangeChecked) {
   json j = encode_campaign(sample());

@@ -55,7 +55,11 @@ class Sealer {
  public:
   Sealer(const probe::MacKey& key, Direction dir) : key_(key), dir_(dir) {}
   // A whole frame: 4-byte length, then the sealed body.
-  std::string seal(const nlohmann::json& j) { return seal_text(j.dump()); }
+  // Text that is not UTF-8 (an echoed field cut mid-character) is sent with
+  // U+FFFD where it is not: dump() would throw.
+  std::string seal(const nlohmann::json& j) {
+    return seal_text(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
   std::string seal_text(std::string_view text);
   uint64_t next() const { return next_; }
 
