@@ -230,6 +230,7 @@ struct ListenComm::Accepting {
   std::unique_ptr<Comm> comm;
   std::vector<std::uint8_t> out, in;
   std::size_t out_off = 0;
+  bool local_fault = false;  // the failure is this side's (QPs), not the connection's bytes
   ~Accepting() {
     if (fd >= 0) ::close(fd);
   }
@@ -246,8 +247,13 @@ struct ListenComm::Accepting {
         return data_loss(fmt::format("peer {} connects to connection {}, this listener is {}",
                                      ipv4_string(hello.nic_ipv4), hello.serial, l.serial));
       }
-      WEFT_ASSIGN_OR_RETURN(comm, make_comm(l.dev, false, nqps, hello.nic_ipv4, l.serial, NCCL_NET_TRAFFIC_CLASS_UNDEF));
-      WEFT_RETURN_IF_ERROR(connect_qps(*comm, hello));
+      auto made = make_comm(l.dev, false, nqps, hello.nic_ipv4, l.serial, NCCL_NET_TRAFFIC_CLASS_UNDEF);
+      Status st = made.status();
+      if (made) comm = std::move(*made), st = connect_qps(*comm, hello);
+      if (!st) {
+        local_fault = true;
+        return st;
+      }
       out = encode_hello(hello_of(*comm, l.serial));
       stage = kReply;
     }
@@ -361,7 +367,17 @@ ncclResult_t do_accept(void* listen_comm, void** recv_comm) {
   }
   auto r = l->pending->advance(*l);
   if (r && !*r) return ncclSuccess;
+  const bool local_fault = l->pending->local_fault;
   delete std::exchange(l->pending, nullptr);
+  if (!r && !local_fault) {
+    // A connection that is not a peer's handshake (a port scanner, a health
+    // check, a connector that died mid-handshake) is dropped with one line
+    // and the listener goes on to the next, as NCCL's own sockets do
+    // ("discarding peer connection", src/misc/socket.cc): the peer NCCL
+    // waits for may be queued behind it.
+    net.warn(fmt::format("accept: dropped a connection that is not a peer's handshake: {}", r.status().message()));
+    return ncclSuccess;
+  }
   if (!r) return net.fail("accept", r.status());
   *recv_comm = r->release();
   return ncclSuccess;

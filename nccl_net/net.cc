@@ -208,8 +208,7 @@ ncclResult_t Net::init(ncclDebugLogger_t log) {
     info(fmt::format("{} ({}), {} QP(s) per connection, {}", d.dev->name(), ipv4_string(d.ipv4), settings_.qps,
                      plan_ ? "ports from " + settings_.plan_path : std::string("no plan: flow label 0")));
     if (!d.dmabuf) {
-      info(fmt::format("{}: no dma-buf registration ({}): ptrSupport NCCL_PTR_HOST only, regMrDmaBuf fails",
-                       d.dev->name(), d.dmabuf_refusal));
+      info(fmt::format("{}: no dma-buf registration ({}): regMrDmaBuf fails", d.dev->name(), d.dmabuf_refusal));
     }
   }
   ready_ = true;

@@ -48,7 +48,15 @@ ncclResult_t fill_common(int dev, P* props) {
   props->name = const_cast<char*>(d->dev->name().c_str());
   props->pciPath = d->pci_path.empty() ? nullptr : const_cast<char*>(d->pci_path.c_str());
   props->guid = d->guid;
-  props->ptrSupport = NCCL_PTR_HOST | (d->dmabuf ? NCCL_PTR_DMABUF : 0);
+  // Host memory only, even where the device takes dma-bufs: NCCL counts
+  // NCCL_PTR_DMABUF on a dma-buf-capable NIC as GPU Direct RDMA and then
+  // receives into GPU memory, which, before compute capability 9.0, needs
+  // iflush to order the NIC's writes before the GPU reads them (an RDMA
+  // READ after the receive: ncclIbIflush, src/transport/net_ib/p2p.cc;
+  // ncclTopoNeedFlush, src/graph/paths.cc). This plugin's iflush does no
+  // such read, so it must not be offered GPU memory: NCCL stages through
+  // host buffers instead.
+  props->ptrSupport = NCCL_PTR_HOST;
   props->regIsGlobal = 0;
   props->speed = d->speed_mbps;
   props->port = d->dev->port().port_num;
@@ -156,7 +164,7 @@ ncclResult_t irecv_v10(void* rc, int n, void** data, size_t* sizes, int* tags, v
   return irecv_v9(rc, n, data, sizes, tags, mhs, req);
 }
 // Host memory needs no flush: the receive completion already orders the
-// data before it. NCCL's IB transport does the same: ncclIbIflush returns
+// data before it, and host memory is all getProperties offers. NCCL's IB transport does the same: ncclIbIflush returns
 // at once, posting nothing, unless flushEnabled, which it sets only for GPU
 // Direct RDMA or dma-buf memory (src/transport/net_ib.cc, v2.28.3-1).
 ncclResult_t iflush(void*, int, void**, int*, void**, void** req) {

@@ -156,6 +156,11 @@ ncclResult_t do_reg_mr_dmabuf(void* comm, void* data, std::size_t size, int type
   if (comm == nullptr || mhandle == nullptr) return net.fail("regMrDmaBuf", invalid_argument("NULL comm or handle"));
   *mhandle = nullptr;
   if (fd < 0 && type == NCCL_PTR_HOST) return do_reg_mr(comm, data, size, type, mhandle);
+  if (type == NCCL_PTR_CUDA) {
+    // GPU memory would need iflush's RDMA read (plugin.cc fill_common).
+    return net.fail("regMrDmaBuf", invalid_argument("GPU memory (NCCL_PTR_CUDA) is not offered: ptrSupport is "
+                                                    "NCCL_PTR_HOST, and iflush does no read to order GPU receives"));
+  }
   auto* c = static_cast<Comm*>(comm);
   if (!c->dev->dmabuf) {
     return net.fail("regMrDmaBuf", failed_precondition(fmt::format("{} takes no dma-buf registration ({}); ptrSupport "

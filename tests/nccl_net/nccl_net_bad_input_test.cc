@@ -4,7 +4,10 @@
 // is per process, as in an NCCL rank.
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -199,9 +202,11 @@ std::string dmabuf_refusal_of(const std::string& device) {
   return "";
 }
 
-// dma-buf: advertised (NCCL_PTR_DMABUF) and registered only where the device
-// takes it; elsewhere one log line at init and regMrDmaBuf an error. Either
-// way fd -1 with NCCL_PTR_HOST registers host memory, as NCCL's IB transport does.
+// dma-buf: never advertised (NCCL_PTR_DMABUF would make NCCL receive into GPU
+// memory, which needs a flush the plugin does not do: plugin.cc
+// fill_common); registered only where the device takes it, elsewhere one log
+// line at init and regMrDmaBuf an error; GPU memory refused everywhere. fd -1
+// with NCCL_PTR_HOST registers host memory, as NCCL's IB transport does.
 std::string dmabuf(const VerbsEnv& env, int version) {
   setenv("WEFT_NCCL_DEVICES", env.dev_a.c_str(), 1);
   setenv("WEFT_NCCL_QPS", "1", 1);
@@ -211,11 +216,11 @@ std::string dmabuf(const VerbsEnv& env, int version) {
   if (!d) return d.status().message();
   if (d->init(collect_log) != ncclSuccess) return "init";
   const std::string init_line = fmt::format(
-      "NET/weft: {}: no dma-buf registration ({}): ptrSupport NCCL_PTR_HOST only, regMrDmaBuf fails", env.dev_a, refusal);
+      "NET/weft: {}: no dma-buf registration ({}): regMrDmaBuf fails", env.dev_a, refusal);
   if (said(init_line) != (refusal.empty() ? 0 : 1)) return fmt::format("{} lines '{}'", said(init_line), init_line);
   Props p;
   if (d->properties(0, &p) != ncclSuccess) return "getProperties";
-  const int want = NCCL_PTR_HOST | (refusal.empty() ? NCCL_PTR_DMABUF : 0);
+  const int want = NCCL_PTR_HOST;
   if (p.ptr_support != want) return fmt::format("ptrSupport {:#x}, expected {:#x} ({})", p.ptr_support, want, refusal);
   void *lc = nullptr, *sc = nullptr, *rc = nullptr;
   BAD_CHECK(connect_self(*d, &lc, &sc, &rc));
@@ -237,6 +242,12 @@ std::string dmabuf(const VerbsEnv& env, int version) {
       return fmt::format("regMrDmaBuf of a memfd returned {}, logged '{}'", static_cast<int>(r), log_lines().back());
     }
   }
+  if (mh != nullptr) return "regMrDmaBuf returned a handle";
+  t.sync();
+  r = d->reg_mr_dmabuf(sc, buf.data(), buf.size(), NCCL_PTR_CUDA, 0, fd, &mh);
+  BAD_CHECK(t.check("regMrDmaBuf", r, ncclInvalidArgument,
+                    "NET/weft: regMrDmaBuf: GPU memory (NCCL_PTR_CUDA) is not offered: ptrSupport is NCCL_PTR_HOST, "
+                    "and iflush does no read to order GPU receives"));
   close(fd);
   if (mh != nullptr) return "regMrDmaBuf returned a handle";
   if (d->reg_mr_dmabuf(sc, buf.data(), buf.size(), NCCL_PTR_HOST, 0, -1, &mh) != ncclSuccess || mh == nullptr) {
@@ -324,9 +335,57 @@ TEST_P(BadInput, IsAnErrorCodeAndALogLineNeverACrash) {
   EXPECT_EQ(in_child([&] { return bad_input(env, GetParam()); }), 0);
 }
 
+// Connections to a listener that are not a peer's handshake (garbage, or
+// closed at once) are dropped with a warning each and the listener goes on:
+// the real connection queued behind them completes, and no call fails.
+std::string strangers(const VerbsEnv& env, int version) {
+  setenv("WEFT_NCCL_DEVICES", env.dev_a.c_str(), 1);
+  setenv("WEFT_NCCL_QPS", "1", 1);
+  unsetenv("WEFT_PLAN");
+  auto d = Driver::load(version);
+  if (!d) return d.status().message();
+  if (d->init(collect_log) != ncclSuccess) return "init";
+  std::uint8_t handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+  if (d->listen(0, handle, &lc) != ncclSuccess) return "listen";
+  // The listener's TCP port and address, big-endian at bytes 6 and 8 of the
+  // handle (nccl_net/wire.cc encode_handle): read here, not through the
+  // plugin's own code, which this harness only reaches through dlopen.
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  std::memcpy(&to.sin_port, handle + 6, 2);
+  std::memcpy(&to.sin_addr.s_addr, handle + 8, 4);
+  for (const char* bytes : {"GET / HTTP/1.0\r\n\r\n", ""}) {  // a health check, then a port scan
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) return "stranger's connect";
+    if (std::strlen(bytes) > 0 && ::send(fd, bytes, std::strlen(bytes), MSG_NOSIGNAL) < 0) return "stranger's send";
+    ::close(fd);
+  }
+  const std::uint64_t errors = d->counters().errors;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((sc == nullptr || rc == nullptr) && std::chrono::steady_clock::now() < end) {
+    if (sc == nullptr && d->connect(0, handle, &sc) != ncclSuccess) return "connect";
+    if (rc == nullptr && d->accept(lc, &rc) != ncclSuccess) return "accept failed on a stranger";
+  }
+  if (sc == nullptr || rc == nullptr) return "connect/accept never completed behind the strangers";
+  const std::string dropped = "NET/weft: accept: dropped a connection that is not a peer's handshake: ";
+  if (said(dropped) != 2) return fmt::format("{} lines '{}...', expected 2", said(dropped), dropped);
+  if (said(dropped + "peer closed the connection during setup") != 1) return "no line for the closed connection";
+  if (d->counters().errors != errors) return "a dropped stranger counted as an error";
+  d->close_send(sc);
+  d->close_recv(rc);
+  d->close_listen(lc);
+  return d->finalize() == ncclSuccess ? "" : "finalize";
+}
+
+TEST_P(BadInput, StrangersOnTheListenPortAreDroppedAndThePeerBehindThemConnects) {
+  WEFT_REQUIRE_VERBS_ENV(env);
+  EXPECT_EQ(in_child([&] { return strangers(env, GetParam()); }), 0);
+}
+
 class DmaBuf : public ::testing::TestWithParam<int> {};
 
-TEST_P(DmaBuf, IsAdvertisedAndRegisteredOnlyWhereTheDeviceTakesIt) {
+TEST_P(DmaBuf, IsNeverAdvertisedRefusedForGpuMemoryAndRegisteredOnlyWhereTheDeviceTakesIt) {
   WEFT_REQUIRE_VERBS_ENV(env);
   EXPECT_EQ(in_child([&] { return dmabuf(env, GetParam()); }), 0);
 }
