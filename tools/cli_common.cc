@@ -33,6 +33,7 @@ int finish_stdout(int rc) {
   // As gnulib's close_stdout: output that could not be written (a full
   // disk, /dev/full, a closed descriptor) is an error even when the command
   // itself succeeded, or a script would take a truncated file for a result.
+  errno = 0;
   if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return rc;
   const int err = errno != 0 ? errno : EIO;
   std::clearerr(stdout);

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <initializer_list>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 
 #include <fmt/format.h>
