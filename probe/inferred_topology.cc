@@ -1,6 +1,7 @@
 // inferred_topology.h: a probe campaign's inferred fabric as a topology.
 #include "weft/probe/inferred_topology.h"
 
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -12,8 +13,9 @@
 namespace weft::probe {
 
 Result<topo::Fabric> inferred_topology(db::Database& db, const InferredTopologyOptions& opt) {
-  if (!(opt.fabric_gbps > 0) || !(opt.access_gbps > 0)) {
-    return invalid_argument("inferred topology: link rates must be > 0 Gbit/s");
+  if (!(opt.fabric_gbps > 0) || !(opt.access_gbps > 0) || !std::isfinite(opt.fabric_gbps) ||
+      !std::isfinite(opt.access_gbps)) {
+    return invalid_argument("inferred topology: link rates must be finite and > 0 Gbit/s");
   }
   int64_t campaign = 0;
   if (opt.campaign) {

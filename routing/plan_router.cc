@@ -48,6 +48,7 @@ Result<Path> plan_flow_path(const PathFinder& pf, const topo::Fabric& f, const r
   const int d = plane_carrier(f, s, order.nics[static_cast<size_t>(fl.dst_rank)]);
   if (d == s) return Path{};
   if (d < 0) return routed_nics(f, order, Flow{.src = fl.src_rank, .dst = fl.dst_rank}).status();
+  WEFT_RETURN_IF_ERROR(check_flow_access(f, Flow{.src = fl.src_rank, .dst = fl.dst_rank}, s, d));
   return route_path(pf, s, d, route);
 }
 
@@ -137,6 +138,9 @@ Result<std::unique_ptr<Router>> make_table_router(const topo::Fabric& f, const r
       continue;
     }
     if (d < 0) return plan_flow_path(pf, f, order, fl, {}).status().with_context(fmt::format("plan flow {}", i));
+    if (auto st = check_flow_access(f, Flow{.src = fl.src_rank, .dst = fl.dst_rank}, s, d); !st) {
+      return st.with_context(fmt::format("plan flow {}", i));
+    }
     FlowKey k{s, d, fl.protocol == "tcp" ? kProtoTcp : kProtoUdp, fl.sport, fl.dport, fl.dqpn};
     auto r = table.route(k);
     if (!r) return r.status().with_context(fmt::format("plan flow {} (sport {})", i, fl.sport));

@@ -23,18 +23,22 @@ int plane_carrier(const topo::Fabric& f, int src, int dst) {
   return -1;
 }
 
+Status check_flow_access(const topo::Fabric& f, const Flow& fl, int src_nic, int dst_nic) {
+  for (int nic : {src_nic, dst_nic}) {
+    if (auto st = check_access_link(f, nic); !st) {
+      return Status(st.code(), fmt::format("no path rank {} ({}) -> rank {} ({}): {}; no source port avoids it: "
+                                           "bring the link up or leave that NIC out of the job (weft rank --hosts)",
+                                           fl.src, f.nic_qualified_name(src_nic), fl.dst,
+                                           f.nic_qualified_name(dst_nic), st.message()));
+    }
+  }
+  return ok_status();
+}
+
 Result<FlowNics> routed_nics(const topo::Fabric& f, const ranking::RankOrder& order, const Flow& fl) {
   const FlowNics n = flow_nics(f, order, fl);
   if (n.dst >= 0) {
-    if (n.in_nic()) return n;
-    for (int nic : {n.src, n.dst}) {
-      if (auto st = check_access_link(f, nic); !st) {
-        return Status(st.code(), fmt::format("no path rank {} ({}) -> rank {} ({}): {}; no source port avoids it: "
-                                             "bring the link up or leave that NIC out of the job (weft rank --hosts)",
-                                             fl.src, f.nic_qualified_name(n.src), fl.dst, f.nic_qualified_name(n.dst),
-                                             st.message()));
-      }
-    }
+    if (!n.in_nic()) WEFT_RETURN_IF_ERROR(check_flow_access(f, fl, n.src, n.dst));
     return n;
   }
   const int d = order.nics[static_cast<size_t>(fl.dst)];

@@ -68,7 +68,6 @@ class IdealRouter final : public Router {
       const auto [s, d] = flow_nics(f_, order_, step.flows[i]);
       if (d < 0) return false;  // cross-plane: route_greedy names it
       if (s == d) continue;     // in-NIC: no path (planes.h)
-      if (!check_access_link(f_, s) || !check_access_link(f_, d)) return false;  // route_greedy names it
       int ls = f_.nic_switch(s), ld = f_.nic_switch(d);
       if (ls == ld) {
         paths[i].dlinks = {f_.directed_from(f_.nic_link(s), f_.nic_vertex(s)),
@@ -171,6 +170,7 @@ class CrossbarRouter final : public Router {
       auto [s, d] = flow_nics(f_, order_, step.flows[i]);
       if (s == d) continue;
       if (d < 0) d = order_.nics[static_cast<size_t>(step.flows[i].dst)];
+      WEFT_RETURN_IF_ERROR(check_flow_access(f_, step.flows[i], s, d));  // a dead cable is dead here too
       paths[i].dlinks = {f_.directed_from(f_.nic_link(s), f_.nic_vertex(s)),
                          f_.directed_from(f_.nic_link(d), f_.switch_vertex(f_.nic_switch(d)))};
     }

@@ -1,6 +1,8 @@
 // The inferred fabric of a campaign as a topology (weft topo infer, weft
 // demo): hosts, leaves, spines by probe id, dead and unseen links down.
 #include <gtest/gtest.h>
+
+#include <limits>
 #include <unistd.h>
 
 #include <filesystem>
@@ -162,13 +164,18 @@ TEST_F(InferredTopologyTest, AnUnfinishedCampaignOrNoneIsAOneLineError) {
   EXPECT_NE(running.status().message().find("not done"), std::string::npos) << running.status().to_string();
 }
 
-TEST_F(InferredTopologyTest, RejectsNonPositiveLinkRates) {
+TEST_F(InferredTopologyTest, RejectsLinkRatesThatAreNotFiniteAndPositive) {
   campaign("done");
-  InferredTopologyOptions o;
-  o.fabric_gbps = 0;
-  auto f = inferred_topology(*db_, o);
-  ASSERT_FALSE(f);
-  EXPECT_NE(f.status().message().find("> 0"), std::string::npos);
+  // inf would be written as JSON null: a file weft cannot read back.
+  for (double bad : {0.0, -1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    for (bool fabric : {true, false}) {
+      InferredTopologyOptions o;
+      (fabric ? o.fabric_gbps : o.access_gbps) = bad;
+      auto f = inferred_topology(*db_, o);
+      ASSERT_FALSE(f) << bad;
+      EXPECT_EQ(f.status().message(), "inferred topology: link rates must be finite and > 0 Gbit/s") << bad;
+    }
+  }
 }
 
 }  // namespace

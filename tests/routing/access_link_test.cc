@@ -81,14 +81,29 @@ TEST_P(AccessLinkDown, TheIdealAndEcmpRoutersRefuseToRouteOverIt) {
 TEST_P(AccessLinkDown, APlanMadeBeforeTheLinkFailedNoLongerReplays) {
   AccessFabric x = access_fabric(GetParam());
   auto s = build_schedule(GetParam().coll, x.order.size(), 1000).value();
-  auto table = make_model_path_table(x.f, make_hash("crc32", 5).value());
-  auto planned = plan_routes(x.f, x.order, s, *table, {});
+  auto planner_table = make_model_path_table(x.f, make_hash("crc32", 5).value());
+  auto planned = plan_routes(x.f, x.order, s, *planner_table, {});
   ASSERT_TRUE(planned) << planned.status().message();
   take_down(x);
   auto replay = make_plan_router(x.f, x.order, planned->plan);
   ASSERT_FALSE(replay);
-  EXPECT_EQ(replay.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(replay.status().message().find(down_text(x)), std::string::npos) << replay.status().message();
+  expect_refused(replay.status(), x, GetParam().down_rank);
+  EXPECT_EQ(replay.status().message().rfind("plan flow ", 0), 0u) << replay.status().message();
+  // The fabric's own hash of the plan's ports likewise.
+  auto table = make_model_path_table(x.f, make_hash("crc32", 5).value());
+  auto hashed = make_table_router(x.f, x.order, planned->plan, *table);
+  ASSERT_FALSE(hashed);
+  expect_refused(hashed.status(), x, GetParam().down_rank);
+}
+
+TEST_P(AccessLinkDown, TheCrossbarBoundRefusesItToo) {
+  AccessFabric x = access_fabric(GetParam());
+  take_down(x);
+  auto s = build_schedule(GetParam().coll, x.order.size(), 1000).value();
+  auto crossbar = make_crossbar_router(x.f, x.order);
+  auto rep = check_link_load(x.f, x.order, s, *crossbar);
+  ASSERT_FALSE(rep);
+  expect_refused(rep.status(), x, GetParam().down_rank);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -43,5 +43,9 @@ inline FlowNics flow_nics(const topo::Fabric& f, const ranking::RankOrder& order
 
 // flow_nics for a router: fails for a cross-plane flow, naming it.
 Result<FlowNics> routed_nics(const topo::Fabric& f, const ranking::RankOrder& order, const Flow& fl);
+// OK when the access links of both ends of flow `fl` (NICs src_nic and
+// dst_nic, as routed_nics gives them) are up; else one line naming the
+// ranks, the NIC and its switch, and the cure. routed_nics checks this.
+Status check_flow_access(const topo::Fabric& f, const Flow& fl, int src_nic, int dst_nic);
 
 }  // namespace weft::routing
