@@ -36,8 +36,11 @@ void clear_slots(ReplayGuard::Window& w, uint32_t first, uint32_t count) {
 
 Sighting ReplayGuard::check(uint32_t campaign, uint32_t src_ip, uint32_t sequence, uint64_t send_time_ns,
                             uint64_t now_ns) {
-  now_ns_ = std::max(now_ns_, now_ns);
-  if (now_ns_ - last_sweep_ns_ >= kSweepEveryNs) forget_expired(now_ns_);
+  if (now_ns < last_sweep_ns_ || now_ns - last_sweep_ns_ >= kSweepEveryNs) forget_expired(now_ns);
+  // At or before the newest send time of a forgotten window: possibly a
+  // request that window accepted. Under a steady clock the acceptance window
+  // already refused it as stale; after the clock stepped back it is refused here.
+  if (send_time_ns <= forgotten_send_ns_) return Sighting::kBeforeForgotten;
   const uint64_t key = uint64_t{campaign} << 32 | src_ip;
   auto it = senders_.find(key);
   if (it == senders_.end()) {
@@ -64,12 +67,17 @@ Sighting ReplayGuard::check(uint32_t campaign, uint32_t src_ip, uint32_t sequenc
 }
 
 // A window whose newest accepted send time is more than forget_after_ns
-// before now guards only requests the acceptance window already calls stale.
+// before now guards only requests the acceptance window already calls stale;
+// forgotten_send_ns_ keeps refusing them if the clock later steps back.
 void ReplayGuard::forget_expired(uint64_t now_ns) {
   last_sweep_ns_ = now_ns;
   if (now_ns <= opt_.forget_after_ns) return;
   const uint64_t horizon = now_ns - opt_.forget_after_ns;
-  std::erase_if(senders_, [horizon](const auto& kv) { return kv.second.newest_send_ns < horizon; });
+  std::erase_if(senders_, [&](const auto& kv) {
+    if (kv.second.newest_send_ns >= horizon) return false;
+    forgotten_send_ns_ = std::max(forgotten_send_ns_, kv.second.newest_send_ns);
+    return true;
+  });
 }
 
 }  // namespace weft::probe

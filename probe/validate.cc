@@ -87,17 +87,17 @@ bool RequestAcceptor::accept(std::span<const uint8_t> packet, const FiveTuple& s
     stats_.reject(why);
     return false;
   }
-  now_ns_ = std::max(now_ns_, now_ns);
-  const uint64_t age = now_ns_ > h->send_time_ns ? now_ns_ - h->send_time_ns : h->send_time_ns - now_ns_;
+  const uint64_t age = now_ns > h->send_time_ns ? now_ns - h->send_time_ns : h->send_time_ns - now_ns;
   if (age > opt_.window_ns) {
     stats_.reject(Reject::kStale);
     return false;
   }
-  switch (guard_.check(h->campaign, h->tuple.src_ip, h->sequence, h->send_time_ns, now_ns_)) {
+  switch (guard_.check(h->campaign, h->tuple.src_ip, h->sequence, h->send_time_ns, now_ns)) {
     case Sighting::kFirst: return true;
     case Sighting::kReplayed: stats_.reject(Reject::kReplayed); break;
     case Sighting::kBehindWindow: stats_.reject(Reject::kBehindWindow); break;
     case Sighting::kTooManySenders: stats_.reject(Reject::kTooManySenders); break;
+    case Sighting::kBeforeForgotten: stats_.reject(Reject::kStale); break;
   }
   return false;
 }

@@ -66,6 +66,7 @@ TEST_P(ReplayAtRateTest, EveryRequestReplayedAtAnyAgeInTheWindowIsRefusedWhileTh
         case Sighting::kReplayed: ++replayed; break;
         case Sighting::kBehindWindow: ++behind; break;
         case Sighting::kTooManySenders: ADD_FAILURE() << "two senders cannot fill the guard"; break;
+        case Sighting::kBeforeForgotten: ADD_FAILURE() << "both senders stay live: nothing is forgotten"; break;
       }
     }
   }

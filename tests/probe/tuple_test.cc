@@ -165,7 +165,7 @@ TEST_F(CapturedRequestTest, AFloodOfForgedRequestsLeavesTheGuardEmpty) {
 }
 
 // The reflector's clock steps back after a sender's window was forgotten:
-// the acceptor keeps the newest time it saw, so the old request stays stale.
+// the guard refuses every send time up to the newest it forgot.
 TEST_F(CapturedRequestTest, AClockSteppedBackDoesNotReopenAForgottenRequest) {
   const uint64_t t0 = realtime_ns(), s = 1'000'000'000ull;
   const auto captured = make(ProbeType::kRequest, request_tuple(), 1, t0, key_);
@@ -177,6 +177,36 @@ TEST_F(CapturedRequestTest, AClockSteppedBackDoesNotReopenAForgottenRequest) {
   ASSERT_EQ(acc_.guard().senders(), 1u) << "the first sender's window was forgotten";
   EXPECT_FALSE(acc_.accept(captured, request_tuple(), t0 + s, &h));
   EXPECT_EQ(stats_.rejected_for(Reject::kStale), 1u);
+}
+
+// A reflector whose clock ran an hour ahead (booted before NTP) refuses
+// genuine requests as stale; once corrected it accepts them at once, and a
+// captured request of a window forgotten while the clock was ahead stays
+// refused even after its sender's window is re-created around its sequence.
+TEST_F(CapturedRequestTest, AClockCorrectedAfterRunningAheadAcceptsGenuineRequestsAtOnce) {
+  const uint64_t t0 = realtime_ns(), s = 1'000'000'000ull, hour = 3600 * s;
+  const auto captured = make(ProbeType::kRequest, request_tuple(), 1, t0, key_);
+  ProbeHeader h;
+  ASSERT_TRUE(acc_.accept(captured, request_tuple(), t0, &h));
+  FiveTuple b = request_tuple();
+  b.src_ip = kElsewhere;
+  // The clock jumps an hour ahead: genuine requests are stale; the first
+  // sender's window is forgotten.
+  EXPECT_FALSE(acc_.accept(make(ProbeType::kRequest, b, 1, t0 + 2 * s, key_), b, t0 + hour, &h));
+  EXPECT_EQ(stats_.rejected_for(Reject::kStale), 1u);
+  ASSERT_TRUE(acc_.accept(make(ProbeType::kRequest, b, 2, t0 + hour, key_), b, t0 + hour, &h));
+  ASSERT_EQ(acc_.guard().senders(), 1u) << "the first sender's window was forgotten";
+  // Corrected: genuine requests of both senders pass at once.
+  for (uint32_t seq = 2; seq < 12; ++seq) {
+    const uint64_t sent = t0 + (3 + seq) * s;
+    EXPECT_TRUE(acc_.accept(make(ProbeType::kRequest, request_tuple(), seq, sent, key_), request_tuple(),
+                            sent + s, &h)) << seq;
+    EXPECT_TRUE(acc_.accept(make(ProbeType::kRequest, b, seq + 1, sent, key_), b, sent + s, &h)) << seq;
+  }
+  // The captured request (sequence 1, inside the re-created window) is refused.
+  EXPECT_FALSE(acc_.accept(captured, request_tuple(), t0 + 20 * s, &h));
+  EXPECT_EQ(stats_.rejected_for(Reject::kStale), 2u);
+  EXPECT_EQ(stats_.rejected_total(), 2u);
 }
 
 }  // namespace

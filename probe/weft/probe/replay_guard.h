@@ -10,13 +10,18 @@
 // window; one inside it is accepted once (its bit); one below it is rejected.
 // Sequences compare in serial-number arithmetic (RFC 1982), so they may wrap.
 //
-// Guarantee: a request is accepted at most once, at any rate, for as long as
-// its sender's window is kept; a window is dropped only when every request it
-// accepted has a send time more than `forget_after_ns` before the newest
-// `now` the guard was given, i.e. when the acceptance window (validate.h)
-// already rejects them all as stale. That needs a sender to send fewer than
-// 2^31 requests per 2 x forget_after_ns (serial arithmetic; 35.8 M probes/s
-// for +-30 s). Memory: at most max_senders windows of kBytesPerSender; a new
+// Guarantee: a request is accepted at most once, at any rate, whatever the
+// clock does. A window is dropped only when every request it accepted has a
+// send time more than `forget_after_ns` before `now`, i.e. when the
+// acceptance window (validate.h) already rejects them all as stale; the
+// guard then refuses every send time at or before the newest one it forgot
+// (kBeforeForgotten), so a clock stepped back later re-opens none of them,
+// while `now` itself is never latched: a reflector whose clock was ahead and
+// is corrected accepts genuine requests at once. Under a steady clock that
+// floor is more than forget_after_ns behind now and refuses nothing the
+// acceptance window lets through. Serial arithmetic needs a sender to send
+// fewer than 2^31 requests per 2 x forget_after_ns (35.8 M probes/s for
+// +-30 s). Memory: at most max_senders windows of kBytesPerSender; a new
 // sender beyond that, while every window is live, is refused.
 //
 //   ReplayGuard g({.max_senders = 16384, .forget_after_ns = 30'000'000'000});
@@ -40,6 +45,7 @@ enum class Sighting : uint8_t {
   kReplayed,        // inside the window, seen before
   kBehindWindow,    // more than kWindow below the sender's newest
   kTooManySenders,  // a new sender while max_senders windows are live
+  kBeforeForgotten, // sent at or before the newest send time of a forgotten window
 };
 
 class ReplayGuard {
@@ -68,8 +74,8 @@ class ReplayGuard {
 
   ReplayGuardOptions opt_;
   std::unordered_map<uint64_t, Window> senders_;
-  uint64_t now_ns_ = 0;         // the newest `now` given: a clock stepped back re-opens nothing
-  uint64_t last_sweep_ns_ = 0;  // forget_expired runs at most once a second (and when full)
+  uint64_t forgotten_send_ns_ = 0;  // newest send time of any window dropped
+  uint64_t last_sweep_ns_ = 0;      // forget_expired runs at most once a second of `now`
 };
 
 }  // namespace weft::probe

@@ -56,8 +56,9 @@ class RequestAcceptor {
       : keys_(keys), stats_(stats), opt_(opt), guard_({opt.max_senders, opt.window_ns}) {}
   // Full validation of a request that arrived with 5-tuple `seen` (as the
   // receiver read it off the wire); counts the reason on failure. `now_ns`
-  // is this host's CLOCK_REALTIME; the newest given is used, so a clock
-  // stepped back does not re-open requests already judged stale.
+  // is this host's CLOCK_REALTIME, used as it is: a clock stepped back (or
+  // corrected after running ahead) judges freshness by the new reading, and
+  // the replay guard still refuses requests it forgot (replay_guard.h).
   bool accept(std::span<const uint8_t> packet, const FiveTuple& seen, uint64_t now_ns, ProbeHeader* h);
   const ReplayGuard& guard() const { return guard_; }
 
@@ -66,7 +67,6 @@ class RequestAcceptor {
   ProbeStats& stats_;
   AcceptOptions opt_;
   ReplayGuard guard_;
-  uint64_t now_ns_ = 0;
 };
 
 // Validates a reply (or the echoed request inside an ICMP error) for one
