@@ -107,7 +107,7 @@ struct Agent::Impl {
     return internal::accept_each(acceptor, [this](tcp::socket s) {
       boost::system::error_code ec;
       s.set_option(tcp::no_delay(true), ec);
-      auto ss = std::make_shared<Session>(std::move(s));
+      auto ss = std::make_shared<Session>(std::move(s), cfg.idle_timeout_ms);
       admit(ss);
       asio::co_spawn(io, session(ss), asio::detached);
     });
@@ -117,6 +117,11 @@ struct Agent::Impl {
   asio::awaitable<void> session(std::shared_ptr<Session> ss) {
     asio::co_spawn(io, ss->writer(), asio::detached);
     co_await converse(ss);
+    if (ss->stalled) {
+      count(ControlReject::kNotReading);
+      spdlog::warn("control: {} took no frame for {} ms or let {} MiB queue; session closed", ss->peer.to_string(),
+                   cfg.idle_timeout_ms, Session::kMaxQueuedBytes >> 20);
+    }
     leave_strangers(*ss);  // a failed handshake frees its slot here, at once
     if (ss->authenticated) {
       std::lock_guard lock(mu);

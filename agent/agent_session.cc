@@ -7,7 +7,7 @@
 
 namespace weft::agent::internal {
 
-Session::Session(tcp::socket s) : sock(std::move(s)), wake(sock.get_executor()) {
+Session::Session(tcp::socket s, int write_timeout) : sock(std::move(s)), wake(sock.get_executor()), write_timeout_ms(write_timeout) {
   boost::system::error_code ec;
   const auto ep = sock.remote_endpoint(ec);
   if (!ec) peer = ep.address();
@@ -15,7 +15,14 @@ Session::Session(tcp::socket s) : sock(std::move(s)), wake(sock.get_executor()) 
 
 void Session::send(const nlohmann::json& j) {
   if (closed) return;
-  out.push_back(sealer ? sealer->seal(j) : frame(j));
+  std::string f = sealer ? sealer->seal(j) : frame(j);
+  if (queued_bytes + f.size() > kMaxQueuedBytes) {
+    stalled = true;
+    close();
+    return;
+  }
+  queued_bytes += f.size();
+  out.push_back(std::move(f));
   wake.cancel();
 }
 
@@ -33,9 +40,20 @@ asio::awaitable<void> Session::writer() {
       continue;
     }
     boost::system::error_code ec;
-    co_await asio::async_write(sock, asio::buffer(out.front()), asio::redirect_error(asio::use_awaitable, ec));
+    bool expired = false;
+    {
+      Deadline d(sock, write_timeout_ms);
+      co_await asio::async_write(sock, asio::buffer(out.front()), asio::redirect_error(asio::use_awaitable, ec));
+      expired = d.expired();
+    }
+    queued_bytes -= out.front().size();
     out.pop_front();
-    if (ec) closed = true;
+    if (expired) {
+      stalled = true;
+      close();
+    } else if (ec) {
+      closed = true;
+    }
   }
 }
 

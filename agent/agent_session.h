@@ -27,13 +27,23 @@ using asio::ip::tcp;
 // One control connection. Everything but `cancel` is touched only on the io
 // thread. Frames leave through one writer coroutine in the order send() queued
 // them, so the sealer's counters match the order on the wire.
+//
+// A peer that stops reading cannot make the agent hoard: a frame the socket
+// does not take within `write_timeout_ms`, or a queue beyond kMaxQueuedBytes,
+// closes the session and sets `stalled` (counted as not_reading).
 struct Session : std::enable_shared_from_this<Session> {
-  explicit Session(tcp::socket s);
+  // Frames waiting for the socket: 16x the largest frame (control.h).
+  static constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
+
+  Session(tcp::socket s, int write_timeout_ms);
 
   tcp::socket sock;
   asio::ip::address peer;
   asio::steady_timer wake;  // the writer sleeps on it while `out` is empty
   std::deque<std::string> out;
+  size_t queued_bytes = 0;
+  int write_timeout_ms;
+  bool stalled = false;
   bool closed = false;
   bool close_when_drained = false;
   std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);  // sweeps watch it

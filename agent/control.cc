@@ -130,6 +130,7 @@ std::string_view control_reject_name(ControlReject r) {
     case ControlReject::kEvicted: return "evicted";
     case ControlReject::kSessionsFull: return "sessions_full";
     case ControlReject::kTargetRefused: return "target_not_in_hosts";
+    case ControlReject::kNotReading: return "not_reading";
     case ControlReject::kCount: break;
   }
   return "?";

@@ -247,5 +247,43 @@ TEST(AgentProcessTest, ListensOnTheIpAddressByDefault) {
   ::rmdir(dir.c_str());
 }
 
+// A controller that keeps sending commands but never reads their answers:
+// the agent closes it (its write deadline, or the 64 MiB queue bound when
+// the deadline is far), counts not_reading, and serves the next controller.
+struct StalledCase {
+  const char* name;
+  int idle_timeout_ms;
+};
+
+class StalledReaderTest : public AdmissionTest, public ::testing::WithParamInterface<StalledCase> {};
+
+TEST_P(StalledReaderTest, AControllerThatStopsReadingIsClosedAndCounted) {
+  start([](AgentConfig& c) { c.idle_timeout_ms = GetParam().idle_timeout_ms; });
+  Client c(own_ip(1), a_->port());
+  ASSERT_TRUE(c.authenticate(test_secret(), {kA, kB}));
+  const auto end = Clock::now() + std::chrono::seconds(60);
+  bool refused = false;
+  for (int i = 1; Clock::now() < end; ++i) {
+    if (!c.send({{"type", "status"}})) break;  // closed by the agent
+    if (i % 512 == 0) {
+      if ((refused = a_->rejected(ControlReject::kNotReading) > 0)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  EXPECT_TRUE(refused || eventually([&] { return a_->rejected(ControlReject::kNotReading) > 0; }));
+  EXPECT_EQ(a_->rejected(ControlReject::kNotReading), 1u);
+  EXPECT_TRUE(eventually([&] { return counters().authenticated == 0; }));
+  Client next(own_ip(1), a_->port());
+  ASSERT_TRUE(next.authenticate(test_secret(), {kA}));
+  ASSERT_TRUE(next.send({{"type", "status"}}));
+  const json st = next.read();
+  EXPECT_EQ(st.value("type", ""), "status");
+  EXPECT_EQ(st["control_rejected"].value("not_reading", 0), 1) << st.dump();
+}
+
+INSTANTIATE_TEST_SUITE_P(Bounds, StalledReaderTest,
+                         ::testing::Values(StalledCase{"WriteDeadline", 300}, StalledCase{"QueueBound", 600000}),
+                         [](const auto& p) { return std::string(p.param.name); });
+
 }  // namespace
 }  // namespace weft::agent::testing
