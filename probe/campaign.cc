@@ -23,15 +23,22 @@ struct Flow {
 };
 
 // Paces sends to rate_pps: before sending k more, wait until the bucket allows.
+// The wait is sliced so a cancel is seen within kCancelSlice even at a rate of
+// one probe an hour; take() returns false when cancelled.
 class Pacer {
  public:
+  static constexpr auto kCancelSlice = std::chrono::milliseconds(20);
   explicit Pacer(double pps) : pps_(pps), start_(Clock::now()) {}
-  void take(size_t n) {
-    if (pps_ <= 0) return;
+  bool take(size_t n, const std::atomic<bool>* cancel) {
+    if (pps_ <= 0) return true;
     sent_ += n;
-    const auto due = start_ + std::chrono::duration<double>(static_cast<double>(sent_) / pps_);
-    const auto now = Clock::now();
-    if (due > now) std::this_thread::sleep_until(due);
+    const auto due = start_ + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(static_cast<double>(sent_) / pps_));
+    for (auto now = Clock::now(); now < due; now = Clock::now()) {
+      if (cancel && cancel->load()) return false;
+      std::this_thread::sleep_until(std::min(due, now + kCancelSlice));
+    }
+    return true;
   }
 
  private:
@@ -111,8 +118,9 @@ Result<CampaignOutcome> run_campaign(SenderBackend& backend, const CampaignPlan&
   Pacer pacer(plan.rate_pps);
   ProbeStats base = backend.stats();
 
+  const auto cancelled = [cancel] { return cancel && cancel->load(); };
   for (uint32_t p0 = plan.sport_first; p0 < uint32_t{plan.sport_first} + plan.sport_count; p0 += window) {
-    if (cancel && cancel->load()) {
+    if (cancelled()) {
       out.cancelled = true;
       break;
     }
@@ -135,11 +143,13 @@ Result<CampaignOutcome> run_campaign(SenderBackend& backend, const CampaignPlan&
     WEFT_RETURN_IF_ERROR(backend.open_ports(static_cast<uint16_t>(p0), w));
     std::unordered_map<uint32_t, size_t> sent_seq;  // sequence -> flow, every attempt of this window
     std::vector<ProbeAnswer> answers;
-    for (int round = 0; round < plan.probes_per_port; ++round) {
+    // A cancel inside the window ends the campaign; its flows are not reported
+    // (they were not probed as the plan says).
+    for (int round = 0; round < plan.probes_per_port && !out.cancelled; ++round) {
       std::vector<char> settled(flows.size(), 0);
       const uint32_t round_first = seq;
       size_t open = flows.size();
-      for (int attempt = 0; attempt <= plan.retries && open > 0; ++attempt) {
+      for (int attempt = 0; attempt <= plan.retries && open > 0 && !out.cancelled; ++attempt) {
         std::vector<ProbeSend> batch;
         for (size_t i = 0; i < flows.size(); ++i) {
           if (settled[i]) continue;
@@ -151,11 +161,18 @@ Result<CampaignOutcome> run_campaign(SenderBackend& backend, const CampaignPlan&
         if (attempt > 0) out.stats.retried += batch.size();
         for (size_t at = 0; at < batch.size(); at += 64) {
           const size_t n = std::min<size_t>(64, batch.size() - at);
-          pacer.take(n);
+          if (!pacer.take(n, cancel)) {
+            out.cancelled = true;
+            break;
+          }
           WEFT_RETURN_IF_ERROR(backend.send(std::span<const ProbeSend>(batch.data() + at, n)));
         }
         const auto deadline = Clock::now() + std::chrono::milliseconds(plan.timeout_ms);
-        while (open > 0) {
+        while (open > 0 && !out.cancelled) {
+          if (cancelled()) {
+            out.cancelled = true;
+            break;
+          }
           const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
           if (left <= 0) break;
           answers.clear();
@@ -186,8 +203,9 @@ Result<CampaignOutcome> run_campaign(SenderBackend& backend, const CampaignPlan&
           }
         }
       }
-      out.stats.timed_out += open;
+      if (!out.cancelled) out.stats.timed_out += open;
     }
+    if (out.cancelled) break;
     for (Flow& f : flows) {
       // An unstable port is no port to plan on (db_path_table.cc skips it).
       if (f.have_path && !f.r.unstable) ++seen_paths[f.target][{f.r.spine, f.r.hop_ip}];

@@ -3,8 +3,11 @@
 // and targeted campaigns stop per pair once every spine has a port.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "weft/probe/campaign.h"
 
@@ -174,6 +177,57 @@ TEST(CampaignTest, UnansweredProbesTimeOutAfterRetries) {
   EXPECT_EQ(out->stats.timed_out, 3u);
   EXPECT_EQ(out->stats.retried, 6u);
 }
+
+// A cancel is seen within a pacing slice or a poll, wherever the campaign
+// waits: on a rate of one probe per 10 s, or on a 60 s answer timeout.
+struct CancelCase {
+  const char* name;
+  double rate_pps;
+  int timeout_ms;
+};
+
+class CancelTest : public ::testing::TestWithParam<CancelCase> {};
+
+TEST_P(CancelTest, ACancelEndsTheCampaignPromptlyAndReportsNoHalfProbedFlow) {
+  class Silent final : public SenderBackend {
+   public:
+    std::string_view name() const override { return "silent"; }
+    Status open_ports(uint16_t, uint16_t) override { return ok_status(); }
+    Status send(std::span<const ProbeSend> p) override {
+      stats_.sent += p.size();
+      return ok_status();
+    }
+    Status poll(int ms, std::vector<ProbeAnswer>&) override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      return ok_status();
+    }
+  } be;
+  CampaignPlan plan;
+  plan.targets = {20, 31, 47};
+  plan.sport_count = 300;
+  plan.rate_pps = GetParam().rate_pps;
+  plan.timeout_ms = GetParam().timeout_ms;
+  std::atomic<bool> cancel{false};
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    cancel = true;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  int flows = 0;
+  auto out = run_campaign(be, plan, [&](const FlowResult&) { ++flows; }, &cancel);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  stopper.join();
+  ASSERT_TRUE(out) << out.status().message();
+  EXPECT_TRUE(out->cancelled);
+  EXPECT_EQ(flows, 0) << "the first window was cut short";
+  EXPECT_EQ(out->flows, 0u);
+  EXPECT_EQ(out->stats.timed_out, 0u);
+  EXPECT_LT(took, std::chrono::seconds(2));
+}
+
+INSTANTIATE_TEST_SUITE_P(Waits, CancelTest,
+                         ::testing::Values(CancelCase{"SlowRate", 0.1, 10}, CancelCase{"LongTimeout", 0, 60000}),
+                         [](const auto& p) { return std::string(p.param.name); });
 
 class TargetedTest : public ::testing::TestWithParam<int> {};
 
