@@ -88,10 +88,19 @@ Transaction::~Transaction() {
   if (db_) (void)db_->exec("ROLLBACK");
 }
 
+// A COMMIT that fails may leave the transaction open (a deferred constraint,
+// SQLITE_BUSY: https://sqlite.org/lang_transaction.html); it is rolled back so
+// the connection can begin the next one.
 Status Transaction::commit() {
   Database* db = db_;
   db_ = nullptr;
-  return db ? db->exec("COMMIT") : failed_precondition("transaction already finished");
+  if (!db) return failed_precondition("transaction already finished");
+  Status st = db->exec("COMMIT");
+  if (!st.is_ok() && sqlite3_get_autocommit(db->handle()) == 0) {
+    (void)db->exec("ROLLBACK");
+    return st.with_context("transaction rolled back");
+  }
+  return st;
 }
 
 Database& Database::operator=(Database&& o) noexcept {
@@ -121,8 +130,18 @@ Result<Database> Database::open(const std::string& path, const OpenOptions& opt)
   if (!opt.read_only) {
     // synchronous=NORMAL in WAL mode: a committed transaction survives a process
     // kill (only a power loss may drop the last commits), https://sqlite.org/pragma.html#pragma_synchronous
-    WEFT_RETURN_IF_ERROR(db.exec("PRAGMA journal_mode = WAL").with_context(path));
-    WEFT_RETURN_IF_ERROR(db.exec("PRAGMA synchronous = NORMAL").with_context(path));
+    // journal_mode answers the mode in force: a file system without shared
+    // memory (some network mounts) keeps the rollback journal, where only FULL
+    // keeps a power loss from corrupting the file.
+    bool wal = false;
+    {
+      auto mode = db.prepare("PRAGMA journal_mode = WAL");
+      if (!mode) return mode.status().with_context(path);
+      auto row = mode->step();
+      if (!row) return row.status().with_context(path);
+      wal = *row && mode->column_text(0) == "wal";
+    }
+    WEFT_RETURN_IF_ERROR(db.exec(wal ? "PRAGMA synchronous = NORMAL" : "PRAGMA synchronous = FULL").with_context(path));
   }
   auto fk = db.query_int("PRAGMA foreign_keys");
   if (!fk || *fk != 1) return internal_error(path + ": SQLite refused foreign_keys=ON");

@@ -140,6 +140,33 @@ TEST_F(DbTest, AFileThatIsNotADatabaseIsNamedAsSuch) {
   }
 }
 
+// A COMMIT refused by a deferred constraint leaves SQLite's transaction open;
+// commit() rolls it back, so the next transaction begins and the refused row
+// is gone.
+TEST_F(DbTest, ACommitThatFailsRollsBackAndTheNextTransactionBegins) {
+  auto db = Database::open(path());
+  ASSERT_TRUE(db);
+  ASSERT_TRUE(db->exec("CREATE TABLE parent(id INTEGER PRIMARY KEY);"
+                       "CREATE TABLE child(pid INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")
+                  .is_ok());
+  {
+    auto tx = db->begin();
+    ASSERT_TRUE(tx);
+    ASSERT_TRUE(db->exec("INSERT INTO child VALUES (5)").is_ok());
+    const Status st = tx->commit();
+    EXPECT_FALSE(st.is_ok());
+    EXPECT_NE(st.message().find("FOREIGN KEY constraint failed"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("rolled back"), std::string::npos) << st.message();
+  }
+  auto next = db->begin();
+  ASSERT_TRUE(next) << next.status().message();
+  ASSERT_TRUE(db->exec("INSERT INTO parent VALUES (5); INSERT INTO child VALUES (5)").is_ok());
+  ASSERT_TRUE(next->commit().is_ok());
+  auto rows = db->query_int("SELECT COUNT(*) FROM child");
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(*rows, 1);
+}
+
 class BatchTest : public DbTest, public ::testing::WithParamInterface<int> {};
 
 // Resume semantics: a second batch overlapping the first adds only new 5-tuples.
