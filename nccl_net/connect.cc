@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -224,8 +225,14 @@ LiveConnects& live_connects() {
   return l;
 }
 
+// A connection accepted but not yet through its handshake: dropped after
+// kHandshakeLimit, or (oldest first) when kMaxPending are waiting.
+constexpr auto kHandshakeLimit = std::chrono::seconds(30);
+constexpr std::size_t kMaxPending = 64;
+
 struct ListenComm::Accepting {
   int fd = -1;
+  std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
   enum { kHello, kReply, kReady } stage = kHello;
   std::unique_ptr<Comm> comm;
   std::vector<std::uint8_t> out, in;
@@ -248,12 +255,14 @@ struct ListenComm::Accepting {
                                      ipv4_string(hello.nic_ipv4), hello.serial, l.serial));
       }
       auto made = make_comm(l.dev, false, nqps, hello.nic_ipv4, l.serial, NCCL_NET_TRAFFIC_CLASS_UNDEF);
-      Status st = made.status();
-      if (made) comm = std::move(*made), st = connect_qps(*comm, hello);
-      if (!st) {
+      if (!made) {
         local_fault = true;
-        return st;
+        return made.status();
       }
+      comm = std::move(*made);
+      // QP records the device refuses are the sender's (a stranger's, or a
+      // corrupted hello): the connection is dropped, the listener goes on.
+      WEFT_RETURN_IF_ERROR(connect_qps(*comm, hello).with_context("peer's QP records"));
       out = encode_hello(hello_of(*comm, l.serial));
       stage = kReply;
     }
@@ -272,7 +281,7 @@ struct ListenComm::Accepting {
 };
 
 ListenComm::~ListenComm() {
-  delete pending;
+  for (Accepting* a : pending) delete a;
   if (fd >= 0) ::close(fd);
 }
 
@@ -351,35 +360,57 @@ ncclResult_t do_connect(int dev, int traffic_class, void* handle, void** send_co
   return ncclSuccess;
 }
 
+// Takes every connection waiting on the listen socket, then advances each
+// handshake in turn. A connection that is not a peer's handshake (a port
+// scanner, a health check, a connector that died or stalled mid-handshake)
+// is dropped with one line, as NCCL's own sockets do ("discarding peer
+// connection", src/misc/socket.cc); only a failure of this side's QPs is an
+// error. The first finished handshake is returned; others wait for the next
+// call.
 ncclResult_t do_accept(void* listen_comm, void** recv_comm) {
   Net& net = Net::get();
   if (listen_comm == nullptr || recv_comm == nullptr) return net.fail("accept", invalid_argument("NULL comm"));
   *recv_comm = nullptr;
   auto* l = static_cast<ListenComm*>(listen_comm);
-  if (l->pending == nullptr) {
+  auto drop = [&](std::size_t i, const std::string& why) {
+    net.warn(fmt::format("accept: dropped a connection that is not a peer's handshake: {}", why));
+    delete l->pending[i];
+    l->pending.erase(l->pending.begin() + static_cast<std::ptrdiff_t>(i));
+  };
+  for (;;) {
     int fd = ::accept4(l->fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return ncclSuccess;
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) break;
       return net.fail("accept", errno_status("accept"));
     }
-    l->pending = new ListenComm::Accepting();
-    l->pending->fd = fd;
+    if (l->pending.size() >= kMaxPending) drop(0, fmt::format("{} handshakes were waiting", kMaxPending));
+    l->pending.push_back(new ListenComm::Accepting());
+    l->pending.back()->fd = fd;
   }
-  auto r = l->pending->advance(*l);
-  if (r && !*r) return ncclSuccess;
-  const bool local_fault = l->pending->local_fault;
-  delete std::exchange(l->pending, nullptr);
-  if (!r && !local_fault) {
-    // A connection that is not a peer's handshake (a port scanner, a health
-    // check, a connector that died mid-handshake) is dropped with one line
-    // and the listener goes on to the next, as NCCL's own sockets do
-    // ("discarding peer connection", src/misc/socket.cc): the peer NCCL
-    // waits for may be queued behind it.
-    net.warn(fmt::format("accept: dropped a connection that is not a peer's handshake: {}", r.status().message()));
-    return ncclSuccess;
+  const auto now = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < l->pending.size();) {
+    ListenComm::Accepting* a = l->pending[i];
+    auto r = a->advance(*l);
+    if (r && *r) {
+      delete a;
+      l->pending.erase(l->pending.begin() + static_cast<std::ptrdiff_t>(i));
+      *recv_comm = r->release();
+      return ncclSuccess;
+    }
+    if (!r && a->local_fault) {
+      Status st = r.status();
+      delete a;
+      l->pending.erase(l->pending.begin() + static_cast<std::ptrdiff_t>(i));
+      return net.fail("accept", st);
+    }
+    if (!r) {
+      drop(i, r.status().message());
+    } else if (now - a->since > kHandshakeLimit) {
+      drop(i, fmt::format("no handshake within {} s", kHandshakeLimit.count()));
+    } else {
+      ++i;
+    }
   }
-  if (!r) return net.fail("accept", r.status());
-  *recv_comm = r->release();
   return ncclSuccess;
 }
 

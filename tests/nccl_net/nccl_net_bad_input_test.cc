@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -355,12 +357,31 @@ std::string strangers(const VerbsEnv& env, int version) {
   to.sin_family = AF_INET;
   std::memcpy(&to.sin_port, handle + 6, 2);
   std::memcpy(&to.sin_addr.s_addr, handle + 8, 4);
-  for (const char* bytes : {"GET / HTTP/1.0\r\n\r\n", ""}) {  // a health check, then a port scan
+  // First a stranger that connects and stays silent (it holds its socket to
+  // the end), then a health check and a port scan, then a hello with this
+  // listener's serial whose QP record is garbage: none may hold the peer up.
+  std::vector<int> kept;
+  auto stranger = [&](const std::string& bytes, bool keep) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) return "stranger's connect";
-    if (std::strlen(bytes) > 0 && ::send(fd, bytes, std::strlen(bytes), MSG_NOSIGNAL) < 0) return "stranger's send";
-    ::close(fd);
-  }
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) return false;
+    if (!bytes.empty() && ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) < 0) return false;
+    keep ? kept.push_back(fd) : void(::close(fd));
+    return true;
+  };
+  // Hello layout (nccl_net/wire.cc): magic "WFNH", version 1, 1 QP, address,
+  // the serial (the handle's bytes 12..15), then one 64-byte QP record.
+  std::string hello = {'W', 'F', 'N', 'H', 0, 1, 0, 1, 10, 0, 0, 99};
+  hello.append(reinterpret_cast<const char*>(handle) + 12, 4);
+  hello.append(64, '\xff');
+  const bool ok = stranger("", true) && stranger("GET / HTTP/1.0\r\n\r\n", false) && stranger("", false) &&
+                  stranger(hello, true);
+  struct Closer {
+    std::vector<int>& fds;
+    ~Closer() {
+      for (int fd : fds) ::close(fd);
+    }
+  } closer{kept};
+  if (!ok) return "a stranger's connect or send";
   const std::uint64_t errors = d->counters().errors;
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while ((sc == nullptr || rc == nullptr) && std::chrono::steady_clock::now() < end) {
@@ -369,8 +390,9 @@ std::string strangers(const VerbsEnv& env, int version) {
   }
   if (sc == nullptr || rc == nullptr) return "connect/accept never completed behind the strangers";
   const std::string dropped = "NET/weft: accept: dropped a connection that is not a peer's handshake: ";
-  if (said(dropped) != 2) return fmt::format("{} lines '{}...', expected 2", said(dropped), dropped);
+  if (said(dropped) != 3) return fmt::format("{} lines '{}...', expected 3", said(dropped), dropped);
   if (said(dropped + "peer closed the connection during setup") != 1) return "no line for the closed connection";
+  if (said(dropped + "peer's QP records") != 1) return "no line for the garbage QP record";
   if (d->counters().errors != errors) return "a dropped stranger counted as an error";
   d->close_send(sc);
   d->close_recv(rc);

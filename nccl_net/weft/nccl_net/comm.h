@@ -89,14 +89,15 @@ struct Comm {
 // write-with-imm receives on the receiver); registers the credit memory.
 Status arm(Comm& c);
 
-// A listening comm and the connection it is accepting.
+// A listening comm and the connections it is accepting: each is advanced on
+// every accept() call, so a silent or slow stranger never holds the peer back.
 struct ListenComm {
   NetDevice* dev = nullptr;
   int dev_index = 0;
   int fd = -1;
   std::uint32_t serial = 0;
   struct Accepting;
-  Accepting* pending = nullptr;
+  std::vector<Accepting*> pending;  // owned; oldest first
   ~ListenComm();
 };
 
