@@ -2,6 +2,8 @@
 // one file per subcommand in this folder.
 #include <cstdio>
 #include <exception>
+#include <iostream>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -80,7 +82,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    if (e.get_exit_code() == 0) {  // --help, --version: checked as any command's output
+      std::ostringstream out;
+      app.exit(e, out, std::cerr);
+      if (auto st = weft::cli::emit("", out.str()); !st.is_ok()) return weft::cli::fail(st);
+      return weft::cli::finish_stdout(0);
+    }
     return parse_error(app, e, argc > 1 ? argv[1] : "");
   }
   if (!reg.run) return weft::cli::fail(weft::internal_error("no command ran"));

@@ -171,7 +171,11 @@ INSTANTIATE_TEST_SUITE_P(
         StdoutCase{"short_table_to_full_device", "topo show $F", ">/dev/full",
                    "writing standard output: No space left on device"},
         StdoutCase{"check_json_to_full_device", "check --topology $F --ranks $R --json", ">/dev/full",
-                   "writing standard output: No space left on device"}),
+                   "writing standard output: No space left on device"},
+        StdoutCase{"help_to_full_device", "--help", ">/dev/full", "writing standard output: No space left on device"},
+        StdoutCase{"command_help_to_full_device", "rank --help", ">/dev/full",
+                   "writing standard output: No space left on device"},
+        StdoutCase{"version_to_closed_descriptor", "--version", ">&-", "writing standard output: Bad file descriptor"}),
     [](const auto& p) { return std::string(p.param.name); });
 
 TEST_F(Cli, HdrmWithTooManySubnodesPerSwitchIsRejected) {
