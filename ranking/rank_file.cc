@@ -120,19 +120,39 @@ std::string write_csv(const topo::Fabric& f, const RankOrder& o) {
   return out;
 }
 
-std::string write_hccl(const topo::Fabric& f, const RankOrder& o) {
+// The accelerator a NIC serves: HCCL's device_id is the device's physical id,
+// which the topology gives as the NIC's one GPU; a NIC that names none is
+// taken to serve the device of its own index.
+Result<int> hccl_device(const topo::Fabric& f, const topo::Nic& nic) {
+  if (nic.gpus.empty()) return nic.index_on_host;
+  if (nic.gpus.size() == 1) return nic.gpus[0];
+  return invalid_argument(fmt::format("hccl cannot express this order: {}:{} serves {} GPUs, and an HCCL rank is "
+                                      "one device; list one GPU per NIC in the topology",
+                                      f.hosts[nic.host].name, nic.name, nic.gpus.size()));
+}
+
+Result<std::string> write_hccl(const topo::Fabric& f, const RankOrder& o) {
   // HCCL rank table 1.0: servers in order of their first rank; string values
   // throughout, as HCCL's parser expects.
   using ojson = nlohmann::ordered_json;  // keep HCCL's documented key order
   ojson servers = ojson::array();
   std::map<int, size_t> slot_of_host;
+  std::map<std::pair<int, int>, int> rank_of_device;  // (host, device) -> first rank on it
   for (int r = 0; r < o.size(); ++r) {
     const auto& nic = f.nics[o.nics[r]];
+    WEFT_ASSIGN_OR_RETURN(const int device, hccl_device(f, nic));
+    if (auto [at, fresh] = rank_of_device.try_emplace({nic.host, device}, r); !fresh) {
+      return invalid_argument(fmt::format(
+          "hccl cannot express this order: ranks {} and {} are both on device {} of host '{}' (HCCL runs one rank "
+          "per device; the ports of one NIC on several planes serve one device): rank one port per device, or use "
+          "--format csv or openmpi",
+          at->second, r, device, f.hosts[nic.host].name));
+    }
     auto [it, fresh] = slot_of_host.try_emplace(nic.host, servers.size());
     if (fresh) {
       servers.push_back({{"server_id", f.hosts[nic.host].name}, {"device", ojson::array()}, {"host_nic_ip", "reserve"}});
     }
-    ojson dev = {{"device_id", std::to_string(nic.index_on_host)},
+    ojson dev = {{"device_id", std::to_string(device)},
                  {"device_ip", nic.address.empty() ? "0.0.0.0" : nic.address},
                  {"rank_id", std::to_string(r)}};
     servers[it->second]["device"].push_back(std::move(dev));
@@ -351,14 +371,37 @@ bool format_carries_nics(RankFormat f) {
   return f == RankFormat::kOpenMpi || f == RankFormat::kHccl || f == RankFormat::kCsv;
 }
 
+// A file that names hosts only is read (here, and by a launcher whose local
+// rank k drives device k) as giving a host's k-th rank its k-th NIC: an order
+// that puts a rank elsewhere (a host given in part, or its NICs ranked out of
+// their order) would run on other NICs than it was ranked and routed for.
+Status check_host_only(const topo::Fabric& f, const RankOrder& o, RankFormat fmt) {
+  std::map<int, size_t> seen;
+  for (int r = 0; r < o.size(); ++r) {
+    const auto& nic = f.nics[o.nics[r]];
+    const auto& host = f.hosts[nic.host];
+    const int reads_as = host.nics[seen[nic.host]++];
+    if (reads_as == o.nics[r]) continue;
+    return invalid_argument(fmt::format(
+        "{} cannot express this order: it names hosts only, and a host's k-th rank runs on its k-th NIC, so rank {} "
+        "would run on {}:{} where the order puts {}:{}; use --format csv, openmpi or hccl, which name each rank's NIC",
+        rank_format_name(fmt), r, host.name, f.nics[reads_as].name, host.name, nic.name));
+  }
+  return ok_status();
+}
+
 Result<std::string> format_rank_file(const topo::Fabric& f, const RankOrder& order, RankFormat fmt) {
   WEFT_RETURN_IF_ERROR(validate_order(f, order));
   switch (fmt) {
     case RankFormat::kOpenMpi: return write_openmpi(f, order);
-    case RankFormat::kMpich: return write_mpich(f, order);
-    case RankFormat::kSlurm: return write_slurm(f, order);
+    case RankFormat::kMpich: WEFT_RETURN_IF_ERROR(check_host_only(f, order, fmt)); return write_mpich(f, order);
+    case RankFormat::kSlurm: WEFT_RETURN_IF_ERROR(check_host_only(f, order, fmt)); return write_slurm(f, order);
     case RankFormat::kHccl: return write_hccl(f, order);
-    case RankFormat::kTorchrun: return write_torchrun(f, order);
+    case RankFormat::kTorchrun: {
+      WEFT_ASSIGN_OR_RETURN(std::string text, write_torchrun(f, order));  // its blocks first: the plainer reason
+      WEFT_RETURN_IF_ERROR(check_host_only(f, order, fmt));
+      return text;
+    }
     case RankFormat::kCsv: return write_csv(f, order);
   }
   return internal_error("unknown rank format");

@@ -42,6 +42,22 @@ void warn_down_access_links(const topo::Fabric& f, const std::vector<int>& alloc
              down.size() > shown ? ", ..." : "");
 }
 
+// HCCL connects devices by device_ip: a NIC the topology gives no address
+// is written as 0.0.0.0, which the user must fill in.
+void warn_missing_addresses(const topo::Fabric& f, const ranking::RankOrder& order) {
+  std::vector<std::string> missing;
+  for (int n : order.nics) {
+    if (f.nics[n].address.empty()) missing.push_back(f.hosts[f.nics[n].host].name + ":" + f.nics[n].name);
+  }
+  if (missing.empty()) return;
+  const size_t shown = std::min<size_t>(missing.size(), 4);
+  fmt::print(stderr,
+             "weft: warning: {} NIC(s) have no address in the topology ({}{}): their device_ip is 0.0.0.0; give "
+             "them \"address\" (docs/topology-format.md) or fill the table in before HCCL reads it\n",
+             missing.size(), fmt::join(missing.begin(), missing.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+             missing.size() > shown ? ", ..." : "");
+}
+
 int run_rank(const RankArgs& a) {
   auto algo = ranking::parse_rank_algo(a.algo);
   if (!algo) return fail(invalid_argument(fmt::format("unknown --algo '{}' (auto, clos, hdrm, ring, rail, naive)", a.algo)));
@@ -63,6 +79,7 @@ int run_rank(const RankArgs& a) {
   if (!text) return fail(text.status());
   auto st = emit(a.out, *text);
   if (!st) return fail(st);
+  if (*format == ranking::RankFormat::kHccl) warn_missing_addresses(*fabric, *order);
   if (!a.out.empty() && a.out != "-") {
     fmt::print(stderr, "wrote {} ({} ranks, {} order, {} format)\n", a.out, order->size(),
                ranking::rank_algo_name(*algo), a.format);

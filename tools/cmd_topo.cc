@@ -145,18 +145,25 @@ void register_topo(CLI::App& app, Registry& reg) {
       "  weft probe --hosts hosts.txt --secret-file secret --db fabric.db\n"
       "  weft topo infer --db fabric.db --gbps 400 --access-gbps 400 -o fabric.json");
   infer->add_option("--db", infer_db, "Probe database (weft probe --db)")->capture_default_str();
-  infer->add_option("--campaign", infer_campaign, "Campaign id (default: the newest finished one)");
+  static CLI::Option* campaign_opt =
+      infer->add_option("--campaign", infer_campaign, "Campaign id, >= 1 (default: the newest finished one)");
   infer->add_option("--gbps", inf.fabric_gbps, "Spine-leaf link rate, Gbit/s")->capture_default_str();
   infer->add_option("--access-gbps", inf.access_gbps, "Host-leaf link rate, Gbit/s")->capture_default_str();
   infer->add_option("--name", inf.name, "Fabric name (default: probed-<campaign>)");
   infer->add_option("-o,--output", out, "Output file (default: stdout)");
   infer->callback([&reg] {
     reg.run = [] {
+      if (campaign_opt->count() > 0) {
+        if (infer_campaign < 1) {
+          return fail(invalid_argument(
+              fmt::format("--campaign {}: a campaign id is >= 1 (weft probe prints it)", infer_campaign)));
+        }
+        inf.campaign = infer_campaign;
+      }
       db::OpenOptions ro;
       ro.read_only = true;
       auto db = db::Database::open(infer_db, ro);
       if (!db) return fail(db.status());
-      if (infer_campaign > 0) inf.campaign = infer_campaign;
       return write_fabric(probe::inferred_topology(*db, inf), out);
     };
   });

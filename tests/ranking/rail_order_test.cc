@@ -48,6 +48,15 @@ TEST_P(RailOrder, WritesRankFilesThatReadBackToTheSameOrder) {
   for (auto fmt : {RankFormat::kOpenMpi, RankFormat::kMpich, RankFormat::kSlurm, RankFormat::kHccl, RankFormat::kTorchrun,
                    RankFormat::kCsv}) {
     auto text = format_rank_file(*f, *order, fmt);
+    if (fmt == RankFormat::kHccl && c.planes > 1) {  // two ranks (ports) per device: HCCL runs one
+      ASSERT_FALSE(text);
+      EXPECT_EQ(text.status().message(),
+                fmt::format("hccl cannot express this order: ranks 0 and {} are both on device 0 of host 'h1' (HCCL "
+                            "runs one rank per device; the ports of one NIC on several planes serve one device): rank "
+                            "one port per device, or use --format csv or openmpi",
+                            c.nics));
+      continue;
+    }
     ASSERT_TRUE(text) << rank_format_name(fmt) << ": " << text.status().message();
     auto back = parse_rank_file(*f, *text, fmt);
     ASSERT_TRUE(back) << rank_format_name(fmt) << ": " << back.status().message();

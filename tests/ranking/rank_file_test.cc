@@ -2,6 +2,12 @@
 // launcher user sees.
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "weft/common/file_util.h"
 #include "weft/ranking/rank_file.h"
 #include "weft/topology/builders.h"
@@ -58,6 +64,76 @@ TEST(RankFile, TorchrunRefusesAnOrderItCannotExpress) {
   ASSERT_FALSE(text);
   EXPECT_EQ(text.status().message(),
             "torchrun cannot express this order: host 'h1-1' gets two separate blocks of ranks (again at rank 2)");
+}
+
+// Host-only formats give a host's k-th rank its k-th NIC: an order that
+// does not (a host given in part, its NICs out of order) is refused.
+struct HostOnlyCase {
+  const char* name;
+  std::vector<int> order;  // NICs of 2 hosts x 2 NICs: 0, 1 on h1-1; 2, 3 on h1-2
+  int rank;                // the first rank that would move
+  const char* reads_as;
+  const char* ranked;
+};
+
+class HostOnlyFormats : public ::testing::TestWithParam<std::tuple<RankFormat, HostOnlyCase>> {};
+
+TEST_P(HostOnlyFormats, RefuseAnOrderThatWouldReadBackOnOtherNics) {
+  const auto& [format, c] = GetParam();
+  auto f = topo::build_clos2({.spines = 2, .leaves = 1, .hosts_per_leaf = 2, .nics_per_host = 2});
+  ASSERT_TRUE(f);
+  auto text = format_rank_file(*f, RankOrder{c.order}, format);
+  ASSERT_FALSE(text);
+  EXPECT_EQ(text.status().message(),
+            fmt::format("{} cannot express this order: it names hosts only, and a host's k-th rank runs on its k-th "
+                        "NIC, so rank {} would run on {} where the order puts {}; use --format csv, openmpi or hccl, "
+                        "which name each rank's NIC",
+                        rank_format_name(format), c.rank, c.reads_as, c.ranked));
+  for (auto carries : {RankFormat::kCsv, RankFormat::kOpenMpi, RankFormat::kHccl}) {
+    auto ok = format_rank_file(*f, RankOrder{c.order}, carries);
+    ASSERT_TRUE(ok) << ok.status().message();
+    auto back = parse_rank_file(*f, *ok, carries);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->nics, c.order);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Orders, HostOnlyFormats,
+    ::testing::Combine(::testing::Values(RankFormat::kMpich, RankFormat::kSlurm, RankFormat::kTorchrun),
+                       ::testing::Values(HostOnlyCase{"SecondNicOnly", {1, 3}, 0, "h1-1:eth0", "h1-1:eth1"},
+                                         HostOnlyCase{"NicsSwapped", {0, 1, 3, 2}, 2, "h1-2:eth0", "h1-2:eth1"})),
+    [](const auto& p) {
+      return std::string(rank_format_name(std::get<0>(p.param))) + "_" + std::get<1>(p.param).name;
+    });
+
+// HCCL's device_id is the device a NIC serves (its one GPU in the topology);
+// a NIC that serves several, or two ranks on one device, is refused.
+TEST(RankFile, HcclDeviceIdsAreTheNicsGpus) {
+  auto f = topo::build_clos2({.spines = 2, .leaves = 1, .hosts_per_leaf = 1, .nics_per_host = 3});
+  ASSERT_TRUE(f);
+  f->nics[0].gpus = {6};
+  f->nics[1].gpus = {};
+  f->nics[2].gpus = {3};
+  auto text = format_rank_file(*f, RankOrder{{0, 1, 2}}, RankFormat::kHccl);
+  ASSERT_TRUE(text) << text.status().message();
+  auto j = nlohmann::json::parse(*text);
+  std::vector<std::string> ids;
+  for (const auto& d : j["server_list"][0]["device"]) ids.push_back(d["device_id"]);
+  EXPECT_EQ(ids, (std::vector<std::string>{"6", "1", "3"}));
+  f->nics[1].gpus = {6};
+  text = format_rank_file(*f, RankOrder{{0, 1, 2}}, RankFormat::kHccl);
+  ASSERT_FALSE(text);
+  EXPECT_EQ(text.status().message(),
+            "hccl cannot express this order: ranks 0 and 1 are both on device 6 of host 'h1-1' (HCCL runs one rank "
+            "per device; the ports of one NIC on several planes serve one device): rank one port per device, or use "
+            "--format csv or openmpi");
+  f->nics[1].gpus = {1, 2};
+  text = format_rank_file(*f, RankOrder{{0, 1, 2}}, RankFormat::kHccl);
+  ASSERT_FALSE(text);
+  EXPECT_EQ(text.status().message(),
+            "hccl cannot express this order: h1-1:eth1 serves 2 GPUs, and an HCCL rank is one device; list one GPU "
+            "per NIC in the topology");
 }
 
 struct BadRankFile {

@@ -114,6 +114,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"unknown_format", "", "h1-1\n", "--format lsf",
                  "unknown --format 'lsf' (openmpi, mpich, slurm, hccl, torchrun, csv)"},
         BadInput{"unknown_algo", "", "h1-1\n", "--algo fast", "unknown --algo 'fast' (auto, clos, hdrm, ring, rail, naive)"},
+        BadInput{"slurm_second_nic_of_a_host",
+                 R"({"switches": [{"name": "s1", "tier": 1}, {"name": "l1"}],
+                     "hosts": [{"name": "h1", "nics": [{"name": "eth0", "switch": "l1"}, {"name": "eth1", "switch": "l1"}]},
+                               {"name": "h2", "nics": [{"name": "eth0", "switch": "l1"}]}],
+                     "links": [{"a": "s1", "b": "l1"}]})",
+                 "h1:eth1\nh2\n", "--format slurm --algo naive",
+                 "slurm cannot express this order: it names hosts only, and a host's k-th rank runs on its k-th NIC, "
+                 "so rank 0 would run on h1:eth0 where the order puts h1:eth1; use --format csv, openmpi or hccl, "
+                 "which name each rank's NIC"},
         BadInput{"hdrm_on_clos", "", "h1-1\n", "--algo hdrm",
                  "hdrm needs a BiGraph fabric: h1-1:eth0 attaches to switch 'l1', which is in neither part (use "
                  "--algo clos)"},
@@ -177,6 +186,29 @@ INSTANTIATE_TEST_SUITE_P(
                    "writing standard output: No space left on device"},
         StdoutCase{"version_to_closed_descriptor", "--version", ">&-", "writing standard output: Bad file descriptor"}),
     [](const auto& p) { return std::string(p.param.name); });
+
+// A rank table with NICs the topology gives no address is written (HCCL
+// tables are often completed by hand) with one warning naming them.
+TEST_F(Cli, AnHcclTableOfNicsWithoutAddressesWarnsNamingThem) {
+  ASSERT_EQ(weft("topo gen clos --spines 2 --leaves 2 --hosts 3 -o " + path("f.json")).rc, 0);
+  CliRun r = weft("rank --topology " + path("f.json") + " --all --format hccl -o " + path("t.json"));
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_NE(r.err.find("weft: warning: 6 NIC(s) have no address in the topology (h1-1:eth0, h1-2:eth0, h1-3:eth0, "
+                       "h2-1:eth0, ...): their device_ip is 0.0.0.0"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(fs::exists(path("t.json")));
+}
+
+TEST_F(Cli, TopoInferRefusesACampaignIdBelowOne) {
+  for (const char* id : {"0", "-5", "00"}) {
+    CliRun r = weft(std::string("topo infer --db ") + path("none.db") + " --campaign " + id);
+    EXPECT_EQ(r.rc, 1) << id;
+    EXPECT_EQ(r.err, "weft: error: --campaign " + std::to_string(std::stoi(id)) +
+                         ": a campaign id is >= 1 (weft probe prints it)\n");
+    EXPECT_FALSE(fs::exists(path("none.db"))) << "nothing opened";
+  }
+}
 
 TEST_F(Cli, HdrmWithTooManySubnodesPerSwitchIsRejected) {
   ASSERT_EQ(weft("topo gen bigraph --switches 4 --subnodes 3 -o " + path("bg.json")).rc, 0);
