@@ -99,7 +99,16 @@ Inference infer_fabric(const std::vector<db::HostRow>& hosts, const std::vector<
   db::InferredFabric carried;
   carried.spines = inf.fabric.spines;
   for (const auto& [key, n] : flows) carried.links.push_back({key.first, key.second, n, false});
-  const Planes planes = infer_planes(carried, inf.leaves);
+  std::vector<std::pair<std::string, int>> nics;  // (host, leaf) per NIC: empty unless every name is "host:nic"
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    const std::string_view host = nic_host(hosts[i].name);
+    if (host.empty()) {
+      nics.clear();
+      break;
+    }
+    nics.emplace_back(std::string(host), leaf[i]);
+  }
+  const Planes planes = infer_planes(carried, inf.leaves, nics);
   auto same_plane = [&](int leaf_a, int leaf_b) {
     return !planes.several() || planes.leaf[static_cast<size_t>(leaf_a)] == planes.leaf[static_cast<size_t>(leaf_b)];
   };

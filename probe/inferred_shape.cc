@@ -30,7 +30,9 @@ int plane_of(const FabricShape& shape, int leaf) {
 
 FabricShape infer_shape(const db::InferredFabric& inf, const std::vector<Endpoint>& ends, int leaves) {
   FabricShape shape;
-  Planes planes = infer_planes(inf, leaves);
+  std::vector<std::pair<std::string, int>> nics;  // (host, leaf) per NIC (split_nic_names)
+  for (const auto& e : ends) nics.emplace_back(e.host, e.leaf);
+  Planes planes = infer_planes(inf, leaves, nics);
   shape.leaf_plane = std::move(planes.leaf);
   shape.spine_plane = std::move(planes.spine);
   // Position of every endpoint among its host's NICs of the same plane.

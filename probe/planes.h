@@ -3,6 +3,8 @@
 #pragma once
 
 #include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "weft/db/stores.h"
@@ -17,9 +19,17 @@ struct Planes {
 
 // Planes are the connected parts of the spine-leaf graph over the links of
 // `inf` that carried a flow (not dead, flows > 0), numbered by their lowest
-// leaf, when there are several. One plane (empty) when some leaf 1..leaves
-// or spine of `inf` carried nothing: its plane cannot be told, and a leaf cut
-// off by failed links must read as a failure, not as a plane.
-Planes infer_planes(const db::InferredFabric& inf, int leaves);
+// leaf, when there are several.
+//
+// A leaf that carried nothing (a switch down, or every uplink cut) is placed
+// by its hosts' other NICs, given as (host, leaf) per NIC in `nics` (empty
+// when the campaign does not name NICs "host:nic"): in a multi-plane fabric
+// every host has equally many NICs per plane, so the leaf joins the plane its
+// hosts are most short of. A fabric without spines whose hosts all have NICs
+// on several leaves is one plane per leaf (dual-ToR). Otherwise (no such
+// evidence, or a spine that carried nothing) the fabric is one plane: a leaf
+// cut off by failed links must read as a failure, not as a plane.
+Planes infer_planes(const db::InferredFabric& inf, int leaves,
+                    const std::vector<std::pair<std::string, int>>& nics = {});
 
 }  // namespace weft::probe

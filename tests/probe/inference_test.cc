@@ -151,6 +151,45 @@ TEST(InferenceTest2, PlanesAreNeitherDeadLinksNorUnreachablePairs) {
   EXPECT_EQ(inf.fabric.links.size(), 10u) << "2 spines x 2 leaves, 2 spines x 3 leaves";
 }
 
+// Hosts x, y with a NIC on each of 6 leaves: plane A (leaves 1-3; spines
+// 1, 2) and plane B (leaves 4-6; spines 3, 4), every uplink of leaf 6 cut.
+// The planes hold (leaf 6's hosts are a plane-B NIC short): no link between
+// the planes is named dead, only leaf 6's pairs in plane B are unreachable.
+TEST(InferenceTest2, ALeafWithEveryUplinkCutKeepsThePlanes) {
+  Synth d;
+  const char* port[] = {"", "a0", "a1", "a2", "b0", "b1", "b2"};
+  for (int l = 1; l <= 6; ++l) {
+    for (int h = 0; h < 2; ++h) d.hosts.push_back({l * 100 + h, fmt::format("{}:{}", h ? "y" : "x", port[l]), "", ""});
+  }
+  for (const auto& a : d.hosts) {
+    for (const auto& b : d.hosts) {
+      if (a.id == b.id) continue;
+      const int la = static_cast<int>(a.id / 100), lb = static_cast<int>(b.id / 100);
+      const bool same_plane = (la <= 3) == (lb <= 3);
+      for (int p = 0; p < 8; ++p) {
+        db::Observation o;
+        o.src_id = a.id;
+        o.dst_id = b.id;
+        o.sport = 1000 + p;
+        o.answered = la == lb || (same_plane && la != 6 && lb != 6) ? 1 : 0;
+        if (o.answered) o.spine = la == lb ? 0 : (la <= 3 ? 1 : 3) + p % 2;
+        d.obs.push_back(o);
+      }
+    }
+  }
+  Inference inf = infer_fabric(d.hosts, d.obs);
+  EXPECT_EQ(inf.leaves, 6);
+  std::vector<std::string> anomalies;
+  for (const auto& a : inf.anomalies) anomalies.push_back(a.kind + ": " + a.detail);
+  std::vector<std::string> want;
+  for (const char* pair : {"x:b0 -> y:b2", "y:b0 -> x:b2", "x:b1 -> y:b2", "y:b1 -> x:b2", "x:b2 -> y:b0",
+                           "x:b2 -> y:b1", "y:b2 -> x:b0", "y:b2 -> x:b1"}) {
+    want.push_back(fmt::format("unreachable: {}: no probe answered on any port", pair));
+  }
+  EXPECT_EQ(anomalies, want);
+  EXPECT_EQ(inf.fabric.links.size(), 10u) << "spines 1, 2 x leaves 1-3; spines 3, 4 x leaves 4, 5";
+}
+
 TEST(InferenceTest2, TtlHopAddressesAreNumberedInNumericOrder) {
   std::vector<db::Observation> obs(4);
   obs[0].hop_addr = "10.254.0.10";

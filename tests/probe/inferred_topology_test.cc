@@ -106,6 +106,60 @@ TEST_F(InferredTopologyTest, RecognisesADualPlaneRailFabricFromPerNicHostNames) 
   EXPECT_EQ(f->links.size(), 8u + 8u) << "8 access links, 2 x 2 x 2 spine-leaf links";
 }
 
+// The dual-plane rail fabric above with leaf l4 down (no flow crossed it):
+// its hosts are one NIC short in plane 1, so it stays there, its uplinks
+// down, and no link joins the planes.
+TEST_F(InferredTopologyTest, ALeafThatCarriedNothingKeepsThePlaneItsHostsAreShortOf) {
+  campaign_of({{"a:x0", 1}, {"a:x1", 2}, {"a:y0", 3}, {"a:y1", 4}, {"b:x0", 1}, {"b:x1", 2}, {"b:y0", 3}, {"b:y1", 4}},
+              {{2, ""}, {3, ""}, {5, ""}, {6, ""}},
+              {{2, 1, 9, false}, {2, 2, 9, false}, {3, 1, 9, false}, {3, 2, 9, false}, {5, 3, 9, false},
+               {6, 3, 9, false}});
+  auto f = inferred_topology(*db_, {});
+  ASSERT_TRUE(f) << f.status().to_string();
+  EXPECT_EQ(f->kind, topo::FabricKind::kRail);
+  EXPECT_EQ(f->num_planes(), 2);
+  EXPECT_EQ(f->nic_plane(*f->find_nic("a:y1")), 1);
+  EXPECT_EQ(f->nic_rail(*f->find_nic("b:y1")), 1);
+  auto link = [&](const char* spine, const char* leaf) {
+    return f->link_between(f->switch_vertex(*f->find_switch(spine)), f->switch_vertex(*f->find_switch(leaf)));
+  };
+  for (const char* spine : {"s5", "s6"}) {
+    ASSERT_TRUE(link(spine, "l4")) << spine;
+    EXPECT_EQ(f->links[static_cast<size_t>(*link(spine, "l4"))].state, topo::LinkState::kDown) << spine;
+    EXPECT_FALSE(link(spine, "l1")) << spine << ": planes share no link";
+  }
+  EXPECT_FALSE(link("s2", "l4"));
+  EXPECT_EQ(f->links.size(), 8u + 8u) << "8 access links, 2 x 2 x 2 spine-leaf links";
+}
+
+// Dual-ToR without spines: every host has a NIC port on each leaf, so each
+// leaf is a plane (flows between planes ride the source's plane to the
+// destination NIC's port there).
+TEST_F(InferredTopologyTest, LeavesWithoutSpinesAreOnePlaneEachWhenEveryHostSpansThem) {
+  campaign_of({{"a:p0", 1}, {"a:p1", 2}, {"b:p0", 1}, {"b:p1", 2}, {"c:p0", 1}, {"c:p1", 2}}, {}, {});
+  auto f = inferred_topology(*db_, {});
+  ASSERT_TRUE(f) << f.status().to_string();
+  EXPECT_EQ(f->num_planes(), 2);
+  EXPECT_EQ(f->nic_plane(*f->find_nic("c:p0")), 0);
+  EXPECT_EQ(f->nic_plane(*f->find_nic("c:p1")), 1);
+}
+
+// A single-plane fabric whose hosts have a NIC on each of two leaves, one
+// leaf cut off: a failure, not a plane.
+TEST_F(InferredTopologyTest, ALeafCutOffInOnePlaneIsAFailureNotAPlane) {
+  campaign_of({{"a:eth0", 1}, {"a:eth1", 2}, {"b:eth0", 1}, {"b:eth1", 2}, {"c:eth0", 3}, {"c:eth1", 1}},
+              {{1, ""}, {2, ""}}, {{1, 1, 4, false}, {1, 3, 4, false}, {2, 1, 4, false}, {2, 3, 4, false}});
+  auto f = inferred_topology(*db_, {});
+  ASSERT_TRUE(f) << f.status().to_string();
+  EXPECT_EQ(f->num_planes(), 0);
+  auto l2 = f->switch_vertex(*f->find_switch("l2"));
+  for (const char* spine : {"s1", "s2"}) {
+    auto k = f->link_between(f->switch_vertex(*f->find_switch(spine)), l2);
+    ASSERT_TRUE(k) << spine;
+    EXPECT_EQ(f->links[static_cast<size_t>(*k)].state, topo::LinkState::kDown);
+  }
+}
+
 TEST_F(InferredTopologyTest, HostsWithSeveralNicsOnOneLeafAreAClosNotARailFabric) {
   campaign_of({{"a:eth0", 1}, {"a:eth1", 1}, {"b:eth0", 2}, {"b:eth1", 2}}, {{1, ""}, {2, ""}},
               {{1, 1, 4, false}, {1, 2, 4, false}, {2, 1, 4, false}, {2, 2, 4, false}});
