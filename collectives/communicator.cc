@@ -73,7 +73,8 @@ Status CommConfig::validate() const {
                                           "allreduce-hd, allreduce-ring or allreduce-hybrid",
                                           plan->collective));
     }
-    WEFT_RETURN_IF_ERROR(internal::check_plan_connections(*plan, tcp.connections_per_peer, !plan_epochs.empty()));
+    const int per_peer = tcp.connections_per_peer == 1 ? internal::plan_connections(*plan) : tcp.connections_per_peer;
+    WEFT_RETURN_IF_ERROR(internal::check_plan_connections(*plan, per_peer, !plan_epochs.empty()));
   }
   return ok_status();
 }
@@ -459,6 +460,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommConfig& con
   // makes the communicator does not (torch, launchers). Without a plan it
   // has nothing to start from: ignored.
   if (const char* env = std::getenv("WEFT_PLAN_EPOCHS"); c.plan_epochs.empty() && env && *env && c.plan) c.plan_epochs = env;
+  // A plan of Q connections per pair (weft route --qps-per-connection Q)
+  // sets connections_per_peer where the caller left the default of 1: the C
+  // API and the torch backend have no other way to say it.
+  if (c.plan && c.tcp.connections_per_peer == 1) c.tcp.connections_per_peer = internal::plan_connections(*c.plan);
   if (const char* env = std::getenv("WEFT_JOB"); c.job.empty() && env && *env) c.job = env;
   if (c.job.empty()) c.job = c.store_prefix;
   if (const char* env = std::getenv("WEFT_IN_CALL_SWITCH"); env && *env) {

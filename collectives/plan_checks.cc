@@ -53,6 +53,12 @@ Status check_hybrid_plan(const routing::RoutePlan& plan, const std::vector<int>&
   return routing::apply_plan_rounds(plan, sched);
 }
 
+int plan_connections(const routing::RoutePlan& plan) {
+  int q = 1;
+  for (const auto& f : plan.flows) q = std::max(q, f.conn + 1);
+  return std::min(q, 64);
+}
+
 Status check_plan_connections(const routing::RoutePlan& plan, int per_peer, bool epochs) {
   std::map<std::pair<int, int>, std::set<int>> conns;
   for (const auto& f : plan.flows) conns[{f.src_rank, f.dst_rank}].insert(f.conn);

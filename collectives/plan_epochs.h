@@ -63,6 +63,9 @@ Status check_hybrid_plan(const routing::RoutePlan& plan, const std::vector<int>&
 // and equal to per_peer, and, for Q > 1, no rounds and no plan epochs
 // (`epochs`); else an error naming the numbers or the flow.
 Status check_plan_connections(const routing::RoutePlan& plan, int per_peer, bool epochs);
+// The plan's connections per pair (its largest `conn` + 1, at most 64): what
+// a communicator that left connections_per_peer at 1 runs it with.
+int plan_connections(const routing::RoutePlan& plan);
 
 // OK when `next` may replace `current` mid-job: the same ranks and
 // collective, the same directed flows (and connections) with the same

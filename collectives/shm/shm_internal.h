@@ -154,6 +154,7 @@ class ShmTransport final : public Transport, public ShmTransportInfo {
   void activate(ShmPair& p);
   void tell_stall(Segment& seg, int origin, int32_t v);
   void check_liveness(Clock::time_point now);
+  bool waits_on_closed(ShmPair& p);  // a receive or a single-copy send the closed peer cannot answer
   void publish_cpu();
   void yield_cpu();
   void spread_over_cpus();

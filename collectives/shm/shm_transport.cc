@@ -98,6 +98,11 @@ bool peer_exited(const ShmPair& p) {
 // and a rank that gave up posts its abort notice before it frees anything.
 constexpr auto kUnreadableGrace = std::chrono::seconds(1);
 
+bool ShmTransport::waits_on_closed(ShmPair& p) {
+  if (!p.recvs_q.empty() && p.in.next(0) == nullptr) return true;
+  return !p.acks_q.empty() && p.seg->ctl(cfg_.rank)->acks.load(std::memory_order_acquire) < p.acks_q.back().ack;
+}
+
 // Liveness costs a system call per peer: look at most once a millisecond.
 void ShmTransport::check_liveness(Clock::time_point now) {
   if (now < next_liveness_check_ || !failed_.is_ok()) return;
@@ -106,6 +111,14 @@ void ShmTransport::check_liveness(Clock::time_point now) {
   // this rank sees of the messenger (a survivor that gave up and exited).
   if (!check().is_ok()) return;
   for (ShmPair* p : active_) {
+    // A peer that closed its communicator wrote everything it sent before
+    // its flag (shm_setup.cc): a receive its ring cannot answer, or a
+    // single-copy send it never read, waits for a call it will not make.
+    if (p->seg->hdr()->closed.load(std::memory_order_acquire) != 0 && waits_on_closed(*p)) {
+      failed_ = unavailable(fmt::format(
+          "rank {} closed its communicator while this rank waits for it (the ranks made different calls)", p->peer()));
+      return;
+    }
     const bool exited = peer_exited(*p);
     if (exited && (!p->seg->hdr()->closed.load() || p->cma_errno != 0)) {
       failed_ = unavailable(fmt::format("rank {} (pid {}) died", p->peer(), p->pid));

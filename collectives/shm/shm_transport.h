@@ -3,8 +3,12 @@
 // Every rank owns one POSIX shared-memory segment holding a single-producer
 // single-consumer byte ring per sender, a doorbell (a futex word), and its
 // abort and liveness words; every rank maps the segments of its peers. The
-// names are unlinked as soon as every peer has mapped them, so a crash
-// leaves nothing behind in /dev/shm. A mapping is address space only: the
+// names are unlinked as soon as every peer has mapped them, so a crash after
+// setup leaves nothing behind in /dev/shm; a rank killed during setup (while
+// it waits for a late peer) leaves its segment, /dev/shm/weft-<pid>-<rank>-*,
+// which nothing else removes: another container's ranks may share /dev/shm
+// with pids of their own, so a pid that is not alive here proves nothing. A
+// mapping is address space only: the
 // rings of a pair are faulted in (and the peer watched for death) when the
 // pair is connected — at setup for TransportConfig::connect_at_setup, else
 // by connect_peers — so a rank's memory grows with the peers it talks to

@@ -136,6 +136,12 @@ void TcpTransport::in_closed(TcpPair& p, InConn& conn, int err) {
   conn.events = 0;
   if (!conn.abort_msg.empty()) return;  // already failed with the peer's reason
   if (err == 0 && conn.bye && conn.q.empty() && conn.lo == conn.hi && !conn.in_frame) return;
+  if (err == 0 && conn.bye && !conn.in_frame) {  // a clean goodbye, with a receive of this rank still posted
+    lost(p, fmt::format("rank {} closed its communicator while this rank waits for a message from it (the ranks "
+                        "made different calls)",
+                        p.peer()));
+    return;
+  }
   lost(p, err ? fmt::format("connection from rank {} failed: {}", p.peer(), std::strerror(err))
               : fmt::format("rank {} closed its connection mid-collective (process exited or died)", p.peer()));
 }

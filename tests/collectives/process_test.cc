@@ -355,6 +355,58 @@ INSTANTIATE_TEST_SUITE_P(Collectives, Fault, ::testing::ValuesIn(fault_cases()),
                      c.kind);
 });
 
+// A rank that destroys its communicator while the others still call (the
+// ranks made different calls), then lingers or exits: every other rank's
+// call fails at once naming it, not after its timeout as a stalled or dead
+// peer.
+struct ClosedCase {
+  std::string transport;
+  int ranks;
+  bool lingers;  // the rank stays alive after destroying its communicator
+};
+
+class ClosedPeer : public ::testing::TestWithParam<ClosedCase> {};
+
+TEST_P(ClosedPeer, EveryOtherRankFailsAtOnceNamingTheRankThatClosed) {
+  const ClosedCase c = GetParam();
+  const int victim = c.ranks - 1;
+  const auto timeout = 20s;
+  Children kids;
+  kids.start(c.ranks, [&](int rank) {
+    auto comm = open_comm(kids.dir, rank, c.ranks, c.transport, 60s);
+    if (!comm) return complain(comm.status().to_string());
+    FaultBuffers b(c.ranks, 1 << 10);
+    if (Status s = fault_call(**comm, "auto", b); !s) return complain(s.to_string());
+    if (rank == victim) {
+      comm->reset();
+      if (c.lingers) std::this_thread::sleep_for(30s);  // killed by the test when it is done
+      return 0;
+    }
+    const auto start = Clock::now();
+    Status s = fault_call(**comm, "auto", b, timeout);
+    const auto took = Clock::now() - start;
+    if (s) return complain(fmt::format("rank {}: the call succeeded", rank));
+    const std::string want = fmt::format("rank {} closed its communicator while this rank waits", victim);
+    if (s.message().find(want) == std::string::npos || took > 5s) {
+      return complain(fmt::format("rank {}, call of {} ms: {}", rank,
+                                  std::chrono::duration_cast<std::chrono::milliseconds>(took).count(), s.to_string()));
+    }
+    return 0;
+  });
+  for (int r = 0; r < c.ranks; ++r) {
+    if (r == victim && c.lingers) continue;
+    EXPECT_EQ(kids.wait(static_cast<size_t>(r), std::chrono::steady_clock::now() + 15s), 0) << "rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, ClosedPeer,
+                         ::testing::Values(ClosedCase{"shm", 3, true}, ClosedCase{"shm", 4, false},
+                                           ClosedCase{"tcp", 3, true}, ClosedCase{"tcp", 4, false}),
+                         [](const auto& p) {
+                           return fmt::format("{}_{}ranks_{}", p.param.transport, p.param.ranks,
+                                              p.param.lingers ? "lingers" : "exits");
+                         });
+
 // HD AllReduce on 8 ranks over tcp under a plan with rounds until `victim`
 // gets `sig`: every survivor names it within its timeout + 1 s.
 void rounds_fault(const routing::RoutePlan& plan, int victim, int sig) {

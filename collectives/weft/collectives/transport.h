@@ -167,7 +167,8 @@ struct TcpOptions {
   // >1 stripes large messages (>= 256 KiB) over the connections; with a
   // route plan it must equal the plan's connections per directed pair
   // (`weft route --qps-per-connection`), connection c leaving from the
-  // port of the pair's flow with conn = c.
+  // port of the pair's flow with conn = c. Left at 1, a communicator takes
+  // the plan's.
   int connections_per_peer = 1;
   int socket_buffer_bytes = 4 << 20;         // SO_SNDBUF / SO_RCVBUF
   // Congestion control of the connections that carry this rank's data
