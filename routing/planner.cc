@@ -216,6 +216,11 @@ class Planner {
       return fmt::format("{}; the source port range {}-{} holds {} ports: widen it by at least {} (--sport-range)", head,
                          opt_.sports.lo, opt_.sports.hi, opt_.sports.size(), need - static_cast<int>(opt_.sports.size()));
     }
+    if (table_name_.rfind("model", 0) == 0) {  // a model answers any number of ports: ask for enough
+      const size_t enough = static_cast<size_t>(need) * std::max<size_t>(1, cands_->num_routes(fi.ci));
+      return fmt::format("{}; {} ports per pair were asked of the model: ask for more (--ports-per-pair {})", head,
+                         opt_.ports_per_pair, std::max<size_t>(enough, 2 * static_cast<size_t>(opt_.ports_per_pair)));
+    }
     if (ports.size() >= static_cast<size_t>(opt_.ports_per_pair)) {
       return fmt::format("{}; {} ports per pair were asked for: ask for more (--ports-per-pair {})", head,
                          opt_.ports_per_pair, 2 * opt_.ports_per_pair);

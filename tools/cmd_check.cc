@@ -1,4 +1,5 @@
 // weft check: the link load of every step of a collective under a rank order.
+#include <algorithm>
 #include <optional>
 
 #include <fmt/format.h>
@@ -81,16 +82,36 @@ int run_check(const CheckArgs& a) {
   if (!fabric) return fail(fabric.status());
   auto order = ranking::load_rank_file(*fabric, a.ranks);
   if (!order) return fail(order.status());
-  auto sched = routing::build_fabric_schedule(*fabric, *order, *coll, *bytes / 4, 4, *shape);
-  if (!sched) return fail(sched.status());
-  std::unique_ptr<routing::Router> router;
+  std::optional<routing::RoutePlan> plan;
   if (a.routes == "plan") {
-    auto plan = routing::load_plan(a.plan);
-    if (!plan) return fail(plan.status());
+    auto loaded = routing::load_plan(a.plan);
+    if (!loaded) return fail(loaded.status());
+    plan = std::move(*loaded);
     if (plan->collective != a.collective) {
       return fail(invalid_argument(fmt::format("{}: the plan is for {}, not --collective {}", a.plan, plan->collective,
                                                a.collective)));
     }
+    // An nccl-ring plan's flows are per channel and QP: its shape is the
+    // plan's unless --channels / --qps say otherwise (then they must agree).
+    if (*coll == routing::Collective::kNcclRing) {
+      routing::NcclRingShape in_plan{1, 1};
+      for (const auto& f : plan->flows) {
+        in_plan.channels = std::max(in_plan.channels, f.conn + 1);
+        in_plan.qps = std::max(in_plan.qps, f.qp + 1);
+      }
+      if ((a.channels && *a.channels != in_plan.channels) || (a.qps && *a.qps != in_plan.qps)) {
+        return fail(invalid_argument(fmt::format(
+            "{}: the plan has {} channel(s) of {} QP(s) per connection; --channels {} --qps {} differ (leave them out "
+            "to check the plan's)",
+            a.plan, in_plan.channels, in_plan.qps, shape->channels, shape->qps)));
+      }
+      *shape = in_plan;
+    }
+  }
+  auto sched = routing::build_fabric_schedule(*fabric, *order, *coll, *bytes / 4, 4, *shape);
+  if (!sched) return fail(sched.status());
+  std::unique_ptr<routing::Router> router;
+  if (plan) {
     if (*coll != routing::Collective::kNcclRing && routing::plan_connections(*plan) > 1) {
       // `weft route --qps-per-connection`: a flow per connection.
       auto split = routing::with_connections(*sched, routing::plan_connections(*plan));

@@ -87,11 +87,19 @@ TEST_F(NcclRouteCli, PlanHasEveryQpThePluginLooksUpAndCheckFindsItAtTheBound) {
     EXPECT_EQ(st["max_fabric_load"], 2) << st;
     EXPECT_EQ(st["fabric_lower_bound"], 2) << st;
   }
-  // The plan for another shape is not this schedule's: check says which flow.
-  CliRun other = weft("check " + files() + "--collective nccl-ring --channels 4 --qps 4 --routes plan --plan " +
-                      path("plan.json"));
-  EXPECT_NE(other.rc, 0);
-  EXPECT_NE(other.err.find("conn 2 qp 0"), std::string::npos) << other.err;
+  // Without --channels / --qps the plan's shape is checked.
+  CliRun same = weft("check " + files() + "--collective nccl-ring --routes plan --plan " + path("plan.json") + " --json");
+  ASSERT_EQ(same.rc, 0) << same.err;
+  EXPECT_EQ(nlohmann::json::parse(same.out)["max_load"], 8);
+  // A shape that is not the plan's is refused naming both.
+  for (const char* shape : {"--channels 4 --qps 4", "--channels 2 --qps 1", "--qps 2"}) {
+    CliRun other = weft("check " + files() + "--collective nccl-ring " + shape + " --routes plan --plan " +
+                        path("plan.json"));
+    EXPECT_EQ(other.rc, 1) << shape;
+    EXPECT_NE(other.err.find("plan.json: the plan has 2 channel(s) of 4 QP(s) per connection; --channels"),
+              std::string::npos)
+        << shape << ": " << other.err;
+  }
 }
 
 TEST_F(NcclRouteCli, HelpTeachesTheCommandLine) {

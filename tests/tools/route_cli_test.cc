@@ -23,6 +23,23 @@ class RouteCli : public Cli {
   std::string base() const { return "route --topology " + path("f.json") + " --ranks " + path("r.csv") + " "; }
 };
 
+// Out of model ports, the advice is the one that works: ask the model for
+// as many as the flows need (a probe database would need re-probing).
+TEST_F(Cli, OutOfModelPortsTheAdviceIsPortsPerPairAndItWorks) {
+  ASSERT_EQ(weft("topo gen clos --spines 4 --leaves 4 --hosts 4 -o " + path("f.json")).rc, 0);
+  ASSERT_EQ(weft("rank --topology " + path("f.json") + " --all --format csv -o " + path("r.csv")).rc, 0);
+  const std::string route = "route --topology " + path("f.json") + " --ranks " + path("r.csv") +
+                            " --protocol tcp --qps-per-connection 64 -o " + path("p.json");
+  CliRun r = weft(route);
+  EXPECT_EQ(r.rc, 1);
+  const std::string advice = "64 ports per pair were asked of the model: ask for more (--ports-per-pair ";
+  const auto at = r.err.find(advice);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const std::string n = r.err.substr(at + advice.size(), r.err.find(')', at) - at - advice.size());
+  CliRun again = weft(route + " --ports-per-pair " + n);
+  EXPECT_EQ(again.rc, 0) << again.err;
+}
+
 TEST_F(RouteCli, WritesAPlanThatTheCheckerReplaysAtLoadOne) {
   CliRun r = weft(base() + "--protocol tcp --dport 29500 -o " + path("plan.json"));
   ASSERT_EQ(r.rc, 0) << r.err;
