@@ -22,6 +22,13 @@ struct RankArgs {
   std::string out;
 };
 
+// The first four names, then "..." if there are more.
+std::string first_few(const std::vector<std::string>& names) {
+  const size_t shown = std::min<size_t>(names.size(), 4);
+  return fmt::format("{}{}", fmt::join(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+                     names.size() > shown ? ", ..." : "");
+}
+
 // A NIC whose access link is down has no route (routing/paths.h
 // check_access_link), so `weft route` and `weft check` refuse an order with
 // it. The rank file is still written, as asked: the allocation is the
@@ -34,12 +41,10 @@ void warn_down_access_links(const topo::Fabric& f, const std::vector<int>& alloc
                                f.switches[static_cast<size_t>(f.nic_switch(nic))].name));
   }
   if (down.empty()) return;
-  const size_t shown = std::min<size_t>(down.size(), 4);
   fmt::print(stderr,
-             "weft rank: warning: {} allocated NIC(s) have their access link down: {}{}; no route reaches them, so "
+             "weft rank: warning: {} allocated NIC(s) have their access link down: {}; no route reaches them, so "
              "weft route refuses this order: leave them out (--hosts) or bring the links up\n",
-             down.size(), fmt::join(down.begin(), down.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
-             down.size() > shown ? ", ..." : "");
+             down.size(), first_few(down));
 }
 
 // HCCL connects devices by device_ip: a NIC the topology gives no address
@@ -47,15 +52,13 @@ void warn_down_access_links(const topo::Fabric& f, const std::vector<int>& alloc
 void warn_missing_addresses(const topo::Fabric& f, const ranking::RankOrder& order) {
   std::vector<std::string> missing;
   for (int n : order.nics) {
-    if (f.nics[n].address.empty()) missing.push_back(f.hosts[f.nics[n].host].name + ":" + f.nics[n].name);
+    if (f.nics[static_cast<size_t>(n)].address.empty()) missing.push_back(f.nic_qualified_name(n));
   }
   if (missing.empty()) return;
-  const size_t shown = std::min<size_t>(missing.size(), 4);
   fmt::print(stderr,
-             "weft: warning: {} NIC(s) have no address in the topology ({}{}): their device_ip is 0.0.0.0; give "
+             "weft rank: warning: {} NIC(s) have no address in the topology ({}): their device_ip is 0.0.0.0; give "
              "them \"address\" (docs/topology-format.md) or fill the table in before HCCL reads it\n",
-             missing.size(), fmt::join(missing.begin(), missing.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
-             missing.size() > shown ? ", ..." : "");
+             missing.size(), first_few(missing));
 }
 
 int run_rank(const RankArgs& a) {

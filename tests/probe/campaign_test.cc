@@ -148,17 +148,27 @@ TEST(CampaignTest, ResumeSkipsRecordedFiveTuples) {
   EXPECT_EQ(flows, 11);
 }
 
+// Sends into the void; poll() returns at once, or (waits) after its timeout.
+class Silent final : public SenderBackend {
+ public:
+  explicit Silent(bool waits = false) : waits_(waits) {}
+  std::string_view name() const override { return "silent"; }
+  Status open_ports(uint16_t, uint16_t) override { return ok_status(); }
+  Status send(std::span<const ProbeSend> p) override {
+    stats_.sent += p.size();
+    return ok_status();
+  }
+  Status poll(int ms, std::vector<ProbeAnswer>&) override {
+    if (waits_) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return ok_status();
+  }
+
+ private:
+  bool waits_;
+};
+
 TEST(CampaignTest, UnansweredProbesTimeOutAfterRetries) {
-  class Silent final : public SenderBackend {
-   public:
-    std::string_view name() const override { return "silent"; }
-    Status open_ports(uint16_t, uint16_t) override { return ok_status(); }
-    Status send(std::span<const ProbeSend> p) override {
-      stats_.sent += p.size();
-      return ok_status();
-    }
-    Status poll(int, std::vector<ProbeAnswer>&) override { return ok_status(); }
-  } be;
+  Silent be;
   CampaignPlan plan;
   plan.targets = {20};
   plan.sport_count = 3;
@@ -189,19 +199,7 @@ struct CancelCase {
 class CancelTest : public ::testing::TestWithParam<CancelCase> {};
 
 TEST_P(CancelTest, ACancelEndsTheCampaignPromptlyAndReportsNoHalfProbedFlow) {
-  class Silent final : public SenderBackend {
-   public:
-    std::string_view name() const override { return "silent"; }
-    Status open_ports(uint16_t, uint16_t) override { return ok_status(); }
-    Status send(std::span<const ProbeSend> p) override {
-      stats_.sent += p.size();
-      return ok_status();
-    }
-    Status poll(int ms, std::vector<ProbeAnswer>&) override {
-      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-      return ok_status();
-    }
-  } be;
+  Silent be(/*waits=*/true);
   CampaignPlan plan;
   plan.targets = {20, 31, 47};
   plan.sport_count = 300;

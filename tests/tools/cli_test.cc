@@ -193,7 +193,7 @@ TEST_F(Cli, AnHcclTableOfNicsWithoutAddressesWarnsNamingThem) {
   ASSERT_EQ(weft("topo gen clos --spines 2 --leaves 2 --hosts 3 -o " + path("f.json")).rc, 0);
   CliRun r = weft("rank --topology " + path("f.json") + " --all --format hccl -o " + path("t.json"));
   EXPECT_EQ(r.rc, 0);
-  EXPECT_NE(r.err.find("weft: warning: 6 NIC(s) have no address in the topology (h1-1:eth0, h1-2:eth0, h1-3:eth0, "
+  EXPECT_NE(r.err.find("weft rank: warning: 6 NIC(s) have no address in the topology (h1-1:eth0, h1-2:eth0, h1-3:eth0, "
                        "h2-1:eth0, ...): their device_ip is 0.0.0.0"),
             std::string::npos)
       << r.err;
