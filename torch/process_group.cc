@@ -76,8 +76,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce(std::vector<at::Tenso
   return enqueue(c10d::OpType::ALLREDUCE, "weft:all_reduce", tensors, tensors,
                  [t, dt, red, o, n](coll::Communicator& c) -> Status {
                    Staged s(t);
+                   if (red.scale_first) s.buffer().div_(n);
                    WEFT_RETURN_IF_ERROR(c.allreduce(s.data(), s.data(), s.count(), dt, red.op, o));
-                   if (red.average) s.buffer().div_(n);
+                   if (red.divide_after()) s.buffer().div_(n);
                    s.write_back();
                    return ok_status();
                  });
@@ -96,8 +97,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce_coalesced(std::vector
                  [tensors, dt, red, o, n](coll::Communicator& c) -> Status {
                    const at::Tensor all = joined(tensors);
                    Staged s(all);
+                   if (red.scale_first) s.buffer().div_(n);
                    WEFT_RETURN_IF_ERROR(c.allreduce(s.data(), s.data(), s.count(), dt, red.op, o));
-                   if (red.average) s.buffer().div_(n);
+                   if (red.divide_after()) s.buffer().div_(n);
                    split_into(all, tensors);
                    return ok_status();
                  });
@@ -119,9 +121,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::reduce(std::vector<at::Tensor>&
                  [t, dt, red, o, n, root](coll::Communicator& c) -> Status {
                    Staged s(t);
                    Staged out(root ? s.buffer() : at::empty_like(s.buffer()));
-                   WEFT_RETURN_IF_ERROR(c.allreduce(s.data(), out.data(), s.count(), dt, red.op, o));
+                   const at::Tensor in = red.scale_first ? s.buffer().div(n) : s.buffer();  // a non-root keeps its own
+                   WEFT_RETURN_IF_ERROR(c.allreduce(in.data_ptr(), out.data(), s.count(), dt, red.op, o));
                    if (!root) return ok_status();
-                   if (red.average) out.buffer().div_(n);
+                   if (red.divide_after()) out.buffer().div_(n);
                    s.write_back();
                    return ok_status();
                  });

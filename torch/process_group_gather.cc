@@ -180,9 +180,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::reduce_scatter(std::vector<at::
   const coll::CollectiveOptions o = call_options(opts.timeout);
   return enqueue(c10d::OpType::REDUCE_SCATTER, "weft:reduce_scatter", ins, outputs,
                  [ins, out, n, dt, red, o](coll::Communicator& c) -> Status {
-                   Staged flat(joined(ins)), s(out);
+                   Staged flat(red.scale_first ? joined(ins).div(n) : joined(ins)), s(out);
                    WEFT_RETURN_IF_ERROR(c.reduce_scatter(flat.data(), s.data(), s.count(), dt, red.op, o));
-                   if (red.average) s.buffer().div_(n);
+                   if (red.divide_after()) s.buffer().div_(n);
                    s.write_back();
                    return ok_status();
                  });
@@ -203,9 +203,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_reduce_scatter_base(at::Tensor
   const at::Tensor in = input, out = output;
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "weft:_reduce_scatter_base", {input}, {output},
                  [in, out, n, dt, red, o](coll::Communicator& c) -> Status {
-                   Staged si(in), so(out);
+                   Staged si(red.scale_first ? in.div(n) : in), so(out);
                    WEFT_RETURN_IF_ERROR(c.reduce_scatter(si.data(), so.data(), so.count(), dt, red.op, o));
-                   if (red.average) so.buffer().div_(n);
+                   if (red.divide_after()) so.buffer().div_(n);
                    so.write_back();
                    return ok_status();
                  });

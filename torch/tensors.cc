@@ -76,14 +76,14 @@ coll::DataType reduce_type(const at::Tensor& t, std::string_view op) {
 Reduction reduction(const c10d::ReduceOp& op, const at::Tensor& t, std::string_view what) {
   const coll::DataType dt = reduce_type(t, what);
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return {coll::ReduceOp::kSum, false};
-    case c10d::ReduceOp::PRODUCT: return {coll::ReduceOp::kProd, false};
-    case c10d::ReduceOp::MIN: return {coll::ReduceOp::kMin, false};
-    case c10d::ReduceOp::MAX: return {coll::ReduceOp::kMax, false};
+    case c10d::ReduceOp::SUM: return {coll::ReduceOp::kSum, false, false};
+    case c10d::ReduceOp::PRODUCT: return {coll::ReduceOp::kProd, false, false};
+    case c10d::ReduceOp::MIN: return {coll::ReduceOp::kMin, false, false};
+    case c10d::ReduceOp::MAX: return {coll::ReduceOp::kMax, false, false};
     case c10d::ReduceOp::AVG:
       TORCH_CHECK(is_floating(dt), "weft: ", what, " with ReduceOp.AVG needs a floating-point tensor, not ",
                   python_name(t.scalar_type()), " (divide the SUM yourself)");
-      return {coll::ReduceOp::kSum, true};
+      return {coll::ReduceOp::kSum, true, dt == coll::DataType::kF16};
     default: break;
   }
   TORCH_CHECK(false, "weft: ", what, " does not support ReduceOp ", static_cast<int>(op.op_),

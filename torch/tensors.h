@@ -43,11 +43,15 @@ void check_root(int64_t root, int size, std::string_view op);
 coll::DataType reduce_type(const at::Tensor& t, std::string_view op);
 
 // A reduction operator of the library, plus whether the sum is divided by
-// the group's size afterwards (AVG, floating types only). BAND, BOR, BXOR
-// and PREMUL_SUM throw.
+// the group's size (AVG, floating types only): afterwards, or for float16
+// before, on each rank's input (as NCCL's premultiplied AVG), where the sum
+// of n values can overflow float16's 65504 when their average does not.
+// BAND, BOR, BXOR and PREMUL_SUM throw.
 struct Reduction {
   coll::ReduceOp op = coll::ReduceOp::kSum;
   bool average = false;
+  bool scale_first = false;  // average by dividing the inputs (float16)
+  bool divide_after() const { return average && !scale_first; }
 };
 Reduction reduction(const c10d::ReduceOp& op, const at::Tensor& t, std::string_view what);
 

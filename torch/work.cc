@@ -25,11 +25,14 @@ void WeftWork::fail(std::exception_ptr error) {
   finish(error);
 }
 
+// Waiting on a work finds every earlier work of its group completed too
+// (their callbacks may still run on the worker's other thread).
 bool WeftWork::wait(std::chrono::milliseconds timeout) {
-  if (timeout == kNoTimeout) {
-    if (std::shared_ptr<Worker> w = runner_.lock()) w->run_here(this);
-  }
-  return c10d::Work::wait(timeout);
+  std::shared_ptr<Worker> w = runner_.lock();
+  if (w && timeout == kNoTimeout) w->run_here(this);
+  const bool done = c10d::Work::wait(timeout);
+  if (w && done) w->wait_completed_before(seq_);
+  return done;
 }
 
 }  // namespace weft::pt

@@ -41,8 +41,12 @@ class WeftWork final : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
 
-  // The worker whose queue holds this work (set when it is queued).
-  void set_runner(std::weak_ptr<Worker> runner) { runner_ = std::move(runner); }
+  // The worker whose queue holds this work, and its place in the queue's
+  // order (set when it is queued).
+  void set_runner(std::weak_ptr<Worker> runner, uint64_t seq) {
+    runner_ = std::move(runner);
+    seq_ = seq;
+  }
 
   // Called once, by the worker thread, when the collective has finished.
   void complete();
@@ -52,6 +56,7 @@ class WeftWork final : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::weak_ptr<Worker> runner_;
+  uint64_t seq_ = 0;
 };
 
 }  // namespace weft::pt

@@ -25,6 +25,9 @@ std::string op_name(c10d::OpType t) {
   return s;
 }
 
+// Completions (future callbacks) this thread is running, in any group.
+thread_local int t_completing = 0;
+
 }  // namespace
 
 std::shared_ptr<Worker> Worker::start(const coll::CommConfig& cfg, coll::Store& store, std::string context) {
@@ -56,66 +59,105 @@ void Worker::run(const coll::CommConfig& cfg, coll::Store& store, std::promise<S
   }
   created.set_value(ok_status());  // cfg and store are the caller's: not touched from here on
 
+  // A second thread takes the jobs while this one runs a work's callbacks,
+  // which may wait for a later job (as ProcessGroupGloo's two threads).
+  spare_ = std::thread([this] { serve(/*spare=*/true); });
+  serve(/*spare=*/false);
+  if (spare_.joinable()) spare_.join();
+  comm_.reset();  // says goodbye to the peers from the thread that made it
+}
+
+// The spare runs jobs only while the first thread is in callbacks: the
+// first is the thread the communicator placed and told its peers about.
+void Worker::serve(bool spare) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return !busy_ && (stop_ || !queue_.empty()); });
+    cv_.wait(lock, [&] { return !busy_ && (stop_ || (!queue_.empty() && (!spare || in_callbacks_))); });
     if (queue_.empty()) break;  // stop_, and nothing left to run
-    auto [work, job] = std::move(queue_.front());
-    queue_.pop_front();
-    busy_ = true;
     lock.unlock();
-    run_job(*work, job);
-    work.reset();  // the tensors go back to their owners before the next job
+    run_next(nullptr, !spare);
     lock.lock();
-    busy_ = false;
   }
-  lock.unlock();
-  comm_.reset();  // says goodbye to the peers from the thread that used it
 }
 
-// As ProcessGroupGloo's AsyncWork::execute: only the job is guarded;
-// completing the work runs the future's callbacks, whose errors are theirs.
-void Worker::run_job(WeftWork& work, const Job& job) {
-  const c10::AutoGradMode no_autograd(false);
-  std::optional<std::string> error;
-  try {
-    const Status s = job(*comm_);
-    if (!s) error = s.to_string();
-  } catch (const std::exception& e) {
-    error = message_of(e);
-  } catch (...) {
-    error = "unknown exception";
-  }
-  if (!error) {
-    work.complete();
-    return;
-  }
-  work.fail(std::make_exception_ptr(
-      std::runtime_error(fmt::format("weft: {} failed ({}): {}", op_name(work.retrieveOpType()), context_, *error))));
-}
-
-bool Worker::run_here(WeftWork* work) {
+// The communicator is released (busy_ false) before the work completes:
+// completing runs the future's callbacks, and a callback may wait for a
+// collective queued after this one (DDP's PowerSGD hook does), which the
+// other thread of serve() (or the waiter itself, run_here) then runs. Only
+// the job is guarded, as ProcessGroupGloo's AsyncWork::execute: a
+// callback's errors are its own.
+bool Worker::run_next(const WeftWork* until, bool first_thread) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (busy_ || queue_.empty() || queue_.front().first.get() != work) return false;
-  auto [w, job] = std::move(queue_.front());
+  if (busy_ || queue_.empty()) return false;
+  Queued q = std::move(queue_.front());
   queue_.pop_front();
   busy_ = true;
   lock.unlock();
-  run_job(*w, job);
+  c10::intrusive_ptr<WeftWork> work = std::move(q.work);
+  const Job job = std::move(q.job);
+  std::optional<std::string> error;
+  {
+    const c10::AutoGradMode no_autograd(false);
+    try {
+      const Status s = job(*comm_);
+      if (!s) error = s.to_string();
+    } catch (const std::exception& e) {
+      error = message_of(e);
+    } catch (...) {
+      error = "unknown exception";
+    }
+  }
   lock.lock();
   busy_ = false;
+  if (first_thread) in_callbacks_ = true;
+  completing_.insert(q.seq);
   lock.unlock();
-  cv_.notify_one();  // the worker thread may have work queued behind this one
-  return true;
+  cv_.notify_all();  // the spare thread, or a waiter, may run the next job
+  const bool was = work.get() == until;
+  ++t_completing;
+  if (!error) {
+    work->complete();
+  } else {
+    work->fail(std::make_exception_ptr(std::runtime_error(
+        fmt::format("weft: {} failed ({}): {}", op_name(work->retrieveOpType()), context_, *error))));
+  }
+  --t_completing;
+  work.reset();  // the tensors go back to their owners before the next job
+  lock.lock();
+  if (first_thread) in_callbacks_ = false;
+  completing_.erase(q.seq);
+  lock.unlock();
+  cv_.notify_all();
+  return was;
+}
+
+bool Worker::run_here(WeftWork* work) {
+  // The jobs ahead of `work` run first, in order: it may be behind others
+  // queued while a callback of this thread waited.
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const bool queued = std::any_of(queue_.begin(), queue_.end(), [&](const Queued& q) { return q.work.get() == work; });
+      if (!queued || busy_) return false;
+    }
+    if (run_next(work)) return true;
+  }
+}
+
+void Worker::wait_completed_before(uint64_t seq) {
+  if (t_completing > 0) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return completing_.empty() || *completing_.begin() >= seq; });
 }
 
 void Worker::enqueue(c10::intrusive_ptr<WeftWork> work, Job job) {
-  work->set_runner(weak_from_this());
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.emplace_back(std::move(work), std::move(job));
+    work->set_runner(weak_from_this(), ++enqueued_);
+    const uint64_t seq = enqueued_;
+    queue_.push_back({std::move(work), std::move(job), seq});
   }
-  cv_.notify_one();
+  cv_.notify_all();
 }
 
 Worker::~Worker() {
@@ -123,7 +165,7 @@ Worker::~Worker() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  cv_.notify_one();
+  cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 

@@ -1,6 +1,7 @@
-// The thread of a weft process group: it creates the group's communicator
-// and then runs the group's collectives one after the other, in the order
-// they were called, as ProcessGroupGloo's worker threads do. A communicator
+// The threads of a weft process group: the first creates the group's
+// communicator, then two run the group's collectives one after the other,
+// in the order they were called, as ProcessGroupGloo's worker threads do
+// (the second takes over while the first runs a finished work's callbacks). A communicator
 // is used by one thread at a time (weft/collectives/communicator.h), and the
 // caller (the training loop, DDP's autograd hooks) goes on while the data
 // moves.
@@ -8,8 +9,10 @@
 //   auto w = Worker::start(cfg, store, "rank 1 of 4");   // throws if setup fails
 //   w->enqueue(work, [=](coll::Communicator& c) { return c.barrier(); });
 //
-// A thread that waits for the next job in line may run it itself
-// (run_here, WeftWork::wait); jobs still run one at a time and in order. A
+// A thread that waits for a queued job may run it, and the jobs ahead of
+// it, itself (run_here, WeftWork::wait); jobs still run one at a time and in
+// order. A work completes (running its future's callbacks) after the
+// communicator is released, so a callback may wait for a later job. A
 // job runs with autograd off (a tensor that requires grad is written in
 // place, as Gloo's raw copies do). A job that returns an error or throws
 // fails its work (and future) with a std::runtime_error whose message
@@ -24,6 +27,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -50,10 +54,14 @@ class Worker : public std::enable_shared_from_this<Worker> {
   Worker& operator=(const Worker&) = delete;
 
   void enqueue(c10::intrusive_ptr<WeftWork> work, Job job);
-  // Runs `work` on the calling thread if it is the next in the queue and
-  // the worker thread runs nothing; returns whether it did. Calls still run
-  // one at a time and in order.
+  // Runs the queued jobs up to and including `work` on the calling thread
+  // while no other thread runs one; returns whether this thread ran `work`.
+  // Calls still run one at a time and in order.
   bool run_here(WeftWork* work);
+  // Returns once every work queued before the one numbered `seq` has
+  // completed (callbacks included); at once on a thread that is running a
+  // work's callbacks, which may be what such a work waits for.
+  void wait_completed_before(uint64_t seq);
 
   // The transport that serves each rank ("shm", "tcp"; "" for this rank),
   // as set up by create().
@@ -62,17 +70,31 @@ class Worker : public std::enable_shared_from_this<Worker> {
  private:
   explicit Worker(std::string context) : context_(std::move(context)) {}
   void run(const coll::CommConfig& cfg, coll::Store& store, std::promise<Status>& created);
-  void run_job(WeftWork& work, const Job& job);
+  // Runs jobs until stopped with nothing queued: the first thread, and the
+  // spare while the first runs callbacks.
+  void serve(bool spare);
+  // Runs the front job, if no thread runs one, and completes its work;
+  // returns whether that work was `until`.
+  bool run_next(const WeftWork* until = nullptr, bool first_thread = false);
 
   const std::string context_;
   std::unique_ptr<coll::Communicator> comm_;
   std::vector<std::string> peer_transports_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<c10::intrusive_ptr<WeftWork>, Job>> queue_;
+  struct Queued {
+    c10::intrusive_ptr<WeftWork> work;
+    Job job;
+    uint64_t seq;
+  };
+  std::deque<Queued> queue_;
+  uint64_t enqueued_ = 0;         // works queued so far: the next one's seq - 1
+  std::set<uint64_t> completing_;  // works run whose completion has not returned
   bool busy_ = false;  // a job runs (on the worker thread or in run_here)
   bool stop_ = false;
+  bool in_callbacks_ = false;  // the first thread runs a finished work's callbacks: the spare may take jobs
   std::thread thread_;
+  std::thread spare_;  // started and joined by thread_ (run)
 };
 
 }  // namespace weft::pt

@@ -229,9 +229,57 @@ def new_groups(rank, size):
     return True
 
 
+def callbacks_wait(rank, size):
+    """A future's callback may wait for a collective called after the one it
+    follows (DDP's PowerSGD hook does): the wait runs it, also behind other
+    queued calls, and the results are exact."""
+    harness.init("weft", rank, size, timeout_s=20)
+    total = float(size * (size + 1) // 2)
+
+    def nested_async(fut):
+        return dist.all_reduce(torch.full((2,), float(rank + 1)), async_op=True).get_future().wait()[0]
+
+    def nested_sync(fut):
+        u = torch.full((3,), float(rank + 1))
+        dist.all_reduce(u)
+        return u
+
+    for cb, n in ((nested_async, 2), (nested_sync, 3)):
+        got = dist.all_reduce(torch.ones(4), async_op=True).get_future().then(cb).wait()
+        assert torch.equal(got, torch.full((n,), total)), (cb.__name__, got)
+    # Three calls queued before the callback's own: it runs them first.
+    first = dist.all_reduce(torch.ones(4), async_op=True)
+    behind = [dist.all_reduce(torch.full((5,), float(i)), async_op=True) for i in range(3)]
+    got = first.get_future().then(nested_sync).wait()
+    assert torch.equal(got, torch.full((3,), total)), got
+    assert all(w.wait() for w in behind)
+    return True
+
+
+def half_average(rank, size):
+    """float16 AVG of values whose sum overflows float16 (65504) but whose
+    average does not: every rank gets the average (NCCL's premultiplied
+    AVG), and a non-root's reduce input is left as it was."""
+    harness.init("weft", rank, size)
+    big = 40000.0
+    t = torch.full((3,), big, dtype=torch.float16)
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    assert torch.equal(t, torch.full((3,), big, dtype=torch.float16)), t
+    out = torch.empty(2, dtype=torch.float16)
+    dist.reduce_scatter_tensor(out, torch.full((2 * size,), big, dtype=torch.float16), op=dist.ReduceOp.AVG)
+    assert torch.equal(out, torch.full((2,), big, dtype=torch.float16)), out
+    mine = torch.full((4,), big, dtype=torch.float16)
+    dist.reduce(mine, dst=0, op=dist.ReduceOp.AVG)
+    assert torch.equal(mine, torch.full((4,), big, dtype=torch.float16)), (rank, mine)
+    return True
+
+
 class WorkAndFutures(unittest.TestCase):
     def test_async_calls_futures_and_wait_timeout(self):
         harness.run(self, async_work, 2, timeout=90)
+
+    def test_a_callback_may_wait_for_a_later_call(self):
+        harness.run(self, callbacks_wait, 3, timeout=90)
 
 
 class Tensors(unittest.TestCase):
@@ -259,6 +307,9 @@ class HugePages(unittest.TestCase):
 class Collectives(unittest.TestCase):
     def test_avg_reduce_gather_scatter_coalesced_and_objects(self):
         harness.run(self, built_from_others, 3, timeout=90)
+
+    def test_float16_average_does_not_overflow_where_the_average_fits(self):
+        harness.run(self, half_average, 3, timeout=90)
 
     def test_new_group_subgroups_and_a_gloo_group_side_by_side(self):
         harness.run(self, new_groups, 4, timeout=90)

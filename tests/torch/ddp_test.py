@@ -3,6 +3,7 @@ matches the same model trained over gloo after every one of 20 steps, both
 through the spawn harness (env:// TCPStore) and launched by torchrun
 (its own store, handed over by init_process_group)."""
 
+import copy
 import os
 import subprocess
 import sys
@@ -21,7 +22,42 @@ def spawned(rank, size):
     return ddp_train.train(rank, size)
 
 
+def powersgd(rank, size):
+    """DDP with PowerSGD's communication hook (its callbacks call the next
+    allreduce and wait for it) on weft and on a gloo group, from the same
+    seed: the same parameters after every step."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as P
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    harness.init("weft", rank, size, timeout_s=30)
+    gloo = dist.new_group(backend="gloo")
+    torch.manual_seed(7)
+    model = ddp_train.mlp()
+    runs = []
+    for group in (None, gloo):
+        m = DDP(copy.deepcopy(model), process_group=group)
+        m.register_comm_hook(P.PowerSGDState(process_group=group, matrix_approximation_rank=1, start_powerSGD_iter=2),
+                             P.powerSGD_hook)
+        runs.append((m, torch.optim.SGD(m.parameters(), lr=0.05)))
+    worst = 0.0
+    for step in range(6):
+        x, y = ddp_train.batch(step, rank)
+        for m, opt in runs:
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(m(x), y).backward()
+            opt.step()
+        for pw, pg in zip(runs[0][0].parameters(), runs[1][0].parameters()):
+            d = (pw - pg).abs().max().item()
+            worst = max(worst, d)
+            assert d <= 1e-4, f"rank {rank} step {step}: weft differs from gloo by {d:.3g}"
+    return worst
+
+
 class DdpMatchesGloo(unittest.TestCase):
+    def test_powersgd_hook(self):
+        harness.run(self, powersgd, 2, timeout=120)
+
     def test_four_processes_twenty_steps(self):
         for r in harness.run(self, spawned, 4, timeout=180):
             self.assertEqual(len(r.value), ddp_train.STEPS)
