@@ -84,6 +84,11 @@ int run_agent(const AgentArgs& a, const Reread& reread) {
   cfg.reflector.tcp_port = a.tcp_port;
   cfg.reflector.probe_dscp = static_cast<uint8_t>(a.probe_dscp);
   cfg.reflector.reply_dscp = static_cast<uint8_t>(a.reply_dscp);
+  // NaN passes CLI::Range (every comparison with it is false), and a file's
+  // value is not checked by the flag at all.
+  if (!(a.drain_timeout >= 0 && a.drain_timeout <= 3600)) {
+    return fail(invalid_argument(fmt::format("drain timeout must be 0..3600 s, got {}", a.drain_timeout)));
+  }
   if (a.print_config) {
     fmt::print("{}", describe_config(cfg, {a.metrics, a.log_level, a.drain_timeout}));
     return 0;

@@ -145,6 +145,19 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{"SyntaxError", "udp-port = \n", "[error] toml::parse_key_value_pair"}),
     [](const auto& p) { return std::string(p.param.name); });
 
+// NaN passes a range check (every comparison with it is false): refused by
+// name, from the command line or a file.
+TEST_F(AgentConfigFile, ADrainTimeoutThatIsNotANumberIsRefused) {
+  const CliRun flag = print(base() + " --drain-timeout nan");
+  EXPECT_EQ(flag.rc, 1);
+  EXPECT_EQ(flag.err, "weft: error: drain timeout must be 0..3600 s, got nan\n");
+  write("agent.toml", "drain-timeout = nan\n");
+  const CliRun file = print(base() + " --config " + path("agent.toml"));
+  EXPECT_EQ(file.rc, 1);
+  EXPECT_NE(file.err.find("drain timeout must be 0..3600 s, got nan"), std::string::npos) << file.err;
+  EXPECT_EQ(file.out, "");
+}
+
 TEST_F(AgentConfigFile, AMissingFileIsAnError) {
   const CliRun r = print(base() + " --config " + path("absent.toml"));
   EXPECT_EQ(r.rc, 1);
