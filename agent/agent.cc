@@ -108,6 +108,10 @@ struct Agent::Impl {
       boost::system::error_code ec;
       s.set_option(tcp::no_delay(true), ec);
       auto ss = std::make_shared<Session>(std::move(s), cfg.idle_timeout_ms);
+      ss->on_stalled = [this, peer = ss->peer] {
+        count(ControlReject::kNotReading);
+        spdlog::warn("control: {} took no frame for {} ms; session closed", peer.to_string(), cfg.idle_timeout_ms);
+      };
       admit(ss);
       asio::co_spawn(io, session(ss), asio::detached);
     });
@@ -117,11 +121,6 @@ struct Agent::Impl {
   asio::awaitable<void> session(std::shared_ptr<Session> ss) {
     asio::co_spawn(io, ss->writer(), asio::detached);
     co_await converse(ss);
-    if (ss->stalled) {
-      count(ControlReject::kNotReading);
-      spdlog::warn("control: {} took no frame for {} ms or let {} MiB queue; session closed", ss->peer.to_string(),
-                   cfg.idle_timeout_ms, Session::kMaxQueuedBytes >> 20);
-    }
     leave_strangers(*ss);  // a failed handshake frees its slot here, at once
     if (ss->authenticated) {
       std::lock_guard lock(mu);

@@ -15,14 +15,7 @@ Session::Session(tcp::socket s, int write_timeout) : sock(std::move(s)), wake(so
 
 void Session::send(const nlohmann::json& j) {
   if (closed) return;
-  std::string f = sealer ? sealer->seal(j) : frame(j);
-  if (queued_bytes + f.size() > kMaxQueuedBytes) {
-    stalled = true;
-    close();
-    return;
-  }
-  queued_bytes += f.size();
-  out.push_back(std::move(f));
+  out.push_back(sealer ? sealer->seal(j) : frame(j));
   wake.cancel();
 }
 
@@ -46,10 +39,10 @@ asio::awaitable<void> Session::writer() {
       co_await asio::async_write(sock, asio::buffer(out.front()), asio::redirect_error(asio::use_awaitable, ec));
       expired = d.expired();
     }
-    queued_bytes -= out.front().size();
     out.pop_front();
     if (expired) {
       stalled = true;
+      if (on_stalled) on_stalled();  // before close(): the reader may see its read cancelled first
       close();
     } else if (ec) {
       closed = true;

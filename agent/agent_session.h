@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <list>
 #include <memory>
 #include <optional>
@@ -28,22 +29,21 @@ using asio::ip::tcp;
 // thread. Frames leave through one writer coroutine in the order send() queued
 // them, so the sealer's counters match the order on the wire.
 //
-// A peer that stops reading cannot make the agent hoard: a frame the socket
-// does not take within `write_timeout_ms`, or a queue beyond kMaxQueuedBytes,
-// closes the session and sets `stalled` (counted as not_reading).
+// A peer that stops reading cannot make the agent hoard for long: a frame
+// the socket does not take within `write_timeout_ms` closes the session,
+// sets `stalled` and calls `on_stalled` (counted as not_reading). A peer
+// that reads, however slowly, is never closed for it: results have no
+// other flow control.
 struct Session : std::enable_shared_from_this<Session> {
-  // Frames waiting for the socket: 16x the largest frame (control.h).
-  static constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
-
   Session(tcp::socket s, int write_timeout_ms);
 
   tcp::socket sock;
   asio::ip::address peer;
   asio::steady_timer wake;  // the writer sleeps on it while `out` is empty
   std::deque<std::string> out;
-  size_t queued_bytes = 0;
   int write_timeout_ms;
   bool stalled = false;
+  std::function<void()> on_stalled;
   bool closed = false;
   bool close_when_drained = false;
   std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);  // sweeps watch it

@@ -260,9 +260,17 @@ struct ListenComm::Accepting {
         return made.status();
       }
       comm = std::move(*made);
-      // QP records the device refuses are the sender's (a stranger's, or a
+      // QP records that do not decode are the sender's (a stranger's, or a
       // corrupted hello): the connection is dropped, the listener goes on.
-      WEFT_RETURN_IF_ERROR(connect_qps(*comm, hello).with_context("peer's QP records"));
+      // Connecting decoded ones is this side's work (modify_qp, and arm()'s
+      // registration, which a memlock limit fails): an error for NCCL.
+      for (std::size_t q = 0; q < hello.qps.size(); ++q) {
+        WEFT_RETURN_IF_ERROR(verbs::decode(hello.qps[q]).status().with_context(fmt::format("peer's QP records: QP {}", q)));
+      }
+      if (Status st = connect_qps(*comm, hello); !st) {
+        local_fault = true;
+        return st;
+      }
       out = encode_hello(hello_of(*comm, l.serial));
       stage = kReply;
     }
@@ -380,7 +388,8 @@ ncclResult_t do_accept(void* listen_comm, void** recv_comm) {
   for (;;) {
     int fd = ::accept4(l->fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) break;
+      if (errno == ECONNABORTED || errno == EINTR) continue;  // that one is gone; take the next
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       return net.fail("accept", errno_status("accept"));
     }
     if (l->pending.size() >= kMaxPending) drop(0, fmt::format("{} handshakes were waiting", kMaxPending));

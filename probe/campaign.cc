@@ -32,8 +32,10 @@ class Pacer {
   bool take(size_t n, const std::atomic<bool>* cancel) {
     if (pps_ <= 0) return true;
     sent_ += n;
-    const auto due = start_ + std::chrono::duration_cast<Clock::duration>(
-                                  std::chrono::duration<double>(static_cast<double>(sent_) / pps_));
+    // Clamped before the cast to integer nanoseconds, which a rate of a few
+    // probes per year would overflow: a year is as good as forever here.
+    const double seconds = std::min(static_cast<double>(sent_) / pps_, 365.0 * 86400);
+    const auto due = start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     for (auto now = Clock::now(); now < due; now = Clock::now()) {
       if (cancel && cancel->load()) return false;
       std::this_thread::sleep_until(std::min(due, now + kCancelSlice));

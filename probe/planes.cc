@@ -37,18 +37,6 @@ int place_by_hosts(int l, const std::vector<int>& plane_of_leaf, int planes,
   return best;
 }
 
-// Without spines, leaves are planes of one leaf each when every host has
-// NICs on several of them (dual-ToR: each NIC port on its own switch).
-bool leaves_are_planes(int leaves, const std::vector<std::pair<std::string, int>>& nics) {
-  if (leaves < 2 || nics.empty()) return false;
-  std::map<std::string, std::set<int>> leaves_of;
-  for (const auto& [host, leaf] : nics) leaves_of[host].insert(leaf);
-  for (const auto& [host, set] : leaves_of) {
-    if (set.size() < 2) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 Planes infer_planes(const db::InferredFabric& inf, int leaves, const std::vector<std::pair<std::string, int>>& nics) {
@@ -64,12 +52,6 @@ Planes infer_planes(const db::InferredFabric& inf, int leaves, const std::vector
     touched[static_cast<size_t>(k.leaf)] = touched[sv->second] = 1;
   }
   Planes out;
-  if (spine_vertex.empty()) {
-    if (!leaves_are_planes(leaves, nics)) return out;
-    out.leaf.resize(static_cast<size_t>(leaves) + 1);
-    for (int l = 0; l <= leaves; ++l) out.leaf[static_cast<size_t>(l)] = l - 1;
-    return out;
-  }
   for (const auto& [number, v] : spine_vertex) {
     if (!touched[v]) return out;
   }

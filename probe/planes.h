@@ -25,10 +25,10 @@ struct Planes {
 // by its hosts' other NICs, given as (host, leaf) per NIC in `nics` (empty
 // when the campaign does not name NICs "host:nic"): in a multi-plane fabric
 // every host has equally many NICs per plane, so the leaf joins the plane its
-// hosts are most short of. A fabric without spines whose hosts all have NICs
-// on several leaves is one plane per leaf (dual-ToR). Otherwise (no such
-// evidence, or a spine that carried nothing) the fabric is one plane: a leaf
-// cut off by failed links must read as a failure, not as a plane.
+// hosts are most short of. Otherwise (no such evidence, no spine at all, or
+// a spine that carried nothing) the fabric is one plane: a leaf cut off by
+// failed links must read as a failure, not as a plane (a rail fabric whose
+// spines are all down looks like dual-ToR planes without spines).
 Planes infer_planes(const db::InferredFabric& inf, int leaves,
                     const std::vector<std::pair<std::string, int>>& nics = {});
 

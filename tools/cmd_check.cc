@@ -101,9 +101,12 @@ int run_check(const CheckArgs& a) {
       }
       if ((a.channels && *a.channels != in_plan.channels) || (a.qps && *a.qps != in_plan.qps)) {
         return fail(invalid_argument(fmt::format(
-            "{}: the plan has {} channel(s) of {} QP(s) per connection; --channels {} --qps {} differ (leave them out "
-            "to check the plan's)",
-            a.plan, in_plan.channels, in_plan.qps, shape->channels, shape->qps)));
+            "{}: the plan has {} channel(s) of {} QP(s) per connection; {} differ{} (leave them out to check the "
+            "plan's)",
+            a.plan, in_plan.channels, in_plan.qps,
+            a.channels && a.qps ? fmt::format("--channels {} --qps {}", *a.channels, *a.qps)
+                                : a.channels ? fmt::format("--channels {}", *a.channels) : fmt::format("--qps {}", *a.qps),
+            a.channels && a.qps ? "" : "s")));
       }
       *shape = in_plan;
     }

@@ -64,7 +64,7 @@ enum class ControlReject : uint8_t {
   kEvicted,          // an unauthenticated session closed to make room for a newer one
   kSessionsFull,     // authenticated, but every authenticated session slot is taken
   kTargetRefused,    // a campaign target outside the controller's host list
-  kNotReading,       // the peer took no frame within the idle timeout, or let 64 MiB of them queue
+  kNotReading,       // the peer took no frame within the idle timeout
   kCount
 };
 std::string_view control_reject_name(ControlReject r);
