@@ -41,7 +41,6 @@ asio::awaitable<void> Session::writer() {
     }
     out.pop_front();
     if (expired) {
-      stalled = true;
       if (on_stalled) on_stalled();  // before close(): the reader may see its read cancelled first
       close();
     } else if (ec) {

@@ -30,8 +30,8 @@ using asio::ip::tcp;
 // them, so the sealer's counters match the order on the wire.
 //
 // A peer that stops reading cannot make the agent hoard for long: a frame
-// the socket does not take within `write_timeout_ms` closes the session,
-// sets `stalled` and calls `on_stalled` (counted as not_reading). A peer
+// the socket does not take within `write_timeout_ms` closes the session
+// and calls `on_stalled` (counted as not_reading). A peer
 // that reads, however slowly, is never closed for it: results have no
 // other flow control.
 struct Session : std::enable_shared_from_this<Session> {
@@ -42,7 +42,6 @@ struct Session : std::enable_shared_from_this<Session> {
   asio::steady_timer wake;  // the writer sleeps on it while `out` is empty
   std::deque<std::string> out;
   int write_timeout_ms;
-  bool stalled = false;
   std::function<void()> on_stalled;
   bool closed = false;
   bool close_when_drained = false;

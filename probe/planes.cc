@@ -64,7 +64,7 @@ Planes infer_planes(const db::InferredFabric& inf, int leaves, const std::vector
                                                        static_cast<int>(plane_of_root.size()));
     plane[static_cast<size_t>(l)] = it->second;
   }
-  int planes = static_cast<int>(plane_of_root.size());
+  const int planes = static_cast<int>(plane_of_root.size());
   for (int l = 1; l <= leaves; ++l) {
     if (touched[static_cast<size_t>(l)]) continue;
     const int p = planes > 0 ? place_by_hosts(l, plane, planes, nics) : -1;
