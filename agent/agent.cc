@@ -179,7 +179,10 @@ struct Agent::Impl {
     ss->sealer.emplace(k.to_controller, Direction::kToController);
     ss->opener.emplace(k.to_agent, Direction::kToAgent);
     for (;;) {
-      auto sealed = co_await internal::read_frame(ss->sock, kMaxFrame, cfg.idle_timeout_ms, &why);
+      auto sealed = co_await internal::read_frame(ss->sock, kMaxFrame, cfg.idle_timeout_ms, &why,
+                                                  [s = ss.get(), idle = std::chrono::milliseconds(cfg.idle_timeout_ms)] {
+                                                    return s->busy_within(idle);
+                                                  });
       if (!sealed) {
         if (why != ControlReject::kCount) count(why);
         co_return;  // peer closed, went silent, or cut a frame
@@ -412,6 +415,20 @@ struct Agent::Impl {
     return sw.finished;
   }
 
+  // While the session's sweeps run: an empty "results" frame of `run` every
+  // sweep_heartbeat_ms (AgentConfig), which the controller reads as a sign of
+  // life and adds nothing from.
+  asio::awaitable<void> heartbeat(std::shared_ptr<Session> ss, uint32_t run) {
+    asio::steady_timer t(io);
+    for (;;) {
+      t.expires_after(std::chrono::milliseconds(cfg.sweep_heartbeat_ms));
+      boost::system::error_code ec;
+      co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (ss->closed || ss->sweeps_running == 0) co_return;
+      ss->send({{"type", "results"}, {"run", run}, {"rows", json::array()}});
+    }
+  }
+
   // Runs the sweep on its own thread; results reach the session through the io thread.
   void start_sweep(const std::shared_ptr<Session>& ss, CampaignCommand cmd) {
     // Derived here, on the io thread: reload() may replace cfg.secret while the sweep runs.
@@ -421,7 +438,28 @@ struct Agent::Impl {
       std::lock_guard lock(mu);
       ++counters.campaigns;
     }
+    ++ss->sweeps_running;
+    asio::co_spawn(io, heartbeat(ss, cmd.run), asio::detached);
     start_thread(ss, [this, ss, key, cmd = std::move(cmd)] {
+      // The sweep's last frame ("done" or "error") is queued in the same io
+      // handler that counts the sweep out, so no heartbeat follows it (the
+      // controller's next command expects its own answer). Should the
+      // thread end any other way, it is counted out all the same.
+      struct Running {
+        asio::io_context& io;
+        std::shared_ptr<Session> ss;
+        bool counted_out = false;
+        void last(json j) {
+          counted_out = true;
+          asio::post(io, [s = ss, j = std::move(j)] {
+            s->send(j);
+            s->sweep_ended();
+          });
+        }
+        ~Running() {
+          if (!counted_out) asio::post(io, [s = ss] { s->sweep_ended(); });
+        }
+      } running{io, ss};
       SweepTally::Sweep tallied = tally.start(planned_flows(cmd.plan));
       spdlog::info("campaign {}: sweep to {} hosts x {} ports started", cmd.run, cmd.plan.targets.size(),
                    cmd.plan.sport_count);
@@ -436,7 +474,7 @@ struct Agent::Impl {
       auto be = cfg.make_sender ? cfg.make_sender(cmd.backend, sc) : probe::make_sender(cmd.backend, sc);
       if (!be) {
         spdlog::error("campaign {}: {}", cmd.run, be.status().message());
-        post({{"type", "error"}, {"run", cmd.run}, {"message", be.status().message()}});
+        running.last({{"type", "error"}, {"run", cmd.run}, {"message", be.status().message()}});
         return;
       }
       json rows = json::array();
@@ -454,7 +492,7 @@ struct Agent::Impl {
       if (!rows.empty()) post({{"type", "results"}, {"run", cmd.run}, {"rows", std::move(rows)}});
       if (!out) {
         spdlog::error("campaign {}: {}", cmd.run, out.status().message());
-        post({{"type", "error"}, {"run", cmd.run}, {"message", out.status().message()}});
+        running.last({{"type", "error"}, {"run", cmd.run}, {"message", out.status().message()}});
         return;
       }
       tallied.finish(out->stats);
@@ -462,8 +500,8 @@ struct Agent::Impl {
                    out->cancelled ? "cancelled" : "done", out->stats.sent, out->stats.answered, out->stats.timed_out);
       json spend = json::array();
       for (const auto& s : out->spend) spend.push_back({s.dst_ip, s.probes, s.spines_found, s.complete});
-      post({{"type", "done"}, {"run", cmd.run}, {"stats", encode_stats(out->stats)}, {"spend", spend},
-            {"cancelled", out->cancelled}});
+      running.last({{"type", "done"}, {"run", cmd.run}, {"stats", encode_stats(out->stats)}, {"spend", spend},
+                    {"cancelled", out->cancelled}});
     });
   }
 };
@@ -496,7 +534,9 @@ Status AgentConfig::validate() const {
   if (!(max_rate_pps > 0 && max_rate_pps <= 1e9)) {
     return invalid_argument(fmt::format("max rate must be > 0 and <= 1e9 probes/s, got {}", max_rate_pps));
   }
-  if (handshake_timeout_ms < 1 || idle_timeout_ms < 1) return invalid_argument("timeouts must be >= 1 ms");
+  if (handshake_timeout_ms < 1 || idle_timeout_ms < 1 || sweep_heartbeat_ms < 1) {
+    return invalid_argument("timeouts must be >= 1 ms");
+  }
   return ok_status();
 }
 

@@ -69,8 +69,8 @@ void Session::close_after_flush(int linger_ms) {
 }
 
 asio::awaitable<Result<std::string>> read_frame(tcp::socket& s, uint32_t max_len, int timeout_ms,
-                                                ControlReject* why) {
-  Deadline d(s, timeout_ms);
+                                                ControlReject* why, std::function<bool()> busy) {
+  Deadline d(s, timeout_ms, std::move(busy));
   *why = ControlReject::kCount;
   uint8_t hdr[4];
   boost::system::error_code ec;

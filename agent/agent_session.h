@@ -5,6 +5,7 @@
 #include <utility>  // before asio: Boost 1.74's awaitable.hpp uses std::exchange
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <list>
@@ -46,6 +47,18 @@ struct Session : std::enable_shared_from_this<Session> {
   bool closed = false;
   bool close_when_drained = false;
   std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);  // sweeps watch it
+  // Sweeps of this session still running (counted on the io thread): the
+  // controller sends nothing while it waits for their results, so the
+  // session is not idle meanwhile, nor for `idle` after the last one ended.
+  int sweeps_running = 0;
+  std::chrono::steady_clock::time_point last_sweep_end{};
+  void sweep_ended() {
+    --sweeps_running;
+    last_sweep_end = std::chrono::steady_clock::now();
+  }
+  bool busy_within(std::chrono::milliseconds idle) const {
+    return sweeps_running > 0 || std::chrono::steady_clock::now() - last_sweep_end < idle;
+  }
 
   // Admission (agent.cc): strangers are unauthenticated sessions, oldest first.
   bool stranger = false;
@@ -74,8 +87,9 @@ struct Session : std::enable_shared_from_this<Session> {
 // Reads one frame of at most `max_len` bytes within `timeout_ms`; the length
 // is checked before anything is allocated. On failure *why is the reason to
 // count (kTimeout, kOversize, kTruncated) or kCount when there is none: the
-// peer closed between frames, or the session was closed here.
+// peer closed between frames, or the session was closed here. While `busy`
+// (if given) says true, the time does not run out.
 asio::awaitable<Result<std::string>> read_frame(tcp::socket& s, uint32_t max_len, int timeout_ms,
-                                                ControlReject* why);
+                                                ControlReject* why, std::function<bool()> busy = {});
 
 }  // namespace weft::agent::internal

@@ -4,6 +4,7 @@
 #include <utility>  // before asio: Boost 1.74's awaitable.hpp uses std::exchange
 
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include <boost/asio.hpp>
@@ -24,21 +25,19 @@ namespace weft::agent::internal {
 // that sees the State unfinished sees a live socket.
 class Deadline {
  public:
-  Deadline(boost::asio::ip::tcp::socket& sock, std::chrono::milliseconds ms)
-      : timer_(sock.get_executor()), state_(std::make_shared<State>()) {
-    state_->sock = &sock;
-    timer_.expires_after(ms);
-    timer_.async_wait([st = state_](boost::system::error_code ec) {
-      if (ec || st->finished) return;
-      st->expired = true;
-      boost::system::error_code ignore;
-      st->sock->cancel(ignore);
-    });
+  // `extend`, if given, is asked when the time is up: while it says true the
+  // operations go on for another `ms` (a session busy with a sweep is not
+  // idle), and the socket is never cancelled meanwhile, so no other pending
+  // operation on it (a write) is disturbed.
+  Deadline(boost::asio::ip::tcp::socket& sock, std::chrono::milliseconds ms, std::function<bool()> extend = {})
+      : state_(std::make_shared<State>(sock, ms, std::move(extend))) {
+    arm(state_);
   }
-  Deadline(boost::asio::ip::tcp::socket& sock, int ms) : Deadline(sock, std::chrono::milliseconds(ms)) {}
+  Deadline(boost::asio::ip::tcp::socket& sock, int ms, std::function<bool()> extend = {})
+      : Deadline(sock, std::chrono::milliseconds(ms), std::move(extend)) {}
   ~Deadline() {
     state_->finished = true;
-    timer_.cancel();
+    state_->timer.cancel();
   }
   Deadline(const Deadline&) = delete;
   Deadline& operator=(const Deadline&) = delete;
@@ -46,11 +45,29 @@ class Deadline {
 
  private:
   struct State {
-    boost::asio::ip::tcp::socket* sock = nullptr;
+    State(boost::asio::ip::tcp::socket& s, std::chrono::milliseconds m, std::function<bool()> e)
+        : sock(&s), ms(m), extend(std::move(e)), timer(s.get_executor()) {}
+    boost::asio::ip::tcp::socket* sock;
+    std::chrono::milliseconds ms;
+    std::function<bool()> extend;
+    boost::asio::steady_timer timer;
     bool expired = false;
     bool finished = false;
   };
-  boost::asio::steady_timer timer_;
+  // The handler holds the State (and so the timer) until it has run.
+  static void arm(const std::shared_ptr<State>& st) {
+    st->timer.expires_after(st->ms);
+    st->timer.async_wait([st](boost::system::error_code ec) {
+      if (ec || st->finished) return;
+      if (st->extend && st->extend()) {
+        arm(st);
+        return;
+      }
+      st->expired = true;
+      boost::system::error_code ignore;
+      st->sock->cancel(ignore);
+    });
+  }
   std::shared_ptr<State> state_;
 };
 

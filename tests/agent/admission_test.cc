@@ -175,6 +175,32 @@ TEST_F(AdmissionTest, ACampaignTargetOutsideTheHostListIsRefused) {
   EXPECT_EQ(counters().campaigns, 1u);
 }
 
+// A sweep reports when a window of ports settles; at a low rate that takes
+// long, and the controller gives an agent silent for 30 s up (it did: a
+// window of 64 targets x 64 ports at --rate 100 failed every campaign). While
+// it runs, an empty "results" frame says it is alive; none follows its "done",
+// so the next command gets its own answer.
+TEST_F(AdmissionTest, ASlowSweepSaysItIsAliveAndNothingFollowsItsDone) {
+  start([](AgentConfig& c) { c.sweep_heartbeat_ms = 100; });
+  Client c(own_ip(1), a_->port());
+  ASSERT_TRUE(c.authenticate(test_secret(), {kA, kB}));
+  c.send(encode_campaign(campaign_to(kB, 4, 4)));  // one window: 4 probes paced to 1 s
+  int heartbeats = 0;
+  size_t rows = 0;
+  json m;
+  for (m = c.read(); m.is_object() && m.value("type", "") == "results"; m = c.read()) {
+    EXPECT_EQ(m.value("run", 0), 4242);
+    if (m["rows"].empty()) ++heartbeats;
+    rows += m["rows"].size();
+  }
+  ASSERT_EQ(m.value("type", ""), "done") << m.dump();
+  EXPECT_EQ(rows, 4u);
+  EXPECT_GE(heartbeats, 5);
+  ASSERT_TRUE(c.send({{"type", "status"}}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // three heartbeat periods
+  EXPECT_EQ(c.read().value("type", ""), "status");
+}
+
 struct RateCase {
   double asked;
   bool capped;
@@ -262,6 +288,10 @@ TEST_P(StalledReaderTest, AControllerThatStopsReadingIsClosedAndCounted) {
   start([](AgentConfig& c) { c.idle_timeout_ms = GetParam().idle_timeout_ms; });
   Client c(own_ip(1), a_->port());
   ASSERT_TRUE(c.authenticate(test_secret(), {kA, kB}));
+  // A send blocks while the agent reads slower than this (under a sanitizer
+  // it may, for seconds); one that timed out would cut a frame, and the agent
+  // would close the session for that instead.
+  c.set_send_timeout(60000);
   const auto end = Clock::now() + std::chrono::seconds(60);
   bool refused = false;
   for (int i = 1; Clock::now() < end; ++i) {
@@ -285,6 +315,34 @@ TEST_P(StalledReaderTest, AControllerThatStopsReadingIsClosedAndCounted) {
 INSTANTIATE_TEST_SUITE_P(Bounds, StalledReaderTest,
                          ::testing::Values(StalledCase{"ShortDeadline", 300}, StalledCase{"LongerDeadline", 1500}),
                          [](const auto& p) { return std::string(p.param.name); });
+
+// The controller sends nothing while it waits for a sweep's results, so a
+// sweep that outlasts the idle timeout (a large fabric at a low rate) must not
+// end its session as idle (it did: the sweep was cancelled and the campaign
+// failed mid-way); a session that orders nothing is still closed when idle.
+TEST_F(AdmissionTest, ASweepLongerThanTheIdleTimeoutCompletes) {
+  start([](AgentConfig& c) { c.idle_timeout_ms = 300; });
+  const std::string path = fmt::format("/tmp/weft-admission-long-sweep-{}.db", ::getpid());
+  {
+    auto db = db::Database::open(path);
+    ASSERT_TRUE(db) << db.status().to_string();
+    ProbeRunConfig cfg = quick_campaign();
+    cfg.rate_pps = 8;  // 8 ports to one target: about 1 s, over three idle timeouts
+    const auto t0 = Clock::now();
+    auto run = run_probe(*db, {{"a", own_ip(1), a_->port()}, {"b", own_ip(2), b_->port()}}, test_secret(), cfg);
+    ASSERT_TRUE(run) << run.status().to_string();
+    EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(800));
+    EXPECT_EQ(run->flows_total, 2 * 8);
+    EXPECT_EQ(run->senders.sent, 2u * 8u);
+    EXPECT_EQ(a_->rejected(ControlReject::kTimeout), 0u);
+  }
+  for (const char* ext : {"", "-wal", "-shm"}) std::remove((path + ext).c_str());
+
+  Client idle(own_ip(1), a_->port());
+  ASSERT_TRUE(idle.authenticate(test_secret(), {kA, kB}));
+  EXPECT_TRUE(idle.closed_within(3000));
+  EXPECT_EQ(a_->rejected(ControlReject::kTimeout), 1u);
+}
 
 }  // namespace
 }  // namespace weft::agent::testing

@@ -61,5 +61,34 @@ TEST_F(DeadlineTest, CancelsThePendingOperationWhenItPasses) {
   EXPECT_TRUE(d.expired());
 }
 
+// While `extend` says the socket is busy (a session's sweep runs) the time
+// does not run out: nothing is cancelled, and the operation is cancelled one
+// period after `extend` first says no.
+class DeadlineExtendTest : public DeadlineTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(DeadlineExtendTest, IsPostponedWhileExtendSaysBusy) {
+  const int busy_periods = GetParam();
+  int asked = 0;
+  boost::system::error_code read_ec;
+  bool read_done = false;
+  uint8_t byte = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::duration took{};
+  Deadline d(a, std::chrono::milliseconds(20), [&] { return ++asked <= busy_periods; });
+  a.async_read_some(asio::buffer(&byte, 1), [&](boost::system::error_code ec, size_t) {
+    read_done = true;
+    read_ec = ec;
+    took = std::chrono::steady_clock::now() - t0;
+  });
+  io.run_for(std::chrono::seconds(3));
+  ASSERT_TRUE(read_done);
+  EXPECT_EQ(read_ec, asio::error::operation_aborted);
+  EXPECT_TRUE(d.expired());
+  EXPECT_EQ(asked, busy_periods + 1);
+  EXPECT_GE(took, std::chrono::milliseconds(20 * (busy_periods + 1)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Periods, DeadlineExtendTest, ::testing::Values(0, 1, 5));
+
 }  // namespace
 }  // namespace weft::agent::internal

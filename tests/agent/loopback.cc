@@ -207,6 +207,11 @@ bool Client::closed_within(int ms) {
   return ::recv(fd_, &c, 1, MSG_DONTWAIT) == 0;
 }
 
+void Client::set_send_timeout(int ms) {
+  timeval tv{ms / 1000, (ms % 1000) * 1000};
+  ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
 bool Client::closed_by_peer() {
   uint8_t c;
   return ::recv(fd_, &c, 1, 0) == 0;

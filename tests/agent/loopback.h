@@ -75,6 +75,9 @@ class Client {
   bool closed_by_peer();
   // Whether the peer closes within `ms` (no data arrives meanwhile).
   bool closed_within(int ms);
+  // How long a send may block (5 s by default); a send that times out may
+  // leave a frame cut on the wire.
+  void set_send_timeout(int ms);
 
  private:
   bool read_n(uint8_t* p, size_t n);

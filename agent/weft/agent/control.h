@@ -18,7 +18,8 @@
 //   skip {run, dsts}           resume: 5-tuples the next campaign of `run` must not
 //                              probe (as port ranges per destination), sent before it
 //   campaign {run, nonce, ...} run a sweep from this host (CampaignCommand) and
-//                              stream "results" frames, then "done"
+//                              stream "results" frames, then "done"; a "results"
+//                              without rows is a heartbeat (AgentConfig::sweep_heartbeat_ms)
 //   status                     reflector statistics and health
 //   retire {run}               forget a campaign key
 //   monitor {run, nonce, ...}  probe a set of 5-tuples without end (MonitorCommand)
