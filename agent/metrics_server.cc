@@ -5,6 +5,8 @@
 
 #include "weft/agent/metrics_server.h"
 
+#include <list>
+#include <memory>
 #include <thread>
 
 #include <boost/asio.hpp>
@@ -63,19 +65,42 @@ struct MetricsServer::Impl {
   Render render;
   asio::io_context io;
   tcp::acceptor acceptor{io};
-  int connections = 0;  // io thread only
+  struct Conn {
+    explicit Conn(tcp::socket s) : stream(std::move(s)) {}
+    beast::tcp_stream stream;
+    std::list<std::shared_ptr<Conn>>::iterator pos;
+    bool listed = false;
+  };
+  std::list<std::shared_ptr<Conn>> conns;  // oldest first; io thread only
   std::thread thread;
 
-  asio::awaitable<void> accept_loop() {
-    return internal::accept_each(acceptor, [this](tcp::socket s) {
-      if (connections >= cfg.max_connections) return;  // closes on scope exit
-      ++connections;
-      asio::co_spawn(io, serve(beast::tcp_stream(std::move(s))), [this](std::exception_ptr) { --connections; });
-    });
+  void unlist(Conn& c) {
+    if (!c.listed) return;
+    conns.erase(c.pos);
+    c.listed = false;
   }
 
+  // At the limit a new connection closes the oldest: clients that connect and
+  // stay idle cannot lock a scrape out (they were closed on accept instead),
+  // and a scrape, which takes milliseconds, is cut only by max_connections
+  // newer connections within it.
+  asio::awaitable<void> accept_loop() {
+    return internal::accept_each(acceptor, [this](tcp::socket s) {
+      if (static_cast<int>(conns.size()) >= cfg.max_connections) {
+        const std::shared_ptr<Conn> oldest = conns.front();
+        unlist(*oldest);
+        boost::system::error_code ignore;
+        oldest->stream.socket().close(ignore);  // its serve() ends with operation_aborted
+      }
+      auto c = std::make_shared<Conn>(std::move(s));
+      c->pos = conns.insert(conns.end(), c);
+      c->listed = true;
+      asio::co_spawn(io, serve(c), [this, c](std::exception_ptr) { unlist(*c); });
+    }, "metrics");
+  }
 
-  asio::awaitable<void> serve(beast::tcp_stream stream) {
+  asio::awaitable<void> serve(std::shared_ptr<Conn> conn) {
+    beast::tcp_stream& stream = conn->stream;
     beast::flat_buffer buf(kMaxHeaderBytes);
     for (;;) {
       http::request_parser<http::empty_body> parser;

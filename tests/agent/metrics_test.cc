@@ -2,11 +2,15 @@
 // sets of the sweep tallies, and the HTTP server's answers and limits.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -285,16 +289,71 @@ TEST_F(MetricsServerTest, AnIdleClientIsClosedAfterTheTimeout) {
   EXPECT_LT(ms, 3000);
 }
 
-TEST_F(MetricsServerTest, ConnectionsBeyondTheLimitAreClosedAndTheOthersServed) {
+// Clients that connect and stay idle must not lock a scrape out: at the limit
+// the oldest connection is closed and the new one served (the new one was
+// refused: 3 idle connections, here, kept Prometheus out until they timed out).
+TEST_F(MetricsServerTest, ANewConnectionAtTheLimitClosesTheOldestAndIsServed) {
   Client a(srv_->port()), b(srv_->port()), c(srv_->port());
   a.send("GET /metrics HTTP/1.1\r\n\r\n");  // all three held open by the server
   ASSERT_NE(a.read("weft_x 1\n").find("200 OK"), std::string::npos);
   Client d(srv_->port());
   d.send("GET /metrics HTTP/1.1\r\n\r\n");
-  const std::string rd = d.read();
-  EXPECT_TRUE(rd.empty() || rd == "<reset>") << rd;
-  b.send("GET /metrics HTTP/1.1\r\n\r\n");
-  EXPECT_NE(b.read("weft_x 1\n").find("200 OK"), std::string::npos);
+  EXPECT_NE(d.read("weft_x 1\n").find("200 OK"), std::string::npos);
+  const std::string ra = a.read();  // closed, not the 5 s receive timeout
+  EXPECT_TRUE(ra.empty() || ra == "<reset>") << ra;
+  for (Client* k : {&b, &c, &d}) {
+    k->send("GET /metrics HTTP/1.1\r\n\r\n");
+    EXPECT_NE(k->read("weft_x 1\n").find("200 OK"), std::string::npos);
+  }
+  Client e(srv_->port());  // closes b, the oldest now
+  e.send("GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(e.read().find("200 OK"), std::string::npos);
+  const std::string rb = b.read();
+  EXPECT_TRUE(rb.empty() || rb == "<reset>") << rb;
+}
+
+// Out of descriptors, a queued connection makes every accept fail at once
+// (EMFILE): the loop spun a core for as long as the shortage lasted. Now it
+// waits between attempts, and serves the connection once descriptors are free.
+TEST_F(MetricsServerTest, OutOfDescriptorsTheAcceptLoopWaitsAndThenServes) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  std::vector<int> filler;
+  struct Restore {
+    rlimit lim;
+    std::vector<int>& fds;
+    ~Restore() {
+      for (int fd : fds) ::close(fd);
+      ::setrlimit(RLIMIT_NOFILE, &lim);
+    }
+  } restore{saved, filler};
+  int top = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // the lowest free descriptor
+  ASSERT_GE(top, 0);
+  ::close(top);
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(top) + 64;  // a few free; the filler takes them all
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) filler.push_back(fd);
+  ASSERT_EQ(errno, EMFILE);
+  ::close(filler.back());  // one descriptor for the client; none left for the server's accept
+  filler.pop_back();
+  Client c(srv_->port());
+  ASSERT_TRUE(c.connected());
+  c.send("GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+  const auto cpu_ms = [] {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000.0 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1000.0;
+  };
+  const double before = cpu_ms();
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const double used = cpu_ms() - before;
+  EXPECT_LT(used, 150.0) << "the accept loop spun for 600 ms";  // a spin takes ~600
+  for (int fd : filler) ::close(fd);
+  filler.clear();
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_NE(c.read().find("200 OK"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500));  // within the 1 s back-off
 }
 
 TEST(MetricsServerStartTest, ATakenPortIsAnError) {

@@ -4,7 +4,7 @@
 // can reach its address, so it bounds what a client can hold: requests are
 // header-only and at most 8 KiB, a client that sends nothing for
 // idle_timeout_ms is closed, and at most max_connections are served at once
-// (more are closed on accept).
+// (one more closes the oldest, so idle clients cannot lock a scrape out).
 //
 //   auto srv = MetricsServer::start({.ip = "127.0.0.1", .port = 9740},
 //                                   [&] { return render_metrics(agent.snapshot()); });
