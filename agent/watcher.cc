@@ -126,25 +126,35 @@ asio::awaitable<void> watch_one(Shared& sh, Conn& c, const probe::MacKey& secret
     stop_with(sh, std::move(st));
     co_return;
   }
+  // The first attempt at once (the agent has been silent long enough); then
+  // backing off from 50 ms up to the silence. The back-off holds until a
+  // session reports: one the agent accepts and then ends at once (its monitor
+  // cannot open its probe socket) is retried no faster than one that fails
+  // to connect.
+  int retry = 1, delay_ms = 0;
+  const auto back_off = [&] {
+    retry = std::min(retry + 1, 9);
+    delay_ms = std::min(std::max(2 * delay_ms, 50), cfg.silence_ms);
+  };
   for (bool lost = false;;) {
     sh.live[index] = true;
     const Status why = co_await read_reports(c, cfg, on_report, [&] {
+      retry = 1;
+      delay_ms = 0;
       if (std::exchange(lost, false)) on_recovery(index);
     });
     sh.live[index] = false;
     if (sh.stopping) co_return;
     if (!lost) on_failure(index, why);
     lost = true;
-    // The first attempt at once (the agent has been silent long enough);
-    // then backing off from 50 ms up to the silence.
-    for (int retry = 1, delay_ms = 0;;
-         retry = std::min(retry + 1, 9), delay_ms = std::min(std::max(2 * delay_ms, 50), cfg.silence_ms)) {
+    for (;; back_off()) {
       boost::system::error_code ec;
       c.sock.close(ec);
       if (delay_ms > 0) co_await sleep_ms(sh.io, delay_ms);
       if (sh.stopping) co_return;
       if (co_await open_session(sh, c, secret, host_ips, cmd, cfg, retry)) break;
     }
+    back_off();  // the next reconnection, if this session ends before it reports
   }
 }
 
