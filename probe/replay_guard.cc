@@ -52,14 +52,16 @@ Sighting ReplayGuard::check(uint32_t campaign, uint32_t src_ip, uint32_t sequenc
     return Sighting::kFirst;
   }
   Window& w = it->second;
+  if (send_time_ns <= w.floor_send_ns) return Sighting::kBeforeForgotten;
   const uint32_t ahead = sequence - w.newest;  // serial-number arithmetic (RFC 1982)
   if (ahead != 0 && ahead < (uint32_t{1} << 31)) {
     clear_slots(w, w.newest + 1, std::min(ahead, kWindow));
     w.newest = sequence;
-  } else if (w.newest - sequence >= kWindow) {
-    return Sighting::kBehindWindow;
-  } else if (test_bit(w, sequence)) {
-    return Sighting::kReplayed;
+  } else if (const bool behind = w.newest - sequence >= kWindow; behind || test_bit(w, sequence)) {
+    // Later than all this window accepted, so a copy of none of them: the
+    // sender restarted its numbering (replay_guard.h).
+    if (send_time_ns <= w.newest_send_ns) return behind ? Sighting::kBehindWindow : Sighting::kReplayed;
+    w = Window{.newest = sequence, .newest_send_ns = send_time_ns, .floor_send_ns = w.newest_send_ns};
   }
   set_bit(w, sequence);
   w.newest_send_ns = std::max(w.newest_send_ns, send_time_ns);

@@ -119,6 +119,51 @@ INSTANTIATE_TEST_SUITE_P(
                       ReorderCase{7, 0xffffff00u, Sighting::kFirst},  // 263 before 7, across the wrap
                       ReorderCase{0x80000000u, 0, Sighting::kBehindWindow}));
 
+// A sender restarted under the same run (an agent process restarted while a
+// watch goes on) numbers from 1 again, later than anything it sent before:
+// accepted at once (it was refused as replayed or behind for 30 s), while
+// every request of the old numbering stays refused and the new numbering
+// keeps its own guarantee.
+struct RestartCase {
+  uint32_t sent_before;  // sequences 1..sent_before accepted before the restart
+};
+
+class RestartTest : public ::testing::TestWithParam<RestartCase> {};
+
+TEST_P(RestartTest, ARestartedSenderIsAcceptedAndNothingOldIsAcceptedAgain) {
+  const uint32_t n = GetParam().sent_before;
+  ReplayGuard g;
+  const auto old_time = [](uint32_t s) { return kT0 + s * 1000; };  // 1 us apart
+  for (uint32_t s = 1; s <= n; ++s) ASSERT_EQ(g.check(kCampaign, kSenderA, s, old_time(s), old_time(s)), Sighting::kFirst);
+  const uint64_t restart = old_time(n) + 2 * kSecond;
+  for (uint32_t s = 1; s <= 3; ++s) {
+    EXPECT_EQ(g.check(kCampaign, kSenderA, s, restart + s, restart + s), Sighting::kFirst) << "restarted, sequence " << s;
+  }
+  for (uint32_t s : {1u, 2u, n / 2 + 1, n}) {  // the old numbering's requests, replayed late
+    EXPECT_EQ(g.check(kCampaign, kSenderA, s, old_time(s), restart + 10), Sighting::kBeforeForgotten) << s;
+  }
+  EXPECT_EQ(g.check(kCampaign, kSenderA, 2, restart + 2, restart + 11), Sighting::kReplayed);
+  EXPECT_EQ(g.check(kCampaign, kSenderA, 4, restart + 4, restart + 12), Sighting::kFirst);
+  EXPECT_EQ(g.check(kCampaign, kSenderB, 1, restart, restart), Sighting::kFirst) << "other senders are untouched";
+  EXPECT_EQ(g.senders(), 2u);
+}
+
+// Inside the window (seen sequences), exactly the window, and far behind it.
+INSTANTIATE_TEST_SUITE_P(Numberings, RestartTest,
+                         ::testing::Values(RestartCase{3}, RestartCase{ReplayGuard::kWindow},
+                                           RestartCase{ReplayGuard::kWindow + 1}, RestartCase{70000}),
+                         [](const auto& p) { return "After" + std::to_string(p.param.sent_before); });
+
+// A late request of the sender's own numbering is not taken for a restart:
+// it was sent before the newest, so the window judges it as before.
+TEST(ReplayGuardTest, ALateRequestSentBeforeTheNewestIsNotARestart) {
+  ReplayGuard g;
+  ASSERT_EQ(g.check(kCampaign, kSenderA, 9000, kT0 + 9000, kT0 + 9000), Sighting::kFirst);
+  EXPECT_EQ(g.check(kCampaign, kSenderA, 100, kT0 + 100, kT0 + 9001), Sighting::kBehindWindow);
+  EXPECT_EQ(g.check(kCampaign, kSenderA, 9000, kT0 + 9000, kT0 + 9002), Sighting::kReplayed);
+  EXPECT_EQ(g.check(kCampaign, kSenderA, 8999, kT0 + 8999, kT0 + 9003), Sighting::kFirst);
+}
+
 TEST(ReplayGuardTest, AnAdvanceOfMoreThanTheWindowClearsEverySlot) {
   ReplayGuard g;
   for (uint32_t s = 1; s <= ReplayGuard::kWindow; ++s) ASSERT_EQ(g.check(kCampaign, kSenderA, s, kT0, kT0), Sighting::kFirst);

@@ -19,7 +19,18 @@
 // while `now` itself is never latched: a reflector whose clock was ahead and
 // is corrected accepts genuine requests at once. Under a steady clock that
 // floor is more than forget_after_ns behind now and refuses nothing the
-// acceptance window lets through. Serial arithmetic needs a sender to send
+// acceptance window lets through.
+//
+// A sender that restarts (an agent process restarted under the same
+// campaign or monitor run) numbers from 1 again. A request whose sequence
+// the window calls replayed or behind, but whose send time is later than
+// every request the window accepted, is not a copy of any of them: the
+// sender's numbering restarted. The window starts again at that request, and
+// refuses every send time at or before the old window's newest (its floor,
+// kBeforeForgotten), so none of the old requests is accepted again. Without
+// this a restarted sender was refused by every reflector until its old
+// window expired (30 s of probes lost, read as failed links by a watcher).
+// Serial arithmetic needs a sender to send
 // fewer than 2^31 requests per 2 x forget_after_ns (35.8 M probes/s for
 // +-30 s). Memory: at most max_senders windows of kBytesPerSender; a new
 // sender beyond that, while every window is live, is refused.
@@ -45,7 +56,8 @@ enum class Sighting : uint8_t {
   kReplayed,        // inside the window, seen before
   kBehindWindow,    // more than kWindow below the sender's newest
   kTooManySenders,  // a new sender while max_senders windows are live
-  kBeforeForgotten, // sent at or before the newest send time of a forgotten window
+  kBeforeForgotten, // sent at or before the newest send time of a forgotten window (or of the
+                    // sender's window before it restarted its numbering)
 };
 
 class ReplayGuard {
@@ -63,11 +75,12 @@ class ReplayGuard {
   struct Window {
     uint32_t newest = 0;           // highest sequence accepted
     uint64_t newest_send_ns = 0;   // latest send time accepted
+    uint64_t floor_send_ns = 0;    // send times at or before it are refused (the sender restarted)
     std::array<uint64_t, kWindow / 64> bits{};  // bit (s % kWindow): sequence s accepted
   };
   // Memory per sender: the window and its hash-table node (key, hash, link).
   static constexpr size_t kBytesPerSender = sizeof(Window) + 3 * sizeof(uint64_t);
-  static_assert(kBytesPerSender == 552, "docs/probe.md states the guard's memory bound from this size");
+  static_assert(kBytesPerSender == 560, "docs/probe.md states the guard's memory bound from this size");
 
  private:
   void forget_expired(uint64_t now_ns);
