@@ -10,6 +10,8 @@
 #include <mutex>
 #include <thread>
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <fmt/format.h>
 
 #include "cli_common.h"
@@ -28,6 +30,8 @@
 
 namespace weft::cli {
 namespace {
+
+namespace asio = boost::asio;
 
 struct WatchArgs {
   FleetArgs fleet;
@@ -112,14 +116,33 @@ int run_watch(WatchArgs& a) {
     if (!srv) return fail(srv.status());
     metrics = std::move(*srv);
   }
+  // Events are recorded, published and printed on a thread of their own: a
+  // database another writer holds (SQLite waits out its busy timeout) or a
+  // slow plan directory must not stall the watcher's network thread, whose
+  // agents would then read as silent and be reconnected. A failed write is
+  // said at once; the first one also fails the exit status.
   Status db_error;
-  auto act = [&](const LinkEvent& e) {
+  const auto record = [&](const Status& st) {
+    if (st) return;
+    fmt::print(stderr, "weft watch: recording a link event in {}: {}\n", a.db, st.message());
+    if (db_error) db_error = st;
+  };
+  struct Pending {
+    LinkEvent e;
+    WatchCounts c;          // at the event, taken on the network thread
+    std::string unhealthy;  // for ambiguous and unexplained events
+  };
+  const auto act = [&](const Pending& p) {
+    const LinkEvent& e = p.e;
+    const WatchCounts& c = p.c;
     const auto us = [](uint64_t ns) { return static_cast<int64_t>(ns / 1000); };
-    const WatchCounts c = state.counts(e.at_ns);
     switch (e.kind) {
       case LinkEvent::Kind::kDown: {
-        ++totals.down_events;
-        totals.last_localise_seconds = static_cast<double>(e.at_ns - e.first_loss_ns) / 1e9;
+        {
+          std::lock_guard lock(mu);
+          ++totals.down_events;
+          totals.last_localise_seconds = static_cast<double>(e.at_ns - e.first_loss_ns) / 1e9;
+        }
         db::LinkEventRow row;
         row.link = e.links[0];
         row.first_loss_us = us(e.first_loss_ns);
@@ -127,7 +150,7 @@ int run_watch(WatchArgs& a) {
         row.tuples = static_cast<int64_t>(c.tuples);
         row.failing = static_cast<int64_t>(std::max<size_t>(1, c.failing));
         auto id = db::add_link_down(*db, row);
-        if (id) open_event = *id; else db_error = id.status();
+        if (id) open_event = *id; else record(id.status());
         // A cable (both directions) prints as "l3->s2+s2->l3"; the record
         // and the re-plan name its first direction, the one localised first
         // (a plan avoids the cable).
@@ -141,7 +164,7 @@ int run_watch(WatchArgs& a) {
           } else {
             const int64_t at = us(probe::realtime_ns());
             if (open_event) {
-              if (Status st = db::set_link_published(*db, *open_event, at); !st) db_error = st;
+              record(db::set_link_published(*db, *open_event, at));
             }
             fmt::print("published epoch {} without {} published_us={}\n", *epoch, e.links[0], at);
           }
@@ -149,9 +172,12 @@ int run_watch(WatchArgs& a) {
         break;
       }
       case LinkEvent::Kind::kUp:
-        ++totals.up_events;
+        {
+          std::lock_guard lock(mu);
+          ++totals.up_events;
+        }
         if (open_event) {
-          if (Status st = db::set_link_restored(*db, *open_event, us(e.at_ns)); !st) db_error = st;
+          record(db::set_link_restored(*db, *open_event, us(e.at_ns)));
           open_event.reset();
         }
         fmt::print("up {} restored_us={}\n", e.links[0], us(e.at_ns));
@@ -165,18 +191,25 @@ int run_watch(WatchArgs& a) {
         }
         break;
       case LinkEvent::Kind::kAmbiguous:
-        ++totals.ambiguous;
+        {
+          std::lock_guard lock(mu);
+          ++totals.ambiguous;
+        }
         fmt::print("ambiguous {} failing={}/{}\n", fmt::join(e.links, " "), c.failing, c.tuples);
-        fmt::print(stderr, "weft watch: ambiguous losses:\n{}", state.describe_unhealthy(e.at_ns));
+        fmt::print(stderr, "weft watch: ambiguous losses:\n{}", p.unhealthy);
         break;
       case LinkEvent::Kind::kUnexplained:
-        ++totals.unexplained;
+        {
+          std::lock_guard lock(mu);
+          ++totals.unexplained;
+        }
         fmt::print("unexplained failing={}/{}: no single link explains the losses\n", c.failing, c.tuples);
-        fmt::print(stderr, "weft watch: unexplained losses:\n{}", state.describe_unhealthy(e.at_ns));
+        fmt::print(stderr, "weft watch: unexplained losses:\n{}", p.unhealthy);
         break;
     }
     std::fflush(stdout);
   };
+  asio::thread_pool events(1);
 
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
@@ -197,16 +230,27 @@ int run_watch(WatchArgs& a) {
         const uint64_t now = probe::realtime_ns();
         state.update(static_cast<int>(host), rows, now);
         state.arrived(static_cast<int>(host), arrivals, now);
-        for (const LinkEvent& e : state.evaluate(now)) act(e);
+        for (LinkEvent& e : state.evaluate(now)) {
+          const bool explain = e.kind == LinkEvent::Kind::kAmbiguous || e.kind == LinkEvent::Kind::kUnexplained;
+          WatchCounts c = state.counts(e.at_ns);
+          std::string unhealthy = explain ? state.describe_unhealthy(e.at_ns) : std::string();
+          Pending p{std::move(e), c, std::move(unhealthy)};
+          asio::post(events, [&act, p = std::move(p)] { act(p); });
+        }
       },
       [&](size_t host, const Status& why) {
         fmt::print(stderr, "weft watch: agent {} stopped reporting ({}); reconnecting\n", (*hosts)[host].name,
                    why.message());
       },
-      [&](size_t host) { fmt::print(stderr, "weft watch: agent {} reports again\n", (*hosts)[host].name); },
+      [&](size_t host) {
+        std::lock_guard lock(mu);
+        state.restarted(static_cast<int>(host));
+        fmt::print(stderr, "weft watch: agent {} reports again\n", (*hosts)[host].name);
+      },
       g_stop);
   g_stop.store(true);
   if (timer.joinable()) timer.join();
+  events.join();  // every event found is recorded before the summary
   if (!st) return fail(st);
   if (!db_error) return fail(db_error.with_context("recording link events"));
   const WatchCounts c = state.counts(probe::realtime_ns());

@@ -211,6 +211,28 @@ TEST_F(WatchStateTest, ALossOrTwoIsNotAFailure) {
   EXPECT_TRUE(w.evaluate(at(300)).empty());
 }
 
+// A reconnected agent's new monitor counts from zero; the watch's totals (the
+// metrics' counters, the closing line) must not fall, whether its first
+// report counts less or more than the old monitor's last.
+TEST_F(WatchStateTest, CountsStayCumulativeWhenAHostsMonitorIsOrderedAgain) {
+  report(0, 5, {0, 0, 0}, {0, 0});  // 6 tuples x 5 sent
+  EXPECT_EQ(w.counts(at(0)).sent, 30u);
+  w.restarted(0);  // host 0's 3 tuples: its new monitor has sent 2 each
+  w.update(0, std::vector<probe::TupleTally>{row(20, 100, 2, 0, 1), row(20, 101, 2, 0, 2), row(30, 104, 2, 1, 1)},
+           at(100));
+  WatchCounts c = w.counts(at(100));
+  EXPECT_EQ(c.sent, 30u + 3 * 2);
+  EXPECT_EQ(c.answered, 30u + 5);
+  EXPECT_EQ(c.lost, 1u);
+  w.restarted(1);  // host 1's 2 tuples: its new monitor has already sent 9 each
+  w.update(1, std::vector<probe::TupleTally>{row(10, 102, 9, 0, 1), row(10, 103, 9, 0, 2)}, at(200));
+  c = w.counts(at(200));
+  EXPECT_EQ(c.sent, 36u + 2 * 9);
+  EXPECT_EQ(c.answered, 35u + 2 * 9);
+  w.restarted(7);  // no such host: nothing changes
+  EXPECT_EQ(w.counts(at(200)).sent, 54u);
+}
+
 TEST_F(WatchStateTest, EachHostIsOrderedItsOwnTuples) {
   const auto h0 = w.tuples_of(0);
   ASSERT_EQ(h0.size(), 3u);

@@ -2,6 +2,7 @@
 #include "watch/watch_state.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -50,6 +51,16 @@ void WatchState::update(int host, std::span<const probe::TupleTally> rows, uint6
     }
     l.last = rows[k];
     l.report_ns = now_ns;
+  }
+}
+
+void WatchState::restarted(int host) {
+  if (host < 0 || static_cast<size_t>(host) >= by_host_.size()) return;
+  for (size_t i : by_host_[static_cast<size_t>(host)]) {
+    Live& l = live_[i];
+    l.sent_before += std::exchange(l.last.sent, 0);
+    l.answered_before += std::exchange(l.last.answered, 0);
+    l.lost_before += std::exchange(l.last.lost, 0);
   }
 }
 
@@ -184,9 +195,9 @@ WatchCounts WatchState::counts(uint64_t now_ns) const {
       case State::kUnknown: ++c.unknown; break;
       default: ++c.failing; break;
     }
-    c.sent += l.last.sent;
-    c.answered += l.last.answered;
-    c.lost += l.last.lost;
+    c.sent += l.sent_before + l.last.sent;
+    c.answered += l.answered_before + l.last.answered;
+    c.lost += l.lost_before + l.last.lost;
   }
   if (down_) c.down = link_name(*down_);
   c.verdict = pending_;

@@ -79,6 +79,11 @@ class WatchState {
   // A report from host h: rows in the order of tuples_of(h). Rows that do not
   // match (another order) are ignored.
   void update(int host, std::span<const probe::TupleTally> rows, uint64_t now_ns);
+  // Host h's monitor was ordered again (its agent reconnected): its new
+  // reports count from zero, so what the old one counted is kept aside and
+  // counts() stays cumulative (Prometheus reads a counter that falls as a
+  // reset of the whole series).
+  void restarted(int host);
   // What host h's reflector received of the watched tuples towards it.
   void arrived(int host, std::span<const agent::Arrival> arrivals, uint64_t now_ns);
   // Localises now; returns the events this evaluation makes.
@@ -90,6 +95,7 @@ class WatchState {
  private:
   struct Live {
     probe::TupleTally last;
+    uint64_t sent_before = 0, answered_before = 0, lost_before = 0;  // by the monitors before `last`'s
     uint64_t report_ns = 0;
     uint64_t loss_since_ns = 0;  // report time of the current streak's first loss; 0 = none
     uint64_t arrivals = 0;       // requests the destination received
