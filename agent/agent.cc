@@ -418,13 +418,14 @@ struct Agent::Impl {
   // While the session's sweeps run: an empty "results" frame of `run` every
   // sweep_heartbeat_ms (AgentConfig), which the controller reads as a sign of
   // life and adds nothing from.
-  asio::awaitable<void> heartbeat(std::shared_ptr<Session> ss, uint32_t run) {
+  // `over` is set, on the io thread, with the sweep's last frame.
+  asio::awaitable<void> heartbeat(std::shared_ptr<Session> ss, uint32_t run, std::shared_ptr<const bool> over) {
     asio::steady_timer t(io);
     for (;;) {
       t.expires_after(std::chrono::milliseconds(cfg.sweep_heartbeat_ms));
       boost::system::error_code ec;
       co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      if (ss->closed || ss->sweeps_running == 0) co_return;
+      if (ss->closed || *over) co_return;
       ss->send({{"type", "results"}, {"run", run}, {"rows", json::array()}});
     }
   }
@@ -439,8 +440,9 @@ struct Agent::Impl {
       ++counters.campaigns;
     }
     ++ss->sweeps_running;
-    asio::co_spawn(io, heartbeat(ss, cmd.run), asio::detached);
-    start_thread(ss, [this, ss, key, cmd = std::move(cmd)] {
+    auto over = std::make_shared<bool>(false);
+    asio::co_spawn(io, heartbeat(ss, cmd.run, over), asio::detached);
+    start_thread(ss, [this, ss, key, over, cmd = std::move(cmd)] {
       // The sweep's last frame ("done" or "error") is queued in the same io
       // handler that counts the sweep out, so no heartbeat follows it (the
       // controller's next command expects its own answer). Should the
@@ -448,18 +450,23 @@ struct Agent::Impl {
       struct Running {
         asio::io_context& io;
         std::shared_ptr<Session> ss;
+        std::shared_ptr<bool> over;
         bool counted_out = false;
         void last(json j) {
           counted_out = true;
-          asio::post(io, [s = ss, j = std::move(j)] {
+          asio::post(io, [s = ss, o = over, j = std::move(j)] {
             s->send(j);
+            *o = true;
             s->sweep_ended();
           });
         }
         ~Running() {
-          if (!counted_out) asio::post(io, [s = ss] { s->sweep_ended(); });
+          if (!counted_out) asio::post(io, [s = ss, o = over] {
+            *o = true;
+            s->sweep_ended();
+          });
         }
-      } running{io, ss};
+      } running{io, ss, over};
       SweepTally::Sweep tallied = tally.start(planned_flows(cmd.plan));
       spdlog::info("campaign {}: sweep to {} hosts x {} ports started", cmd.run, cmd.plan.targets.size(),
                    cmd.plan.sport_count);

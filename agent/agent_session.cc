@@ -44,7 +44,7 @@ asio::awaitable<void> Session::writer() {
       if (on_stalled) on_stalled();  // before close(): the reader may see its read cancelled first
       close();
     } else if (ec) {
-      closed = true;
+      close();  // the peer is gone (reset, or TCP gave up): its sweeps stop too
     }
   }
 }

@@ -54,6 +54,7 @@ Status ProbeRunConfig::validate() const {
                                         probe_dscp, stop_at_spines));
   }
   if (batch_rows < 1) return invalid_argument("batch rows must be >= 1");
+  if (keep_open_ms < 1) return invalid_argument(fmt::format("keep-open interval {} ms must be >= 1", keep_open_ms));
   probe::CampaignPlan p;
   p.targets = {1};
   p.sport_first = sport_first;

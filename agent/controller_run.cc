@@ -156,6 +156,33 @@ asio::awaitable<void> ticker(Run& run, std::vector<std::unique_ptr<Conn>>& conns
   }
 }
 
+// Keeps `c`'s session open while other hosts still sweep (ProbeRunConfig::
+// keep_open_ms): once its own sweep is done (or it has none), nothing else
+// reads or writes it until phase 3, so the status exchange cannot interleave.
+asio::awaitable<void> keep_open(Conn& c, Run& run, std::vector<std::unique_ptr<Conn>>& conns, int every_ms,
+                                int timeout_ms) {
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  auto last = Clock::now();
+  for (;;) {
+    t.expires_after(std::chrono::milliseconds(std::min(every_ms, 200)));
+    co_await t.async_wait(asio::use_awaitable);
+    bool all = true;
+    for (auto& k : conns) all = all && k->done;
+    if (all || !run.failure.is_ok()) co_return;
+    if (!c.done) {  // its sweep's frames keep it open; its end counts as one
+      last = Clock::now();
+      continue;
+    }
+    if (Clock::now() - last < std::chrono::milliseconds(every_ms)) continue;
+    auto st = co_await reflector_stats(c, timeout_ms);
+    if (!st) {
+      run.fail(st.status().with_context("keeping the session open while others sweep"));
+      co_return;
+    }
+    last = Clock::now();
+  }
+}
+
 // Runs every coroutine produced by make(i) to completion on a fresh io_context.
 template <typename F>
 void run_all(asio::io_context& io, Run& run, size_t n, F make) {
@@ -328,6 +355,10 @@ Result<ProbeSummary> run_probe(db::Database& db, const std::vector<HostEntry>& h
                             : std::max<int>(1, static_cast<int>(targets[static_cast<size_t>(c.index)].size()));
     if (auto sk = skip_of.find(c.host_id); sk != skip_of.end()) p.skip = std::move(sk->second);
     asio::co_spawn(io, sweep(c, run, std::move(cmd), sum, hosts), on_exception([&run](Status st) { run.fail(st); }));
+  }
+  for (auto& cp : conns) {
+    asio::co_spawn(io, keep_open(*cp, run, conns, cfg.keep_open_ms, to),
+                   on_exception([&run](Status st) { run.fail(st); }));
   }
   asio::co_spawn(io, ticker(run, conns), on_exception([&run](Status st) { run.fail(st); }));
   io.run();

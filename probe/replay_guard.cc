@@ -58,9 +58,12 @@ Sighting ReplayGuard::check(uint32_t campaign, uint32_t src_ip, uint32_t sequenc
     clear_slots(w, w.newest + 1, std::min(ahead, kWindow));
     w.newest = sequence;
   } else if (const bool behind = w.newest - sequence >= kWindow; behind || test_bit(w, sequence)) {
-    // Later than all this window accepted, so a copy of none of them: the
-    // sender restarted its numbering (replay_guard.h).
-    if (send_time_ns <= w.newest_send_ns) return behind ? Sighting::kBehindWindow : Sighting::kReplayed;
+    // Later than all this window accepted, so a copy of none of them, and
+    // among the first sequences a sender uses: the sender restarted its
+    // numbering (replay_guard.h).
+    if (send_time_ns <= w.newest_send_ns || sequence - 1 >= kWindow) {
+      return behind ? Sighting::kBehindWindow : Sighting::kReplayed;
+    }
     w = Window{.newest = sequence, .newest_send_ns = send_time_ns, .floor_send_ns = w.newest_send_ns};
   }
   set_bit(w, sequence);

@@ -316,33 +316,50 @@ INSTANTIATE_TEST_SUITE_P(Bounds, StalledReaderTest,
                          ::testing::Values(StalledCase{"ShortDeadline", 300}, StalledCase{"LongerDeadline", 1500}),
                          [](const auto& p) { return std::string(p.param.name); });
 
-// The controller sends nothing while it waits for a sweep's results, so a
-// sweep that outlasts the idle timeout (a large fabric at a low rate) must not
-// end its session as idle (it did: the sweep was cancelled and the campaign
-// failed mid-way); a session that orders nothing is still closed when idle.
-TEST_F(AdmissionTest, ASweepLongerThanTheIdleTimeoutCompletes) {
-  start([](AgentConfig& c) { c.idle_timeout_ms = 300; });
+// The controller sends nothing on a session while it waits for a sweep's
+// results, so a sweep that outlasts the idle timeout (a large fabric at a low
+// rate) must not end its session as idle (it did: the sweep was cancelled and
+// the campaign failed mid-way), nor may the session of a host that only
+// reflects, or whose sweep ended first (the controller keeps it open); a
+// session that orders nothing is still closed when idle.
+struct LongSweep {
+  const char* name;
+  bool a_sweeps;  // else only b sweeps (to a), and a only reflects
+};
+
+class LongSweepTest : public AdmissionTest, public ::testing::WithParamInterface<LongSweep> {};
+
+TEST_P(LongSweepTest, ASweepLongerThanTheIdleTimeoutCompletes) {
+  start([](AgentConfig& c) { c.idle_timeout_ms = 500; });
   const std::string path = fmt::format("/tmp/weft-admission-long-sweep-{}.db", ::getpid());
+  const int64_t flows = GetParam().a_sweeps ? 2 * 8 : 8;
   {
     auto db = db::Database::open(path);
     ASSERT_TRUE(db) << db.status().to_string();
     ProbeRunConfig cfg = quick_campaign();
-    cfg.rate_pps = 8;  // 8 ports to one target: about 1 s, over three idle timeouts
+    cfg.rate_pps = 6;  // 8 ports to one target: about 1.4 s, near three idle timeouts
+    cfg.keep_open_ms = 150;
+    if (!GetParam().a_sweeps) cfg.pairs = std::vector<std::pair<int, int>>{{1, 0}};
     const auto t0 = Clock::now();
     auto run = run_probe(*db, {{"a", own_ip(1), a_->port()}, {"b", own_ip(2), b_->port()}}, test_secret(), cfg);
     ASSERT_TRUE(run) << run.status().to_string();
-    EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(800));
-    EXPECT_EQ(run->flows_total, 2 * 8);
-    EXPECT_EQ(run->senders.sent, 2u * 8u);
-    EXPECT_EQ(a_->rejected(ControlReject::kTimeout), 0u);
+    EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(1100));
+    EXPECT_EQ(run->flows_total, flows);
+    EXPECT_EQ(run->senders.sent, static_cast<uint64_t>(flows));
   }
   for (const char* ext : {"", "-wal", "-shm"}) std::remove((path + ext).c_str());
 
+  ASSERT_TRUE(eventually([&] { return counters().authenticated == 0; }));
+  const uint64_t timeouts = a_->rejected(ControlReject::kTimeout);
   Client idle(own_ip(1), a_->port());
   ASSERT_TRUE(idle.authenticate(test_secret(), {kA, kB}));
   EXPECT_TRUE(idle.closed_within(3000));
-  EXPECT_EQ(a_->rejected(ControlReject::kTimeout), 1u);
+  EXPECT_EQ(a_->rejected(ControlReject::kTimeout), timeouts + 1);
 }
+
+INSTANTIATE_TEST_SUITE_P(Hosts, LongSweepTest,
+                         ::testing::Values(LongSweep{"BothSweep", true}, LongSweep{"OneOnlyReflects", false}),
+                         [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace
 }  // namespace weft::agent::testing

@@ -54,6 +54,11 @@ struct ProbeRunConfig {
   int stop_at_spines = 0;
   int ports_per_spine = 0;
   int connect_timeout_ms = 5000;
+  // While sweeps run, a session with none of its own (a host that only
+  // reflects, or whose sweep is done) gets a status request this often: the
+  // agent closes a session idle for its idle timeout (600 s by default), and
+  // its counters are read after the slowest sweep.
+  int keep_open_ms = 30000;
   int batch_rows = 4096;       // observations per DB transaction
   bool progress = false;       // draw a progress bar with ETA on stderr
 

@@ -24,8 +24,11 @@
 // A sender that restarts (an agent process restarted under the same
 // campaign or monitor run) numbers from 1 again. A request whose sequence
 // the window calls replayed or behind, but whose send time is later than
-// every request the window accepted, is not a copy of any of them: the
-// sender's numbering restarted. The window starts again at that request, and
+// every request the window accepted, is not a copy of any of them; if its
+// sequence is also among the first kWindow (1..4096, where a sender starts),
+// the sender's numbering restarted. (The sequence bound keeps a request held
+// back across a step of the sender's clock from passing for a restart, except
+// within the first kWindow requests of a run.) The window starts again at that request, and
 // refuses every send time at or before the old window's newest (its floor,
 // kBeforeForgotten), so none of the old requests is accepted again. Without
 // this a restarted sender was refused by every reflector until its old
