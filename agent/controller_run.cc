@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -143,12 +144,14 @@ asio::awaitable<void> sweep(Conn& c, Run& run, CampaignCommand cmd, ProbeSummary
   }
 }
 
+bool all_done(const std::vector<std::unique_ptr<Conn>>& conns) {
+  return std::all_of(conns.begin(), conns.end(), [](const auto& c) { return c->done; });
+}
+
 asio::awaitable<void> ticker(Run& run, std::vector<std::unique_ptr<Conn>>& conns) {
   asio::steady_timer t(co_await asio::this_coro::executor);
   for (;;) {
-    bool all = true;
-    for (auto& c : conns) all = all && c->done;
-    if (all || !run.failure.is_ok()) co_return;
+    if (all_done(conns) || !run.failure.is_ok()) co_return;
     t.expires_after(std::chrono::milliseconds(200));
     co_await t.async_wait(asio::use_awaitable);
     run.flush();
@@ -166,9 +169,7 @@ asio::awaitable<void> keep_open(Conn& c, Run& run, std::vector<std::unique_ptr<C
   for (;;) {
     t.expires_after(std::chrono::milliseconds(std::min(every_ms, 200)));
     co_await t.async_wait(asio::use_awaitable);
-    bool all = true;
-    for (auto& k : conns) all = all && k->done;
-    if (all || !run.failure.is_ok()) co_return;
+    if (all_done(conns) || !run.failure.is_ok()) co_return;
     if (!c.done) {  // its sweep's frames keep it open; its end counts as one
       last = Clock::now();
       continue;
