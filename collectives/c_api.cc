@@ -108,8 +108,10 @@ Status create(const weft_comm_config_t* config, weft_comm_t** out) {
   // Before the store is opened (bootstrap/listen_address.h says why).
   WEFT_RETURN_IF_ERROR(internal::check_listen_overrides(cfg.tcp).with_context(fmt::format("rank {}", c.rank)));
   auto h = std::make_unique<weft_comm>();
-  WEFT_ASSIGN_OR_RETURN(h->store, open_store(c.store, c.rank, Clock::now() + cfg.timeout));
-  WEFT_ASSIGN_OR_RETURN(h->comm, Communicator::create(cfg, *h->store));
+  // One deadline for both: a store reached late leaves less for the peers.
+  const Deadline deadline = Clock::now() + cfg.timeout;
+  WEFT_ASSIGN_OR_RETURN(h->store, open_store(c.store, c.rank, deadline));
+  WEFT_ASSIGN_OR_RETURN(h->comm, Communicator::create(cfg, *h->store, deadline));
   *out = h.release();
   return ok_status();
 }

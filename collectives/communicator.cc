@@ -95,8 +95,7 @@ std::string this_host() {
 
 }  // namespace
 
-Status Communicator::Impl::setup(Store& store) {
-  const Deadline deadline = Clock::now() + cfg.timeout;
+Status Communicator::Impl::setup(Store& store, Deadline deadline) {
   const int n = cfg.size, me = cfg.rank;
   // A plan's rounds become gates (plan_round_gates) — checked before any
   // peer is waited for, so that a bad plan fails at once on every rank.
@@ -117,7 +116,7 @@ Status Communicator::Impl::setup(Store& store) {
   }
   if (cfg.host.empty()) cfg.host = this_host();
   // Host names: who shares memory with whom (shm, hybrid).
-  WEFT_RETURN_IF_ERROR(store.set(fmt::format("{}/host/{}", cfg.store_prefix, me), cfg.host));
+  WEFT_RETURN_IF_ERROR(store.set_by(fmt::format("{}/host/{}", cfg.store_prefix, me), cfg.host, deadline));
   hosts.resize(static_cast<size_t>(n));
   std::set<std::string> distinct;
   for (int r = 0; r < n; ++r) {
@@ -296,7 +295,7 @@ Result<AllreducePicks> decode_picks(const std::string& s) {
 
 Status Communicator::Impl::agree_on_picks(Store& store, Deadline deadline) {
   const std::string key = cfg.store_prefix + "/auto/0";
-  if (cfg.rank == 0) return store.set(key, encode_picks(auto_picks));
+  if (cfg.rank == 0) return store.set_by(key, encode_picks(auto_picks), deadline);
   WEFT_ASSIGN_OR_RETURN(const std::string first, store.get(key, deadline));
   WEFT_ASSIGN_OR_RETURN(const AllreducePicks rank0, decode_picks(first));
   if (encode_picks(rank0) == encode_picks(auto_picks)) return ok_status();
@@ -455,6 +454,10 @@ Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 Communicator::~Communicator() = default;
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const CommConfig& config, Store& store) {
+  return create(config, store, Clock::now() + config.timeout);
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::create(const CommConfig& config, Store& store, Deadline deadline) {
   CommConfig c = config;
   // The environment names a job's plan epochs file where the code that
   // makes the communicator does not (torch, launchers). Without a plan it
@@ -481,7 +484,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommConfig& con
   WEFT_RETURN_IF_ERROR(c.validate());
   auto impl = std::make_unique<Impl>();
   impl->cfg = std::move(c);
-  Status s = impl->setup(store);
+  Status s = impl->setup(store, deadline);
   if (!s) return s.with_context(fmt::format("rank {}: creating the communicator", config.rank));
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }

@@ -110,7 +110,7 @@ class Communicator::Impl {
                                        DataType t, ReduceOp op, const CollectiveOptions& o);
   // fail() with the call named: "rank R: allreduce (hd, N x f32, sum)".
   Status fail_call(const Status& s, int coll, Algorithm a, size_t count, DataType t, ReduceOp op);
-  Status setup(Store& store);
+  Status setup(Store& store, Deadline deadline);
   Status agree_on_picks(Store& store, Deadline deadline);
   Status choose_auto();
   Status fail(Status s);

@@ -58,7 +58,7 @@ Status Communicator::Impl::setup_epochs(Store& store, Deadline deadline) {
   const std::string key = cfg.store_prefix + "/epochs/0";
   const std::string mine = cfg.plan_epochs.empty() ? "none" : "file";
   if (cfg.rank == 0) {
-    WEFT_RETURN_IF_ERROR(store.set(key, mine));
+    WEFT_RETURN_IF_ERROR(store.set_by(key, mine, deadline));
   } else {
     WEFT_ASSIGN_OR_RETURN(const std::string first, store.get(key, deadline));
     if (first != mine) {

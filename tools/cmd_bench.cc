@@ -194,7 +194,7 @@ int rank_main(const BenchArgs& a, const Parsed& p, int rank, int size, const std
     if (!plan) return fail(plan.status());
     cfg.plan = std::move(*plan);
   }
-  auto comm = Communicator::create(cfg, **store);
+  auto comm = Communicator::create(cfg, **store, deadline);
   if (!comm) return fail(comm.status());
   return run_rank(a, p, **comm);
 }

@@ -70,7 +70,7 @@ PYBIND11_MODULE(_C, m) {
                                        std::chrono::milliseconds(timeout_ms)};
              auto options = weft::pt::backend_options_from_env();
              if (!options) {
-               weft::pt::hold_until_every_rank_failed(store, size, group.timeout);
+               weft::pt::hold_until_every_rank_failed(store, size, std::chrono::steady_clock::now() + group.timeout);
                TORCH_CHECK(false, "weft: ", options.status().message());
              }
              return weft::pt::GilFreeHolder<ProcessGroupWeft>(

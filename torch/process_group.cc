@@ -33,6 +33,7 @@ const at::Tensor& the_tensor(const std::vector<at::Tensor>& ts, std::string_view
 ProcessGroupWeft::ProcessGroupWeft(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, GroupInfo group,
                                    const BackendOptions& options)
     : c10d::ProcessGroup(rank, size) {
+  const auto deadline = std::chrono::steady_clock::now() + group.timeout;
   coll::CommConfig cfg;
   cfg.rank = rank;
   cfg.size = size;
@@ -45,7 +46,7 @@ ProcessGroupWeft::ProcessGroupWeft(const c10::intrusive_ptr<c10d::Store>& store,
   try {
     worker_ = Worker::start(cfg, rendezvous, describe(rank, size, group));
   } catch (const c10::Error&) {
-    hold_until_every_rank_failed(store, size, group.timeout);
+    hold_until_every_rank_failed(store, size, deadline);
     throw;
   }
 }

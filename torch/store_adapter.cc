@@ -65,8 +65,7 @@ std::string route_address(const c10::intrusive_ptr<c10d::Store>& store) {
 }
 
 void hold_until_every_rank_failed(const c10::intrusive_ptr<c10d::Store>& store, int size,
-                                  std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+                                  std::chrono::steady_clock::time_point deadline) {
   try {
     const std::string key = "weft/failed";
     for (int64_t n = store->add(key, 1); n < size; n = store->add(key, 0)) {

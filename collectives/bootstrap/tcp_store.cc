@@ -172,6 +172,10 @@ Result<std::string> TcpStore::exchange(const std::string& request, const std::st
 }
 
 Status TcpStore::set(const std::string& key, const std::string& value) {
+  return set_by(key, value, Clock::now() + std::chrono::seconds(60));
+}
+
+Status TcpStore::set_by(const std::string& key, const std::string& value, std::chrono::steady_clock::time_point deadline) {
   WEFT_RETURN_IF_ERROR(check_sizes(options_.limits, key.size(), value.size(), "set", key));
   std::lock_guard<std::mutex> l(mu_);
   std::string req;
@@ -180,7 +184,7 @@ Status TcpStore::set(const std::string& key, const std::string& value) {
   put32(req, static_cast<uint32_t>(value.size()));
   req += key;
   req += value;
-  return exchange(req, fmt::format("set '{}'", key), Clock::now() + std::chrono::seconds(60)).status();
+  return exchange(req, fmt::format("set '{}'", key), deadline).status();
 }
 
 Result<std::string> TcpStore::get(const std::string& key, std::chrono::steady_clock::time_point deadline) {

@@ -226,7 +226,7 @@ Result<std::unique_ptr<Transport>> make_loopback_transport(const TransportConfig
     }
     // Every rank holds the hub before rank 0 returns, so it cannot vanish
     // between publication and lookup.
-    WEFT_RETURN_IF_ERROR(store.set(key, id));
+    WEFT_RETURN_IF_ERROR(store.set_by(key, id, deadline));
     for (int r = 1; r < config.size; ++r) {
       WEFT_RETURN_IF_ERROR(store.get(fmt::format("{}/joined/{}", key, r), deadline).status());
     }
@@ -246,7 +246,7 @@ Result<std::unique_ptr<Transport>> make_loopback_transport(const TransportConfig
     if (hub->size != config.size) {
       return invalid_argument(fmt::format("loopback hub has {} ranks, this rank was told {}", hub->size, config.size));
     }
-    WEFT_RETURN_IF_ERROR(store.set(fmt::format("{}/joined/{}", key, config.rank), "1"));
+    WEFT_RETURN_IF_ERROR(store.set_by(fmt::format("{}/joined/{}", key, config.rank), "1", deadline));
   }
   return std::unique_ptr<Transport>(std::make_unique<LoopbackTransport>(std::move(hub), config));
 }

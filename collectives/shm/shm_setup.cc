@@ -56,7 +56,7 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
   const bool single = cfg_.shm.single_copy_min_bytes > 0;
   if (single && cfg_.shm.ptracer_parent) grant_ptrace_to_parent();
   const std::string key = cfg_.store_prefix + "/shm/";
-  WEFT_RETURN_IF_ERROR(store.set(key + std::to_string(me), name_));
+  WEFT_RETURN_IF_ERROR(store.set_by(key + std::to_string(me), name_, deadline));
   std::vector<std::pair<int, int>> refused;  // peers this rank may not read: (rank, errno)
 
   pairs_.resize(static_cast<size_t>(cfg_.size));
@@ -89,7 +89,7 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
   for (int p : cfg_.setup_peer_ranks()) activate(*pairs_[static_cast<size_t>(p)]);
   // Once every peer has mapped this segment its name can go: the mapping
   // lives on, and no crash can leak it.
-  WEFT_RETURN_IF_ERROR(store.set(key + "mapped/" + std::to_string(me), "1"));
+  WEFT_RETURN_IF_ERROR(store.set_by(key + "mapped/" + std::to_string(me), "1", deadline));
   for (int p : peers) WEFT_RETURN_IF_ERROR(store.get(key + "mapped/" + std::to_string(p), deadline).status());
   // Every peer's verdict on this rank was stored before its "mapped" key
   // (for every pair: one connected later reads it here too).

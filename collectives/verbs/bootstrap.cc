@@ -38,7 +38,7 @@ Result<std::vector<coll::tcp::Fd>> connect_mesh(const coll::TransportConfig& con
                                                 coll::Deadline deadline, std::uint64_t* dropped) {
   coll::tcp::Endpoint bound;
   WEFT_ASSIGN_OR_RETURN(coll::tcp::Fd listener, coll::tcp::listen_on(address, 0, &bound));
-  WEFT_RETURN_IF_ERROR(store.set(key_of(config, config.rank), bound.to_string()));
+  WEFT_RETURN_IF_ERROR(store.set_by(key_of(config, config.rank), bound.to_string(), deadline));
   std::vector<coll::tcp::Fd> fds(peers.size());
   std::size_t lower = 0;
   for (std::size_t i = 0; i < peers.size(); ++i) {

@@ -380,8 +380,8 @@ Status VerbsTransport::setup(coll::Store& store, Deadline deadline) {
     }
     WEFT_ASSIGN_OR_RETURN(auto c, ctx_->create_connection(cc));
     const EndpointWire w = encode(c->local_info());
-    WEFT_RETURN_IF_ERROR(store.set(internal::endpoint_key(cfg_, cfg_.rank, p),
-                                   std::string(reinterpret_cast<const char*>(w.bytes), sizeof w.bytes)));
+    WEFT_RETURN_IF_ERROR(store.set_by(internal::endpoint_key(cfg_, cfg_.rank, p),
+                                      std::string(reinterpret_cast<const char*>(w.bytes), sizeof w.bytes), deadline));
     conns.push_back(std::move(c));
   }
   std::string address = o.bootstrap_address;

@@ -274,6 +274,23 @@ def half_average(rank, size):
     return True
 
 
+GROUP_TIMEOUT_S = 3.0
+
+
+def new_group_member_missing(rank, size):
+    """The last rank never calls new_group: the others raise, naming the key
+    they waited for, within the group's timeout (the wait for every member
+    to fail ends at the group's own deadline, not a timeout later)."""
+    harness.init("weft", rank, size, timeout_s=30)
+    if rank == size - 1:
+        time.sleep(3 * GROUP_TIMEOUT_S)
+        return None
+    t0 = time.monotonic()
+    msg = raises(lambda: dist.new_group(list(range(size)), timeout=timedelta(seconds=GROUP_TIMEOUT_S)),
+                 "not set in time")
+    return time.monotonic() - t0, msg
+
+
 class WorkAndFutures(unittest.TestCase):
     def test_async_calls_futures_and_wait_timeout(self):
         harness.run(self, async_work, 2, timeout=90)
@@ -313,6 +330,14 @@ class Collectives(unittest.TestCase):
 
     def test_new_group_subgroups_and_a_gloo_group_side_by_side(self):
         harness.run(self, new_groups, 4, timeout=90)
+
+    def test_a_new_group_with_a_member_missing_fails_within_its_timeout(self):
+        for r in harness.run(self, new_group_member_missing, 3, timeout=90):
+            if r.rank == 2:
+                continue
+            took, msg = r.value
+            self.assertGreaterEqual(took, GROUP_TIMEOUT_S - 0.1, msg)
+            self.assertLess(took, 1.5 * GROUP_TIMEOUT_S, f"rank {r.rank}: {msg}")
 
 
 if __name__ == "__main__":

@@ -106,7 +106,7 @@ Result<Connected> connect(const WorkerArgs& a, const Job& job, int rank) {
     cfg.plan_epochs = job.plan_epochs;
     cfg.job = job.job_id;
   }
-  WEFT_ASSIGN_OR_RETURN(c.comm, coll::Communicator::create(cfg, *c.store));
+  WEFT_ASSIGN_OR_RETURN(c.comm, coll::Communicator::create(cfg, *c.store, deadline));
   return c;
 }
 

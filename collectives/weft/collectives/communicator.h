@@ -325,6 +325,11 @@ class Communicator {
   // Connects to the peers of its algorithms through `store` ("Connections"
   // above; collective: every rank calls it).
   static Result<std::unique_ptr<Communicator>> create(const CommConfig& config, Store& store);
+  // The same, set-up bounded by `deadline` instead of now + config.timeout:
+  // for a caller that has spent part of the timeout already (opening the
+  // store), so that the whole setup fails within the one timeout.
+  static Result<std::unique_ptr<Communicator>> create(const CommConfig& config, Store& store,
+                                                      std::chrono::steady_clock::time_point deadline);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;

@@ -26,6 +26,14 @@ class Store {
  public:
   virtual ~Store() = default;
   virtual Status set(const std::string& key, const std::string& value) = 0;
+  // set(), giving up at the deadline where the store can tell it is stuck
+  // (TcpStore: a rendezvous host that stopped answering); the library calls
+  // this one with its setup deadline. By default set(), which has none.
+  virtual Status set_by(const std::string& key, const std::string& value,
+                        std::chrono::steady_clock::time_point deadline) {
+    (void)deadline;
+    return set(key, value);
+  }
   // Waits until the key exists; kDeadlineExceeded names the key.
   virtual Result<std::string> get(const std::string& key,
                                   std::chrono::steady_clock::time_point deadline) = 0;
@@ -117,6 +125,13 @@ class FileStore final : public Store {
 //                  a get, nothing for a set, the message of an error); a get
 //                  is answered when its key has been set
 // Later sets of a key replace its value, as in the other stores.
+//
+// A client sends one request at a time: a get holds its connection until
+// the key is set, so threads that wait for keys at once (communicators
+// created concurrently in one process) each need a TcpStore of their own.
+// A request that fails, a get past its deadline included, closes the
+// connection (a late reply would answer the next request): that TcpStore's
+// later calls fail at once, and a new one is opened to go on.
 struct TcpStoreLimits {
   size_t max_key_bytes = 1 << 10;
   size_t max_value_bytes = 1 << 20;
@@ -150,7 +165,10 @@ class TcpStore final : public Store {
                                                 std::chrono::steady_clock::time_point deadline,
                                                 const TcpStoreOptions& options = {});
   ~TcpStore() override;
+  // Without a deadline: 60 s.
   Status set(const std::string& key, const std::string& value) override;
+  Status set_by(const std::string& key, const std::string& value,
+                std::chrono::steady_clock::time_point deadline) override;
   Result<std::string> get(const std::string& key,
                           std::chrono::steady_clock::time_point deadline) override;
   // getsockname(2) of the client connection; "" (unknown) when the store's
