@@ -17,8 +17,12 @@
 // hello that names no peer of this transport (or a connection it already
 // has), a connection that closes before its hello, one whose hello has not
 // arrived kHelloTimeout after it was accepted (a peer writes it right after
-// connect), and any beyond kMaxPendingHellos waiting at once (a flood must
-// not take the descriptors the peers need).
+// connect). At most kMaxPendingHellos accepted connections wait for their
+// hello at once (a flood must not take the descriptors the peers need);
+// beyond that, connections stay queued on the listening socket until hellos
+// make room — never closed unread: a rank with many peers or connections
+// per peer (one-shot on 300 ranks, 64 per pair) has more than that many
+// peers' connections queued when it first accepts.
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -69,7 +73,7 @@ Status TcpTransport::connect(Store& store, Deadline deadline) {
   ev.data.u64 = kWakeTag;
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev);
   const std::string key = cfg_.store_prefix + "/tcp/";
-  WEFT_RETURN_IF_ERROR(store.set(key + std::to_string(cfg_.rank), endpoints_to_string(published)));
+  WEFT_RETURN_IF_ERROR(store.set_by(key + std::to_string(cfg_.rank), endpoints_to_string(published), deadline));
 
   const auto n = static_cast<size_t>(cfg_.size);
   pairs_.resize(n);
@@ -185,7 +189,11 @@ Status TcpTransport::establish(const std::vector<int>& peers, Deadline deadline,
 // or gave up before it connected back: said at once, not at the deadline.
 Status TcpTransport::wait_for_connections(const std::vector<int>& missing, Deadline deadline) {
   std::vector<pollfd> fds{{epoll_fd_.get(), POLLIN, 0}};
-  for (const Fd& l : listen_fds_) fds.push_back({l.get(), POLLIN, 0});
+  // With no room for another connection, a queued one must not wake this
+  // loop (it would spin until a hello makes room): the pending ones do.
+  if (pending_.size() < kMaxPendingHellos) {
+    for (const Fd& l : listen_fds_) fds.push_back({l.get(), POLLIN, 0});
+  }
   for (const Pending& q : pending_) fds.push_back({q.fd.get(), POLLIN, 0});
   const size_t outs = fds.size();
   for (int p : missing) {
@@ -207,6 +215,7 @@ Status TcpTransport::wait_for_connections(const std::vector<int>& missing, Deadl
 Status TcpTransport::accept_ready() {
   for (size_t i = 0; i < listen_fds_.size(); ++i) {
     for (;;) {
+      if (pending_.size() >= kMaxPendingHellos) return ok_status();  // the rest wait in the backlog
       const int fd = ::accept4(listen_fds_[i].get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -215,11 +224,6 @@ Status TcpTransport::accept_ready() {
                                     Endpoint{locals_[i].address, local_port(listen_fds_[i].get())}.to_string(),
                                     socket_count()),
                         errno);
-      }
-      if (pending_.size() >= kMaxPendingHellos) {
-        Fd closed(fd);
-        ++dropped_connections_;
-        continue;
       }
       set_buffers_and_nodelay(fd, cfg_.tcp.socket_buffer_bytes);
       pending_.push_back(Pending{Fd(fd), Clock::now()});

@@ -2,8 +2,10 @@
 // that are not a peer's are dropped and counted while the job goes on, and
 // a peer's abort reason is cut at kMaxAbortReason bytes with a marker.
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -57,6 +59,53 @@ TEST(TcpStrangers, ConnectionsThatAreNoPeersAreDroppedAndCountedAndTheJobSucceed
   store.open();
   for (auto& t : ranks) t.join();
   EXPECT_EQ(dropped, (std::vector<uint64_t>{0, 3, 0}));
+}
+
+// One-shot on 6 ranks, 64 connections per pair, rank 0 last to the call:
+// it finds 5 x 64 = 320 peers' connections queued on its listening socket,
+// more than may wait for their hello at once (256, tcp_connect.cc). The
+// rest must wait in the backlog: one closed unread is read by its peer as
+// rank 0's death ("rank 0 closed the connection this rank opened").
+TEST(TcpStrangers, MorePeerConnectionsQueuedThanMayAwaitTheirHelloAreAllServed) {
+  constexpr int kRanks = 6, kPerPeer = 64;
+  constexpr size_t kCount = 1001;
+  rlimit fds{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &fds), 0);
+  const rlim_t want = 2 * kRanks * (kRanks - 1) * kPerPeer + 512;
+  if (fds.rlim_max < want) GTEST_SKIP() << "needs " << want << " descriptors, the hard limit is " << fds.rlim_max;
+  const rlimit before = fds;
+  fds.rlim_cur = std::max(fds.rlim_cur, want);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &fds), 0);
+  MemoryStore store;
+  std::vector<uint64_t> dropped(kRanks, ~uint64_t{0});
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.emplace_back([&, r] {
+      CommConfig cfg;
+      cfg.rank = r;
+      cfg.size = kRanks;
+      cfg.transport = "tcp";
+      cfg.timeout = 60s;
+      cfg.connect_on_demand = true;
+      cfg.tcp.connections_per_peer = kPerPeer;
+      auto comm = Communicator::create(cfg, store);
+      ASSERT_TRUE(comm) << comm.status().to_string();
+      if (r == 0) std::this_thread::sleep_for(2s);  // the peers connect to it meanwhile
+      std::vector<int64_t> v(kCount);
+      std::iota(v.begin(), v.end(), int64_t{10} * r);
+      CollectiveOptions o;
+      o.algorithm = Algorithm::kOneShot;
+      Status s = (*comm)->allreduce(v.data(), v.data(), kCount, DataType::kI64, ReduceOp::kSum, o);
+      ASSERT_TRUE(s) << "rank " << r << ": " << s.to_string();
+      for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(v[i], static_cast<int64_t>(kRanks * i + 150)) << i;
+      auto* info = dynamic_cast<tcp::TcpTransportInfo*>((*comm)->transport_for((r + 1) % kRanks));
+      ASSERT_NE(info, nullptr);
+      dropped[static_cast<size_t>(r)] = info->dropped_connections();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  ::setrlimit(RLIMIT_NOFILE, &before);
+  EXPECT_EQ(dropped, std::vector<uint64_t>(kRanks, 0));
 }
 
 struct AbortCase {
