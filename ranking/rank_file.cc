@@ -3,8 +3,10 @@
 #include <charconv>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
@@ -293,6 +295,41 @@ Result<RankOrder> read_csv(const topo::Fabric& f, std::string_view text) {
   return o;
 }
 
+// The NIC a rank table's device is: the host's NIC whose device
+// (hccl_device) it is; of several (one NIC's ports on several planes serve
+// one device), the one whose address is the table's device_ip. A device
+// that names no NIC, or several with nothing to choose between them, is
+// refused: a guess would plan the job on another NIC's links.
+Result<int> nic_of_device(const topo::Fabric& f, const std::string& host, long device, const std::string& ip,
+                          const std::string& where) {
+  auto h = f.find_host(host);
+  if (!h) return not_found(fmt::format("{}: host '{}' is not in the topology", where, host));
+  std::vector<int> serving;
+  for (int n : f.hosts[*h].nics) {
+    WEFT_ASSIGN_OR_RETURN(const int d, hccl_device(f, f.nics[n]));
+    if (d == device) serving.push_back(n);
+  }
+  if (serving.size() > 1) {
+    std::vector<int> by_ip;
+    for (int n : serving) {
+      if (!f.nics[n].address.empty() && f.nics[n].address == ip) by_ip.push_back(n);
+    }
+    if (by_ip.size() == 1) return by_ip[0];
+    std::vector<std::string> names;
+    for (int n : serving) names.push_back(f.nics[n].name);
+    return invalid_argument(fmt::format("{}: device {} of host '{}' is served by NICs {} (one NIC's ports on several "
+                                        "planes), and device_ip '{}' is the address of none of them in the topology; "
+                                        "give the NICs their addresses, or use --format csv",
+                                        where, device, host, fmt::join(names, ", "), ip));
+  }
+  if (serving.empty()) {
+    return invalid_argument(fmt::format("{}: host '{}' has no NIC serving device {} (a NIC's device is its one GPU "
+                                        "in the topology, or its index when it lists none)",
+                                        where, host, device));
+  }
+  return serving[0];
+}
+
 Result<RankOrder> read_hccl(const topo::Fabric& f, std::string_view text) {
   WEFT_ASSIGN_OR_RETURN(json root, parse_json(text));
   std::map<long, int> by_rank;
@@ -305,8 +342,10 @@ Result<RankOrder> read_hccl(const topo::Fabric& f, std::string_view text) {
       for (size_t d = 0; d < devs.size(); ++d) {
         auto dev = to_long(devs[d].at("device_id").get<std::string>());
         auto rank = to_long(devs[d].at("rank_id").get<std::string>());
-        if (!dev || !rank) return invalid_argument(fmt::format("/server_list/{}/device/{}: bad number", s, d));
-        WEFT_ASSIGN_OR_RETURN(int nic, nic_by_index(f, host, *dev, s + 1));
+        const std::string where = fmt::format("/server_list/{}/device/{}", s, d);
+        if (!dev || !rank) return invalid_argument(fmt::format("{}: bad number", where));
+        const std::string ip = devs[d].contains("device_ip") ? devs[d].at("device_ip").get<std::string>() : "";
+        WEFT_ASSIGN_OR_RETURN(int nic, nic_of_device(f, host, *dev, ip, where));
         if (!by_rank.emplace(*rank, nic).second) return invalid_argument(fmt::format("rank_id {} given twice", *rank));
       }
     }

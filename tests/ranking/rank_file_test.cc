@@ -121,6 +121,10 @@ TEST(RankFile, HcclDeviceIdsAreTheNicsGpus) {
   std::vector<std::string> ids;
   for (const auto& d : j["server_list"][0]["device"]) ids.push_back(d["device_id"]);
   EXPECT_EQ(ids, (std::vector<std::string>{"6", "1", "3"}));
+  // Read back by device, not by NIC index: "6" is eth0, not a 7th NIC.
+  auto back = parse_rank_file(*f, *text, RankFormat::kHccl);
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_EQ(back->nics, (std::vector<int>{0, 1, 2}));
   f->nics[1].gpus = {6};
   text = format_rank_file(*f, RankOrder{{0, 1, 2}}, RankFormat::kHccl);
   ASSERT_FALSE(text);
@@ -134,6 +138,44 @@ TEST(RankFile, HcclDeviceIdsAreTheNicsGpus) {
   EXPECT_EQ(text.status().message(),
             "hccl cannot express this order: h1-1:eth1 serves 2 GPUs, and an HCCL rank is one device; list one GPU "
             "per NIC in the topology");
+}
+
+// GPUs in the other order than the NICs: each rank reads back on its NIC.
+TEST(RankFile, HcclReadsEachDeviceBackOnTheNicServingIt) {
+  auto f = topo::build_clos2({.spines = 2, .leaves = 2, .hosts_per_leaf = 1, .nics_per_host = 2});
+  ASSERT_TRUE(f);
+  for (int n : {0, 2}) f->nics[static_cast<size_t>(n)].gpus = {1};
+  for (int n : {1, 3}) f->nics[static_cast<size_t>(n)].gpus = {0};
+  for (const RankOrder& o : {RankOrder{{0, 1, 2, 3}}, RankOrder{{3, 0, 1}}, RankOrder{{1, 3}}}) {
+    auto text = format_rank_file(*f, o, RankFormat::kHccl);
+    ASSERT_TRUE(text) << text.status().message();
+    auto back = parse_rank_file(*f, *text, RankFormat::kHccl);
+    ASSERT_TRUE(back) << back.status().message();
+    EXPECT_EQ(*back, o);
+  }
+}
+
+// The two ports of a NIC on two planes serve one device: its device_ip says
+// which port a rank is on, and without addresses the table is refused on
+// reading (a guess would plan the job on the other plane).
+TEST(RankFile, HcclTellsPortsOfOneDeviceApartByTheirAddressOrRefuses) {
+  auto f = topo::build_clos2({.spines = 2, .leaves = 1, .hosts_per_leaf = 2, .nics_per_host = 1, .planes = 2});
+  ASSERT_TRUE(f);
+  const RankOrder second_plane{{*f->find_nic("h1-1:eth0p1"), *f->find_nic("h1-2:eth0p1")}};
+  auto text = format_rank_file(*f, second_plane, RankFormat::kHccl);
+  ASSERT_TRUE(text) << text.status().message();
+  auto back = parse_rank_file(*f, *text, RankFormat::kHccl);
+  ASSERT_FALSE(back);
+  EXPECT_EQ(back.status().message(),
+            "hccl rank file: /server_list/0/device/0: device 0 of host 'h1-1' is served by NICs eth0p0, eth0p1 (one "
+            "NIC's ports on several planes), and device_ip '0.0.0.0' is the address of none of them in the topology; "
+            "give the NICs their addresses, or use --format csv");
+  for (size_t n = 0; n < f->nics.size(); ++n) f->nics[n].address = fmt::format("10.0.{}.{}", n % 2 + 1, n + 1);
+  text = format_rank_file(*f, second_plane, RankFormat::kHccl);
+  ASSERT_TRUE(text) << text.status().message();
+  back = parse_rank_file(*f, *text, RankFormat::kHccl);
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_EQ(*back, second_plane);
 }
 
 struct BadRankFile {
