@@ -1,6 +1,7 @@
 #include "weft/topology/fabric.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 
@@ -56,6 +57,17 @@ Status Fabric::finalize() {
     if (hosts[h].name.empty()) return invalid_argument(fmt::format("host #{} has no name", h));
     if (hosts[h].name.find(':') != std::string::npos) {
       return invalid_argument(fmt::format("host name '{}' must not contain ':'", hosts[h].name));
+    }
+    // Rank files carry host names to launchers line by line, comma-separated
+    // (csv) or after '#' comments (mpich, slurm): a name is what a host name
+    // may be (RFC 1123: letters, digits, '-', '.'), and '_' as clusters use.
+    const std::string& host = hosts[h].name;
+    if (auto bad = std::find_if(host.begin(), host.end(),
+                                [](char c) { return !std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_'; });
+        bad != host.end()) {
+      const unsigned char c = static_cast<unsigned char>(*bad);
+      return invalid_argument(fmt::format("host name '{}': {} is not allowed (letters, digits, '-', '.' and '_' are)",
+                                          host, std::isprint(c) ? fmt::format("'{}'", *bad) : fmt::format("byte {:#04x}", c)));
     }
     if (!host_by_name_.emplace(hosts[h].name, static_cast<int>(h)).second) {
       return invalid_argument(fmt::format("duplicate host name '{}'", hosts[h].name));

@@ -51,6 +51,7 @@ class Reader {
     return invalid_argument(fmt::format("{}{}{}: {}", path_, field.empty() ? "" : "/", field, what));
   }
   std::string at(std::string_view field) const { return fmt::format("{}/{}", path_, field); }
+  bool has(const char* field) const { return j_.contains(field); }
 
   Result<std::string> str(const char* field, std::optional<std::string> dflt = std::nullopt) const {
     auto it = j_.find(field);
@@ -109,6 +110,7 @@ struct PendingNic {
   std::string path;
   int rail = -1;   // as the file states it; must match the switch's
   int plane = -1;
+  bool gbps_given = false;  // the access link, if listed, must agree
 };
 
 Result<Fabric> from_json(const json& root) {
@@ -211,6 +213,7 @@ Result<Fabric> from_json(const json& root) {
       if (!sw_by_name.count(p.sw)) return n.bad("switch", fmt::format("unknown switch '{}'", p.sw));
       WEFT_ASSIGN_OR_RETURN(p.gbps, n.number("gbps", 100));
       WEFT_ASSIGN_OR_RETURN(p.state, n.state("state"));
+      p.gbps_given = n.has("gbps");
       WEFT_ASSIGN_OR_RETURN(p.rail, n.integer("rail", -1));
       WEFT_ASSIGN_OR_RETURN(p.plane, n.integer("plane", -1));
       host.nics.push_back(p.nic);
@@ -251,8 +254,19 @@ Result<Fabric> from_json(const json& root) {
                      fmt::format("NIC '{}' attaches to '{}' (its \"switch\"), not '{}'", nic_name,
                                  f.switches[static_cast<size_t>(f.vertex_switch(acc.b))].name, sw_name));
       }
+      // Both places may say it (`weft topo show --json` writes both): an
+      // edit to one of them must not be undone by the other. Down in either
+      // is down (a failure marked where the user looked); two rates must
+      // agree.
+      const PendingNic& p = pending[static_cast<size_t>(nic)];
+      const double gbps = acc.gbps;
       WEFT_ASSIGN_OR_RETURN(acc.gbps, l.number("gbps", acc.gbps));
-      WEFT_ASSIGN_OR_RETURN(acc.state, l.state("state"));
+      if (p.gbps_given && acc.gbps != gbps) {
+        return l.bad("gbps", fmt::format("{} but the NIC's own {}/gbps is {}: state the rate once, or the same in both",
+                                         acc.gbps, p.path, gbps));
+      }
+      WEFT_ASSIGN_OR_RETURN(const LinkState state, l.state("state"));
+      if (state == LinkState::kDown) acc.state = LinkState::kDown;
       continue;
     }
     auto sa = sw_by_name.find(a), sb = sw_by_name.find(b);

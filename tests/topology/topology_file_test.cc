@@ -96,7 +96,44 @@ INSTANTIATE_TEST_SUITE_P(
                    "links": [{"a": "l1", "b": "s1", "status": "down"}]})",
                 "/links/0/status: unknown field (known here: a, b, gbps, state; a field starting with '_' is a comment)"},
         BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "a", "nics": [{"switch": "l1", "gbps": 1e999}]}]})",
-                "number overflow parsing '1e999'"}));
+                "number overflow parsing '1e999'"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "a", "nics": [{"switch": "l1", "gbps": 25}]}],
+                   "links": [{"a": "l1", "b": "a:eth0", "gbps": 100}]})",
+                "/links/0/gbps: 100 but the NIC's own /hosts/0/nics/0/gbps is 25: state the rate once, or the same in "
+                "both"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "#h1", "nics": [{"switch": "l1"}]}]})",
+                "host name '#h1': '#' is not allowed (letters, digits, '-', '.' and '_' are)"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "h1,h2", "nics": [{"switch": "l1"}]}]})",
+                "host name 'h1,h2': ',' is not allowed (letters, digits, '-', '.' and '_' are)"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "h1\nh2", "nics": [{"switch": "l1"}]}]})",
+                "host name 'h1\nh2': byte 0x0a is not allowed (letters, digits, '-', '.' and '_' are)"}));
+
+// An access link listed beside its NIC (as `weft topo show --json` writes
+// it): down in either place is down, a rate given in one place holds.
+TEST(TopologyFile, AnAccessLinkAndItsNicEachKeepWhatOnlyOneOfThemSays) {
+  struct Case {
+    const char* nic;
+    const char* link;
+    LinkState state;
+    double gbps;
+  };
+  for (const Case& c : {Case{R"("state": "down")", "", LinkState::kDown, 100},
+                        Case{"", R"(, "state": "down")", LinkState::kDown, 100},
+                        Case{R"("state": "down")", R"(, "state": "up")", LinkState::kDown, 100},
+                        Case{R"("state": "up")", R"(, "state": "down")", LinkState::kDown, 100},
+                        Case{R"("state": "up")", R"(, "state": "up")", LinkState::kUp, 100},
+                        Case{R"("state": "down", "gbps": 25)", R"(, "state": "down", "gbps": 25)", LinkState::kDown, 25},
+                        Case{R"("gbps": 40)", "", LinkState::kUp, 40},
+                        Case{"", R"(, "gbps": 40)", LinkState::kUp, 40}}) {
+    const std::string text = std::string(R"({"switches": [{"name": "l1"}], "hosts": [{"name": "a", "nics": [{"switch": "l1")") +
+                             (*c.nic ? ", " : "") + c.nic + R"(}]}], "links": [{"a": "a:eth0", "b": "l1")" + c.link + "}]}";
+    auto f = parse_topology(text);
+    ASSERT_TRUE(f) << text << ": " << f.status().message();
+    const Link& l = f->links[f->nic_link(*f->find_nic("a:eth0"))];
+    EXPECT_EQ(l.state, c.state) << text;
+    EXPECT_EQ(l.gbps, c.gbps) << text;
+  }
+}
 
 TEST(TopologyFile, FieldsStartingWithAnUnderscoreAreComments) {
   auto f = parse_topology(R"({"_comment": "lab", "switches": [{"name": "l1", "_rack": 3}],
