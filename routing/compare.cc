@@ -93,7 +93,14 @@ Result<Comparison> compare_routings(const topo::Fabric& f, const std::vector<int
   out.endpoints = static_cast<int>(allocation.size());
   WEFT_ASSIGN_OR_RETURN(auto input, ranking::rank(f, allocation, ranking::RankAlgo::kNaive));
   WEFT_ASSIGN_OR_RETURN(auto leafsets, ranking::rank(f, allocation, ranking::RankAlgo::kClos));
-  WEFT_ASSIGN_OR_RETURN(auto weft_order, ranking::rank(f, allocation, ranking::RankAlgo::kAuto));
+  // weft's order for the collective: a ring's (leaf by leaf: its edges stay
+  // under one leaf but one per leaf) for ring collectives, auto's (HD's on
+  // BiGraph, a host's NICs together on rail fabrics) for the rest. Auto's
+  // order under a ring puts every edge across leaves, which the planner
+  // then spreads over rounds.
+  const bool ring = opt.collective == SimCollective::kRing || opt.collective == SimCollective::kNcclRing;
+  WEFT_ASSIGN_OR_RETURN(auto weft_order,
+                        ranking::rank(f, allocation, ring ? ranking::RankAlgo::kRing : ranking::RankAlgo::kAuto));
 
   WEFT_ASSIGN_OR_RETURN(auto model, make_hash(opt.hash, opt.seed));
   WEFT_ASSIGN_OR_RETURN(auto job_a, job_for(f, input, opt));

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -25,6 +27,7 @@ Bounds step_bounds(const topo::Fabric& f, const ranking::RankOrder& order, const
   std::vector<int> up(f.switches.size(), 0), down(f.switches.size(), 0);
   std::vector<int> acc_out(f.nics.size(), 0), acc_in(f.nics.size(), 0);
   std::vector<uint64_t> pairs;
+  std::map<int, std::pair<int, int>> pod_out_in;  // 3-tier: flows leaving, entering each pod
   for (const auto& fl : step.flows) {
     const auto [s, d] = flow_nics(f, order, fl);
     if (d < 0 || s == d) continue;  // cross-plane (no route) or in-NIC (no link): planes.h
@@ -34,7 +37,26 @@ Bounds step_bounds(const topo::Fabric& f, const ranking::RankOrder& order, const
       ++up[ls];
       ++down[ld];
       pairs.push_back((static_cast<uint64_t>(ls) << 32) | static_cast<uint32_t>(ld));
+      const int ps = f.switches[static_cast<size_t>(ls)].pod, pd = f.switches[static_cast<size_t>(ld)].pod;
+      if (ps >= 0 && pd >= 0 && ps != pd) {
+        ++pod_out_in[ps].first;
+        ++pod_out_in[pd].second;
+      }
     }
+  }
+  // A 3-tier pod is a switch of its own to the cores: its flows to other
+  // pods leave, and theirs enter, over the links from its aggregation
+  // switches up to the cores, ceil(flows / such links that are up) on the
+  // busiest (a pod of 32 hosts over 8 agg-core links: 4).
+  for (const auto& [pod, flows] : pod_out_in) {
+    int uplinks = 0;
+    for (size_t sw = 0; sw < f.switches.size(); ++sw) {
+      if (f.switches[sw].pod != pod || f.switches[sw].tier == topo::kTierLeaf) continue;
+      for (const auto& adj : f.switch_neighbours(static_cast<int>(sw))) {
+        uplinks += f.switches[adj.sw].tier > f.switches[sw].tier && f.links[adj.link].state == topo::LinkState::kUp;
+      }
+    }
+    if (uplinks > 0) lb = std::max({lb, (flows.first + uplinks - 1) / uplinks, (flows.second + uplinks - 1) / uplinks});
   }
   // Flows between two switches that share upper neighbours cross one of the
   // upper switches both still reach: ceil(flows / such switches) on the

@@ -66,6 +66,26 @@ TEST(LinkLoad, FailedLinkIsAvoidedAndRaisesTheBound) {
   EXPECT_EQ(rep->steps[1].load[static_cast<size_t>(2 * *l + 1)], 0);
 }
 
+// 2 pods of 4 leaves x 8 hosts, 4 aggregation switches each with 2 links
+// to the cores: HD's d=32 steps send all 32 hosts of a pod to the other,
+// over 8 agg-core links each way: 4 flows on the busiest at least, where
+// each leaf alone (8 flows over 4 aggs) would say 2.
+TEST(LinkLoad, AThreeTierPodIsBoundByItsLinksToTheCores) {
+  auto f = topo::build_clos3({.pods = 2, .leaves_per_pod = 4, .aggs_per_pod = 4, .cores = 8, .hosts_per_leaf = 8});
+  ASSERT_TRUE(f);
+  ranking::RankOrder order{ranking::allocation_all(*f)};
+  auto sched = build_schedule(Collective::kAllreduceHd, 64, 64, 4);
+  ASSERT_TRUE(sched);
+  auto router = make_ideal_router(*f, order);
+  auto rep = check_link_load(*f, order, *sched, *router);
+  ASSERT_TRUE(rep) << rep.status().message();
+  for (const StepLoad& sl : rep->steps) {
+    const int want = sl.distance == 32 ? 4 : sl.distance == 8 || sl.distance == 16 ? 2 : 1;
+    EXPECT_EQ(sl.lower_bound, want) << sl.phase << " d=" << sl.distance;
+    EXPECT_GE(sl.max_load, sl.lower_bound) << sl.phase << " d=" << sl.distance;
+  }
+}
+
 TEST(LinkLoad, RejectsAnOrderOfTheWrongSize) {
   auto f = topo::build_clos2({.spines = 1, .leaves = 1, .hosts_per_leaf = 3});
   ASSERT_TRUE(f);

@@ -107,6 +107,25 @@ TEST(PlannerRounds, IntactFabricPlansHaveNoRounds) {
   for (const PlanFlow& fl : planned->plan.flows) EXPECT_TRUE(fl.rounds.empty());
 }
 
+// A ring in HD's BiGraph order (every edge across switches) on a whole
+// fabric: the ports found leave flows sharing links and the planner splits
+// both steps into two rounds of load 1. That takes twice what one round at
+// the bound (1) would: neither step counts as at the bound.
+TEST(PlannerRounds, RoundsOnAWholeFabricAreNotCountedAtTheBound) {
+  auto f = topo::build_bigraph({.switches = 8, .subnodes = 4}).value();
+  auto order = ranking::rank(f, ranking::allocation_all(f), ranking::RankAlgo::kHdrm).value();
+  auto s = build_schedule(Collective::kAllreduceRing, order.size(), 1 << 16).value();
+  auto table = make_model_path_table(f, make_hash("crc32", 1).value(), 1);
+  auto planned = plan_routes(f, order, s, *table, {});
+  ASSERT_TRUE(planned) << planned.status().message();
+  ASSERT_EQ(planned->stats.steps, 2);
+  ASSERT_EQ(planned->stats.steps_in_rounds, 2) << "the case needs rounds";
+  EXPECT_EQ(planned->stats.max_rounds, 2);
+  EXPECT_EQ(planned->stats.max_load, 1);
+  EXPECT_EQ(planned->stats.max_single_round_bound, 1);
+  EXPECT_EQ(planned->stats.steps_at_bound, 0);
+}
+
 TEST(RoundAssigner, FlowsCrossingMoreLinksGoFirstThenBySourceAndDestination) {
   // Links 0..3. A (0 -> 1) {0, 1}, B (0 -> 2) {1}, C (1 -> 0) {0, 2, 3},
   // D (2 -> 0) {3}, E (3 -> 0) {2}: C first (3 links, round 0), then A (2

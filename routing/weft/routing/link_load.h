@@ -8,8 +8,10 @@
 // for flows entering it from above; and for two switches sharing upper
 // neighbours (the leaves of a 2-tier Clos, or of one pod), ceil(flows
 // between them / upper switches both still reach over links that are up),
-// which is what failed links make binding. On a 2-tier Clos that is the bound
-// the route planner is held to.
+// which is what failed links make binding; and for each pod of a 3-tier
+// Clos, ceil(flows leaving it, or entering it, / its aggregation switches'
+// links to the cores that are up). On a 2-tier Clos that is the bound the
+// route planner is held to.
 //
 // Rounds (docs/route-plan.md "Rounds"): a step whose flows carry rounds
 // (Flow::round) runs them one after another, so load is counted per
