@@ -76,34 +76,28 @@ TEST(TcpStrangers, MorePeerConnectionsQueuedThanMayAwaitTheirHelloAreAllServed) 
   const rlimit before = fds;
   fds.rlim_cur = std::max(fds.rlim_cur, want);
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &fds), 0);
-  MemoryStore store;
   std::vector<uint64_t> dropped(kRanks, ~uint64_t{0});
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < kRanks; ++r) {
-    ranks.emplace_back([&, r] {
-      CommConfig cfg;
-      cfg.rank = r;
-      cfg.size = kRanks;
-      cfg.transport = "tcp";
-      cfg.timeout = 60s;
-      cfg.connect_on_demand = true;
-      cfg.tcp.connections_per_peer = kPerPeer;
-      auto comm = Communicator::create(cfg, store);
-      ASSERT_TRUE(comm) << comm.status().to_string();
-      if (r == 0) std::this_thread::sleep_for(2s);  // the peers connect to it meanwhile
-      std::vector<int64_t> v(kCount);
-      std::iota(v.begin(), v.end(), int64_t{10} * r);
-      CollectiveOptions o;
-      o.algorithm = Algorithm::kOneShot;
-      Status s = (*comm)->allreduce(v.data(), v.data(), kCount, DataType::kI64, ReduceOp::kSum, o);
-      ASSERT_TRUE(s) << "rank " << r << ": " << s.to_string();
-      for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(v[i], static_cast<int64_t>(kRanks * i + 150)) << i;
-      auto* info = dynamic_cast<tcp::TcpTransportInfo*>((*comm)->transport_for((r + 1) % kRanks));
-      ASSERT_NE(info, nullptr);
-      dropped[static_cast<size_t>(r)] = info->dropped_connections();
-    });
-  }
-  for (auto& t : ranks) t.join();
+  run_ranks(
+      kRanks,
+      [&](Communicator& comm) {
+        const int r = comm.rank();
+        if (r == 0) std::this_thread::sleep_for(2s);  // the peers connect to it meanwhile
+        std::vector<int64_t> v(kCount);
+        std::iota(v.begin(), v.end(), int64_t{10} * r);
+        CollectiveOptions o;
+        o.algorithm = Algorithm::kOneShot;
+        Status s = comm.allreduce(v.data(), v.data(), kCount, DataType::kI64, ReduceOp::kSum, o);
+        ASSERT_TRUE(s) << "rank " << r << ": " << s.to_string();
+        for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(v[i], static_cast<int64_t>(kRanks * i + 150)) << i;
+        auto* info = dynamic_cast<tcp::TcpTransportInfo*>(comm.transport_for((r + 1) % kRanks));
+        ASSERT_NE(info, nullptr);
+        dropped[static_cast<size_t>(r)] = info->dropped_connections();
+      },
+      [](CommConfig& cfg) {
+        cfg.transport = "tcp";
+        cfg.connect_on_demand = true;
+        cfg.tcp.connections_per_peer = kPerPeer;
+      });
   ::setrlimit(RLIMIT_NOFILE, &before);
   EXPECT_EQ(dropped, std::vector<uint64_t>(kRanks, 0));
 }
