@@ -306,8 +306,9 @@ Result<int> nic_of_device(const topo::Fabric& f, const std::string& host, long d
   if (!h) return not_found(fmt::format("{}: host '{}' is not in the topology", where, host));
   std::vector<int> serving;
   for (int n : f.hosts[*h].nics) {
-    WEFT_ASSIGN_OR_RETURN(const int d, hccl_device(f, f.nics[n]));
-    if (d == device) serving.push_back(n);
+    // A NIC serving several GPUs is no HCCL device (hccl_device): never the one named.
+    const Result<int> d = hccl_device(f, f.nics[n]);
+    if (d && *d == device) serving.push_back(n);
   }
   if (serving.size() > 1) {
     std::vector<int> by_ip;

@@ -155,11 +155,7 @@ Status emit_plan(const topo::Fabric& f, const ranking::RankOrder& order, const S
   WEFT_ASSIGN_OR_RETURN(auto rep, judged.valid() ? judged.get() : judge());
   for (const auto& sl : rep.steps) {
     p.steps.push_back({sl.step, sl.phase, sl.max_load, sl.lower_bound, sl.rounds});
-    // A step in R rounds lasts about R rounds: at the bound only if that is
-    // no longer than the step needs in one (a failed link forces the sharing
-    // that rounds take apart; rounds on a whole fabric only hide load).
-    out.stats.steps_at_bound +=
-        sl.max_load == sl.lower_bound && sl.rounds * sl.max_load <= std::max(sl.lower_bound, sl.single_round_bound);
+    out.stats.steps_at_bound += at_bound(sl);
     out.stats.steps_in_rounds += sl.rounds > 1;
     out.stats.max_single_round_bound = std::max(out.stats.max_single_round_bound, sl.single_round_bound);
   }

@@ -48,6 +48,19 @@ uint64_t pair_key(int a, int b) {
 }
 }  // namespace
 
+// Rank files carry host names to launchers line by line, comma-separated
+// (csv) or after '#' comments (mpich, slurm): a name is what a host name may
+// be (RFC 1123: letters, digits, '-', '.'), and '_' as clusters use.
+std::string host_name_fault(std::string_view name) {
+  auto bad = std::find_if(name.begin(), name.end(), [](char c) {
+    return !std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_';
+  });
+  if (bad == name.end()) return "";
+  const unsigned char c = static_cast<unsigned char>(*bad);
+  return fmt::format("{} is not allowed (letters, digits, '-', '.' and '_' are)",
+                     std::isprint(c) ? fmt::format("'{}'", *bad) : fmt::format("byte {:#04x}", c));
+}
+
 Status Fabric::finalize() {
   host_by_name_.clear();
   switch_by_name_.clear();
@@ -58,16 +71,8 @@ Status Fabric::finalize() {
     if (hosts[h].name.find(':') != std::string::npos) {
       return invalid_argument(fmt::format("host name '{}' must not contain ':'", hosts[h].name));
     }
-    // Rank files carry host names to launchers line by line, comma-separated
-    // (csv) or after '#' comments (mpich, slurm): a name is what a host name
-    // may be (RFC 1123: letters, digits, '-', '.'), and '_' as clusters use.
-    const std::string& host = hosts[h].name;
-    if (auto bad = std::find_if(host.begin(), host.end(),
-                                [](char c) { return !std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_'; });
-        bad != host.end()) {
-      const unsigned char c = static_cast<unsigned char>(*bad);
-      return invalid_argument(fmt::format("host name '{}': {} is not allowed (letters, digits, '-', '.' and '_' are)",
-                                          host, std::isprint(c) ? fmt::format("'{}'", *bad) : fmt::format("byte {:#04x}", c)));
+    if (const std::string why = host_name_fault(hosts[h].name); !why.empty()) {
+      return invalid_argument(fmt::format("host name '{}': {}", hosts[h].name, why));
     }
     if (!host_by_name_.emplace(hosts[h].name, static_cast<int>(h)).second) {
       return invalid_argument(fmt::format("duplicate host name '{}'", hosts[h].name));

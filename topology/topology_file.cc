@@ -167,6 +167,9 @@ Result<Fabric> from_json(const json& root) {
     Host host;
     WEFT_ASSIGN_OR_RETURN(host.name, h.str("name"));
     if (host.name.find(':') != std::string::npos) return h.bad("name", "must not contain ':'");
+    if (const std::string why = host_name_fault(host.name); !why.empty()) {
+      return h.bad("name", fmt::format("'{}': {}", host.name, why));
+    }
     if (!host_by_name.emplace(host.name, static_cast<int>(i)).second) {
       return h.bad("name", fmt::format("duplicate host '{}'", host.name));
     }

@@ -2,6 +2,8 @@
 // what the backend refuses. Gathers and scatters: process_group_gather.cc.
 #include "process_group.h"
 
+#include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include <c10/util/Exception.h>
@@ -44,9 +46,12 @@ ProcessGroupWeft::ProcessGroupWeft(const c10::intrusive_ptr<c10d::Store>& store,
   if (group.global_ranks.empty()) cfg.plan = options.plan;
   C10dStore rendezvous(store);
   try {
-    worker_ = Worker::start(cfg, rendezvous, describe(rank, size, group));
+    worker_ = Worker::start(cfg, rendezvous, describe(rank, size, group), deadline);
   } catch (const c10::Error&) {
-    hold_until_every_rank_failed(store, size, deadline);
+    // The other ranks' deadlines are their own start + timeout: a quarter of
+    // the timeout more (5 s at most) keeps the store up for ranks that came
+    // in later than this one.
+    hold_until_every_rank_failed(store, size, deadline + std::min<std::chrono::milliseconds>(group.timeout / 4, std::chrono::seconds(5)));
     throw;
   }
 }

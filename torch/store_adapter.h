@@ -40,8 +40,9 @@ class C10dStore final : public coll::Store {
 // with a socket timeout instead of the reason (a bad WEFT_TRANSPORT is bad
 // on every rank). A rank that did not fail never calls it: the failed rank
 // waits out its timeout, as that rank waits for the failed one's keys.
-// `deadline` is the group's creation deadline (its start + its timeout): a
-// rank that failed by waiting that long for its peers returns at once.
+// `deadline` is at most a little past the group's creation deadline (its
+// start + its timeout): a rank that failed by waiting that long for its
+// peers does not wait another timeout.
 void hold_until_every_rank_failed(const c10::intrusive_ptr<c10d::Store>& store, int size,
                                   std::chrono::steady_clock::time_point deadline);
 

@@ -30,14 +30,15 @@ thread_local int t_completing = 0;
 
 }  // namespace
 
-std::shared_ptr<Worker> Worker::start(const coll::CommConfig& cfg, coll::Store& store, std::string context) {
+std::shared_ptr<Worker> Worker::start(const coll::CommConfig& cfg, coll::Store& store, std::string context,
+                                      std::chrono::steady_clock::time_point deadline) {
   std::shared_ptr<Worker> w(new Worker(std::move(context)));
   std::promise<Status> created;
   std::future<Status> done = created.get_future();
   // The communicator is made on the thread that will use it: the library
   // places the calling thread (TcpOptions::group_on_cpus) and tells its TCP
   // peers that thread's id (collectives/tcp/peer_cpu.h).
-  w->thread_ = std::thread([&w = *w, &cfg, &store, &created] { w.run(cfg, store, created); });
+  w->thread_ = std::thread([&w = *w, &cfg, &store, deadline, &created] { w.run(cfg, store, deadline, created); });
   const Status s = done.get();
   if (!s) {
     w->thread_.join();
@@ -46,8 +47,9 @@ std::shared_ptr<Worker> Worker::start(const coll::CommConfig& cfg, coll::Store& 
   return w;
 }
 
-void Worker::run(const coll::CommConfig& cfg, coll::Store& store, std::promise<Status>& created) {
-  auto comm = coll::Communicator::create(cfg, store);
+void Worker::run(const coll::CommConfig& cfg, coll::Store& store, std::chrono::steady_clock::time_point deadline,
+                 std::promise<Status>& created) {
+  auto comm = coll::Communicator::create(cfg, store, deadline);
   if (!comm) {
     created.set_value(comm.status());
     return;
@@ -97,6 +99,7 @@ bool Worker::run_next(const WeftWork* until, bool first_thread) {
   const Job job = std::move(q.job);
   std::optional<std::string> error;
   {
+    const at::ThreadLocalStateGuard caller(q.tls);
     const c10::AutoGradMode no_autograd(false);
     try {
       const Status s = job(*comm_);
@@ -155,7 +158,7 @@ void Worker::enqueue(c10::intrusive_ptr<WeftWork> work, Job job) {
     std::lock_guard<std::mutex> lock(mu_);
     work->set_runner(weak_from_this(), ++enqueued_);
     const uint64_t seq = enqueued_;
-    queue_.push_back({std::move(work), std::move(job), seq});
+    queue_.push_back({std::move(work), std::move(job), seq, at::ThreadLocalState()});
   }
   cv_.notify_all();
 }

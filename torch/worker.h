@@ -6,7 +6,7 @@
 // caller (the training loop, DDP's autograd hooks) goes on while the data
 // moves.
 //
-//   auto w = Worker::start(cfg, store, "rank 1 of 4");   // throws if setup fails
+//   auto w = Worker::start(cfg, store, "rank 1 of 4", deadline);   // throws if setup fails
 //   w->enqueue(work, [=](coll::Communicator& c) { return c.barrier(); });
 //
 // A thread that waits for a queued job may run it, and the jobs ahead of
@@ -21,6 +21,7 @@
 // jobs fail at once with the first error.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -33,6 +34,8 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/ThreadLocalState.h>
+
 #include "weft/collectives/communicator.h"
 #include "work.h"
 
@@ -44,9 +47,11 @@ class Worker : public std::enable_shared_from_this<Worker> {
 
   // Starts the thread, which creates the communicator through `store`
   // (collective: every rank of the group calls it) and returns once it
-  // exists. `context` ("rank 1 of 4 in group 0") prefixes every error.
-  // Throws c10::Error when the communicator cannot be created.
-  static std::shared_ptr<Worker> start(const coll::CommConfig& cfg, coll::Store& store, std::string context);
+  // exists, or fails at `deadline`. `context` ("rank 1 of 4 in group 0")
+  // prefixes every error. Throws c10::Error when the communicator cannot be
+  // created.
+  static std::shared_ptr<Worker> start(const coll::CommConfig& cfg, coll::Store& store, std::string context,
+                                       std::chrono::steady_clock::time_point deadline);
   // Runs the queued jobs, then stops the thread (each job is bounded by the
   // communicator's timeout).
   ~Worker();
@@ -69,7 +74,8 @@ class Worker : public std::enable_shared_from_this<Worker> {
 
  private:
   explicit Worker(std::string context) : context_(std::move(context)) {}
-  void run(const coll::CommConfig& cfg, coll::Store& store, std::promise<Status>& created);
+  void run(const coll::CommConfig& cfg, coll::Store& store, std::chrono::steady_clock::time_point deadline,
+           std::promise<Status>& created);
   // Runs jobs until stopped with nothing queued: the first thread, and the
   // spare while the first runs callbacks.
   void serve(bool spare);
@@ -86,6 +92,11 @@ class Worker : public std::enable_shared_from_this<Worker> {
     c10::intrusive_ptr<WeftWork> work;
     Job job;
     uint64_t seq;
+    // The caller's thread-local state (inference mode, dispatch keys, ...):
+    // a job runs on the worker or on a waiting thread, whichever is free,
+    // and its ATen calls must see what the caller's would (as
+    // c10::ivalue::Future::then carries it).
+    at::ThreadLocalState tls;
   };
   std::deque<Queued> queue_;
   uint64_t enqueued_ = 0;         // works queued so far: the next one's seq - 1

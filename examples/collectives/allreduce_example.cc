@@ -11,13 +11,15 @@ int main() {
   using namespace weft::coll;
   auto info = launch_info_from_env();
   if (!info) return std::fprintf(stderr, "%s\n", info.status().message().c_str()), 1;
-  auto store = open_store(info->store, info->rank, Clock::now() + std::chrono::seconds(60));
+  // One deadline for the whole setup: the store and then the peers.
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  auto store = open_store(info->store, info->rank, deadline);
   if (!store) return std::fprintf(stderr, "%s\n", store.status().message().c_str()), 1;
   CommConfig cfg;
   cfg.rank = info->rank;
   cfg.size = info->size;
   cfg.transport = "auto";  // shared memory to ranks on this host, TCP to the others
-  auto comm = Communicator::create(cfg, **store);
+  auto comm = Communicator::create(cfg, **store, deadline);
   if (!comm) return std::fprintf(stderr, "%s\n", comm.status().message().c_str()), 1;
 
   std::vector<float> grad(1 << 20, static_cast<float>(info->rank + 1));

@@ -153,6 +153,13 @@ TEST(RankFile, HcclReadsEachDeviceBackOnTheNicServingIt) {
     ASSERT_TRUE(back) << back.status().message();
     EXPECT_EQ(*back, o);
   }
+  // A NIC the table does not name may serve several GPUs.
+  auto text = format_rank_file(*f, RankOrder{{1, 3}}, RankFormat::kHccl);
+  ASSERT_TRUE(text) << text.status().message();
+  f->nics[0].gpus = {1, 2};
+  auto back = parse_rank_file(*f, *text, RankFormat::kHccl);
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_EQ(*back, (RankOrder{{1, 3}}));
 }
 
 // The two ports of a NIC on two planes serve one device: its device_ip says

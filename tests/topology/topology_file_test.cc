@@ -102,11 +102,11 @@ INSTANTIATE_TEST_SUITE_P(
                 "/links/0/gbps: 100 but the NIC's own /hosts/0/nics/0/gbps is 25: state the rate once, or the same in "
                 "both"},
         BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "#h1", "nics": [{"switch": "l1"}]}]})",
-                "host name '#h1': '#' is not allowed (letters, digits, '-', '.' and '_' are)"},
+                "/hosts/0/name: '#h1': '#' is not allowed (letters, digits, '-', '.' and '_' are)"},
         BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "h1,h2", "nics": [{"switch": "l1"}]}]})",
-                "host name 'h1,h2': ',' is not allowed (letters, digits, '-', '.' and '_' are)"},
+                "/hosts/0/name: 'h1,h2': ',' is not allowed (letters, digits, '-', '.' and '_' are)"},
         BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "h1\nh2", "nics": [{"switch": "l1"}]}]})",
-                "host name 'h1\nh2': byte 0x0a is not allowed (letters, digits, '-', '.' and '_' are)"}));
+                "/hosts/0/name: 'h1\nh2': byte 0x0a is not allowed (letters, digits, '-', '.' and '_' are)"}));
 
 // An access link listed beside its NIC (as `weft topo show --json` writes
 // it): down in either place is down, a rate given in one place holds.

@@ -274,6 +274,22 @@ def half_average(rank, size):
     return True
 
 
+def inference_mode(rank, size):
+    """Calls made under torch.inference_mode (evaluation loops) run their
+    in-place updates as the caller would, whichever thread runs them."""
+    harness.init("weft", rank, size)
+    for i in range(20):
+        with torch.inference_mode():
+            loss = torch.tensor([float(rank + i)])
+            dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+            want = i + (size - 1) / 2
+            assert torch.equal(loss, torch.tensor([want])), (i, loss)
+            t = torch.ones(4, 2).t() * (rank + 1)
+            dist.all_reduce(t)
+            assert torch.equal(t, torch.full((2, 4), float(size * (size + 1) // 2))), (i, t)
+    return True
+
+
 GROUP_TIMEOUT_S = 3.0
 
 
@@ -330,6 +346,9 @@ class Collectives(unittest.TestCase):
 
     def test_new_group_subgroups_and_a_gloo_group_side_by_side(self):
         harness.run(self, new_groups, 4, timeout=90)
+
+    def test_calls_under_inference_mode_run_as_the_caller_would(self):
+        harness.run(self, inference_mode, 2, timeout=90)
 
     def test_a_new_group_with_a_member_missing_fails_within_its_timeout(self):
         for r in harness.run(self, new_group_member_missing, 3, timeout=90):

@@ -24,13 +24,14 @@ struct TrialResult {
   uint32_t hash_seed = 0;
   uint32_t hash_seeds = 1;    // (a) is a mean over seeds hash_seed .. hash_seed + hash_seeds - 1
   bool failed_link = false;   // the run after --fail
+  bool ideal_intact = false;  // failed_link, and the ideal is the intact fabric's (demo_sim.cc: the plan missed a bound)
   double busbw_a = 0, busbw_b = 0, ideal = 0;  // bytes/s
   double seconds_a = 0, seconds_b = 0;
   int max_load_b = 0, lower_bound_b = 0;       // the checker over (b)'s plan, per round
   int rounds_b = 1;                            // most rounds of a step in (b)'s plan
   int steps_in_rounds_b = 0;                   // steps of (b)'s plan in more than one round
   int single_round_bound_b = 0;                // the bound (b) would have without rounds
-  int steps_above_bound_b = 0;                 // steps of (b) whose load (per round) exceeds their own bound
+  int steps_above_bound_b = 0;                 // steps of (b) not at their bound (routing/link_load.h at_bound)
   std::vector<double> util_a, util_b;          // per directed link of `fabric`
   topo::Fabric fabric;                         // the probed fabric of this run
 };

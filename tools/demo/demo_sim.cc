@@ -48,7 +48,8 @@ Status run_simulated(const DemoConfig& cfg) {
     // do on the links left, which is (c) when it meets every step's bound;
     // when it does not, the crossbar's (which ignores the failure) is the
     // one bound at hand: (c)/ideal then says how far (c) fell short.
-    t.ideal = failed && weft.steps_above_bound == 0 ? weft.busbw : ideal.busbw;
+    t.ideal_intact = failed && weft.steps_above_bound > 0;
+    t.ideal = failed && !t.ideal_intact ? weft.busbw : ideal.busbw;
     t.max_load_b = weft.max_load;
     t.lower_bound_b = weft.lower_bound;  // the checker's, per round where the plan has rounds
     t.rounds_b = weft.rounds;

@@ -47,7 +47,7 @@ struct CaseResult {
   int rounds = 1;       // (c): the most rounds of a step
   int steps_in_rounds = 0;     // (c): steps in more than one round
   int single_round_bound = 0;  // (c): the bound without rounds
-  int steps_above_bound = 0;   // (c): steps whose load (per round) exceeds their own bound
+  int steps_above_bound = 0;   // (c): steps not at their bound (link_load.h at_bound)
   std::vector<double> utilisation;  // per directed link (first trial)
 };
 

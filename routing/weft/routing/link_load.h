@@ -32,6 +32,7 @@
 // rail (its NICs' access links and its leaves' uplinks) and of each plane.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -71,6 +72,14 @@ struct StepLoad {
   std::vector<uint64_t> bytes;    // per directed link, whole step (only with keep_per_link)
   std::vector<Path> paths;        // per flow (only with keep_paths; empty for cross-plane flows)
 };
+
+// A step at its bound: its load (per round) is the bound, and its R rounds
+// take no longer than one round would need (R x load within the one-round
+// bound). Rounds that a failed link forces are at the bound; rounds where
+// the ports found left flows sharing links on a whole fabric are not.
+inline bool at_bound(const StepLoad& s) {
+  return s.max_load == s.lower_bound && s.rounds * s.max_load <= std::max(s.lower_bound, s.single_round_bound);
+}
 
 struct LoadReport {
   std::vector<StepLoad> steps;

@@ -130,7 +130,7 @@ struct PlanStats {
   int exact_classes = 0;     // classes solved by the König reduction
   int max_load = 0;          // over all steps, counted by the checker
   int max_lower_bound = 0;
-  int steps_at_bound = 0;    // steps whose max load equals the lower bound (in R rounds: R x load within one round's bound)
+  int steps_at_bound = 0;    // steps at their bound (link_load.h at_bound)
   int steps = 0;
   int steps_in_rounds = 0;   // steps split into more than one round
   int max_rounds = 1;
