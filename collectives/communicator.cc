@@ -17,6 +17,7 @@
 #include <fmt/ranges.h>
 
 #include "bootstrap/listen_address.h"
+#include "bootstrap/store_allgather.h"
 #include "communicator_impl.h"
 #include "cpu_placement.h"
 #include "idle_wait.h"
@@ -116,12 +117,10 @@ Status Communicator::Impl::setup(Store& store, Deadline deadline) {
   }
   if (cfg.host.empty()) cfg.host = this_host();
   // Host names: who shares memory with whom (shm, hybrid).
-  WEFT_RETURN_IF_ERROR(store.set_by(fmt::format("{}/host/{}", cfg.store_prefix, me), cfg.host, deadline));
-  hosts.resize(static_cast<size_t>(n));
+  WEFT_ASSIGN_OR_RETURN(hosts,
+                        internal::store_allgather(store, cfg.store_prefix + "/host", me, n, cfg.host, deadline));
   std::set<std::string> distinct;
   for (int r = 0; r < n; ++r) {
-    WEFT_ASSIGN_OR_RETURN(hosts[static_cast<size_t>(r)],
-                          store.get(fmt::format("{}/host/{}", cfg.store_prefix, r), deadline));
     distinct.insert(hosts[static_cast<size_t>(r)]);
     if (hosts[static_cast<size_t>(r)] == cfg.host) local.push_back(r);
   }
