@@ -7,6 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <thread>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -42,23 +45,42 @@ Status check_sizes(const TcpStoreLimits& limits, size_t key_bytes, size_t value_
   return invalid_argument(fmt::format("TCP store {} '{}': {}", what, key.substr(0, 64), why));
 }
 
-// An IPv4 literal as it is; a name resolved to its first IPv4 address.
-Result<std::string> ipv4_of(const std::string& host) {
+// An IPv4 literal as it is; a name resolved to its first IPv4 address. A
+// name that does not resolve yet is asked again until the deadline: ranks
+// start before DNS knows their rendezvous host (a Kubernetes headless
+// service lists a pod once it is ready), and a resolver may fail for a
+// while (EAI_AGAIN).
+Result<std::string> ipv4_of(const std::string& host, Deadline deadline) {
   in_addr a{};
   if (::inet_pton(AF_INET, host.c_str(), &a) == 1) return host;
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  if (rc != 0 || !res) {
-    return invalid_argument(fmt::format("TCP store host '{}' is neither an IPv4 address nor a name that resolves to "
-                                        "one ({})", host, rc != 0 ? ::gai_strerror(rc) : "no address"));
+  auto pause = std::chrono::milliseconds(10);
+  for (bool said = false;; said = true) {
+    addrinfo* res = nullptr;
+    const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
+    if (rc == 0 && res) {
+      char buf[INET_ADDRSTRLEN] = {};
+      ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf);
+      ::freeaddrinfo(res);
+      return std::string(buf);
+    }
+    if (res) ::freeaddrinfo(res);
+    const std::string why = rc != 0 ? ::gai_strerror(rc) : "no address";
+    const bool transient = rc == EAI_AGAIN || rc == EAI_NONAME || rc == EAI_NODATA || rc == 0;
+    if (!transient) {
+      return invalid_argument(fmt::format("TCP store host '{}' is neither an IPv4 address nor a name that resolves "
+                                          "to one ({})", host, why));
+    }
+    if (Clock::now() >= deadline) {
+      return deadline_exceeded(fmt::format("TCP store host '{}' is neither an IPv4 address nor a name that resolves "
+                                           "to one ({}; asked until the deadline)", host, why));
+    }
+    if (!said) spdlog::info("weft: TCP store host '{}' does not resolve yet ({}): asking again until the deadline", host, why);
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
+    pause = std::min(pause * 2, std::chrono::milliseconds(1000));
   }
-  char buf[INET_ADDRSTRLEN] = {};
-  ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf);
-  ::freeaddrinfo(res);
-  return std::string(buf);
 }
 
 // Where rank 0 serves: WEFT_STORE_BIND if set, else the address the store is
@@ -90,7 +112,7 @@ Result<std::unique_ptr<TcpStore>> TcpStore::open(const std::string& name, uint16
   if (!options.secret.empty() && options.secret.size() < 16) {
     return invalid_argument(fmt::format("TCP store: a secret of {} bytes is too short (16 at least)", options.secret.size()));
   }
-  WEFT_ASSIGN_OR_RETURN(const std::string host, ipv4_of(name));
+  WEFT_ASSIGN_OR_RETURN(const std::string host, ipv4_of(name, deadline));
   std::unique_ptr<TcpStore> s(new TcpStore());
   s->options_ = options;
   s->port_ = port;

@@ -6,10 +6,13 @@
 
 #include "bootstrap/tcp_store_server.h"
 
+#include <sys/resource.h>
+
 #include <deque>
 
 #include <boost/asio.hpp>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 namespace weft::coll {
 
@@ -53,6 +56,7 @@ struct TcpStore::Server::Loop {
   std::unordered_map<uint64_t, std::shared_ptr<Session>> sessions;
   std::vector<store_internal::StoreCore::Out> outs;
   char buf[64 << 10];  // one read buffer for every connection: the loop is one thread
+  bool warned_descriptors = false;
 
   // A legitimate client has one reply outstanding at most; past two of the
   // largest, stop reading from a client that does not read its replies.
@@ -120,6 +124,30 @@ struct TcpStore::Server::Loop {
     if (!s->closing) s->close();
   }
 
+  // The store holds a connection per rank: past ~1000 ranks, the usual
+  // soft limit of 1024 descriptors (getrlimit(2)) is reached and the
+  // ranks still to come would wait silently until their deadline. The soft
+  // limit is raised to the hard one, as Go's runtime does for every
+  // program; past that, the limit is named once.
+  void out_of_descriptors() {
+    rlimit lim{};
+    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+    if (lim.rlim_cur < lim.rlim_max) {
+      const rlim_t was = lim.rlim_cur;
+      lim.rlim_cur = lim.rlim_max;
+      if (::setrlimit(RLIMIT_NOFILE, &lim) == 0) {
+        spdlog::info("weft: TCP store: out of file descriptors with {} clients connected: soft limit raised from {} to "
+                     "the hard limit, {}", sessions.size(), was, lim.rlim_max);
+        return;
+      }
+    }
+    if (warned_descriptors) return;
+    warned_descriptors = true;
+    spdlog::warn("weft: TCP store: out of file descriptors with {} clients connected (RLIMIT_NOFILE {}, or the "
+                 "system's): the ranks still to connect wait until one closes; raise `ulimit -n` on rank 0's host",
+                 sessions.size(), lim.rlim_cur);
+  }
+
   asio::awaitable<void> accept_loop() {
     asio::steady_timer pause(io);
     for (;;) {
@@ -127,8 +155,11 @@ struct TcpStore::Server::Loop {
       Tcp::socket sock = co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
       if (ec == asio::error::operation_aborted) co_return;
       if (ec) {
-        // Out of descriptors (EMFILE) and the like: the pending connection
-        // stays in the backlog; try again shortly instead of spinning.
+        if (ec == asio::error::no_descriptors || ec == boost::system::errc::too_many_files_open_in_system) {
+          out_of_descriptors();
+        }
+        // The pending connection stays in the backlog; try again shortly
+        // instead of spinning.
         pause.expires_after(std::chrono::milliseconds(50));
         co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
         continue;

@@ -223,7 +223,11 @@ Result<Fd> connect_to(const Endpoint& to, const std::string& local_address, uint
       return deadline_exceeded(fmt::format("{}: no connection before the deadline ({}{})", what(), std::strerror(err),
                                            repaths ? fmt::format("; {} source ports tried", repaths + 1) : ""));
     }
-    if ((err != ECONNREFUSED && err != ETIMEDOUT && err != EADDRNOTAVAIL) || (err == ECONNREFUSED && !retry_refused)) {
+    // At setup, a peer's host or the route to it may come up after this
+    // rank (EHOSTUNREACH: no ARP answer yet): as a refused connection,
+    // asked again until the deadline.
+    const bool not_yet = err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH;
+    if ((!not_yet && err != ETIMEDOUT && err != EADDRNOTAVAIL) || (not_yet && !retry_refused)) {
       return io_error(what(), err);
     }
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));

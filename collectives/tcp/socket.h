@@ -44,9 +44,10 @@ Result<Fd> listen_on(const std::string& address, uint16_t port, Endpoint* bound)
 // choice of source), binding source port `sport` first when non-zero (the
 // planned route: ECMP hashes the 5-tuple, so the source port picks the
 // spine). Buffers are sized before connect so the window scale covers them
-// (tcp(7): "set before connect/listen"). Retries refused connections until
-// the deadline, unless !retry_refused (a peer whose listener is known to
-// have been up: refused means it is gone). Without `sport`, an attempt whose
+// (tcp(7): "set before connect/listen"). Retries refused connections and
+// unreachable hosts and networks until the deadline, unless !retry_refused
+// (a peer whose listener is known to have been up: refused means it is
+// gone). Without `sport`, an attempt whose
 // SYN is not answered within kRepath is made again from another source port
 // (another ECMP path). Returns a blocking socket with TCP_NODELAY set.
 inline constexpr std::chrono::milliseconds kRepath{250};
