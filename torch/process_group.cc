@@ -56,7 +56,9 @@ ProcessGroupWeft::ProcessGroupWeft(const c10::intrusive_ptr<c10d::Store>& store,
   }
 }
 
-ProcessGroupWeft::~ProcessGroupWeft() = default;
+ProcessGroupWeft::~ProcessGroupWeft() {
+  if (worker_) worker_->stop();
+}
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::enqueue(c10d::OpType type, const char* title,
                                                          const std::vector<at::Tensor>& inputs,

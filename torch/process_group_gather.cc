@@ -39,8 +39,8 @@ std::vector<at::Tensor> root_list(const std::vector<std::vector<at::Tensor>>& li
 // tensors are consecutive, else an empty tensor of the combined size that
 // split_into() copies into the list.
 at::Tensor flat_for(const std::vector<at::Tensor>& ts, const at::Tensor& like, int blocks) {
-  if (consecutive(ts)) {
-    return at::from_blob(ts[0].data_ptr(), {blocks * like.numel()}, like.options());
+  if (like.numel() > 0 && consecutive(ts)) {
+    return at::from_blob(first_element(ts), {blocks * like.numel()}, like.options());
   }
   return at::empty({blocks * like.numel()}, like.options());
 }

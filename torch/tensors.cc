@@ -98,9 +98,12 @@ void Staged::write_back() {
   if (!buf_.is_same(user_)) user_.copy_(buf_);
 }
 
+// A tensor of no elements occupies no memory (its data_ptr() may be null):
+// it neither breaks nor starts a run.
 bool consecutive(const std::vector<at::Tensor>& ts) {
   const char* next = nullptr;
   for (const at::Tensor& t : ts) {
+    if (t.numel() == 0) continue;
     if (!t.is_contiguous()) return false;
     const char* p = static_cast<const char*>(t.data_ptr());
     if (next && p != next) return false;
@@ -109,10 +112,18 @@ bool consecutive(const std::vector<at::Tensor>& ts) {
   return true;
 }
 
+void* first_element(const std::vector<at::Tensor>& ts) {
+  for (const at::Tensor& t : ts) {
+    if (t.numel() > 0) return t.data_ptr();
+  }
+  return nullptr;
+}
+
 at::Tensor joined(const std::vector<at::Tensor>& ts) {
   int64_t total = 0;
   for (const at::Tensor& t : ts) total += t.numel();
-  if (consecutive(ts)) return at::from_blob(ts[0].data_ptr(), {total}, ts[0].options());
+  if (total == 0) return at::empty({0}, ts[0].options());
+  if (consecutive(ts)) return at::from_blob(first_element(ts), {total}, ts[0].options());
   std::vector<at::Tensor> flat;
   flat.reserve(ts.size());
   for (const at::Tensor& t : ts) flat.push_back(t.reshape({-1}));
@@ -120,7 +131,7 @@ at::Tensor joined(const std::vector<at::Tensor>& ts) {
 }
 
 void split_into(const at::Tensor& flat, const std::vector<at::Tensor>& ts) {
-  if (!ts.empty() && ts[0].numel() > 0 && flat.data_ptr() == ts[0].data_ptr()) return;  // their own memory
+  if (flat.numel() == 0 || flat.data_ptr() == first_element(ts)) return;  // nothing, or their own memory
   int64_t at = 0;
   for (const at::Tensor& t : ts) {
     t.copy_(flat.narrow(0, at, t.numel()).view_as(t));

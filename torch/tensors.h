@@ -78,7 +78,10 @@ class Staged {
 // True when `ts` are contiguous tensors that follow each other in memory
 // (ts[i] starts where ts[i-1] ends), as `torch.empty(n * k).chunk(k)` makes
 // them: the library can then use them as one buffer, no copy.
+// Tensors of no elements are skipped (they have no memory to follow).
 bool consecutive(const std::vector<at::Tensor>& ts);
+// Where the first tensor with elements starts; null when none has any.
+void* first_element(const std::vector<at::Tensor>& ts);
 // The tensors' elements end to end, as one one-dimensional tensor: a view
 // of their own memory when they are consecutive, else a copy.
 at::Tensor joined(const std::vector<at::Tensor>& ts);

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include <c10/util/Exception.h>
+
 #include "worker.h"
 
 namespace weft::pt {
@@ -27,12 +29,17 @@ void WeftWork::fail(std::exception_ptr error) {
 
 // Waiting on a work finds every earlier work of its group completed too
 // (their callbacks may still run on the worker's other thread).
+// A timeout bounds both waits, as c10d::Work::wait's: it raises.
 bool WeftWork::wait(std::chrono::milliseconds timeout) {
+  const auto started = std::chrono::steady_clock::now();
   std::shared_ptr<Worker> w = runner_.lock();
   if (w && timeout == kNoTimeout) w->run_here(this);
   const bool done = c10d::Work::wait(timeout);
-  if (w && done) w->wait_completed_before(seq_);
-  return done;
+  if (!w || !done) return done;
+  if (timeout == kNoTimeout) return w->wait_completed_before(seq_);
+  TORCH_CHECK(w->wait_completed_before(seq_, started + timeout), "weft: wait timed out after ", timeout.count(),
+              " ms: this call finished, but an earlier call of its group is still running its callbacks");
+  return true;
 }
 
 }  // namespace weft::pt

@@ -6,9 +6,10 @@
 //   w->wait();                       // any thread: rethrows the error
 //   w->getFuture()->then(...);       // DDP's communication hooks
 //
-// wait() blocks until complete() or fail() and rethrows the error; with a
-// timeout it throws when the work has not finished by then (c10d::Work's,
-// as Gloo's). Without a timeout, a work that no thread runs yet and that is
+// wait() blocks until complete() or fail() and rethrows the error, and
+// until every earlier work of its group has completed; with a timeout it
+// throws when they have not by then (c10d::Work's, as Gloo's). Without a
+// timeout, a work that no thread runs yet and that is
 // next in its group's queue is run by the thread that waits for it
 // (Worker::run_here): a synchronous call (dist.all_reduce without async_op)
 // then does not wait for the worker thread to be woken and scheduled (4

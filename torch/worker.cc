@@ -27,6 +27,8 @@ std::string op_name(c10d::OpType t) {
 
 // Completions (future callbacks) this thread is running, in any group.
 thread_local int t_completing = 0;
+// The worker whose thread (first or spare) this is, if any.
+thread_local const Worker* t_worker = nullptr;
 
 }  // namespace
 
@@ -38,7 +40,12 @@ std::shared_ptr<Worker> Worker::start(const coll::CommConfig& cfg, coll::Store& 
   // The communicator is made on the thread that will use it: the library
   // places the calling thread (TcpOptions::group_on_cpus) and tells its TCP
   // peers that thread's id (collectives/tcp/peer_cpu.h).
-  w->thread_ = std::thread([&w = *w, &cfg, &store, deadline, &created] { w.run(cfg, store, deadline, created); });
+  // The thread holds the worker until it ends: stop() may leave it to end
+  // on its own (called from one of its callbacks).
+  w->thread_ = std::thread([self = w, &cfg, &store, deadline, &created] {
+    t_worker = self.get();
+    self->run(cfg, store, deadline, created);
+  });
   const Status s = done.get();
   if (!s) {
     w->thread_.join();
@@ -63,7 +70,10 @@ void Worker::run(const coll::CommConfig& cfg, coll::Store& store, std::chrono::s
 
   // A second thread takes the jobs while this one runs a work's callbacks,
   // which may wait for a later job (as ProcessGroupGloo's two threads).
-  spare_ = std::thread([this] { serve(/*spare=*/true); });
+  spare_ = std::thread([this] {
+    t_worker = this;
+    serve(/*spare=*/true);
+  });
   serve(/*spare=*/false);
   if (spare_.joinable()) spare_.join();
   comm_.reset();  // says goodbye to the peers from the thread that made it
@@ -91,6 +101,9 @@ void Worker::serve(bool spare) {
 bool Worker::run_next(const WeftWork* until, bool first_thread) {
   std::unique_lock<std::mutex> lock(mu_);
   if (busy_ || queue_.empty()) return false;
+  // A waiter runs only jobs up to its own: another thread may have taken
+  // that one since the waiter looked.
+  if (until && !queued(until)) return false;
   Queued q = std::move(queue_.front());
   queue_.pop_front();
   busy_ = true;
@@ -134,23 +147,33 @@ bool Worker::run_next(const WeftWork* until, bool first_thread) {
   return was;
 }
 
+bool Worker::queued(const WeftWork* work) const {
+  return std::any_of(queue_.begin(), queue_.end(), [&](const Queued& q) { return q.work.get() == work; });
+}
+
 bool Worker::run_here(WeftWork* work) {
   // The jobs ahead of `work` run first, in order: it may be behind others
-  // queued while a callback of this thread waited.
+  // queued while a callback of this thread waited. run_next() returns false
+  // without running anything once `work` is no longer queued or another
+  // thread runs a job.
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      const bool queued = std::any_of(queue_.begin(), queue_.end(), [&](const Queued& q) { return q.work.get() == work; });
-      if (!queued || busy_) return false;
+      if (!queued(work) || busy_) return false;
     }
     if (run_next(work)) return true;
   }
 }
 
-void Worker::wait_completed_before(uint64_t seq) {
-  if (t_completing > 0) return;
+bool Worker::wait_completed_before(uint64_t seq, std::optional<std::chrono::steady_clock::time_point> deadline) {
+  if (t_completing > 0) return true;
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return completing_.empty() || *completing_.begin() >= seq; });
+  const auto done = [&] { return completing_.empty() || *completing_.begin() >= seq; };
+  if (!deadline) {
+    cv_.wait(lock, done);
+    return true;
+  }
+  return cv_.wait_until(lock, *deadline, done);
 }
 
 void Worker::enqueue(c10::intrusive_ptr<WeftWork> work, Job job) {
@@ -163,13 +186,22 @@ void Worker::enqueue(c10::intrusive_ptr<WeftWork> work, Job job) {
   cv_.notify_all();
 }
 
-Worker::~Worker() {
+// A callback on one of the worker's threads may drop the group's last
+// reference: joining would then wait for itself (std::thread::join throws
+// resource_deadlock_would_occur, and the thread that serves the other is
+// never joined), so the threads finish the queue and end on their own.
+void Worker::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  if (t_worker == this) {
+    thread_.detach();
+  } else {
+    thread_.join();
+  }
 }
 
 }  // namespace weft::pt

@@ -28,6 +28,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -52,9 +53,11 @@ class Worker : public std::enable_shared_from_this<Worker> {
   // created.
   static std::shared_ptr<Worker> start(const coll::CommConfig& cfg, coll::Store& store, std::string context,
                                        std::chrono::steady_clock::time_point deadline);
-  // Runs the queued jobs, then stops the thread (each job is bounded by the
-  // communicator's timeout).
-  ~Worker();
+  // Runs the queued jobs, then stops the threads (each job is bounded by
+  // the communicator's timeout): returns when they have ended, or at once
+  // when called on one of them (a callback), which then ends after the
+  // queue on its own. The threads hold the worker until they end.
+  void stop();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
@@ -63,10 +66,11 @@ class Worker : public std::enable_shared_from_this<Worker> {
   // while no other thread runs one; returns whether this thread ran `work`.
   // Calls still run one at a time and in order.
   bool run_here(WeftWork* work);
-  // Returns once every work queued before the one numbered `seq` has
-  // completed (callbacks included); at once on a thread that is running a
-  // work's callbacks, which may be what such a work waits for.
-  void wait_completed_before(uint64_t seq);
+  // Returns true once every work queued before the one numbered `seq` has
+  // completed (callbacks included), false if `deadline` comes first; true
+  // at once on a thread that is running a work's callbacks, which may be
+  // what such a work waits for.
+  bool wait_completed_before(uint64_t seq, std::optional<std::chrono::steady_clock::time_point> deadline = {});
 
   // The transport that serves each rank ("shm", "tcp"; "" for this rank),
   // as set up by create().
@@ -82,6 +86,8 @@ class Worker : public std::enable_shared_from_this<Worker> {
   // Runs the front job, if no thread runs one, and completes its work;
   // returns whether that work was `until`.
   bool run_next(const WeftWork* until = nullptr, bool first_thread = false);
+  // Whether `work` waits in the queue (mu_ held).
+  bool queued(const WeftWork* work) const;
 
   const std::string context_;
   std::unique_ptr<coll::Communicator> comm_;

@@ -290,6 +290,79 @@ def inference_mode(rank, size):
     return True
 
 
+def empty_tensors_in_lists(rank, size):
+    """Coalesced calls whose lists hold tensors of no elements (no memory:
+    data_ptr() is 0), first or between others: exact results, no crash."""
+    harness.init("weft", rank, size)
+    total = float(size * (size + 1) // 2)
+    none = torch.empty(0)
+    assert none.data_ptr() == 0
+    a, b = torch.full((3,), float(rank + 1)), torch.full((2, 2), float(rank + 1))
+    dist.all_reduce_coalesced([none, a, torch.empty(0), b])
+    assert torch.equal(a, torch.full((3,), total)) and torch.equal(b, torch.full((2, 2), total)), (a, b)
+    flat = torch.full((5,), float(rank + 1))
+    dist.all_reduce_coalesced([torch.empty(0)] + list(flat.split([2, 3])))  # in place behind an empty one
+    assert torch.equal(flat, torch.full((5,), total)), flat
+    dist.all_reduce_coalesced([torch.empty(0), torch.empty(0)])
+    ins = [torch.empty(0), torch.full((2,), float(rank))]
+    outs = [[torch.empty(0), torch.empty(2)] for _ in range(size)]
+    dist.all_gather_coalesced(outs, ins)
+    for r in range(size):
+        assert outs[r][0].numel() == 0 and torch.equal(outs[r][1], torch.full((2,), float(r))), (r, outs[r])
+    return True
+
+
+def wait_timeout_behind_a_slow_callback(rank, size):
+    """wait(timeout) on a finished call whose predecessor's callback is still
+    running gives up at the timeout (it returns only once earlier calls are
+    done: c10d's contract for a timeout is to raise), and a wait without
+    one returns after that callback."""
+    harness.init("weft", rank, size)
+    slow = dist.all_reduce(torch.ones(2), async_op=True).get_future().then(lambda f: time.sleep(2.0))
+    work = dist.all_reduce(torch.ones(3), async_op=True)
+    while not work.is_completed():  # finished by the spare thread while the callback sleeps
+        time.sleep(0.01)
+    started = time.monotonic()
+    raises(lambda: work.wait(timedelta(milliseconds=300)), "timed out")
+    took = time.monotonic() - started
+    assert took < 1.2, took
+    assert work.wait() and slow.done()
+    return took
+
+
+def group_dropped_by_its_callback(rank, size):
+    """A group destroyed while a call is in flight, whose last reference a
+    callback of that call holds and drops: the group ends on its worker's
+    own thread, which finishes without waiting for itself (joining there
+    aborted the process), and the default group goes on. Rank 0's call
+    waits for the others, which come 1 s later: its callback runs on the
+    worker's thread, not inline in then()."""
+    harness.init("weft", rank, size)
+    g = dist.new_group(list(range(size)))
+    t = torch.full((3,), float(rank + 1))
+    total = float(size * (size + 1) // 2)
+    if rank == 0:
+        box = [g]
+
+        def drop(fut):
+            box.clear()  # the group's last reference: its backend is destroyed on this thread
+            return fut.value()[0]
+
+        fut = dist.all_reduce(t, group=g, async_op=True).get_future().then(drop)
+        dist.destroy_process_group(g)
+        del g
+        assert torch.equal(fut.wait(), torch.full((3,), total)), fut.wait()
+    else:
+        time.sleep(1.0)
+        dist.all_reduce(t, group=g)
+        assert torch.equal(t, torch.full((3,), total)), t
+        dist.destroy_process_group(g)
+    u = torch.ones(2)
+    dist.all_reduce(u)
+    assert torch.equal(u, torch.full((2,), float(size))), u
+    return True
+
+
 GROUP_TIMEOUT_S = 3.0
 
 
@@ -314,6 +387,13 @@ class WorkAndFutures(unittest.TestCase):
     def test_a_callback_may_wait_for_a_later_call(self):
         harness.run(self, callbacks_wait, 3, timeout=90)
 
+    def test_a_callback_may_drop_the_last_reference_to_its_group(self):
+        harness.run(self, group_dropped_by_its_callback, 2, timeout=90)
+
+    def test_wait_with_a_timeout_gives_up_on_time_behind_a_slow_callback(self):
+        for r in harness.run(self, wait_timeout_behind_a_slow_callback, 2, timeout=90):
+            self.assertGreaterEqual(r.value, 0.25, f"rank {r.rank}")
+
 
 class Tensors(unittest.TestCase):
     def test_non_contiguous_tensors_are_handled(self):
@@ -321,6 +401,9 @@ class Tensors(unittest.TestCase):
 
     def test_what_the_backend_cannot_do_is_refused_with_a_message(self):
         harness.run(self, refusals, 2, timeout=90)
+
+    def test_coalesced_lists_may_hold_tensors_of_no_elements(self):
+        harness.run(self, empty_tensors_in_lists, 3, timeout=90)
 
 
 class HugePages(unittest.TestCase):
