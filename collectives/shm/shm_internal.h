@@ -151,7 +151,7 @@ class ShmTransport final : public Transport, public ShmTransportInfo {
     return check_failed();
   }
   Status check_failed();
-  void activate(ShmPair& p);
+  Status activate(ShmPair& p);
   void tell_stall(Segment& seg, int origin, int32_t v);
   void check_liveness(Clock::time_point now);
   bool waits_on_closed(ShmPair& p);  // a receive or a single-copy send the closed peer cannot answer

@@ -100,14 +100,26 @@ class Segment {
   // guest returned to the host comes back through a host fault) a first
   // touch measured 45-60 us per 4 KiB page: a 4 KiB message through a
   // fresh ring took 40-70 us instead of one. MADV_POPULATE_WRITE
-  // (madvise(2), Linux 5.14); older kernels: touch each page.
-  void populate(size_t off, size_t len) {
-    char* p = base_ + off;
-    if (::madvise(p, len, MADV_POPULATE_WRITE) == 0) return;
+  // (madvise(2), Linux 5.14) needs a page-aligned start, and says EFAULT
+  // where a touch would raise SIGBUS: /dev/shm (tmpfs) has no room left for
+  // the pages (ftruncate reserves none). Older kernels: touch each page.
+  Status populate(size_t off, size_t len) {
     const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const size_t start = off / page * page;
+    char* p = base_ + start;
+    len += off - start;
+    if (::madvise(p, len, MADV_POPULATE_WRITE) == 0) return ok_status();
+    const int err = errno;
+    if (err == EFAULT || err == ENOMEM) {
+      return failed_precondition(fmt::format("shm: {} bytes of shared memory cannot be had: /dev/shm is full or too "
+                                             "small (enlarge it, as docker run --shm-size does, or use the tcp "
+                                             "transport)", len));
+    }
+    if (err != EINVAL) return io_error("shm: madvise(MADV_POPULATE_WRITE)", err);
     for (size_t i = 0; i < len; i += page) {
       reinterpret_cast<std::atomic<char>*>(p + i)->fetch_add(0, std::memory_order_relaxed);
     }
+    return ok_status();
   }
   SegmentHeader* hdr() const { return reinterpret_cast<SegmentHeader*>(base_); }
   RingCtl* ctl(int sender) const {

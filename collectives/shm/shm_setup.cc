@@ -41,7 +41,7 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
   WEFT_RETURN_IF_ERROR(s);
   // The rings of this segment are written by the peers and read here: fault
   // them in now, not during the first collectives (Segment::populate).
-  own_.populate(0, Segment::control_bytes(cfg_.size));
+  WEFT_RETURN_IF_ERROR(own_.populate(0, Segment::control_bytes(cfg_.size)));
   SegmentHeader* h = own_.hdr();
   h->magic = kMagic;
   h->rank = me;
@@ -86,7 +86,7 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
     mapped_.push_back(pair.get());
     pairs_[static_cast<size_t>(p)] = std::move(pair);
   }
-  for (int p : cfg_.setup_peer_ranks()) activate(*pairs_[static_cast<size_t>(p)]);
+  for (int p : cfg_.setup_peer_ranks()) WEFT_RETURN_IF_ERROR(activate(*pairs_[static_cast<size_t>(p)]));
   // Once every peer has mapped this segment its name can go: the mapping
   // lives on, and no crash can leak it.
   WEFT_RETURN_IF_ERROR(store.set_by(key + "mapped/" + std::to_string(me), "1", deadline));
@@ -105,16 +105,17 @@ Status ShmTransport::connect(Store& store, Deadline deadline) {
 // Both rings of the pair (the peer's in this segment, this rank's in the
 // peer's) start empty in zeroed memory, so each end sets up its side alone,
 // whenever it first needs the pair: no handshake.
-void ShmTransport::activate(ShmPair& p) {
+Status ShmTransport::activate(ShmPair& p) {
   const int me = cfg_.rank;
-  own_.populate(own_.ring_offset(p.peer()), ring_bytes_);
-  p.seg->populate(0, Segment::control_bytes(cfg_.size));
-  p.seg->populate(p.seg->ring_offset(me), ring_bytes_);
+  WEFT_RETURN_IF_ERROR(own_.populate(own_.ring_offset(p.peer()), ring_bytes_));
+  WEFT_RETURN_IF_ERROR(p.seg->populate(0, Segment::control_bytes(cfg_.size)));
+  WEFT_RETURN_IF_ERROR(p.seg->populate(p.seg->ring_offset(me), ring_bytes_));
   p.out = RingWriter(p.seg->ring(me), ring_bytes_, p.seg->ctl(me));
   p.in = RingReader(own_.ring(p.peer()), ring_bytes_, own_.ctl(p.peer()));
   p.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, p.pid, 0));
   p.active = true;
   active_.push_back(&p);
+  return ok_status();
 }
 
 Status ShmTransport::connect_peers(const std::vector<int>& peers, Deadline deadline) {
@@ -125,7 +126,7 @@ Status ShmTransport::connect_peers(const std::vector<int>& peers, Deadline deadl
     if (p < 0 || p >= cfg_.size || !pairs_[static_cast<size_t>(p)]) {
       return invalid_argument(fmt::format("shm transport: rank {} is not a peer of this transport", p));
     }
-    if (!pairs_[static_cast<size_t>(p)]->active) activate(*pairs_[static_cast<size_t>(p)]);
+    if (!pairs_[static_cast<size_t>(p)]->active) WEFT_RETURN_IF_ERROR(activate(*pairs_[static_cast<size_t>(p)]));
   }
   return ok_status();
 }
