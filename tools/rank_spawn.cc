@@ -5,8 +5,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 #include <vector>
@@ -42,6 +44,13 @@ int spawn_ranks(int ranks, std::chrono::seconds timeout, const std::function<int
     pid_t done = ::waitpid(-1, &status, WNOHANG);
     if (done > 0) {
       --alive;
+      // A rank that exits non-zero said why; one a signal killed could not
+      // (SIGBUS, SIGSEGV): say which, unless this process killed it.
+      if (WIFSIGNALED(status) && rc == 0) {
+        const auto r = std::find(kids.begin(), kids.end(), done) - kids.begin();
+        std::fprintf(stderr, "weft: rank %d (pid %d) was killed by signal %d (%s)\n", static_cast<int>(r),
+                     static_cast<int>(done), WTERMSIG(status), ::strsignal(WTERMSIG(status)));
+      }
       if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         if (rc == 0) {
           for (pid_t k : kids) ::kill(k, SIGKILL);
