@@ -140,6 +140,9 @@ ncclResult_t Driver::iflush(void* rc, int n, void** data, int* sizes, void** mhs
   WEFT_SAME(t.iflush(rc, n, data, sizes, mhs, req))
 }
 ncclResult_t Driver::test(void* req, int* done, int* sizes) { WEFT_SAME(t.test(req, done, sizes)) }
+ncclResult_t Driver::irecv_consumed(void* rc, int n, void* req) {
+  WEFT_SAME(t.irecvConsumed ? t.irecvConsumed(rc, n, req) : ncclSuccess)
+}
 ncclResult_t Driver::close_send(void* c) { WEFT_SAME(t.closeSend(c)) }
 ncclResult_t Driver::close_recv(void* c) { WEFT_SAME(t.closeRecv(c)) }
 ncclResult_t Driver::close_listen(void* c) { WEFT_SAME(t.closeListen(c)) }

@@ -53,6 +53,20 @@ TEST_P(PluginTables, InitEitherFindsADeviceOrFailsCleanly) {
   }
 }
 
+// NCCL's proxy calls irecvConsumed after every completed receive whenever
+// the slot is filled, with the request test() already freed: it must
+// succeed without touching anything (an error there failed every NCCL
+// receive), and count nothing.
+TEST_P(PluginTables, IrecvConsumedSucceedsAndCountsNoError) {
+  auto d = Driver::load(GetParam());
+  ASSERT_TRUE(d) << d.status().message();
+  const auto before = d->counters();
+  int freed = 0;  // what NCCL passes: a request the plugin already released
+  EXPECT_EQ(d->irecv_consumed(nullptr, 1, &freed), ncclSuccess);
+  EXPECT_EQ(d->irecv_consumed(nullptr, 8, nullptr), ncclSuccess);
+  EXPECT_EQ(d->counters().errors, before.errors);
+}
+
 INSTANTIATE_TEST_SUITE_P(V, PluginTables, ::testing::Values(8, 9, 10, 11),
                          [](const auto& p) { return "v" + std::to_string(p.param); });
 

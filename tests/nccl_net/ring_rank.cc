@@ -135,6 +135,7 @@ std::string run_ring_rank(const RingRank& r) {
         int done = 0;
         RING_CALL(d->test(rreq, &done, got.data()));
         rdone = done != 0;
+        if (rdone) RING_CALL(d->irecv_consumed(rc, n, rreq));  // as NCCL's proxy does
       }
       RING_CHECK(Clock::now() < deadline, "message {} not done (received: {})", m, rdone);
     }
@@ -192,6 +193,7 @@ std::string run_ring_rank(const RingRank& r) {
       if (done_r < posted_r) {
         RING_CALL(d->test(rreq[done_r], &done, &n));
         if (done) {
+          RING_CALL(d->irecv_consumed(rc, 1, rreq[done_r]));  // as NCCL's proxy does
           RING_CHECK(n == static_cast<int>(len[done_r]), "pipelined message {}: test says {} bytes, sent {}", done_r,
                      n, len[done_r]);
           ++done_r;

@@ -51,6 +51,8 @@ class Driver {
   ncclResult_t irecv(void* rc, int n, void** data, std::size_t* sizes, int* tags, void** mhs, void** req);
   ncclResult_t iflush(void* rc, int n, void** data, int* sizes, void** mhs, void** req);
   ncclResult_t test(void* req, int* done, int* sizes);
+  // As NCCL's proxy after each completed receive (the request already freed).
+  ncclResult_t irecv_consumed(void* rc, int n, void* req);
   ncclResult_t close_send(void* c);
   ncclResult_t close_recv(void* c);
   ncclResult_t close_listen(void* c);
