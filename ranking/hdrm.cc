@@ -43,7 +43,7 @@ Result<RankOrder> rank_hdrm(const topo::Fabric& f, const std::vector<int>& alloc
   for (auto& [sw, nics] : by_switch) {
     if (nics.size() != m) {
       return failed_precondition(fmt::format(
-          "hdrm needs the same number of subnodes on every switch: '{}' has {}, '{}' has {}",
+          "hdrm needs the same number of subnodes on every switch: '{}' has {}, '{}' has {} (use --algo clos)",
           f.switches[by_switch.begin()->first].name, m, f.switches[sw].name, nics.size()));
     }
     std::sort(nics.begin(), nics.end());
@@ -51,7 +51,8 @@ Result<RankOrder> rank_hdrm(const topo::Fabric& f, const std::vector<int>& alloc
   }
   if (upper.size() != lower.size()) {
     return failed_precondition(fmt::format(
-        "hdrm needs as many upper as lower switches in the allocation (got {} upper, {} lower)", upper.size(),
+        "hdrm needs as many upper as lower switches in the allocation (got {} upper, {} lower; use --algo clos)",
+        upper.size(),
         lower.size()));
   }
   const size_t half = upper.size();
@@ -60,6 +61,14 @@ Result<RankOrder> rank_hdrm(const topo::Fabric& f, const std::vector<int>& alloc
   if (groups > half) {
     return failed_precondition(fmt::format(
         "hdrm: M = {} subnodes per switch exceeds N/2 = {} (an M x N BiGraph needs M <= N/2)", groups, half));
+  }
+  // The XOR partners of HD stay across the parts, and the rotations apart,
+  // only when both are powers of two: with N/2 = 3 an HD step put 2 flows
+  // on one upper-lower link where leaf sets put 1.
+  if (!std::has_single_bit(half) || !std::has_single_bit(groups)) {
+    return failed_precondition(fmt::format(
+        "hdrm: N/2 = {} switches per part and M = {} subnodes per switch must both be powers of two (use --algo "
+        "clos)", half, groups));
   }
   // Base group: pair k = [2k; 2k+1], swapped when popcount(k) is odd.
   std::vector<size_t> x(half), y(half);

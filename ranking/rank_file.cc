@@ -14,6 +14,9 @@
 #include "weft/common/json.h"
 
 namespace weft::ranking {
+
+Status check_host_only(const topo::Fabric& f, const RankOrder& o, RankFormat fmt);  // below: every host-only format
+
 namespace {
 
 using json = nlohmann::json;
@@ -181,8 +184,9 @@ Result<std::string> write_torchrun(const topo::Fabric& f, const RankOrder& o) {
     if (count != per_node) {
       return invalid_argument(fmt::format(
           "torchrun cannot express this order: host '{}' gets {} consecutive ranks from rank {}, but "
-          "torchrun runs the same --nproc_per_node ({}) on every node; use --format openmpi or slurm",
-          f.hosts[host].name, count, start, per_node));
+          "torchrun runs the same --nproc_per_node ({}) on every node; use --format openmpi{}",
+          f.hosts[host].name, count, start, per_node,
+          check_host_only(f, o, RankFormat::kSlurm) ? " or slurm" : ", hccl or csv"));
     }
     for (int h : node_hosts) {
       if (h == host) {

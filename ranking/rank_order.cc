@@ -96,6 +96,14 @@ Status validate_order(const topo::Fabric& f, const RankOrder& order) {
 
 RankOrder rank_naive(const std::vector<int>& allocation) { return RankOrder{allocation}; }
 
+// An allocation HDRM does not fit (uneven, partial, M > N/2, sizes not
+// powers of two) gets leaf sets, which need none of that.
+RankAlgo resolve_auto(const topo::Fabric& f, const std::vector<int>& allocation) {
+  if (f.kind == topo::FabricKind::kBiGraph) return rank_hdrm(f, allocation) ? RankAlgo::kHdrm : RankAlgo::kClos;
+  if (f.kind == topo::FabricKind::kRail || f.num_planes() > 0) return RankAlgo::kRail;
+  return RankAlgo::kClos;
+}
+
 Result<RankOrder> rank(const topo::Fabric& f, const std::vector<int>& allocation, RankAlgo algo) {
   if (allocation.empty()) return invalid_argument("the allocation is empty");
   {
@@ -103,11 +111,7 @@ Result<RankOrder> rank(const topo::Fabric& f, const std::vector<int>& allocation
     auto st = validate_order(f, in);
     if (!st) return st.with_context("allocation");
   }
-  if (algo == RankAlgo::kAuto) {
-    if (f.kind == topo::FabricKind::kBiGraph) algo = RankAlgo::kHdrm;
-    else if (f.kind == topo::FabricKind::kRail || f.num_planes() > 0) algo = RankAlgo::kRail;
-    else algo = RankAlgo::kClos;
-  }
+  if (algo == RankAlgo::kAuto) algo = resolve_auto(f, allocation);
   switch (algo) {
     case RankAlgo::kNaive: return rank_naive(allocation);
     case RankAlgo::kClos: return rank_leaf_sets(f, allocation);

@@ -76,7 +76,13 @@ int run_rank(const RankArgs& a) {
                      : ranking::load_allocation(*fabric, a.hosts);
   if (!alloc) return fail(alloc.status());
   warn_down_access_links(*fabric, *alloc);
-  auto order = ranking::rank(*fabric, *alloc, *algo);
+  const ranking::RankAlgo used = *algo == ranking::RankAlgo::kAuto ? ranking::resolve_auto(*fabric, *alloc) : *algo;
+  if (*algo == ranking::RankAlgo::kAuto && fabric->kind == topo::FabricKind::kBiGraph &&
+      used != ranking::RankAlgo::kHdrm) {
+    fmt::print(stderr, "weft rank: auto ranks this allocation with clos: {}\n",
+               ranking::rank_hdrm(*fabric, *alloc).status().message());
+  }
+  auto order = ranking::rank(*fabric, *alloc, used);
   if (!order) return fail(order.status());
   auto text = ranking::format_rank_file(*fabric, *order, *format);
   if (!text) return fail(text.status());
@@ -84,8 +90,9 @@ int run_rank(const RankArgs& a) {
   if (!st) return fail(st);
   if (*format == ranking::RankFormat::kHccl) warn_missing_addresses(*fabric, *order);
   if (!a.out.empty() && a.out != "-") {
-    fmt::print(stderr, "wrote {} ({} ranks, {} order, {} format)\n", a.out, order->size(),
-               ranking::rank_algo_name(*algo), a.format);
+    const std::string how = *algo == used ? std::string(ranking::rank_algo_name(used))
+                                          : fmt::format("auto ({})", ranking::rank_algo_name(used));
+    fmt::print(stderr, "wrote {} ({} ranks, {} order, {} format)\n", a.out, order->size(), how, a.format);
   }
   return 0;
 }

@@ -103,5 +103,70 @@ TEST(HdrmOnBiGraph, AutoPicksHdrmOnBiGraph) {
   EXPECT_EQ(*a, *h);
 }
 
+struct Misfit {
+  const char* name;
+  int switches, subnodes;
+  std::vector<int> take;  // NIC indices allocated; empty = all
+  std::string hdrm_says;
+};
+std::ostream& operator<<(std::ostream& o, const Misfit& m) { return o << m.name; }
+
+class AutoOnBiGraph : public ::testing::TestWithParam<Misfit> {};
+
+// An allocation HDRM does not fit is ranked with leaf sets, not refused;
+// hdrm asked for by name still refuses it, naming why and what to use.
+TEST_P(AutoOnBiGraph, RanksAnAllocationHdrmDoesNotFitWithLeafSets) {
+  const Misfit& m = GetParam();
+  auto f = topo::build_bigraph({.switches = m.switches, .subnodes = m.subnodes});
+  ASSERT_TRUE(f);
+  const std::vector<int> alloc = m.take.empty() ? allocation_all(*f) : m.take;
+  auto h = rank(*f, alloc, RankAlgo::kHdrm);
+  ASSERT_FALSE(h);
+  EXPECT_EQ(h.status().message(), m.hdrm_says);
+  EXPECT_EQ(resolve_auto(*f, alloc), RankAlgo::kClos);
+  auto a = rank(*f, alloc, RankAlgo::kAuto);
+  auto c = rank(*f, alloc, RankAlgo::kClos);
+  ASSERT_TRUE(a && c) << a.status().message();
+  EXPECT_EQ(*a, *c);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Allocations, AutoOnBiGraph,
+    ::testing::Values(
+        Misfit{"SixSwitches", 6, 2, {},
+               "hdrm: N/2 = 3 switches per part and M = 2 subnodes per switch must both be powers of two (use "
+               "--algo clos)"},
+        Misfit{"ThreeSubnodes", 8, 3, {},
+               "hdrm: N/2 = 4 switches per part and M = 3 subnodes per switch must both be powers of two (use "
+               "--algo clos)"},
+        Misfit{"MoreSubnodesThanHalf", 8, 5, {},
+               "hdrm: M = 5 subnodes per switch exceeds N/2 = 4 (an M x N BiGraph needs M <= N/2)"},
+        Misfit{"OneNic", 8, 4, {0},
+               "hdrm needs as many upper as lower switches in the allocation (got 1 upper, 0 lower; use --algo "
+               "clos)"}));
+
+TEST(AutoOnBiGraph, AnUnevenAllocationIsRankedWithLeafSets) {
+  auto f = topo::build_bigraph({.switches = 8, .subnodes = 4});
+  ASSERT_TRUE(f);
+  // Two subnodes of the first switch, one of each other: uneven.
+  std::vector<int> alloc;
+  for (int sw = 0, n = 0; sw < 8; ++sw) {
+    std::vector<int> on;
+    for (int i = 0; i < static_cast<int>(f->nics.size()); ++i) {
+      if (f->nic_switch(i) == f->nic_switch(n) && on.size() < (sw == 0 ? 2u : 1u)) on.push_back(i);
+    }
+    alloc.insert(alloc.end(), on.begin(), on.end());
+    n += 4;
+  }
+  ASSERT_EQ(alloc.size(), 9u);
+  auto h = rank(*f, alloc, RankAlgo::kHdrm);
+  ASSERT_FALSE(h);
+  EXPECT_NE(h.status().message().find("same number of subnodes on every switch"), std::string::npos);
+  EXPECT_NE(h.status().message().find("(use --algo clos)"), std::string::npos);
+  auto a = rank(*f, alloc, RankAlgo::kAuto);
+  ASSERT_TRUE(a) << a.status().message();
+  EXPECT_EQ(*a, *rank(*f, alloc, RankAlgo::kClos));
+}
+
 }  // namespace
 }  // namespace weft::ranking

@@ -66,6 +66,34 @@ TEST(RankFile, TorchrunRefusesAnOrderItCannotExpress) {
             "torchrun cannot express this order: host 'h1-1' gets two separate blocks of ranks (again at rank 2)");
 }
 
+// Blocks of different sizes: the message suggests slurm only where slurm
+// can write the order (each host's ranks on its NICs in their order).
+struct TorchrunUneven {
+  const char* name;
+  std::vector<int> order;  // NICs of 2 hosts x 2 NICs: 0, 1 on h1-1; 2, 3 on h1-2
+  const char* then;
+};
+std::ostream& operator<<(std::ostream& o, const TorchrunUneven& c) { return o << c.name; }
+class TorchrunUnevenBlocks : public ::testing::TestWithParam<TorchrunUneven> {};
+
+TEST_P(TorchrunUnevenBlocks, AreRefusedSuggestingOnlyFormatsThatCanWriteTheOrder) {
+  auto f = topo::build_clos2({.spines = 2, .leaves = 1, .hosts_per_leaf = 2, .nics_per_host = 2});
+  ASSERT_TRUE(f);
+  auto text = format_rank_file(*f, RankOrder{GetParam().order}, RankFormat::kTorchrun);
+  ASSERT_FALSE(text);
+  EXPECT_EQ(text.status().message(),
+            std::string("torchrun cannot express this order: host 'h1-2' gets 2 consecutive ranks from rank 1, but "
+                        "torchrun runs the same --nproc_per_node (1) on every node; use --format openmpi") +
+                GetParam().then);
+  EXPECT_EQ(format_rank_file(*f, RankOrder{GetParam().order}, RankFormat::kSlurm).is_ok(),
+            std::string(GetParam().then) == " or slurm");
+}
+
+INSTANTIATE_TEST_SUITE_P(Orders, TorchrunUnevenBlocks,
+                         ::testing::Values(TorchrunUneven{"NicsInOrder", {0, 2, 3}, " or slurm"},
+                                           TorchrunUneven{"NicsSwapped", {0, 3, 2}, ", hccl or csv"}),
+                         [](const auto& p) { return std::string(p.param.name); });
+
 // Host-only formats give a host's k-th rank its k-th NIC: an order that
 // does not (a host given in part, its NICs out of order) is refused.
 struct HostOnlyCase {

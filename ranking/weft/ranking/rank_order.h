@@ -10,7 +10,8 @@
 //   rail   rank = (host, local rank): a host's NICs contiguous, local rank l
 //          on the same rail and plane on every host (multi-NIC, rail and
 //          multi-plane fabrics)
-//   auto   hdrm on BiGraph, rail on rail and multi-plane fabrics, clos otherwise
+//   auto   hdrm on BiGraph (clos where the allocation does not fit hdrm),
+//          rail on rail and multi-plane fabrics, clos otherwise
 //
 //   auto alloc = allocation_from_hosts(fabric, {"h1-1", "h2-1"}).value();
 //   RankOrder order = rank(fabric, alloc, RankAlgo::kClos).value();
@@ -56,6 +57,8 @@ Result<RankOrder> rank(const topo::Fabric& f, const std::vector<int>& allocation
 RankOrder rank_naive(const std::vector<int>& allocation);
 RankOrder rank_leaf_sets(const topo::Fabric& f, const std::vector<int>& allocation);
 Result<RankOrder> rank_hdrm(const topo::Fabric& f, const std::vector<int>& allocation);
+// The algorithm auto stands for on this allocation (never kAuto).
+RankAlgo resolve_auto(const topo::Fabric& f, const std::vector<int>& allocation);
 RankOrder rank_ring(const topo::Fabric& f, const std::vector<int>& allocation);
 RankOrder rank_rail(const topo::Fabric& f, const std::vector<int>& allocation);
 
