@@ -6,7 +6,6 @@
 // mount namespace of its own (root) whose /dev/shm is a 6 MiB tmpfs.
 #include <sched.h>
 #include <sys/mount.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -14,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "child_verdict.h"
 #include "harness.h"
 
 namespace weft::coll::testing {
@@ -21,48 +21,34 @@ namespace {
 
 TEST(ShmFull, ASetupThatDoesNotFitInDevShmFailsNamingItAndLeavesNoSegment) {
   if (::geteuid() != 0) GTEST_SKIP() << "a mount namespace of its own needs root";
-  int result[2];
-  ASSERT_EQ(::pipe(result), 0);
-  const pid_t child = ::fork();
-  if (child == 0) {  // no other thread of this test runs (and glibc's malloc survives fork)
-    char verdict = 'n';
-    if (::unshare(CLONE_NEWNS) == 0 && ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
-        ::mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=6m") == 0) {
-      constexpr int kRanks = 4;
-      MemoryStore store;
-      std::vector<Status> got(kRanks);
-      std::vector<std::thread> ranks;
-      for (int r = 0; r < kRanks; ++r) {
-        ranks.emplace_back([&, r] {
-          CommConfig cfg;
-          cfg.rank = r;
-          cfg.size = kRanks;
-          cfg.transport = "shm";
-          cfg.timeout = std::chrono::seconds(20);
-          auto c = Communicator::create(cfg, store);
-          got[static_cast<size_t>(r)] = c ? ok_status() : c.status();
-        });
-      }
-      for (auto& t : ranks) t.join();
-      int named = 0;
-      for (const Status& s : got) named += !s && s.message().find("/dev/shm is full or too small") != std::string::npos;
-      const bool left = !std::filesystem::is_empty("/dev/shm");
-      verdict = named == 0 ? 'x' : left ? 'l' : 'y';
+  const auto verdict = verdict_in_child([] {
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=6m") != 0) {
+      return 'n';
     }
-    (void)!::write(result[1], &verdict, 1);
-    ::_exit(0);
-  }
-  ASSERT_GT(child, 0);
-  char verdict = 0;
-  const bool got = ::read(result[0], &verdict, 1) == 1;
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  ::close(result[0]);
-  ::close(result[1]);
-  ASSERT_TRUE(got) << "the ranks' process died" << (WIFSIGNALED(status) ? " of signal " : "")
-                   << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    constexpr int kRanks = 4;
+    MemoryStore store;
+    std::vector<Status> got(kRanks);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < kRanks; ++r) {
+      ranks.emplace_back([&, r] {
+        CommConfig cfg;
+        cfg.rank = r;
+        cfg.size = kRanks;
+        cfg.transport = "shm";
+        cfg.timeout = std::chrono::seconds(20);
+        auto c = Communicator::create(cfg, store);
+        got[static_cast<size_t>(r)] = c ? ok_status() : c.status();
+      });
+    }
+    for (auto& t : ranks) t.join();
+    int named = 0;
+    for (const Status& s : got) named += !s && s.message().find("/dev/shm is full or too small") != std::string::npos;
+    return named == 0 ? 'x' : !std::filesystem::is_empty("/dev/shm") ? 'l' : 'y';
+  });
+  ASSERT_TRUE(verdict) << "the ranks' process: " << verdict.status().message();
   // n: no namespace or tmpfs; x: no rank named /dev/shm; l: a segment was left.
-  EXPECT_EQ(verdict, 'y');
+  EXPECT_EQ(*verdict, 'y');
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "child_verdict.h"
 #include "harness.h"
 #include "store_raw_client.h"
 
@@ -189,33 +190,20 @@ TEST(TcpStoreConnect, ConnectingToAnAddressThatDropsSynsEndsAtTheDeadline) {
 // interface is loopback, a child process has no route to 10.0.0.0/8.
 TEST(TcpStoreConnect, AnUnreachableNetworkIsAskedAgainUntilTheDeadline) {
   if (::geteuid() != 0) GTEST_SKIP() << "a network namespace of its own needs root";
-  int result[2];
-  ASSERT_EQ(::pipe(result), 0);
-  const pid_t child = ::fork();
-  if (child == 0) {  // no other thread of this test runs (and glibc's malloc survives fork)
-    char verdict = 'n';
-    if (::unshare(CLONE_NEWNET) == 0) {
-      const auto t0 = Clock::now();
-      auto s = TcpStore::open("10.255.0.1", 29500, false, t0 + 400ms);
-      const auto took = Clock::now() - t0;
-      const std::string m = s ? "" : s.status().message();
-      verdict = s ? 'c' : s.status().code() != StatusCode::kDeadlineExceeded ? 'e'
-                : m.find("(Network is unreachable)") == std::string::npos ? 'm'
-                : took < 390ms ? 't' : 'y';
-    }
-    (void)!::write(result[1], &verdict, 1);
-    ::_exit(0);
-  }
-  ASSERT_GT(child, 0);
-  char verdict = 0;
-  const bool got = ::read(result[0], &verdict, 1) == 1;
-  ::waitpid(child, nullptr, 0);
-  ::close(result[0]);
-  ::close(result[1]);
-  ASSERT_TRUE(got);
+  const auto verdict = verdict_in_child([] {
+    if (::unshare(CLONE_NEWNET) != 0) return 'n';
+    const auto t0 = Clock::now();
+    auto s = TcpStore::open("10.255.0.1", 29500, false, t0 + 400ms);
+    const auto took = Clock::now() - t0;
+    const std::string m = s ? "" : s.status().message();
+    return s ? 'c' : s.status().code() != StatusCode::kDeadlineExceeded ? 'e'
+           : m.find("(Network is unreachable)") == std::string::npos ? 'm'
+           : took < 390ms ? 't' : 'y';
+  });
+  ASSERT_TRUE(verdict) << verdict.status().message();
   // n: no namespace; c: connected; e: another error (the old code: at once);
   // m: the error does not name the cause; t: gave up before the deadline.
-  EXPECT_EQ(verdict, 'y');
+  EXPECT_EQ(*verdict, 'y');
 }
 
 // Rank 0's store holds a connection per rank: with the soft descriptor
