@@ -3,8 +3,11 @@
 #include "weft/probe/db_path_table.h"
 
 #include <map>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "weft/db/stores.h"
 
@@ -59,7 +62,7 @@ class DbPathTable final : public routing::PathTable {
     WEFT_ASSIGN_OR_RETURN(auto ends, endpoints(k.src_nic, k.dst_nic));
     if (!ends) return not_found("no probed host for these NICs");
     WEFT_ASSIGN_OR_RETURN(std::optional<int64_t> c, campaign_for(k.proto, k.dport));
-    if (!c) return not_found(fmt::format("{}: no finished campaign of protocol {} dport {}", path_, k.proto, k.dport));
+    if (!c) return missing_campaign(k.proto, k.dport);
     route_st_.reset();
     WEFT_RETURN_IF_ERROR(route_st_.bind_all(*c, ends->first, ends->second, static_cast<int>(k.proto),
                                             static_cast<int>(k.sport), static_cast<int>(k.dport)));
@@ -74,7 +77,9 @@ class DbPathTable final : public routing::PathTable {
     WEFT_ASSIGN_OR_RETURN(auto ends, endpoints(q.src_nic, q.dst_nic));
     if (!ends) return ok_status();
     WEFT_ASSIGN_OR_RETURN(std::optional<int64_t> c, campaign_for(q.proto, q.dport));
-    if (!c) return ok_status();
+    // Not an empty answer: the planner would call the pair unprobed and ask
+    // for a re-probe, where the database holds another protocol or port.
+    if (!c) return missing_campaign(q.proto, q.dport);
     ports_st_.reset();
     WEFT_RETURN_IF_ERROR(ports_st_.bind_all(*c, ends->first, ends->second, static_cast<int>(q.proto),
                                             static_cast<int>(q.dport), static_cast<int>(r.lo), static_cast<int>(r.hi),
@@ -104,6 +109,29 @@ class DbPathTable final : public routing::PathTable {
     auto a = host_of_nic_.find(src_nic), b = host_of_nic_.find(dst_nic);
     if (a == host_of_nic_.end() || b == host_of_nic_.end()) return std::optional<std::pair<int64_t, int64_t>>();
     return std::optional<std::pair<int64_t, int64_t>>({a->second, b->second});
+  }
+
+  // No finished campaign of this protocol and dport: the error names what
+  // the database holds and both ways out (probe this one, plan that one).
+  Status missing_campaign(uint8_t proto, uint16_t dport) {
+    auto name = [](int p) -> std::string {
+      return p == routing::kProtoTcp ? "tcp" : p == routing::kProtoUdp ? "udp" : fmt::format("protocol {}", p);
+    };
+    std::vector<std::string> held;
+    auto st = db_.prepare("SELECT DISTINCT protocol, dport FROM campaigns WHERE state = 'done' ORDER BY protocol, dport");
+    if (st) {
+      for (;;) {
+        auto row = st->step();
+        if (!row || !*row) break;
+        held.push_back(fmt::format("{}/{}", name(static_cast<int>(st->column_int(0))), st->column_int(1)));
+      }
+    }
+    const std::string asked = fmt::format("{}/{}", name(proto), dport);
+    return failed_precondition(fmt::format(
+        "{} has no finished probe campaign of {} ({}): probe those paths (weft probe {}--dport {}){}", path_, asked,
+        held.empty() ? "it has none finished" : fmt::format("it holds {}", fmt::join(held, ", ")),
+        proto == routing::kProtoTcp ? "--backend tcp-syn " : "", dport,
+        held.empty() ? "" : ", or plan for the protocol and port probed (weft route --protocol, --dport)"));
   }
 
   Result<std::optional<int64_t>> campaign_for(uint8_t proto, uint16_t dport) {

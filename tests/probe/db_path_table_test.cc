@@ -175,5 +175,25 @@ TEST_F(DbPathTableTest, UnprobedPairsHaveNoPortsAndForeignTopologiesAreRefused) 
   EXPECT_NE(bad.status().message().find("none of its probed hosts is in the topology"), std::string::npos);
 }
 
+// A protocol or port no campaign probed is named with what the database
+// holds, not answered "no ports" (which the planner reads as an unprobed
+// pair and answers with "re-probe the pair").
+TEST_F(DbPathTableTest, AProtocolOrPortNeverProbedIsNamedWithWhatTheDatabaseHolds) {
+  auto t = open_db_path_table(fabric_, path_);
+  ASSERT_TRUE(t);
+  routing::PairRoutes out;
+  const Status tcp = (*t)->ports({nic("h1-1"), nic("h2-1"), routing::kProtoTcp, 29500}, {}, 64, out);
+  EXPECT_EQ(tcp.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(tcp.message(), path_ +
+                               " has no finished probe campaign of tcp/29500 (it holds tcp/5201, udp/4791): probe those "
+                               "paths (weft probe --backend tcp-syn --dport 29500), or plan for the protocol and port "
+                               "probed (weft route --protocol, --dport)");
+  auto udp = (*t)->route({nic("h1-1"), nic("h2-1"), routing::kProtoUdp, 100, 4792});
+  ASSERT_FALSE(udp);
+  EXPECT_EQ(udp.status().message(),
+            path_ + " has no finished probe campaign of udp/4792 (it holds tcp/5201, udp/4791): probe those paths "
+                    "(weft probe --dport 4792), or plan for the protocol and port probed (weft route --protocol, --dport)");
+}
+
 }  // namespace
 }  // namespace weft::probe
