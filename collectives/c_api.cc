@@ -6,8 +6,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -73,6 +76,28 @@ Status check_op(const char* fn, weft_op_t op) {
   return invalid_argument(fmt::format("{}: op {} is not a weft_op_t (WEFT_SUM .. WEFT_MAX: 0-3)", fn, static_cast<int>(op)));
 }
 
+// The store prefix of the n-th communicator (n from 0) this process makes
+// for one rank on one store and prefix: "<prefix>", then "<prefix>.1", ...
+// (PyTorch's distributed_c10d numbers its process groups the same way). Two
+// communicators on one store would otherwise read each other's keys: the
+// second one's ranks connect to the first one's shared memory and ports.
+// Only communicators made count: a create that failed on every rank can be
+// tried again under the same prefix.
+using PrefixKey = std::tuple<std::string, std::string, int>;
+std::mutex g_made_mu;
+std::map<PrefixKey, int> g_made;
+
+std::string numbered_prefix(const PrefixKey& key) {
+  std::lock_guard<std::mutex> lock(g_made_mu);
+  const int n = g_made[key];
+  return n == 0 ? std::get<1>(key) : fmt::format("{}.{}", std::get<1>(key), n);
+}
+
+void count_made(const PrefixKey& key) {
+  std::lock_guard<std::mutex> lock(g_made_mu);
+  ++g_made[key];
+}
+
 // Checks the whole config before anything is opened: a bad rank must not
 // make rank 0's store listen, nor a bad transport leave a store directory.
 Status create(const weft_comm_config_t* config, weft_comm_t** out) {
@@ -104,14 +129,24 @@ Status create(const weft_comm_config_t* config, weft_comm_t** out) {
     return invalid_argument(fmt::format("weft_comm_create: config.switch_stall_ms {} is negative (0 = 200)", c.switch_stall_ms));
   }
   if (c.switch_stall_ms > 0) cfg.switch_stall = std::chrono::milliseconds(c.switch_stall_ms);
+  const std::string prefix = c.store_prefix ? c.store_prefix : "weft";
+  if (prefix.empty() || prefix.find('/') != std::string::npos) {
+    return invalid_argument(fmt::format("weft_comm_create: config.store_prefix '{}' must be a non-empty name without '/'",
+                                        prefix));
+  }
+  // The job the epochs name stays the caller's prefix, not the numbered one.
+  if (const char* env = std::getenv("WEFT_JOB"); cfg.job.empty() && !(env && *env)) cfg.job = prefix;
   if (Status s = cfg.validate(); !s) return s.with_context("weft_comm_create: config");
   // Before the store is opened (bootstrap/listen_address.h says why).
   WEFT_RETURN_IF_ERROR(internal::check_listen_overrides(cfg.tcp).with_context(fmt::format("rank {}", c.rank)));
+  const PrefixKey made{c.store, prefix, c.rank};
+  cfg.store_prefix = numbered_prefix(made);
   auto h = std::make_unique<weft_comm>();
   // One deadline for both: a store reached late leaves less for the peers.
   const Deadline deadline = Clock::now() + cfg.timeout;
   WEFT_ASSIGN_OR_RETURN(h->store, open_store(c.store, c.rank, deadline));
   WEFT_ASSIGN_OR_RETURN(h->comm, Communicator::create(cfg, *h->store, deadline));
+  count_made(made);
   *out = h.release();
   return ok_status();
 }
@@ -124,7 +159,7 @@ extern "C" {
 
 weft_status_t weft_comm_config_init(weft_comm_config_t* c) {
   if (!c) return report(invalid_argument("weft_comm_config_init: config is NULL"));
-  *c = weft_comm_config_t{0, 1, nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr, 0, 0};
+  *c = weft_comm_config_t{0, 1, nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr, 0, 0, nullptr};
   return WEFT_OK;
 }
 

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -132,6 +133,20 @@ std::vector<BadCall> bad_calls() {
          return create_fails(c);
        },
        "unknown transport 'carrier-pigeon'"},
+      {"create_store_prefix_with_a_slash",
+       [store](weft_comm_t*) {
+         auto c = config(0, 1, store);
+         c.store_prefix = "job/7";
+         return create_fails(c);
+       },
+       "config.store_prefix 'job/7' must be a non-empty name without '/'"},
+      {"create_empty_store_prefix",
+       [store](weft_comm_t*) {
+         auto c = config(0, 1, store);
+         c.store_prefix = "";
+         return create_fails(c);
+       },
+       "config.store_prefix '' must be a non-empty name without '/'"},
       {"create_plan_epochs_without_plan",
        [store](weft_comm_t*) {
          auto c = config(0, 1, store);
@@ -324,6 +339,43 @@ TEST(CApi, TwoRanksMakingTheSameBadCallFailAtOnceAndKeepWorking) {
               std::string::npos)
         << errors[static_cast<size_t>(r)];
     EXPECT_LT(seconds[static_cast<size_t>(r)], 1.0) << "rank " << r << " waited for a call that could not start";
+  }
+}
+
+// Communicators made one after the other on one file store, each over
+// shared memory: every one gets keys of its own (the second used to read
+// the first one's segment names, gone with it: shm_open failed ENOENT). A
+// prefix of the caller's is numbered the same way, apart from the default.
+TEST(CApi, CommunicatorsMadeOneAfterTheOtherOnOneStoreEachWork) {
+  TempDir tmp;
+  const std::string store = "file:" + tmp.dir + "/again";
+  for (const char* prefix : {static_cast<const char*>(nullptr), "mine"}) {
+    for (int round = 0; round < 3; ++round) {
+      std::vector<std::thread> ranks;
+      for (int r = 0; r < 3; ++r) {
+        ranks.emplace_back([&, r] {
+          weft_comm_config_t c = config(r, 3, store.c_str());
+          c.transport = "shm";
+          c.store_prefix = prefix;
+          c.timeout_ms = 20000;
+          weft_comm_t* comm = nullptr;
+          ASSERT_EQ(weft_comm_create(&c, &comm), WEFT_OK) << "round " << round << ": " << weft_last_error();
+          std::vector<int32_t> v(333, r + 1 + round);
+          EXPECT_EQ(weft_allreduce(comm, v.data(), v.data(), v.size(), WEFT_I32, WEFT_SUM), WEFT_OK) << weft_last_error();
+          EXPECT_EQ(v[332], 6 + 3 * round);
+          EXPECT_EQ(weft_comm_destroy(comm), WEFT_OK);
+        });
+      }
+      for (auto& t : ranks) t.join();
+    }
+  }
+  std::vector<std::string> keys;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.dir + "/again")) keys.push_back(e.path().filename());
+  for (const char* p : {"weft", "weft.1", "weft.2", "mine", "mine.1", "mine.2"}) {
+    // FileStore names a key's file after it, '/' written as '%'.
+    const std::string start = std::string(p) + "%";
+    EXPECT_TRUE(std::any_of(keys.begin(), keys.end(), [&](const std::string& k) { return k.rfind(start, 0) == 0; }))
+        << "no key of prefix " << p;
   }
 }
 

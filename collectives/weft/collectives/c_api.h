@@ -91,6 +91,12 @@ typedef struct {
    * epoch, in ms (0 = 200). WEFT_IN_CALL_SWITCH, WEFT_SWITCH_STALL_MS win. */
   int in_call_switch_off;
   int switch_stall_ms;
+  /* Every key this communicator writes to the store starts with it; NULL =
+   * "weft". The second and later communicators a process makes for one rank
+   * on one store and prefix add ".1", ".2", ... (as PyTorch numbers its
+   * process groups), so every rank must create them in the same order. A
+   * file store directory an earlier job wrote needs a prefix of its own. */
+  const char* store_prefix;
 } weft_comm_config_t;
 
 /* Every field to its default (as commented above). Fields are only ever
