@@ -127,10 +127,8 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
         "allreduce: hybrid needs the same number of ranks on every host ({} on this rank's host {})", m.local.size(),
         m.cfg.host));
   }
-  const std::vector<int>* group = &m.identity_group;
-  if (a != Algorithm::kHybrid) {
-    WEFT_ASSIGN_OR_RETURN(group, m.rank_map(a));
-  }
+  const std::vector<int>* group = nullptr;
+  WEFT_ASSIGN_OR_RETURN(group, m.rank_map(a));
   if (m.epochs) [[unlikely]] {
     if (Status s = m.epoch_boundary(); !s) return s;
   }
@@ -156,7 +154,11 @@ Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_co
   if (recv_count == 0) return ok_status();
   const size_t block = recv_count * dtype_size(t), all = block * static_cast<size_t>(size());
   // The reduction happens in place: work on a copy of the caller's input.
-  WEFT_RETURN_IF_ERROR(m.ensure_work(all));
+  // A failure here is this rank's alone: fail the communicator, so that its
+  // peers, already in the call, learn it now instead of at their deadline.
+  if (Status s = m.ensure_work(all); !s) {
+    return m.fail_call(s, internal::kReduceScatter, Algorithm::kRing, recv_count, t, op);
+  }
   std::memcpy(m.work.data(), send, all);
   if (size() > 1) {
     if (m.epochs) WEFT_RETURN_IF_ERROR(m.epoch_boundary());

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <new>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -43,6 +45,16 @@ Status CommConfig::validate() const {
     }
   }
   WEFT_RETURN_IF_ERROR(selection.validate());
+  // The transports' options, here and not only when a transport is made
+  // after the host exchange: a bad value on one rank fails its create() at
+  // once instead of leaving the others waiting for it until their deadline.
+  TransportConfig options;
+  options.rank = rank;
+  options.size = size;
+  options.tcp = tcp;
+  options.shm = shm;
+  options.verbs = verbs;
+  WEFT_RETURN_IF_ERROR(options.validate().with_context("communicator"));
   for (const auto& [a, b] : failed_links) {
     if (a < 0 || a >= size || b < 0 || b >= size || a == b) {
       return invalid_argument(fmt::format("communicator: failed link {}-{} does not join two ranks of [0, {})", a, b, size));
@@ -239,6 +251,9 @@ Status Communicator::Impl::choose_auto() {
   }
   in.host_of = host_of;
   in.cpus = internal::usable_cpus();
+  // Hybrid reorders whole hosts around failed links (remap.h); where no
+  // order avoids them, kAuto must not pick it.
+  in.hybrid = cfg.failed_links.empty() || internal::remap_hybrid(host_of, cfg.failed_links).is_ok();
   // One-shot talks to every peer: no remap avoids a failed link, a route
   // plan describes other pairs (below), and on many ranks it would connect
   // every pair (communicator.h "Connections").
@@ -342,17 +357,27 @@ Result<const std::vector<int>*> Communicator::Impl::rank_map(Algorithm a) {
   if (slot < rank_map_of.size() && rank_map_of[slot] != nullptr) return rank_map_of[slot];
   auto it = rank_maps.find(a);
   if (it == rank_maps.end()) {
-    WEFT_ASSIGN_OR_RETURN(auto map, internal::remap_avoiding(a, cfg.size, cfg.failed_links));
+    WEFT_ASSIGN_OR_RETURN(auto map, a == Algorithm::kHybrid
+                                        ? internal::remap_hybrid(host_of, cfg.failed_links)
+                                        : internal::remap_avoiding(a, cfg.size, cfg.failed_links));
     it = rank_maps.emplace(a, std::move(map)).first;
   }
   if (slot < rank_map_of.size()) rank_map_of[slot] = &it->second;  // map nodes do not move
   return &it->second;
 }
 
+Result<HugeBuffer> Communicator::Impl::allocate(size_t bytes, std::string_view what) const {
+  try {
+    return HugeBuffer(bytes);
+  } catch (const std::bad_alloc&) {
+    return io_error(fmt::format("rank {}: {} bytes of {} cannot be allocated", cfg.rank, bytes, what), ENOMEM);
+  }
+}
+
 Status Communicator::Impl::ensure_scratch(size_t bytes) {
   if (bytes <= scratch.size() && !scratch_mem.empty()) return ok_status();
   scratch_mem.clear();
-  scratch = HugeBuffer(std::max(bytes, scratch.size()));
+  WEFT_ASSIGN_OR_RETURN(scratch, allocate(std::max(bytes, scratch.size()), "scratch"));
   for (auto& t : transports) {
     WEFT_ASSIGN_OR_RETURN(auto m, t->register_memory(scratch.data(), scratch.size()));
     scratch_mem.push_back(std::move(m));

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -168,6 +169,10 @@ class Communicator::Impl {
   Result<const std::vector<int>*> rank_map(Algorithm a);
   Status ensure_scratch(size_t bytes);
   Status ensure_work(size_t bytes);
+  // HugeBuffer(bytes), where running out of memory (std::bad_alloc, as
+  // std::vector throws) is a Status naming what the bytes were for: no
+  // exception leaves the library's calls.
+  Result<HugeBuffer> allocate(size_t bytes, std::string_view what) const;
   // Where a staged buffer goes in scratch: behind the plan's part, aligned.
   static size_t stage_offset(size_t scratch_bytes) { return (scratch_bytes + 63) & ~size_t{63}; }
   Status place_buffers(size_t scratch_bytes, void* data, size_t bytes);

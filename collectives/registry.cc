@@ -126,7 +126,7 @@ Status Communicator::Impl::ensure_work(size_t bytes) {
   if (bytes <= work.size()) return ok_status();
   if (work_id != 0) registry->remove(work.data(), work_id);
   work_id = 0;
-  work = HugeBuffer(bytes);
+  WEFT_ASSIGN_OR_RETURN(work, allocate(bytes, "reduce_scatter's copy of its input"));
   if (pins) {
     WEFT_ASSIGN_OR_RETURN(work_id, registry->add(transports, work.data(), work.size()));
   }

@@ -24,4 +24,11 @@ std::vector<std::pair<int, int>> talking_pairs(Algorithm a, int n);
 Result<std::vector<int>> remap_avoiding(Algorithm a, int n,
                                         const std::vector<std::pair<int, int>>& failed);
 
+// Hybrid's order (remap_hybrid.cc): whole hosts reordered, each host's ranks
+// in rank order, so that no talking pair sits on a failed link. host_of by
+// rank, as Shape::host_of; an error when hosts differ in size or no order
+// exists.
+Result<std::vector<int>> remap_hybrid(const std::vector<int>& host_of,
+                                      const std::vector<std::pair<int, int>>& failed);
+
 }  // namespace weft::coll::internal

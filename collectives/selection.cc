@@ -69,8 +69,10 @@ std::string AllreducePicks::describe() const {
 
 namespace {
 
-// Several hosts with the same number (> 1) of ranks each.
+// Hybrid may run: several hosts with the same number (> 1) of ranks each,
+// and an order of them that avoids the failed links.
 bool multi_host(const SelectionInput& in) {
+  if (!in.hybrid) return false;
   const auto hosts = internal::equal_hosts(in.host_of);
   return hosts.size() > 1 && hosts.front().size() > 1;
 }

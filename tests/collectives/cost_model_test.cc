@@ -146,6 +146,10 @@ TEST(CostModel, HybridIsPickedForLargeCallsWhereItIsPredictedFastest) {
     s.hybrid_when_multi_host = false;
     EXPECT_FALSE(select_allreduce(s, t, in).uses(Algorithm::kHybrid)) << "hybrid_when_multi_host = false";
     s.hybrid_when_multi_host = true;
+    SelectionInput no_order = in;
+    no_order.hybrid = false;  // failed links no order of the hosts avoids
+    EXPECT_FALSE(select_allreduce(s, t, no_order).uses(Algorithm::kHybrid)) << "hybrid = false";
+    EXPECT_EQ(predict_allreduce_us(Algorithm::kHybrid, t, no_order, bytes), HUGE_VAL);
   }
   EXPECT_FALSE(select_allreduce(s, t, SelectionInput::blocks("tcp", 1, 6)).uses(Algorithm::kHybrid)) << "one host";
 }

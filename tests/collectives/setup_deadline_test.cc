@@ -5,8 +5,10 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "bootstrap/store_wire.h"
 #include "tcp/socket.h"
@@ -130,6 +132,64 @@ TEST(SetupDeadline, ASetToAStoreThatStoppedAnsweringEndsAtItsDeadline) {
   ASSERT_EQ(request.size(), store_wire::kRequestHeader);
   EXPECT_EQ(store_wire::get32(request.data()), 1u) << "the request was a set";
 }
+
+// A store that records every key set: a create refused before setup wrote none.
+class RecordingStore final : public Store {
+ public:
+  Status set(const std::string& key, const std::string& value) override {
+    keys.push_back(key);
+    return inner.set(key, value);
+  }
+  Result<std::string> get(const std::string& key, std::chrono::steady_clock::time_point deadline) override {
+    return inner.get(key, deadline);
+  }
+  std::vector<std::string> keys;
+  MemoryStore inner;
+};
+
+struct BadOption {
+  const char* name;
+  std::function<void(CommConfig&)> set;
+  const char* says;
+};
+void PrintTo(const BadOption& b, std::ostream* os) { *os << b.name; }
+
+class SetupBadOption : public ::testing::TestWithParam<BadOption> {};
+
+// Transport options used to be checked only when the transport was made,
+// after the host exchange: the rank with the bad value failed there, and
+// its peers waited for it until their deadline. Now create() refuses them
+// first, at once, naming the value, before the store sees a key.
+TEST_P(SetupBadOption, IsRefusedAtOnceNamingItBeforeTheStoreIsWritten) {
+  CommConfig cfg;
+  cfg.rank = 0;
+  cfg.size = 2;
+  cfg.timeout = std::chrono::seconds(30);
+  GetParam().set(cfg);
+  RecordingStore store;
+  const auto t0 = Clock::now();
+  auto comm = Communicator::create(cfg, store);
+  ASSERT_FALSE(comm);
+  EXPECT_EQ(comm.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(comm.status().message(), GetParam().says);
+  EXPECT_TRUE(store.keys.empty()) << store.keys.front();
+  EXPECT_LT(seconds_since(t0), 1.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Collectives, SetupBadOption,
+    ::testing::Values(
+        BadOption{"tcp_connections", [](CommConfig& c) { c.tcp.connections_per_peer = 65; },
+                  "communicator: tcp: connections_per_peer must be in 1..64 (got 65)"},
+        BadOption{"tcp_buffer", [](CommConfig& c) { c.tcp.socket_buffer_bytes = 4095; },
+                  "communicator: tcp: socket_buffer_bytes must be >= 4096 (got 4095)"},
+        BadOption{"shm_slots", [](CommConfig& c) { c.shm.slots = 1; },
+                  "communicator: shm: slots must be in 2..1024 (got 1)"},
+        BadOption{"shm_slot_bytes", [](CommConfig& c) { c.shm.slot_bytes = 4097; },
+                  "communicator: shm: slot_bytes must be a multiple of 64, >= 4096 (got 4097)"},
+        BadOption{"verbs_depth", [](CommConfig& c) { c.verbs.queue_depth = 3; },
+                  "communicator: verbs: queue_depth must be in 4..4096 (got 3)"}),
+    [](const ::testing::TestParamInfo<BadOption>& i) { return std::string(i.param.name); });
 
 }  // namespace
 }  // namespace weft::coll

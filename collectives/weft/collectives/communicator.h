@@ -141,6 +141,7 @@ struct SelectionInput {
   std::vector<int> host_of;     // by rank: its host's index (the size is the communicator's)
   int cpus = 0;                 // CPUs the ranks of a host may use (0: one per rank)
   bool oneshot = false;         // one-shot may run (ranks outnumber CPUs; no plan, no failed links)
+  bool hybrid = true;           // hybrid may run (false: no order of the hosts avoids the failed links)
   // A route plan's algorithm (kHalvingDoubling, kRing or kHybrid): kAuto picks
   // between butterfly and it. kAuto: no plan.
   Algorithm planned = Algorithm::kAuto;
