@@ -101,6 +101,23 @@ int run_rank(const RankArgs& a) {
   auto order = rank_as_asked(*fabric, *alloc, *coll, used);
   if (!order) return fail(order.status());
   auto text = ranking::format_rank_file(*fabric, *order, *format);
+  if (!text && *algo == ranking::RankAlgo::kAuto && used != ranking::resolve_auto(*fabric, *alloc)) {
+    // The format cannot carry the order auto weighed best (torchrun, MPICH
+    // and Slurm need a host's ranks contiguous, which leaf sets split on a
+    // rail fabric): the fabric's own order, which keeps hosts whole, rather
+    // than no file.
+    const ranking::RankAlgo own = ranking::resolve_auto(*fabric, *alloc);
+    auto fallback = ranking::rank(*fabric, *alloc, own);
+    auto fallback_text =
+        fallback ? ranking::format_rank_file(*fabric, *fallback, *format) : Result<std::string>(fallback.status());
+    if (fallback_text) {
+      fmt::print(stderr, "weft rank: {} cannot carry the {} order ({}); ranked with {} instead\n", a.format,
+                 ranking::rank_algo_name(used), text.status().message(), ranking::rank_algo_name(own));
+      used = own;
+      order = std::move(fallback);
+      text = std::move(fallback_text);
+    }
+  }
   if (!text) return fail(text.status());
   auto st = emit(a.out, *text);
   if (!st) return fail(st);

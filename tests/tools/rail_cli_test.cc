@@ -49,7 +49,8 @@ TEST_F(Cli, ShowDrawsTheFabricWithRailAndPlaneInTheTooltips) {
 
 TEST_F(Cli, CheckOnADualPlaneFabricCarriesEveryFlowOnItsSourcePlane) {
   ASSERT_EQ(weft("topo gen rail --hosts 4 --nics 2 --spines 2 --planes 2 -o " + path("f.json")).rc, 0);
-  ASSERT_EQ(weft("rank --topology " + path("f.json") + " --all --algo rail --format torchrun -o " + path("r.txt")).rc, 0);
+  CliRun rail = weft("rank --topology " + path("f.json") + " --all --algo rail --format torchrun -o " + path("r.txt"));
+  ASSERT_EQ(rail.rc, 0) << rail.err;
   CliRun r = weft("check --topology " + path("f.json") + " --ranks " + path("r.txt"));
   EXPECT_EQ(r.rc, 0) << r.err;
   // d=2 pairs the two ports of one NIC: no link, no load.
@@ -137,6 +138,29 @@ TEST_F(Cli, RankAutoTakesLeafSetsForHdOnARailFabricAndSaysWhy) {
   EXPECT_NE(r.out.find("   0  fold        1     12      12 192.0 MiB         3      3"), std::string::npos) << r.out;
   EXPECT_NE(a.out.find("max load 2 (lower bound 2) over 10 steps"), std::string::npos) << a.out;
   EXPECT_NE(r.out.find("max load 3 (lower bound 3) over 10 steps"), std::string::npos) << r.out;
+}
+
+// torchrun needs a host's ranks in one block, which leaf sets split on a
+// rail fabric: auto then writes the rail order, which keeps hosts whole,
+// and says so, rather than refusing. An order asked for by name is refused.
+TEST_F(Cli, RankAutoFallsBackToTheRailOrderWhereTheFormatCannotCarryLeafSets) {
+  ASSERT_EQ(weft("topo gen rail --hosts 7 --nics 2 --spines 2 --planes 2 -o " + path("f.json")).rc, 0);
+  CliRun rank = weft("rank --topology " + path("f.json") + " --all --format torchrun -o " + path("t.txt"));
+  ASSERT_EQ(rank.rc, 0) << rank.err;
+  EXPECT_NE(rank.err.find("weft rank: torchrun cannot carry the clos order (torchrun cannot express this order: "
+                          "host '"),
+            std::string::npos)
+      << rank.err;
+  EXPECT_NE(rank.err.find("); ranked with rail instead\nwrote " + path("t.txt") + " (28 ranks, auto (rail) order, "
+                          "torchrun format)\n"),
+            std::string::npos)
+      << rank.err;
+  CliRun rail = weft("rank --topology " + path("f.json") + " --all --algo rail --format torchrun -o " + path("r.txt"));
+  ASSERT_EQ(rail.rc, 0) << rail.err;
+  EXPECT_EQ(weft::read_file(path("t.txt")).value(), weft::read_file(path("r.txt")).value());
+  CliRun named = weft("rank --topology " + path("f.json") + " --all --algo clos --format torchrun -o " + path("c.txt"));
+  EXPECT_EQ(named.rc, 1);
+  EXPECT_FALSE(fs::exists(path("c.txt")));
 }
 
 TEST_F(Cli, RankRefusesAnUnknownCollective) {
