@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "weft/routing/auto_order.h"
 #include "weft/routing/hybrid_schedule.h"
 #include "weft/routing/plan_router.h"
 #include "weft/routing/planner.h"
@@ -94,13 +95,20 @@ Result<Comparison> compare_routings(const topo::Fabric& f, const std::vector<int
   WEFT_ASSIGN_OR_RETURN(auto input, ranking::rank(f, allocation, ranking::RankAlgo::kNaive));
   WEFT_ASSIGN_OR_RETURN(auto leafsets, ranking::rank(f, allocation, ranking::RankAlgo::kClos));
   // weft's order for the collective: a ring's (leaf by leaf: its edges stay
-  // under one leaf but one per leaf) for ring collectives, auto's (HD's on
-  // BiGraph, a host's NICs together on rail fabrics) for the rest. Auto's
-  // order under a ring puts every edge across leaves, which the planner
-  // then spreads over rounds.
+  // under one leaf but one per leaf) for ring collectives, auto's for the
+  // rest, resolved for this collective as weft rank resolves it
+  // (auto_order.h: on rail fabrics leaf sets where HD's bound is lower).
+  // Auto's order under a ring puts every edge across leaves, which the
+  // planner then spreads over rounds.
   const bool ring = opt.collective == SimCollective::kRing || opt.collective == SimCollective::kNcclRing;
-  WEFT_ASSIGN_OR_RETURN(auto weft_order,
-                        ranking::rank(f, allocation, ring ? ranking::RankAlgo::kRing : ranking::RankAlgo::kAuto));
+  ranking::RankOrder weft_order;
+  if (ring) {
+    WEFT_ASSIGN_OR_RETURN(weft_order, ranking::rank(f, allocation, ranking::RankAlgo::kRing));
+  } else {
+    const Collective c = opt.collective == SimCollective::kHybrid ? Collective::kAllreduceHybrid : Collective::kAllreduceHd;
+    WEFT_ASSIGN_OR_RETURN(auto chosen, auto_order(f, allocation, c));
+    weft_order = std::move(chosen.order);
+  }
 
   WEFT_ASSIGN_OR_RETURN(auto model, make_hash(opt.hash, opt.seed));
   WEFT_ASSIGN_OR_RETURN(auto job_a, job_for(f, input, opt));

@@ -8,6 +8,7 @@
 
 #include "cli_common.h"
 #include "weft/ranking/rank_file.h"
+#include "weft/routing/auto_order.h"
 #include "weft/topology/topology_file.h"
 
 namespace weft::cli {
@@ -19,6 +20,7 @@ struct RankArgs {
   bool all = false;
   std::string algo = "auto";
   std::string format = "csv";
+  std::string collective = "allreduce-hd";  // what auto ranks for
   std::string out;
 };
 
@@ -61,6 +63,20 @@ void warn_missing_addresses(const topo::Fabric& f, const ranking::RankOrder& ord
              missing.size(), first_few(missing));
 }
 
+// auto is resolved for the collective the job runs (routing/auto_order.h);
+// where it weighed orders or fell back from the fabric's own, one line on
+// stderr says which it took and why. `algo` becomes the algorithm used.
+Result<ranking::RankOrder> rank_as_asked(const topo::Fabric& f, const std::vector<int>& alloc, routing::Collective c,
+                                         ranking::RankAlgo& algo) {
+  if (algo != ranking::RankAlgo::kAuto) return ranking::rank(f, alloc, algo);
+  WEFT_ASSIGN_OR_RETURN(auto chosen, routing::auto_order(f, alloc, c));
+  algo = chosen.algo;
+  if (!chosen.why.empty()) {
+    fmt::print(stderr, "weft rank: auto ranks this allocation with {}: {}\n", ranking::rank_algo_name(algo), chosen.why);
+  }
+  return std::move(chosen.order);
+}
+
 int run_rank(const RankArgs& a) {
   auto algo = ranking::parse_rank_algo(a.algo);
   if (!algo) return fail(invalid_argument(fmt::format("unknown --algo '{}' (auto, clos, hdrm, ring, rail, naive)", a.algo)));
@@ -69,6 +85,11 @@ int run_rank(const RankArgs& a) {
     return fail(invalid_argument(
         fmt::format("unknown --format '{}' (openmpi, mpich, slurm, hccl, torchrun, csv)", a.format)));
   }
+  auto coll = routing::parse_collective(a.collective);
+  if (!coll) {
+    return fail(invalid_argument(fmt::format(
+        "unknown --collective '{}' (allreduce-hd, allreduce-ring, allreduce-hybrid, nccl-ring)", a.collective)));
+  }
   if (a.all == !a.hosts.empty()) return fail(invalid_argument("give exactly one of --hosts FILE or --all"));
   auto fabric = topo::load_topology(a.topology);
   if (!fabric) return fail(fabric.status());
@@ -76,15 +97,27 @@ int run_rank(const RankArgs& a) {
                      : ranking::load_allocation(*fabric, a.hosts);
   if (!alloc) return fail(alloc.status());
   warn_down_access_links(*fabric, *alloc);
-  const ranking::RankAlgo used = *algo == ranking::RankAlgo::kAuto ? ranking::resolve_auto(*fabric, *alloc) : *algo;
-  if (*algo == ranking::RankAlgo::kAuto && fabric->kind == topo::FabricKind::kBiGraph &&
-      used != ranking::RankAlgo::kHdrm) {
-    fmt::print(stderr, "weft rank: auto ranks this allocation with clos: {}\n",
-               ranking::rank_hdrm(*fabric, *alloc).status().message());
-  }
-  auto order = ranking::rank(*fabric, *alloc, used);
+  ranking::RankAlgo used = *algo;
+  auto order = rank_as_asked(*fabric, *alloc, *coll, used);
   if (!order) return fail(order.status());
   auto text = ranking::format_rank_file(*fabric, *order, *format);
+  if (!text && *algo == ranking::RankAlgo::kAuto && used != ranking::resolve_auto(*fabric, *alloc)) {
+    // The format cannot carry the order auto weighed best (torchrun, MPICH
+    // and Slurm need a host's ranks contiguous, which leaf sets split on a
+    // rail fabric): the fabric's own order, which keeps hosts whole, rather
+    // than no file.
+    const ranking::RankAlgo own = ranking::resolve_auto(*fabric, *alloc);
+    auto fallback = ranking::rank(*fabric, *alloc, own);
+    auto fallback_text =
+        fallback ? ranking::format_rank_file(*fabric, *fallback, *format) : Result<std::string>(fallback.status());
+    if (fallback_text) {
+      fmt::print(stderr, "weft rank: {} cannot carry the {} order ({}); ranked with {} instead\n", a.format,
+                 ranking::rank_algo_name(used), text.status().message(), ranking::rank_algo_name(own));
+      used = own;
+      order = std::move(fallback);
+      text = std::move(fallback_text);
+    }
+  }
   if (!text) return fail(text.status());
   auto st = emit(a.out, *text);
   if (!st) return fail(st);
@@ -110,7 +143,8 @@ void register_rank(CLI::App& app, Registry& reg) {
       "  rail  rail-optimised and multi-plane fabrics: a host's NICs are consecutive ranks,\n"
       "        hosts in leaf-set order, so each inter-host step stays on one rail\n"
       "  naive the input order (the baseline)\n"
-      "  auto  hdrm on a BiGraph, rail on a rail or multi-plane fabric, clos otherwise\n"
+      "  auto  hdrm on a BiGraph; on a rail or multi-plane fabric rail or clos, whichever\n"
+      "        the link-load checker bounds lower for --collective (ties: rail); clos otherwise\n"
       "One rank per NIC (subnode). A NIC whose access link is down is named on stderr:\n"
       "no route reaches it, so weft route refuses the order.");
   cmd->add_option("--topology", a.topology, "Topology file (weft topo gen ...)")->required();
@@ -119,6 +153,9 @@ void register_rank(CLI::App& app, Registry& reg) {
                   "name (an MPI hostfile's 'slots=N') are ignored: ranks are NICs");
   cmd->add_flag("--all", a.all, "Allocate every NIC of the fabric");
   cmd->add_option("--algo", a.algo, "auto|clos|hdrm|ring|rail|naive")->capture_default_str();
+  cmd->add_option("--collective", a.collective,
+                  "auto: the collective to rank for, allreduce-hd|allreduce-ring|allreduce-hybrid|nccl-ring")
+      ->capture_default_str();
   cmd->add_option("--format", a.format, "openmpi|mpich|slurm|hccl|torchrun|csv")->capture_default_str();
   cmd->add_option("-o,--output", a.out, "Output file (default: stdout); never left half-written");
   cmd->callback([&reg] { reg.run = [] { return run_rank(a); }; });

@@ -49,7 +49,8 @@ TEST_F(Cli, ShowDrawsTheFabricWithRailAndPlaneInTheTooltips) {
 
 TEST_F(Cli, CheckOnADualPlaneFabricCarriesEveryFlowOnItsSourcePlane) {
   ASSERT_EQ(weft("topo gen rail --hosts 4 --nics 2 --spines 2 --planes 2 -o " + path("f.json")).rc, 0);
-  ASSERT_EQ(weft("rank --topology " + path("f.json") + " --all --format torchrun -o " + path("r.txt")).rc, 0);
+  CliRun rail = weft("rank --topology " + path("f.json") + " --all --algo rail --format torchrun -o " + path("r.txt"));
+  ASSERT_EQ(rail.rc, 0) << rail.err;
   CliRun r = weft("check --topology " + path("f.json") + " --ranks " + path("r.txt"));
   EXPECT_EQ(r.rc, 0) << r.err;
   // d=2 pairs the two ports of one NIC: no link, no load.
@@ -72,7 +73,7 @@ TEST_F(Cli, CheckNamesAFlowWhoseDestinationNicHasNoPortOnTheSourcePlane) {
     if (links[i]["a"] == "h1-2:eth1p1" || links[i]["b"] == "h1-2:eth1p1") links.erase(i--);
   }
   std::ofstream(path("g.json")) << doc.dump();
-  ASSERT_EQ(weft("rank --topology " + path("g.json") + " --all --format csv -o " + path("r.csv")).rc, 0);
+  ASSERT_EQ(weft("rank --topology " + path("g.json") + " --all --algo rail --format csv -o " + path("r.csv")).rc, 0);
   CliRun r = weft("check --topology " + path("g.json") + " --ranks " + path("r.csv"));
   EXPECT_EQ(r.rc, 1);
   EXPECT_EQ(r.err,
@@ -90,7 +91,12 @@ TEST_F(Cli, CheckNamesAFlowWhoseDestinationNicHasNoPortOnTheSourcePlane) {
 
 TEST_F(Cli, RouteHybridOnADualPlaneRailFabricPlansEachLocalRankOnItsOwnRailAndPlane) {
   ASSERT_EQ(weft("topo gen rail --hosts 4 --nics 2 --rail-leaves 2 --spines 2 --planes 2 -o " + path("f.json")).rc, 0);
-  ASSERT_EQ(weft("rank --topology " + path("f.json") + " --all --format csv -o " + path("r.csv")).rc, 0);
+  CliRun rank = weft("rank --topology " + path("f.json") + " --all --collective allreduce-hybrid -o " + path("r.csv"));
+  ASSERT_EQ(rank.rc, 0) << rank.err;
+  EXPECT_NE(rank.err.find("auto ranks this allocation with rail: its link-load bound for allreduce-hybrid is no "
+                          "higher than clos's"),
+            std::string::npos)
+      << rank.err;
   CliRun r = weft("route --topology " + path("f.json") + " --ranks " + path("r.csv") +
                   " --collective allreduce-hybrid -o " + path("p.json"));
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -109,6 +115,61 @@ TEST_F(Cli, RouteHybridOnADualPlaneRailFabricPlansEachLocalRankOnItsOwnRailAndPl
                   " --collective allreduce-hybrid --routes plan --plan " + path("p.json"));
   EXPECT_EQ(c.rc, 0) << c.err;
   EXPECT_NE(c.out.find("max load 1 (lower bound 1) over 4 steps"), std::string::npos) << c.out;
+}
+
+// HD on a rail order runs its fold and distance-1 steps between the two NICs
+// of a host, over a spine; auto ranks for the collective and says why.
+TEST_F(Cli, RankAutoTakesLeafSetsForHdOnARailFabricAndSaysWhy) {
+  ASSERT_EQ(weft("topo gen rail --hosts 7 --nics 2 --spines 2 --planes 2 -o " + path("f.json")).rc, 0);
+  CliRun rank = weft("rank --topology " + path("f.json") + " --all -o " + path("auto.csv"));
+  ASSERT_EQ(rank.rc, 0) << rank.err;
+  EXPECT_EQ(rank.err,
+            "weft rank: auto ranks this allocation with clos: its link-load bound for allreduce-hd is lower (the "
+            "busiest link of each step, summed over the steps, carries 5.75 vectors with clos, 8.25 with rail; "
+            "largest step bound 2 vs 3)\nwrote " +
+                path("auto.csv") + " (28 ranks, auto (clos) order, csv format)\n");
+  ASSERT_EQ(weft("rank --topology " + path("f.json") + " --all --algo rail -o " + path("rail.csv")).rc, 0);
+  CliRun a = weft("check --topology " + path("f.json") + " --ranks " + path("auto.csv"));
+  CliRun r = weft("check --topology " + path("f.json") + " --ranks " + path("rail.csv"));
+  ASSERT_EQ(a.rc, 0) << a.err;
+  ASSERT_EQ(r.rc, 0) << r.err;
+  // The fold: the whole vector between the two NICs of a host, over a spine, on the rail order.
+  EXPECT_NE(a.out.find("   0  fold        1     12       2  64.0 MiB         1      1"), std::string::npos) << a.out;
+  EXPECT_NE(r.out.find("   0  fold        1     12      12 192.0 MiB         3      3"), std::string::npos) << r.out;
+  EXPECT_NE(a.out.find("max load 2 (lower bound 2) over 10 steps"), std::string::npos) << a.out;
+  EXPECT_NE(r.out.find("max load 3 (lower bound 3) over 10 steps"), std::string::npos) << r.out;
+}
+
+// torchrun needs a host's ranks in one block, which leaf sets split on a
+// rail fabric: auto then writes the rail order, which keeps hosts whole,
+// and says so, rather than refusing. An order asked for by name is refused.
+TEST_F(Cli, RankAutoFallsBackToTheRailOrderWhereTheFormatCannotCarryLeafSets) {
+  ASSERT_EQ(weft("topo gen rail --hosts 7 --nics 2 --spines 2 --planes 2 -o " + path("f.json")).rc, 0);
+  CliRun rank = weft("rank --topology " + path("f.json") + " --all --format torchrun -o " + path("t.txt"));
+  ASSERT_EQ(rank.rc, 0) << rank.err;
+  EXPECT_NE(rank.err.find("weft rank: torchrun cannot carry the clos order (torchrun cannot express this order: "
+                          "host '"),
+            std::string::npos)
+      << rank.err;
+  EXPECT_NE(rank.err.find("); ranked with rail instead\nwrote " + path("t.txt") + " (28 ranks, auto (rail) order, "
+                          "torchrun format)\n"),
+            std::string::npos)
+      << rank.err;
+  CliRun rail = weft("rank --topology " + path("f.json") + " --all --algo rail --format torchrun -o " + path("r.txt"));
+  ASSERT_EQ(rail.rc, 0) << rail.err;
+  EXPECT_EQ(weft::read_file(path("t.txt")).value(), weft::read_file(path("r.txt")).value());
+  CliRun named = weft("rank --topology " + path("f.json") + " --all --algo clos --format torchrun -o " + path("c.txt"));
+  EXPECT_EQ(named.rc, 1);
+  EXPECT_FALSE(fs::exists(path("c.txt")));
+}
+
+TEST_F(Cli, RankRefusesAnUnknownCollective) {
+  ASSERT_EQ(weft("topo gen rail --hosts 2 --nics 2 --spines 1 -o " + path("f.json")).rc, 0);
+  CliRun r = weft("rank --topology " + path("f.json") + " --all --collective allgather -o " + path("r.csv"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err, "weft: error: unknown --collective 'allgather' (allreduce-hd, allreduce-ring, allreduce-hybrid, "
+                   "nccl-ring)\n");
+  EXPECT_FALSE(fs::exists(path("r.csv")));
 }
 
 struct BadGen {

@@ -10,8 +10,12 @@
 //   rail   rank = (host, local rank): a host's NICs contiguous, local rank l
 //          on the same rail and plane on every host (multi-NIC, rail and
 //          multi-plane fabrics)
-//   auto   hdrm on BiGraph (clos where the allocation does not fit hdrm),
-//          rail on rail and multi-plane fabrics, clos otherwise
+//   auto   the fabric's own order: hdrm on BiGraph (clos where the
+//          allocation does not fit hdrm), rail on rail and multi-plane
+//          fabrics, clos otherwise. For a given collective, weft rank and
+//          weft sim weigh it against clos with the link-load checker
+//          (routing/weft/routing/auto_order.h), which this library cannot
+//          call: rail loses to clos for halving-doubling.
 //
 //   auto alloc = allocation_from_hosts(fabric, {"h1-1", "h2-1"}).value();
 //   RankOrder order = rank(fabric, alloc, RankAlgo::kClos).value();
@@ -50,14 +54,15 @@ Result<std::vector<int>> allocation_from_names(const topo::Fabric& f,
 // ignored; "host slots=N" (Open MPI style) is accepted and the slots ignored.
 Result<std::vector<int>> load_allocation(const topo::Fabric& f, const std::string& path);
 
-// Runs one algorithm. RankAlgo::kAuto picks by fabric kind.
+// Runs one algorithm. RankAlgo::kAuto picks by fabric kind (resolve_auto).
 Result<RankOrder> rank(const topo::Fabric& f, const std::vector<int>& allocation, RankAlgo algo);
 
 // Algorithms (one file each).
 RankOrder rank_naive(const std::vector<int>& allocation);
 RankOrder rank_leaf_sets(const topo::Fabric& f, const std::vector<int>& allocation);
 Result<RankOrder> rank_hdrm(const topo::Fabric& f, const std::vector<int>& allocation);
-// The algorithm auto stands for on this allocation (never kAuto).
+// The fabric's own order for this allocation (never kAuto); auto for a
+// collective is routing::auto_order.
 RankAlgo resolve_auto(const topo::Fabric& f, const std::vector<int>& allocation);
 RankOrder rank_ring(const topo::Fabric& f, const std::vector<int>& allocation);
 RankOrder rank_rail(const topo::Fabric& f, const std::vector<int>& allocation);

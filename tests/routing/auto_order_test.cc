@@ -1,0 +1,137 @@
+// auto on rail and multi-plane fabrics, for the collective it ranks for
+// (routing/weft/routing/auto_order.h): the order whose link-load bound is
+// lower, so never worse than leaf sets on the checker, and weft sim's case
+// (c) runs that order. The rail order puts HD's fold and distance-1 flows
+// between the two NICs of one host, on two rails, over a spine; leaf sets
+// keep them under one rail leaf.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ostream>
+#include <random>
+
+#include "weft/routing/auto_order.h"
+#include "weft/routing/compare.h"
+#include "weft/routing/hybrid_schedule.h"
+#include "weft/routing/link_load.h"
+#include "weft/topology/builders.h"
+
+namespace weft::routing {
+namespace {
+
+struct RailFabric {
+  const char* name;
+  topo::RailSpec spec;
+  // allreduce-hd under ideal routes (weft check): each step's max load
+  std::vector<int> clos_loads;  // leaf sets
+  std::vector<int> rail_loads;  // the rail order
+  // weft sim: (c) within (b). Not on 7 hosts x 2 planes, where the plan
+  // for leaf sets runs four steps in two rounds and (c) ends above (b)
+  // with the same order (bench/results/2026-11-29-auto-rail-hd.md).
+  bool c_within_b;
+};
+void PrintTo(const RailFabric& r, std::ostream* o) { *o << r.name; }
+
+// weft sim's allocation for a topology without --hosts: every NIC,
+// shuffled with the seed (tools/cmd_sim.cc, --seed 1).
+std::vector<int> sim_allocation(const topo::Fabric& f) {
+  auto alloc = ranking::allocation_all(f);
+  std::shuffle(alloc.begin(), alloc.end(), std::mt19937(1));
+  return alloc;
+}
+
+// weft check --routes ideal: the max load of each HD step.
+std::vector<int> hd_step_loads(const topo::Fabric& f, const ranking::RankOrder& order) {
+  auto sched = build_schedule(Collective::kAllreduceHd, order.size(), 1 << 20, 4).value();
+  auto router = make_ideal_router(f, order);
+  std::vector<int> out;
+  const LoadReport rep = check_link_load(f, order, sched, *router).value();
+  for (const auto& st : rep.steps) out.push_back(st.max_load);
+  return out;
+}
+
+class AutoOnRailFabric : public ::testing::TestWithParam<RailFabric> {};
+
+TEST_P(AutoOnRailFabric, RanksHdWithLeafSetsAtTheirCheckerLoadNotTheRailOrders) {
+  auto f = topo::build_rail(GetParam().spec).value();
+  const auto alloc = sim_allocation(f);
+  auto chosen = auto_order(f, alloc, Collective::kAllreduceHd);
+  ASSERT_TRUE(chosen) << chosen.status().message();
+  EXPECT_EQ(chosen->algo, ranking::RankAlgo::kClos);
+  EXPECT_EQ(hd_step_loads(f, ranking::rank(f, alloc, ranking::RankAlgo::kClos).value()), GetParam().clos_loads);
+  EXPECT_EQ(hd_step_loads(f, ranking::rank(f, alloc, ranking::RankAlgo::kRail).value()), GetParam().rail_loads);
+  EXPECT_EQ(hd_step_loads(f, chosen->order), GetParam().clos_loads);
+  EXPECT_NE(chosen->why.find("its link-load bound for allreduce-hd is lower"), std::string::npos) << chosen->why;
+}
+
+TEST_P(AutoOnRailFabric, SimRunsWeftsHdCaseOnLeafSetsNoSlowerThanLeafSetsWithEcmp) {
+  auto f = topo::build_rail(GetParam().spec).value();
+  auto cmp = compare_routings(f, sim_allocation(f), CompareOptions{});  // weft sim's defaults: HD, 64 MiB
+  ASSERT_TRUE(cmp) << cmp.status().message();
+  const auto &b = cmp->cases[1], &c = cmp->cases[2], &d = cmp->cases[3];
+  std::printf("%s: (b) %.1f ms (c) %.1f ms (d) %.1f ms\n", GetParam().name, b.seconds * 1e3, c.seconds * 1e3,
+              d.seconds * 1e3);
+  if (GetParam().c_within_b) {
+    EXPECT_LE(c.seconds, b.seconds);
+  }
+  // (c) is planned for leaf sets' order: without rounds its worst step is
+  // bound at their worst step's load (the rail order's is 3 on 7 hosts x 2 planes).
+  const auto& clos = GetParam().clos_loads;
+  EXPECT_EQ(c.single_round_bound, *std::max_element(clos.begin(), clos.end()));
+}
+
+// Whatever the collective, auto's order is bounded no higher than leaf
+// sets' (the sum auto_order weighs), and it is the order rank() gives. Flat
+// collectives (HD, rings) take leaf sets; hybrid's inter-host steps join
+// equal local ranks, which both orders keep on one rail, so the tie keeps
+// the rail order (a host's ranks together, as launchers need).
+TEST_P(AutoOnRailFabric, TakesLeafSetsForFlatCollectivesAndKeepsRailForHybridNeverBoundedAboveLeafSets) {
+  auto f = topo::build_rail(GetParam().spec).value();
+  const auto alloc = sim_allocation(f);
+  for (auto c : {Collective::kAllreduceHd, Collective::kAllreduceRing, Collective::kAllreduceHybrid,
+                 Collective::kNcclRing}) {
+    auto chosen = auto_order(f, alloc, c);
+    ASSERT_TRUE(chosen) << collective_name(c) << ": " << chosen.status().message();
+    EXPECT_EQ(chosen->algo, c == Collective::kAllreduceHybrid ? ranking::RankAlgo::kRail : ranking::RankAlgo::kClos)
+        << collective_name(c);
+    ASSERT_EQ(chosen->weighed.size(), 2u) << collective_name(c);
+    EXPECT_EQ(chosen->weighed[0].algo, ranking::RankAlgo::kRail);
+    EXPECT_EQ(chosen->weighed[1].algo, ranking::RankAlgo::kClos);
+    const auto& won = chosen->weighed[chosen->algo == ranking::RankAlgo::kClos ? 1 : 0];
+    EXPECT_LE(won.bound_vectors, chosen->weighed[1].bound_vectors) << collective_name(c);
+    EXPECT_EQ(chosen->order, ranking::rank(f, alloc, chosen->algo).value()) << collective_name(c);
+  }
+}
+
+// A fabric without rails or planes has one candidate: nothing weighed, and
+// weft rank has nothing to say.
+TEST(AutoOnClos, RanksWithLeafSetsWithoutWeighing) {
+  auto f = topo::build_clos2({.spines = 2, .leaves = 3, .hosts_per_leaf = 3, .nics_per_host = 2}).value();
+  const auto alloc = sim_allocation(f);
+  auto chosen = auto_order(f, alloc, Collective::kAllreduceHd);
+  ASSERT_TRUE(chosen) << chosen.status().message();
+  EXPECT_EQ(chosen->algo, ranking::RankAlgo::kClos);
+  EXPECT_TRUE(chosen->weighed.empty());
+  EXPECT_EQ(chosen->why, "");
+  EXPECT_EQ(chosen->order, ranking::rank(f, alloc, ranking::RankAlgo::kClos).value());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fabrics, AutoOnRailFabric,
+    ::testing::Values(
+        RailFabric{"H6G2R2S2", {.hosts = 6, .nics_per_host = 2, .leaves_per_rail = 2, .spines = 2},
+                   {1, 1, 1, 2, 2, 1, 1, 1}, {2, 2, 1, 2, 2, 1, 2, 2}, true},
+        RailFabric{"H4G2S2", {.hosts = 4, .nics_per_host = 2, .leaves_per_rail = 1, .spines = 2},
+                   {1, 1, 2, 2, 1, 1}, {2, 1, 1, 1, 1, 2}, true},
+        RailFabric{"H8G2R2S2", {.hosts = 8, .nics_per_host = 2, .leaves_per_rail = 2, .spines = 2},
+                   {1, 1, 2, 2, 2, 2, 1, 1}, {2, 1, 1, 2, 2, 1, 1, 2}, true},
+        // Fold and unfold at load 3 on the rail order (the whole vector), 1 on leaf sets.
+        RailFabric{"H7G2S2P2", {.hosts = 7, .nics_per_host = 2, .leaves_per_rail = 1, .spines = 2, .planes = 2},
+                   {1, 2, 2, 2, 2, 2, 2, 2, 2, 1}, {3, 1, 1, 2, 2, 2, 2, 1, 1, 3}, false},
+        RailFabric{"H5G4S2", {.hosts = 5, .nics_per_host = 4, .leaves_per_rail = 1, .spines = 2},
+                   {1, 1, 2, 3, 3, 3, 3, 2, 1, 1}, {1, 3, 2, 3, 3, 3, 3, 2, 3, 1}, true}),
+    [](const auto& p) { return std::string(p.param.name); });
+
+}  // namespace
+}  // namespace weft::routing
