@@ -129,21 +129,19 @@ Net& Net::get() {
   return net;
 }
 
-void Net::warn(const std::string& msg) {
-  if (log_) {
-    log_(NCCL_LOG_WARN, NCCL_NET, __FILE__, __LINE__, "NET/weft: %s", msg.c_str());
-  } else {
+void Net::emit(ncclDebugLogLevel level, const std::string& msg) {
+  if (ncclDebugLogger_t f = log_.load(std::memory_order_acquire)) {
+    f(level, NCCL_NET, __FILE__, __LINE__, "NET/weft: %s", msg.c_str());
+  } else if (level == NCCL_LOG_WARN) {
     spdlog::warn("NET/weft: {}", msg);
-  }
-}
-
-void Net::info(const std::string& msg) {
-  if (log_) {
-    log_(NCCL_LOG_INFO, NCCL_NET, __FILE__, __LINE__, "NET/weft: %s", msg.c_str());
   } else {
     spdlog::info("NET/weft: {}", msg);
   }
 }
+
+void Net::warn(const std::string& msg) { emit(NCCL_LOG_WARN, msg); }
+
+void Net::info(const std::string& msg) { emit(NCCL_LOG_INFO, msg); }
 
 ncclResult_t Net::fail(const char* call, const Status& s) {
   counters_.errors++;
@@ -163,7 +161,7 @@ ncclResult_t Net::fail(const char* call, const Status& s) {
 
 ncclResult_t Net::init(ncclDebugLogger_t log) {
   std::lock_guard lock(mu_);
-  if (log) log_ = log;
+  if (log) log_.store(log, std::memory_order_release);
   if (ready_) return ncclSuccess;
   auto settings = settings_from_env();
   if (!settings) return fail("init", settings.status());

@@ -74,9 +74,15 @@ class Net {
   ncclResult_t fail(const char* call, const Status& s);
 
  private:
+  // warn/info: through NCCL's logger once init has one, else spdlog.
+  void emit(ncclDebugLogLevel level, const std::string& msg);
+
   std::mutex mu_;
   std::atomic<bool> ready_{false};
-  ncclDebugLogger_t log_ = nullptr;
+  // Set by every init (under mu_), read by any thread that logs, which
+  // takes no lock: NCCL may call init from one thread while its proxy
+  // thread's calls log.
+  std::atomic<ncclDebugLogger_t> log_{nullptr};
   Settings settings_;
   std::optional<routing::RoutePlan> plan_;
   std::vector<NetDevice> devices_;
