@@ -109,11 +109,12 @@ Result<std::unique_ptr<Comm>> make_comm(NetDevice* d, bool is_send, int nqps, st
         break;
       case PortChoice::kNotInPlan:
         net.counters().unplanned++;
-        net.warn(pc.why + "; this QP gets flow label 0 (the kernel hashes its QP numbers into the port)");
+        net.alert("not in plan",
+                  pc.why + "; this QP gets flow label 0 (the kernel hashes its QP numbers into the port)");
         break;
       case PortChoice::kUnapplicable:
         net.counters().unapplicable++;
-        net.warn(pc.why + "; this QP gets flow label 0 instead");
+        net.alert("unapplicable", pc.why + "; this QP gets flow label 0 instead");
         break;
       case PortChoice::kNoPlan: break;
     }
