@@ -188,13 +188,22 @@ ncclResult_t get_device_mr(void*, void*, void** out) {
 // is filled, device offload or not (src/transport/net.cc, recvProxyProgress),
 // with a request test() has already freed: nothing to do, nothing to touch.
 ncclResult_t irecv_consumed(void*, int, void*) { return ncclSuccess; }
-// A virtual NIC of one device is that device; merging several is not offered.
+// A virtual NIC of one device is that device; merging several is not
+// offered. NCCL asks to merge NICs close to each other on its own
+// (ncclTopoAutoMerge, src/graph/topo.cc): it takes a refusal as "do not
+// merge these", logs it at INFO and goes on with the NICs apart. So that
+// refusal is an answer, not an error: logged at INFO, not counted.
 ncclResult_t make_vdevice(int* d, ncclNetVDeviceProps_v9_t* props) {
   Net& net = Net::get();
   if (d == nullptr || props == nullptr) return net.fail("makeVDevice", invalid_argument("NULL argument"));
-  if (props->ndevs != 1) {
-    return net.fail("makeVDevice", invalid_argument(fmt::format("{} devices in one virtual NIC; only 1 is offered",
-                                                                props->ndevs)));
+  if (props->ndevs < 1 || props->ndevs > NCCL_NET_MAX_DEVS_PER_NIC) {
+    return net.fail("makeVDevice", invalid_argument(fmt::format("{} devices in one virtual NIC (1..{})", props->ndevs,
+                                                                NCCL_NET_MAX_DEVS_PER_NIC)));
+  }
+  if (props->ndevs > 1) {
+    net.info(fmt::format("makeVDevice: {} devices in one virtual NIC; only 1 is offered, NCCL keeps them apart",
+                         props->ndevs));
+    return ncclInvalidArgument;
   }
   if (net.device(props->devs[0]) == nullptr) return ncclInvalidArgument;
   *d = props->devs[0];

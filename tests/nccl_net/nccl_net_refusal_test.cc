@@ -1,7 +1,8 @@
 // What the plugin says when it refuses, on any host (no RDMA device
 // needed): a refused init reaches stderr, where a job's output goes, and
 // not only NCCL's logger, which prints it at INFO (NCCL then falls back to
-// its own transport).
+// its own transport); NCCL's own merge probe (makeVDevice of several NICs)
+// is answered at INFO and counts no error.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -76,6 +77,72 @@ INSTANTIATE_TEST_SUITE_P(V, RefusedInit,
                          ::testing::Combine(::testing::Values(8, 9, 10, 11), ::testing::Values("0", "99", "two")),
                          [](const auto& p) {
                            return fmt::format("v{}_qps_{}", std::get<0>(p.param), std::get<1>(p.param));
+                         });
+
+// makeVDevice of `ndevs` devices 0..ndevs-1, after an init that hands the
+// plugin a logger (it need not find a device): the result, the lines it
+// logged and how far it moved the error counter.
+struct VDeviceCall {
+  ncclResult_t result;
+  std::vector<LogLine> lines;
+  std::uint64_t errors;
+};
+VDeviceCall make_vdevice(int version, int ndevs) {
+  auto d = Driver::load(version);
+  EXPECT_TRUE(d) << d.status().message();
+  if (!d) return {};
+  (void)d->init(collect_log);
+  const std::size_t before_lines = log_lines().size();
+  const std::uint64_t before_errors = d->counters().errors;
+  int devs[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  int vdev = -1;
+  VDeviceCall c;
+  c.result = d->make_vdevice(&vdev, ndevs, devs);
+  c.lines.assign(log_lines().begin() + static_cast<std::ptrdiff_t>(before_lines), log_lines().end());
+  c.errors = d->counters().errors - before_errors;
+  return c;
+}
+
+// A request for a virtual NIC of `ndevs` NICs and how it is answered.
+struct VDeviceCase {
+  const char* name;
+  int ndevs;
+  ncclDebugLogLevel level;
+  const char* line;  // {} is ndevs
+  std::uint64_t errors;
+};
+
+// NCCL asks to merge NICs near each other (ncclTopoAutoMerge) and takes a
+// refusal as "keep them apart": an answer at INFO, not an error. No NCCL
+// asks for 0 devices or more than a virtual NIC holds: that is bad input,
+// a WARN line and an error counted.
+constexpr const char* kKeepApart = "{} devices in one virtual NIC; only 1 is offered, NCCL keeps them apart";
+constexpr const char* kBadCount = "{} devices in one virtual NIC (1..4)";
+const VDeviceCase kVDeviceCases[] = {
+    {"merge_probe_2_nics", 2, NCCL_LOG_INFO, kKeepApart, 0},
+    {"merge_probe_3_nics", 3, NCCL_LOG_INFO, kKeepApart, 0},
+    {"merge_probe_4_nics", 4, NCCL_LOG_INFO, kKeepApart, 0},
+    {"no_nics", 0, NCCL_LOG_WARN, kBadCount, 1},
+    {"minus_1_nics", -1, NCCL_LOG_WARN, kBadCount, 1},
+    {"5_nics", 5, NCCL_LOG_WARN, kBadCount, 1},
+};
+
+class VDeviceRequest : public ::testing::TestWithParam<std::tuple<int, VDeviceCase>> {};
+
+TEST_P(VDeviceRequest, IsRefusedWithOneLineCountingOnlyBadInputAsAnError) {
+  const auto& [version, want] = GetParam();
+  VDeviceCall c = make_vdevice(version, want.ndevs);
+  EXPECT_EQ(c.result, ncclInvalidArgument);
+  ASSERT_EQ(c.lines.size(), 1u);
+  EXPECT_EQ(c.lines[0].level, want.level);
+  EXPECT_EQ(c.lines[0].text, "NET/weft: makeVDevice: " + fmt::format(fmt::runtime(want.line), want.ndevs));
+  EXPECT_EQ(c.errors, want.errors);
+}
+
+INSTANTIATE_TEST_SUITE_P(V, VDeviceRequest,
+                         ::testing::Combine(::testing::Values(9, 10, 11), ::testing::ValuesIn(kVDeviceCases)),
+                         [](const auto& p) {
+                           return fmt::format("v{}_{}", std::get<0>(p.param), std::get<1>(p.param).name);
                          });
 
 }  // namespace
