@@ -103,10 +103,7 @@ Result<std::unique_ptr<Comm>> make_comm(NetDevice* d, bool is_send, int nqps, st
     PortChoice pc = is_send ? choose_port(net.plan(), local, remote, static_cast<int>(conn), q) : PortChoice{};
     verbs::RcQpConfig cfg = qc;
     switch (pc.kind) {
-      case PortChoice::kPlanned:
-        cfg.planned_sport = pc.sport;
-        net.counters().planned++;
-        break;
+      case PortChoice::kPlanned: cfg.planned_sport = pc.sport; break;  // counted once set (count_port)
       case PortChoice::kNotInPlan:
         net.counters().unplanned++;
         net.alert("not in plan",
@@ -120,8 +117,27 @@ Result<std::unique_ptr<Comm>> make_comm(NetDevice* d, bool is_send, int nqps, st
     }
     WEFT_ASSIGN_OR_RETURN(verbs::RcQp qp, verbs::RcQp::create(*d->dev, c->cq.get(), c->cq.get(), cfg));
     c->qps.push_back(std::move(qp));
+    c->ports.push_back(std::move(pc));
   }
   return c;
+}
+
+// A planned QP, connected, is counted: planned when its port is set, and
+// unapplicable (one line, as for an entry the flow label cannot express)
+// when the device refused to set it directly (mlx5dv_modify_qp_udp_sport(3):
+// rc_qp.h sport_status). The plan asked for a port, not for this
+// connection to fail: the QP goes on with its flow label.
+void count_port(const PortChoice& pc, const verbs::RcQp& qp) {
+  if (pc.kind != PortChoice::kPlanned) return;
+  Net& net = Net::get();
+  if (qp.sport_status().is_ok()) {
+    net.counters().planned++;
+    return;
+  }
+  net.counters().unapplicable++;
+  net.alert("port refused", fmt::format("{}: {}; this QP goes on with flow label {:#x} and the port the device makes "
+                                        "of it",
+                                        pc.flow, qp.sport_status().message(), qp.flow_label()));
 }
 
 Status connect_qps(Comm& c, const Hello& peer) {
@@ -131,6 +147,7 @@ Status connect_qps(Comm& c, const Hello& peer) {
   for (std::size_t q = 0; q < c.qps.size(); ++q) {
     WEFT_ASSIGN_OR_RETURN(verbs::EndpointInfo remote, verbs::decode(peer.qps[q]));
     WEFT_RETURN_IF_ERROR(c.qps[q].connect(remote).with_context(fmt::format("QP {}", q)));
+    if (q < c.ports.size()) count_port(c.ports[q], c.qps[q]);
   }
   return arm(c);
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "weft/nccl_net/net.h"
+#include "weft/nccl_net/ports.h"
 #include "weft/verbs/handle.h"
 #include "weft/verbs/rc_qp.h"
 
@@ -66,6 +67,7 @@ struct Comm {
   int fd = -1;
   verbs::CqHandle cq;
   std::vector<verbs::RcQp> qps;
+  std::vector<PortChoice> ports;  // each QP's entry in the plan
   std::vector<std::uint8_t> credit_mem;  // sender: kSenderCreditBufs credits; receiver: kSlots
   verbs::MrHandle credit_mr;
   std::array<Request, kSlots> reqs{};
