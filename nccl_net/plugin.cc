@@ -102,20 +102,20 @@ ncclResult_t props_v11(int dev, ncclNetProperties_v11_t* p) {
 ncclResult_t listen(int dev, void* handle, void** lc) {
   return guarded("listen", [&] { return do_listen(dev, handle, lc); });
 }
-ncclResult_t connect_tc(int dev, int tc, void* handle, void** sc, ncclNetDeviceHandle_v8_t** dc) {
+ncclResult_t connect_tc(int dev, int tc, const void* owner, void* handle, void** sc, ncclNetDeviceHandle_v8_t** dc) {
   return guarded("connect", [&] {
     if (dc != nullptr && *dc != nullptr) {
       return Net::get().fail("connect", invalid_argument("device offload asked for; this plugin is host-only"));
     }
-    return do_connect(dev, tc, handle, sc);
+    return do_connect(dev, tc, owner, handle, sc);
   });
 }
 ncclResult_t connect_v8(int dev, void* handle, void** sc, ncclNetDeviceHandle_v8_t** dc) {
-  return connect_tc(dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, sc, dc);
+  return connect_tc(dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, nullptr, handle, sc, dc);
 }
 ncclResult_t connect_v10(int dev, ncclNetCommConfig_v10_t* cfg, void* handle, void** sc,
                          ncclNetDeviceHandle_v10_t** dc) {
-  return connect_tc(dev, cfg ? cfg->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, sc, dc);
+  return connect_tc(dev, cfg ? cfg->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF, nullptr, handle, sc, dc);
 }
 ncclResult_t accept(void* lc, void** rc, ncclNetDeviceHandle_v8_t** dc) {
   return guarded("accept", [&] {
@@ -230,9 +230,13 @@ ncclResult_t init_v11(void** ctx, uint64_t, ncclNetCommConfig_v11_t* cfg, ncclDe
 ncclResult_t listen_v11(void*, int dev, void* handle, void** lc) { return listen(dev, handle, lc); }
 ncclResult_t connect_v11(void* ctx, int dev, void* handle, void** sc, ncclNetDeviceHandle_v11_t** dc) {
   int tc = ctx ? static_cast<ContextV11*>(ctx)->traffic_class : NCCL_NET_TRAFFIC_CLASS_UNDEF;
-  return connect_tc(dev, tc, handle, sc, dc);
+  return connect_tc(dev, tc, ctx, handle, sc, dc);
 }
+// NCCL finalizes a communicator's context when it is done with the plugin
+// (commFree, src/init.cc, then ncclNetPluginFinalize, src/plugin/net.cc),
+// aborted or not: connects it left unfinished go with it (in_progress.h).
 ncclResult_t finalize_v11(void* ctx) {
+  if (ctx != nullptr) drop_connects(ctx);
   delete static_cast<ContextV11*>(ctx);
   return ncclSuccess;
 }
