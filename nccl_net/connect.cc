@@ -24,12 +24,11 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <mutex>
-#include <unordered_set>
 
 #include <fmt/format.h>
 
 #include "weft/nccl_net/comm.h"
+#include "weft/nccl_net/in_progress.h"
 #include "weft/nccl_net/ports.h"
 #include "weft/nccl_net/wire.h"
 
@@ -103,24 +102,41 @@ Result<std::unique_ptr<Comm>> make_comm(NetDevice* d, bool is_send, int nqps, st
     PortChoice pc = is_send ? choose_port(net.plan(), local, remote, static_cast<int>(conn), q) : PortChoice{};
     verbs::RcQpConfig cfg = qc;
     switch (pc.kind) {
-      case PortChoice::kPlanned:
-        cfg.planned_sport = pc.sport;
-        net.counters().planned++;
-        break;
+      case PortChoice::kPlanned: cfg.planned_sport = pc.sport; break;  // counted once set (count_port)
       case PortChoice::kNotInPlan:
         net.counters().unplanned++;
-        net.warn(pc.why + "; this QP gets flow label 0 (the kernel hashes its QP numbers into the port)");
+        net.alert("not in plan",
+                  pc.why + "; this QP gets flow label 0 (the kernel hashes its QP numbers into the port)");
         break;
       case PortChoice::kUnapplicable:
         net.counters().unapplicable++;
-        net.warn(pc.why + "; this QP gets flow label 0 instead");
+        net.alert("unapplicable", pc.why + "; this QP gets flow label 0 instead");
         break;
       case PortChoice::kNoPlan: break;
     }
     WEFT_ASSIGN_OR_RETURN(verbs::RcQp qp, verbs::RcQp::create(*d->dev, c->cq.get(), c->cq.get(), cfg));
     c->qps.push_back(std::move(qp));
+    c->ports.push_back(std::move(pc));
   }
   return c;
+}
+
+// A planned QP, connected, is counted: planned when its port is set, and
+// unapplicable (one line, as for an entry the flow label cannot express)
+// when the device refused to set it directly (mlx5dv_modify_qp_udp_sport(3):
+// rc_qp.h sport_status). The plan asked for a port, not for this
+// connection to fail: the QP goes on with its flow label.
+void count_port(const PortChoice& pc, const verbs::RcQp& qp) {
+  if (pc.kind != PortChoice::kPlanned) return;
+  Net& net = Net::get();
+  if (qp.sport_status().is_ok()) {
+    net.counters().planned++;
+    return;
+  }
+  net.counters().unapplicable++;
+  net.alert("port refused", fmt::format("{}: {}; this QP goes on with flow label {:#x} and the port the device makes "
+                                        "of it",
+                                        pc.flow, qp.sport_status().message(), qp.flow_label()));
 }
 
 Status connect_qps(Comm& c, const Hello& peer) {
@@ -130,6 +146,7 @@ Status connect_qps(Comm& c, const Hello& peer) {
   for (std::size_t q = 0; q < c.qps.size(); ++q) {
     WEFT_ASSIGN_OR_RETURN(verbs::EndpointInfo remote, verbs::decode(peer.qps[q]));
     WEFT_RETURN_IF_ERROR(c.qps[q].connect(remote).with_context(fmt::format("QP {}", q)));
+    if (q < c.ports.size()) count_port(c.ports[q], c.qps[q]);
   }
   return arm(c);
 }
@@ -197,33 +214,18 @@ struct Connecting {
   }
 };
 
-// The connects in progress in this process. connect() keeps its state in
-// the handle's last 8 bytes; a handle that did not come from this plugin's
-// listen (another plugin's, a corrupted copy) may hold anything there, so
-// the slot is followed only when it names one of these.
-class LiveConnects {
- public:
-  void add(const Connecting* c) {
-    std::lock_guard lock(mu_);
-    live_.insert(c);
-  }
-  void remove(const Connecting* c) {
-    std::lock_guard lock(mu_);
-    live_.erase(c);
-  }
-  bool has(const Connecting* c) {
-    std::lock_guard lock(mu_);
-    return live_.count(c) > 0;
-  }
-
- private:
-  std::mutex mu_;
-  std::unordered_set<const Connecting*> live_;
-};
-LiveConnects& live_connects() {
-  static LiveConnects l;
-  return l;
+// The connects NCCL is polling (in_progress.h). A function-local static,
+// made by the first connect, which follows init: it is destroyed before
+// the Net (net.cc Net::get), so parked QPs close while their device is
+// still open.
+InProgress<Connecting>& connects() {
+  static InProgress<Connecting> c;
+  return c;
 }
+
+// NCCL polls a connect it waits for without pause; one not polled for this
+// long has been given up (in_progress.h).
+constexpr auto kAbandonedAfter = std::chrono::minutes(5);
 
 // A connection accepted but not yet through its handshake: dropped after
 // kHandshakeLimit, or (oldest first) when kMaxPending are waiting.
@@ -320,53 +322,63 @@ ncclResult_t do_listen(int dev, void* handle, void** listen_comm) {
   return ncclSuccess;
 }
 
-ncclResult_t do_connect(int dev, int traffic_class, void* handle, void** send_comm) {
+ncclResult_t do_connect(int dev, int traffic_class, const void* owner, void* handle, void** send_comm) {
   Net& net = Net::get();
   if (handle == nullptr || send_comm == nullptr) return net.fail("connect", invalid_argument("NULL handle or comm"));
   *send_comm = nullptr;
-  auto* state_slot = static_cast<std::uint8_t*>(handle) + kHandleStateOffset;
-  Connecting* c = nullptr;
-  std::memcpy(&c, state_slot, sizeof(c));
-  if (c != nullptr && !live_connects().has(c)) {
-    return net.fail("connect", invalid_argument(fmt::format("connection handle bytes {}..{} hold {:#x}, which no connect "
-                                                            "of this process left there (not a handle from listen?)",
-                                                            kHandleStateOffset, kHandleBytes - 1,
-                                                            reinterpret_cast<std::uintptr_t>(c))));
+  const auto now = std::chrono::steady_clock::now();
+  if (std::size_t n = connects().reap_idle(now, kAbandonedAfter); n > 0) {
+    net.info(fmt::format("connect: freed {} connect(s) not polled for {} min (their communicator gave up)", n,
+                         std::chrono::duration_cast<std::chrono::minutes>(kAbandonedAfter).count()));
   }
-  if (c == nullptr) {
+  auto* state_slot = static_cast<std::uint8_t*>(handle) + kHandleStateOffset;
+  std::uint64_t id = 0;
+  std::memcpy(&id, state_slot, sizeof(id));
+  std::unique_ptr<Connecting> c;
+  if (id != 0) {
+    c = connects().resume(id);
+    if (c == nullptr) {
+      return net.fail("connect", invalid_argument(fmt::format("connection handle bytes {}..{} hold {:#x}, which no "
+                                                              "connect of this process left there (not a handle from "
+                                                              "listen?)",
+                                                              kHandleStateOffset, kHandleBytes - 1, id)));
+    }
+  } else {
     NetDevice* d = net.device(dev);
     if (d == nullptr) return ncclInvalidArgument;
     auto h = decode_handle(static_cast<const std::uint8_t*>(handle));
     if (!h) return net.fail("connect", h.status());
-    auto fresh = std::make_unique<Connecting>();
-    fresh->dev = d;
-    fresh->handle = *h;
-    fresh->traffic_class = traffic_class;
-    fresh->fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fresh->fd < 0) return net.fail("connect", errno_status("socket"));
+    c = std::make_unique<Connecting>();
+    c->dev = d;
+    c->handle = *h;
+    c->traffic_class = traffic_class;
+    c->fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) return net.fail("connect", errno_status("socket"));
     int one = 1;
-    setsockopt(fresh->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(h->nic_ipv4);
     a.sin_port = htons(h->tcp_port);
-    if (::connect(fresh->fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno != EINPROGRESS) {
+    if (::connect(c->fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno != EINPROGRESS) {
       return net.fail("connect", errno_status(fmt::format("TCP connect to {}:{}", ipv4_string(h->nic_ipv4), h->tcp_port)));
     }
-    c = fresh.release();
-    live_connects().add(c);
-    std::memcpy(state_slot, &c, sizeof(c));
   }
   auto r = c->advance();
-  if (r && !*r) return ncclSuccess;  // not yet: NCCL calls again with this handle
-  live_connects().remove(c);
-  delete c;
-  c = nullptr;
-  std::memcpy(state_slot, &c, sizeof(c));
+  if (r && !*r) {
+    // Not yet: NCCL calls again with this handle.
+    id = connects().park(id, std::move(c), owner, now);
+    std::memcpy(state_slot, &id, sizeof(id));
+    return ncclSuccess;
+  }
+  id = 0;
+  std::memcpy(state_slot, &id, sizeof(id));
   if (!r) return net.fail("connect", r.status());
   *send_comm = r->release();
   return ncclSuccess;
 }
+
+void drop_connects(const void* owner) { connects().drop_owner(owner); }
 
 // Takes every connection waiting on the listen socket, then advances each
 // handshake in turn. A connection that is not a peer's handshake (a port

@@ -143,6 +143,13 @@ ncclResult_t Driver::test(void* req, int* done, int* sizes) { WEFT_SAME(t.test(r
 ncclResult_t Driver::irecv_consumed(void* rc, int n, void* req) {
   WEFT_SAME(t.irecvConsumed ? t.irecvConsumed(rc, n, req) : ncclSuccess)
 }
+ncclResult_t Driver::make_vdevice(int* d, int ndevs, const int* devs) {
+  ncclNetVDeviceProps_v9_t props{};
+  props.ndevs = ndevs;
+  for (int i = 0; i < ndevs && i < NCCL_NET_MAX_DEVS_PER_NIC; ++i) props.devs[i] = devs[i];
+  WEFT_DISPATCH(((void)t, ncclInvalidUsage), t.makeVDevice(d, &props), t.makeVDevice(d, &props),
+                t.makeVDevice(d, &props))
+}
 ncclResult_t Driver::close_send(void* c) { WEFT_SAME(t.closeSend(c)) }
 ncclResult_t Driver::close_recv(void* c) { WEFT_SAME(t.closeRecv(c)) }
 ncclResult_t Driver::close_listen(void* c) { WEFT_SAME(t.closeListen(c)) }

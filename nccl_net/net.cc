@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 
@@ -129,20 +130,33 @@ Net& Net::get() {
   return net;
 }
 
-void Net::warn(const std::string& msg) {
-  if (log_) {
-    log_(NCCL_LOG_WARN, NCCL_NET, __FILE__, __LINE__, "NET/weft: %s", msg.c_str());
-  } else {
+void Net::emit(ncclDebugLogLevel level, const std::string& msg) {
+  if (ncclDebugLogger_t f = log_.load(std::memory_order_acquire)) {
+    f(level, NCCL_NET, __FILE__, __LINE__, "NET/weft: %s", msg.c_str());
+  } else if (level == NCCL_LOG_WARN) {
     spdlog::warn("NET/weft: {}", msg);
-  }
-}
-
-void Net::info(const std::string& msg) {
-  if (log_) {
-    log_(NCCL_LOG_INFO, NCCL_NET, __FILE__, __LINE__, "NET/weft: %s", msg.c_str());
   } else {
     spdlog::info("NET/weft: {}", msg);
   }
+}
+
+void Net::warn(const std::string& msg) { emit(NCCL_LOG_WARN, msg); }
+
+void Net::info(const std::string& msg) { emit(NCCL_LOG_INFO, msg); }
+
+void Net::alert(const std::string& cause, const std::string& msg) {
+  warn(msg);
+  stderr_once(cause, msg + " (the first such line; NCCL_DEBUG=WARN shows each)");
+}
+
+void Net::stderr_once(const std::string& cause, const std::string& msg) {
+  {
+    std::lock_guard lock(alerted_mu_);
+    if (!alerted_.insert(cause).second) return;
+  }
+  // One fputs of the whole line: stderr is unbuffered, and a line written
+  // in pieces could interleave with another thread's.
+  std::fputs(fmt::format("weft nccl_net: {}\n", msg).c_str(), stderr);
 }
 
 ncclResult_t Net::fail(const char* call, const Status& s) {
@@ -163,15 +177,28 @@ ncclResult_t Net::fail(const char* call, const Status& s) {
 
 ncclResult_t Net::init(ncclDebugLogger_t log) {
   std::lock_guard lock(mu_);
-  if (log) log_ = log;
+  if (log) log_.store(log, std::memory_order_release);
   if (ready_) return ncclSuccess;
+  Status s = open_all();
+  if (s.is_ok()) return ncclSuccess;
+  // NCCL takes the failure quietly and falls back to its own transport
+  // (net.h): this line says so where the job's output goes.
+  ncclResult_t r = fail("init", s);
+  stderr_once("init: " + s.message(),
+              fmt::format("init: {}; NCCL goes on without this plugin (NCCL_NET=weft makes that an error instead: "
+                          "docs/nccl.md)",
+                          s.message()));
+  return r;
+}
+
+Status Net::open_all() {
   auto settings = settings_from_env();
-  if (!settings) return fail("init", settings.status());
+  if (!settings) return settings.status();
   settings_ = *settings;
   std::vector<std::string> names = settings_.devices;
   if (names.empty()) {
     auto all = verbs::list_devices();
-    if (!all) return fail("init", all.status());
+    if (!all) return all.status();
     for (const auto& d : *all) names.push_back(d.name);
   }
   std::vector<NetDevice> opened;
@@ -180,15 +207,15 @@ ncclResult_t Net::init(ncclDebugLogger_t log) {
     if (d) {
       opened.push_back(std::move(*d));
     } else if (!settings_.devices.empty()) {
-      return fail("init", d.status().with_context("WEFT_NCCL_DEVICES"));
+      return d.status().with_context("WEFT_NCCL_DEVICES");
     } else {
       info(fmt::format("skipping {}: {}", name, d.status().message()));
     }
   }
-  if (opened.empty()) return fail("init", unavailable("no RDMA device with an active RoCE v2 IPv4 port"));
+  if (opened.empty()) return unavailable("no RDMA device with an active RoCE v2 IPv4 port");
   if (!settings_.plan_path.empty()) {
     auto plan = routing::load_plan(settings_.plan_path);
-    if (!plan) return fail("init", plan.status().with_context("WEFT_PLAN"));
+    if (!plan) return plan.status().with_context("WEFT_PLAN");
     std::set<std::string> mine;
     for (const auto& d : opened) mine.insert(ipv4_string(d.ipv4));
     bool any = false;
@@ -196,9 +223,9 @@ ncclResult_t Net::init(ncclDebugLogger_t log) {
     if (!any) {
       std::string list;
       for (const auto& a : mine) list += (list.empty() ? "" : ", ") + a;
-      return fail("init", invalid_argument(fmt::format("WEFT_PLAN {} lists no flow from this host's NICs ({}): a plan "
-                                                       "for other hosts?",
-                                                       settings_.plan_path, list)));
+      return invalid_argument(fmt::format("WEFT_PLAN {} lists no flow from this host's NICs ({}): a plan for other "
+                                          "hosts?",
+                                          settings_.plan_path, list));
     }
     plan_ = std::move(*plan);
   }
@@ -212,7 +239,7 @@ ncclResult_t Net::init(ncclDebugLogger_t log) {
     }
   }
   ready_ = true;
-  return ncclSuccess;
+  return ok_status();
 }
 
 NetDevice* Net::device(int dev) {

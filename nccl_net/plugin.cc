@@ -102,20 +102,20 @@ ncclResult_t props_v11(int dev, ncclNetProperties_v11_t* p) {
 ncclResult_t listen(int dev, void* handle, void** lc) {
   return guarded("listen", [&] { return do_listen(dev, handle, lc); });
 }
-ncclResult_t connect_tc(int dev, int tc, void* handle, void** sc, ncclNetDeviceHandle_v8_t** dc) {
+ncclResult_t connect_tc(int dev, int tc, const void* owner, void* handle, void** sc, ncclNetDeviceHandle_v8_t** dc) {
   return guarded("connect", [&] {
     if (dc != nullptr && *dc != nullptr) {
       return Net::get().fail("connect", invalid_argument("device offload asked for; this plugin is host-only"));
     }
-    return do_connect(dev, tc, handle, sc);
+    return do_connect(dev, tc, owner, handle, sc);
   });
 }
 ncclResult_t connect_v8(int dev, void* handle, void** sc, ncclNetDeviceHandle_v8_t** dc) {
-  return connect_tc(dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, sc, dc);
+  return connect_tc(dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, nullptr, handle, sc, dc);
 }
 ncclResult_t connect_v10(int dev, ncclNetCommConfig_v10_t* cfg, void* handle, void** sc,
                          ncclNetDeviceHandle_v10_t** dc) {
-  return connect_tc(dev, cfg ? cfg->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, sc, dc);
+  return connect_tc(dev, cfg ? cfg->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF, nullptr, handle, sc, dc);
 }
 ncclResult_t accept(void* lc, void** rc, ncclNetDeviceHandle_v8_t** dc) {
   return guarded("accept", [&] {
@@ -188,13 +188,22 @@ ncclResult_t get_device_mr(void*, void*, void** out) {
 // is filled, device offload or not (src/transport/net.cc, recvProxyProgress),
 // with a request test() has already freed: nothing to do, nothing to touch.
 ncclResult_t irecv_consumed(void*, int, void*) { return ncclSuccess; }
-// A virtual NIC of one device is that device; merging several is not offered.
+// A virtual NIC of one device is that device; merging several is not
+// offered. NCCL asks to merge NICs close to each other on its own
+// (ncclTopoAutoMerge, src/graph/topo.cc): it takes a refusal as "do not
+// merge these", logs it at INFO and goes on with the NICs apart. So that
+// refusal is an answer, not an error: logged at INFO, not counted.
 ncclResult_t make_vdevice(int* d, ncclNetVDeviceProps_v9_t* props) {
   Net& net = Net::get();
   if (d == nullptr || props == nullptr) return net.fail("makeVDevice", invalid_argument("NULL argument"));
-  if (props->ndevs != 1) {
-    return net.fail("makeVDevice", invalid_argument(fmt::format("{} devices in one virtual NIC; only 1 is offered",
-                                                                props->ndevs)));
+  if (props->ndevs < 1 || props->ndevs > NCCL_NET_MAX_DEVS_PER_NIC) {
+    return net.fail("makeVDevice", invalid_argument(fmt::format("{} devices in one virtual NIC (1..{})", props->ndevs,
+                                                                NCCL_NET_MAX_DEVS_PER_NIC)));
+  }
+  if (props->ndevs > 1) {
+    net.info(fmt::format("makeVDevice: {} devices in one virtual NIC; only 1 is offered, NCCL keeps them apart",
+                         props->ndevs));
+    return ncclInvalidArgument;
   }
   if (net.device(props->devs[0]) == nullptr) return ncclInvalidArgument;
   *d = props->devs[0];
@@ -221,9 +230,13 @@ ncclResult_t init_v11(void** ctx, uint64_t, ncclNetCommConfig_v11_t* cfg, ncclDe
 ncclResult_t listen_v11(void*, int dev, void* handle, void** lc) { return listen(dev, handle, lc); }
 ncclResult_t connect_v11(void* ctx, int dev, void* handle, void** sc, ncclNetDeviceHandle_v11_t** dc) {
   int tc = ctx ? static_cast<ContextV11*>(ctx)->traffic_class : NCCL_NET_TRAFFIC_CLASS_UNDEF;
-  return connect_tc(dev, tc, handle, sc, dc);
+  return connect_tc(dev, tc, ctx, handle, sc, dc);
 }
+// NCCL finalizes a communicator's context when it is done with the plugin
+// (commFree, src/init.cc, then ncclNetPluginFinalize, src/plugin/net.cc),
+// aborted or not: connects it left unfinished go with it (in_progress.h).
 ncclResult_t finalize_v11(void* ctx) {
+  if (ctx != nullptr) drop_connects(ctx);
   delete static_cast<ContextV11*>(ctx);
   return ncclSuccess;
 }

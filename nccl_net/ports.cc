@@ -13,6 +13,7 @@ PortChoice choose_port(const routing::RoutePlan* plan, const std::string& local_
   PortChoice c;
   if (plan == nullptr) return c;
   const routing::PlanFlow* f = plan->find_qp(local_addr, remote_addr, conn, qp);
+  c.flow = fmt::format("plan flow {} -> {} conn {} qp {}", local_addr, remote_addr, conn, qp);
   if (f == nullptr) {
     c.kind = PortChoice::kNotInPlan;
     c.why = fmt::format("the plan has no flow {} -> {} conn {} qp {}", local_addr, remote_addr, conn, qp);
@@ -21,15 +22,13 @@ PortChoice choose_port(const routing::RoutePlan* plan, const std::string& local_
   c.sport = f->sport;
   if (f->protocol != "udp") {
     c.kind = PortChoice::kUnapplicable;
-    c.why = fmt::format("plan flow {} -> {} conn {} qp {} is {}, not udp (RoCE v2)", local_addr, remote_addr, conn, qp,
-                        f->protocol);
+    c.why = fmt::format("{} is {}, not udp (RoCE v2)", c.flow, f->protocol);
     return c;
   }
   auto label = verbs::flow_label_for_sport(f->sport);
   if (!label) {
     c.kind = PortChoice::kUnapplicable;
-    c.why = fmt::format("plan flow {} -> {} conn {} qp {}: {}", local_addr, remote_addr, conn, qp,
-                        label.status().message());
+    c.why = fmt::format("{}: {}", c.flow, label.status().message());
     return c;
   }
   c.kind = PortChoice::kPlanned;

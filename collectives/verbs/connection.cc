@@ -81,6 +81,10 @@ EndpointInfo Connection::local_info() const {
 Status Connection::connect(const EndpointInfo& remote) {
   if (connected_) return failed_precondition(fmt::format("connection to {} is already connected", peer_name()));
   WEFT_RETURN_IF_ERROR(qp_.connect(remote).with_context(fmt::format("connecting to {}", peer_name())));
+  // weft's own transport (verbs_transport.h routes) fails a connection
+  // whose planned port the device refused, as it always has; only the NCCL
+  // plugin goes on without it (nccl_net/connect.cc).
+  WEFT_RETURN_IF_ERROR(qp_.sport_status().with_context(fmt::format("connecting to {}", peer_name())));
   remote_ = remote;
   credit_limit_ = std::max<std::uint32_t>(1, std::min(config_.queue_depth, remote.recv_depth) / 2);
   max_chunk_ = std::min<std::size_t>({kMaxChunk, ctx_->device().port().max_msg_bytes, remote.max_msg_bytes});

@@ -165,10 +165,13 @@ Status RcQp::connect(const EndpointInfo& remote) {
       rc != 0) {
     return verbs_call_error("ibv_modify_qp(RTR -> RTS)", rc);
   }
+  sport_status_ = ok_status();
 #if WEFT_HAVE_MLX5DV
   if (config_.planned_sport != 0 && dev_->has_mlx5_sport()) {
+    // The QP is in RTS and works without the port: a refusal is the
+    // caller's to weigh (rc_qp.h sport_status).
     if (int rc = mlx5dv_modify_qp_udp_sport(qp_.get(), static_cast<std::uint16_t>(config_.planned_sport)); rc != 0) {
-      return verbs_call_error(fmt::format("mlx5dv_modify_qp_udp_sport({})", config_.planned_sport), rc);
+      sport_status_ = verbs_call_error(fmt::format("mlx5dv_modify_qp_udp_sport({})", config_.planned_sport), rc);
     }
   }
 #endif

@@ -10,9 +10,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -23,6 +23,7 @@
 
 #include "../verbs/verbs_env.h"
 #include "children.h"
+#include "log_capture.h"
 #include "weft/nccl_net/driver.h"
 #include "weft/routing/plan.h"
 #include "weft/verbs/device.h"
@@ -31,27 +32,6 @@ namespace weft::nccl_net::testing {
 namespace {
 
 using verbs::testing::VerbsEnv;
-
-// Bad input: an error code and a log line, never a crash.
-std::vector<std::string>& log_lines() {
-  static std::vector<std::string> lines;
-  return lines;
-}
-void collect_log(ncclDebugLogLevel, unsigned long, const char*, int, const char* fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof(buf), fmt, ap);
-  va_end(ap);
-  log_lines().push_back(buf);
-}
-
-// How many log lines contain `what`.
-int said(const std::string& what) {
-  int n = 0;
-  for (const auto& l : log_lines()) n += l.find(what) != std::string::npos;
-  return n;
-}
 
 // A plan with one flow, src_addr -> dst_addr, conn 0, qp 0, on `sport`.
 std::string save_one_flow_plan(const std::string& src_addr, const std::string& dst_addr, std::uint16_t sport,
@@ -89,8 +69,8 @@ class Trace {
       err = fmt::format("{} returned {}, expected {}", call, static_cast<int>(got), static_cast<int>(want));
     } else if (log_lines().size() != lines_ + 1) {
       err = fmt::format("{} logged {} lines, expected 1", call, log_lines().size() - lines_);
-    } else if (log_lines().back() != line) {
-      err = fmt::format("{} logged '{}', expected '{}'", call, log_lines().back(), line);
+    } else if (log_lines().back().text != line) {
+      err = fmt::format("{} logged '{}', expected '{}'", call, log_lines().back().text, line);
     } else if (d_.counters().errors != errors_ + 1) {
       err = fmt::format("{} moved the error counter from {} to {}", call, errors_, d_.counters().errors);
     }
@@ -240,8 +220,9 @@ std::string dmabuf(const VerbsEnv& env, int version) {
   } else {
     // The device takes dma-bufs and the kernel refuses this fd.
     const std::string prefix = fmt::format("NET/weft: regMrDmaBuf: ibv_reg_dmabuf_mr(fd {}, offset 0, 8192 bytes)", fd);
-    if (r != ncclSystemError || log_lines().back().rfind(prefix, 0) != 0) {
-      return fmt::format("regMrDmaBuf of a memfd returned {}, logged '{}'", static_cast<int>(r), log_lines().back());
+    if (r != ncclSystemError || log_lines().back().text.rfind(prefix, 0) != 0) {
+      return fmt::format("regMrDmaBuf of a memfd returned {}, logged '{}'", static_cast<int>(r),
+                         log_lines().back().text);
     }
   }
   if (mh != nullptr) return "regMrDmaBuf returned a handle";
@@ -266,6 +247,28 @@ std::string dmabuf(const VerbsEnv& env, int version) {
 // which means "hash") and which lists no QP 1: each is one log line and a
 // counter, and the connection still works (on label 0). One process
 // connects to its own listener on one device.
+// What reaches fd 2 while it lives: a temporary file, read back whole.
+struct StderrToFile {
+  int saved = ::dup(2);
+  std::FILE* file = std::tmpfile();
+  StderrToFile() {
+    if (file != nullptr) ::dup2(fileno(file), 2);
+  }
+  ~StderrToFile() {
+    ::dup2(saved, 2);
+    ::close(saved);
+    if (file != nullptr) std::fclose(file);
+  }
+  std::string text() {
+    std::string all;
+    if (file == nullptr) return all;
+    std::rewind(file);
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof(buf), file)) > 0;) all.append(buf, n);
+    return all;
+  }
+};
+
 std::string unapplicable_entries(const VerbsEnv& env) {
   const std::string ip = ip_of(env.dev_a);
   const std::string plan_path = save_one_flow_plan(ip, ip, 49152, "unapplicable");
@@ -275,11 +278,24 @@ std::string unapplicable_entries(const VerbsEnv& env) {
   setenv("WEFT_PLAN", plan_path.c_str(), 1);
   auto d = Driver::load(11);
   if (!d) return d.status().message();
+  StderrToFile err;
   ncclResult_t r = d->init(collect_log);
   unlink(plan_path.c_str());
   if (r != ncclSuccess) return "init";
   void *lc = nullptr, *sc = nullptr, *rc = nullptr;
   BAD_CHECK(connect_self(*d, &lc, &sc, &rc));
+  // NCCL prints the plugin's warnings only with NCCL_DEBUG=WARN: the first
+  // fallback of each kind is on stderr too, QP 0's first.
+  const std::string on_stderr = err.text();
+  const std::string first = fmt::format("weft nccl_net: plan flow {} -> {} conn 0 qp 0: ", ip, ip);
+  const std::string second = fmt::format("weft nccl_net: the plan has no flow {} -> {} conn 0 qp 1; this QP gets flow "
+                                         "label 0 (the kernel hashes its QP numbers into the port) (the first such "
+                                         "line; NCCL_DEBUG=WARN shows each)\n",
+                                         ip, ip);
+  if (on_stderr.rfind(first, 0) != 0 || std::count(on_stderr.begin(), on_stderr.end(), '\n') != 2 ||
+      on_stderr.size() < second.size() || on_stderr.compare(on_stderr.size() - second.size(), second.size(), second)) {
+    return fmt::format("stderr: '{}'", on_stderr);
+  }
   weft_nccl_net_counters_t c = d->counters();
   if (c.planned != 0 || c.unapplicable != 1 || c.unplanned != 1) {
     return fmt::format("counters planned {} unapplicable {} unplanned {}", c.planned, c.unapplicable, c.unplanned);

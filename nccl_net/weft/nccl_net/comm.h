@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "weft/nccl_net/net.h"
+#include "weft/nccl_net/ports.h"
 #include "weft/verbs/handle.h"
 #include "weft/verbs/rc_qp.h"
 
@@ -66,6 +67,7 @@ struct Comm {
   int fd = -1;
   verbs::CqHandle cq;
   std::vector<verbs::RcQp> qps;
+  std::vector<PortChoice> ports;  // each QP's entry in the plan
   std::vector<std::uint8_t> credit_mem;  // sender: kSenderCreditBufs credits; receiver: kSlots
   verbs::MrHandle credit_mr;
   std::array<Request, kSlots> reqs{};
@@ -106,7 +108,11 @@ struct Connecting;
 
 // The operations (net.h's Net supplies devices, settings and logging).
 ncclResult_t do_listen(int dev, void* handle, void** listen_comm);
-ncclResult_t do_connect(int dev, int traffic_class, void* handle, void** send_comm);
+// `owner`: the NCCL context the connect runs under (v11's init context,
+// nullptr before v11); drop_connects(owner) frees those NCCL stopped
+// polling (in_progress.h).
+ncclResult_t do_connect(int dev, int traffic_class, const void* owner, void* handle, void** send_comm);
+void drop_connects(const void* owner);
 ncclResult_t do_accept(void* listen_comm, void** recv_comm);
 ncclResult_t do_close_listen(void* listen_comm);
 ncclResult_t do_close(void* comm);

@@ -53,6 +53,8 @@ class Driver {
   ncclResult_t test(void* req, int* done, int* sizes);
   // As NCCL's proxy after each completed receive (the request already freed).
   ncclResult_t irecv_consumed(void* rc, int n, void* req);
+  // makeVDevice of devs[0..ndevs) (v9 on); v8 has none: ncclInvalidUsage.
+  ncclResult_t make_vdevice(int* d, int ndevs, const int* devs);
   ncclResult_t close_send(void* c);
   ncclResult_t close_recv(void* c);
   ncclResult_t close_listen(void* c);

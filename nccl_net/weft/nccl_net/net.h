@@ -5,6 +5,13 @@
 // its protection domain shared by every comm on it), the settings and the
 // route plan. NCCL calls a comm from one thread at a time; init, devices and
 // listen may come from several, so those take the Net's lock.
+//
+// What NCCL does not show by default reaches stderr as well: NCCL logs a
+// plugin's init failure at INFO and falls back to its own IB transport
+// (src/plugin/net.cc, ncclNetPluginInit), and it prints the plugin's WARN
+// lines only with NCCL_DEBUG=WARN or more. So an init failure, and the
+// first QP of each kind that falls back from the plan, is also one line on
+// stderr ("weft nccl_net: ..."), once per cause in the process.
 #pragma once
 
 #include <atomic>
@@ -12,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,13 +78,28 @@ class Net {
 
   void warn(const std::string& msg);
   void info(const std::string& msg);
+  // warn(msg), and "weft nccl_net: msg" on stderr the first time `cause`
+  // is alerted in this process (a repeat goes to NCCL's logger only).
+  void alert(const std::string& cause, const std::string& msg);
   // Logs `s` (prefixed by `call`), counts it and maps it to an ncclResult_t.
   ncclResult_t fail(const char* call, const Status& s);
 
  private:
+  // Opens the devices and loads the plan (init, under mu_).
+  Status open_all();
+  // warn/info: through NCCL's logger once init has one, else spdlog.
+  void emit(ncclDebugLogLevel level, const std::string& msg);
+  // "weft nccl_net: msg" on stderr, the first time `cause` comes.
+  void stderr_once(const std::string& cause, const std::string& msg);
+
   std::mutex mu_;
   std::atomic<bool> ready_{false};
-  ncclDebugLogger_t log_ = nullptr;
+  // Set by every init (under mu_), read by any thread that logs, which
+  // takes no lock: NCCL may call init from one thread while its proxy
+  // thread's calls log.
+  std::atomic<ncclDebugLogger_t> log_{nullptr};
+  std::mutex alerted_mu_;  // not mu_: init alerts while it holds mu_
+  std::set<std::string> alerted_;
   Settings settings_;
   std::optional<routing::RoutePlan> plan_;
   std::vector<NetDevice> devices_;

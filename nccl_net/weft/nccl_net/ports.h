@@ -11,7 +11,9 @@
 // With a plan, a QP the plan does not list, or a flow that cannot be applied
 // (not udp, a port below 49153), also gets label 0; the caller logs that
 // once per QP and counts it (weft_nccl_net_counters), so a fallback is never
-// silent.
+// silent. So is a planned port the device refuses to set where it is set
+// directly (mlx5dv_modify_qp_udp_sport(3), collectives/verbs rc_qp.h): the
+// QP goes on with its flow label, logged and counted as unapplicable.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,7 @@ struct PortChoice {
   Kind kind = kNoPlan;
   std::uint16_t sport = 0;       // the planned port (kPlanned, kUnapplicable)
   std::uint32_t flow_label = 0;  // 0 unless kPlanned
+  std::string flow;              // with a plan: "plan flow A -> B conn c qp q", for the log
   std::string why;               // kNotInPlan, kUnapplicable: one line for the log
 };
 

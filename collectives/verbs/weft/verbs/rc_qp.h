@@ -74,7 +74,13 @@ class RcQp {
   std::uint32_t flow_label() const { return flow_label_; }
 
   // INIT -> RTR -> RTS against `remote`; applies the planned source port.
+  // A port the device refuses to set directly (mlx5) does not fail the
+  // connect: the QP is in RTS on its flow label, and sport_status() says
+  // why the port was not set. A caller that needs the exact port checks it.
   Status connect(const EndpointInfo& remote);
+  // Whether connect() set the planned port directly where the device takes
+  // it that way; ok when it did, or when nothing was to be set directly.
+  const Status& sport_status() const { return sport_status_; }
 
   // Forces the QP into the error state (what a NIC does on a fatal error):
   // every outstanding work request completes with IBV_WC_WR_FLUSH_ERR.
@@ -89,6 +95,7 @@ class RcQp {
   RcQpConfig config_;
   std::uint32_t psn_ = 0;
   std::uint32_t flow_label_ = 0;
+  Status sport_status_;
 };
 
 }  // namespace weft::verbs
