@@ -446,7 +446,7 @@ Status Communicator::Impl::execute(int coll, Algorithm a, MakePlanFn make, const
     r.o = o;
     r.bytes = bytes;
     r.deadline = deadline;
-    record_call(std::move(r), data);
+    if (Status s = record_call(std::move(r), data); !s) return fail_call(s, coll, a, count, t, op);
   }
   Result<internal::Plan*> p = plan(coll, a, shape, make, deadline, timeout);
   Status s = p ? run(**p, group, shape.rank, data, bytes, t, op, deadline, timeout) : p.status();

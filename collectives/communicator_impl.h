@@ -159,7 +159,7 @@ class Communicator::Impl {
   std::unique_ptr<InCall> in_call;
   void setup_in_call();
   uint64_t probe_epoch();
-  void record_call(CallRecord r, const void* data);
+  Status record_call(CallRecord r, const void* data);
   Status switch_inside(const Status& why, void* data);
   Status execute(int coll, Algorithm a, MakePlanFn make, const std::vector<int>& group, size_t count, int root,
                  void* data, size_t bytes, DataType t, ReduceOp op, const CollectiveOptions& o);

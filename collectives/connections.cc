@@ -51,7 +51,11 @@ std::vector<bool> Communicator::Impl::setup_peers() {
   add(internal::plan_reduce_scatter_ring, identity_group, false);
   add(internal::plan_allgather_ring, identity_group, false);
   if (equal_multi_host) {
-    if (auto_picks.uses(Algorithm::kHybrid)) add(internal::plan_allreduce_hybrid, identity_group, false);
+    // On its rank map, as execute() runs it: the identity order's partners
+    // may be the pair a failed link joins (remap_hybrid.cc).
+    if (auto_picks.uses(Algorithm::kHybrid)) {
+      if (auto map = rank_map(Algorithm::kHybrid)) add(internal::plan_allreduce_hybrid, **map, false);
+    }
     add(internal::plan_allgather_hierarchical, identity_group, false);  // kAuto's AllGather there
   }
   out[static_cast<size_t>(cfg.rank)] = false;

@@ -60,7 +60,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <new>
 #include <thread>
 
 #include <fmt/format.h>
@@ -102,9 +104,21 @@ uint64_t Communicator::Impl::probe_epoch() {
   return epochs->file.held() ? epochs->file.held()->epoch : 0;
 }
 
-void Communicator::Impl::record_call(CallRecord r, const void* data) {
+Status Communicator::Impl::record_call(CallRecord r, const void* data) {
   InCall& ic = *in_call;
   CallRecord& slot = ic.calls[ic.seq % 2];
+  // The copy's room first, so that running out of memory leaves the slot
+  // as it was (and is a Status, as for scratch: Impl::allocate).
+  if (r.coll == internal::kAllreduce && slot.input.size() < r.bytes) {
+    try {
+      slot.input.resize(r.bytes);
+    } catch (const std::bad_alloc&) {
+      return io_error(fmt::format("rank {}: {} bytes for the copy of an allreduce's input (in-call plan switches) "
+                                  "cannot be allocated",
+                                  cfg.rank, r.bytes),
+                      ENOMEM);
+    }
+  }
   std::vector<char> input = std::move(slot.input);
   slot = std::move(r);
   slot.seq = ++ic.seq;
@@ -114,6 +128,7 @@ void Communicator::Impl::record_call(CallRecord r, const void* data) {
     std::memcpy(input.data(), data, slot.bytes);
   }
   slot.input = std::move(input);
+  return ok_status();
 }
 
 Status Communicator::Impl::switch_inside(const Status& why, void* data) {

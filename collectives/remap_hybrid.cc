@@ -49,6 +49,12 @@ Result<std::vector<int>> remap_hybrid(const std::vector<int>& host_of,
     }
     if (lx == ly) host_pairs.insert({std::min(hx, hy), std::max(hx, hy)});
   }
+  std::vector<int> map(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) map[static_cast<size_t>(r)] = r;
+  // Nothing to avoid: the identity, not the hosts laid end to end. The two
+  // run alike, but only the identity is the group a route plan's gates bind
+  // (communicator.cc execute), and hosts need not be blocks of ranks.
+  if (host_pairs.empty()) return map;
   auto host_map = remap_avoiding(Algorithm::kHalvingDoubling, static_cast<int>(hosts.size()),
                                  {host_pairs.begin(), host_pairs.end()});
   if (!host_map) {
@@ -57,8 +63,10 @@ Result<std::vector<int>> remap_hybrid(const std::vector<int>& host_of,
         "that join ranks of equal local index",
         hosts.size(), host_pairs.size()));
   }
-  std::vector<int> map;
-  map.reserve(static_cast<size_t>(n));
+  bool moved = false;
+  for (size_t h = 0; h < host_map->size(); ++h) moved = moved || (*host_map)[h] != static_cast<int>(h);
+  if (!moved) return map;
+  map.clear();
   for (int h : *host_map) map.insert(map.end(), hosts[static_cast<size_t>(h)].begin(), hosts[static_cast<size_t>(h)].end());
   return map;
 }

@@ -337,6 +337,12 @@ ncclResult_t do_connect(int dev, int traffic_class, const void* owner, void* han
   std::unique_ptr<Connecting> c;
   if (id != 0) {
     c = connects().resume(id);
+    if (c == nullptr && connects().issued(id)) {
+      return net.fail("connect", failed_precondition(fmt::format(
+                                     "connect {} was given up: its NCCL context was finalized, or NCCL did not poll it "
+                                     "for {} min; start a new connect from the listener's handle",
+                                     id, std::chrono::duration_cast<std::chrono::minutes>(kAbandonedAfter).count())));
+    }
     if (c == nullptr) {
       return net.fail("connect", invalid_argument(fmt::format("connection handle bytes {}..{} hold {:#x}, which no "
                                                               "connect of this process left there (not a handle from "

@@ -53,6 +53,14 @@ std::string explain(const AutoCandidate& won, const AutoCandidate& lost, Collect
 Result<AutoOrder> auto_order(const topo::Fabric& f, const std::vector<int>& allocation, Collective c,
                              const NcclRingShape& shape) {
   AutoOrder out;
+  if (c == Collective::kAllreduceRing || c == Collective::kNcclRing) {
+    // A ring's order is the ring order on every fabric (one leaf crossing
+    // per used leaf, docs/ranking.md), as weft sim's (c) runs rings.
+    WEFT_ASSIGN_OR_RETURN(out.order, ranking::rank(f, allocation, ranking::RankAlgo::kRing));
+    out.algo = ranking::RankAlgo::kRing;
+    out.why = fmt::format("{} is a ring: the ring order crosses each used leaf once", collective_name(c));
+    return out;
+  }
   const ranking::RankAlgo own = ranking::resolve_auto(f, allocation);
   if (f.kind == topo::FabricKind::kBiGraph && own != ranking::RankAlgo::kHdrm) {
     // resolve_auto fell back to leaf sets: hdrm's refusal says why.

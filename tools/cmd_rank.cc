@@ -63,17 +63,15 @@ void warn_missing_addresses(const topo::Fabric& f, const ranking::RankOrder& ord
              missing.size(), first_few(missing));
 }
 
-// auto is resolved for the collective the job runs (routing/auto_order.h);
-// where it weighed orders or fell back from the fabric's own, one line on
-// stderr says which it took and why. `algo` becomes the algorithm used.
+// auto is resolved for the collective the job runs (routing/auto_order.h).
+// `algo` becomes the algorithm used; `why` says why auto took it, where it
+// weighed orders or fell back from the fabric's own ("" elsewhere).
 Result<ranking::RankOrder> rank_as_asked(const topo::Fabric& f, const std::vector<int>& alloc, routing::Collective c,
-                                         ranking::RankAlgo& algo) {
+                                         ranking::RankAlgo& algo, std::string& why) {
   if (algo != ranking::RankAlgo::kAuto) return ranking::rank(f, alloc, algo);
   WEFT_ASSIGN_OR_RETURN(auto chosen, routing::auto_order(f, alloc, c));
   algo = chosen.algo;
-  if (!chosen.why.empty()) {
-    fmt::print(stderr, "weft rank: auto ranks this allocation with {}: {}\n", ranking::rank_algo_name(algo), chosen.why);
-  }
+  why = std::move(chosen.why);
   return std::move(chosen.order);
 }
 
@@ -98,7 +96,8 @@ int run_rank(const RankArgs& a) {
   if (!alloc) return fail(alloc.status());
   warn_down_access_links(*fabric, *alloc);
   ranking::RankAlgo used = *algo;
-  auto order = rank_as_asked(*fabric, *alloc, *coll, used);
+  std::string why;
+  auto order = rank_as_asked(*fabric, *alloc, *coll, used, why);
   if (!order) return fail(order.status());
   auto text = ranking::format_rank_file(*fabric, *order, *format);
   if (!text && *algo == ranking::RankAlgo::kAuto && used != ranking::resolve_auto(*fabric, *alloc)) {
@@ -111,12 +110,16 @@ int run_rank(const RankArgs& a) {
     auto fallback_text =
         fallback ? ranking::format_rank_file(*fabric, *fallback, *format) : Result<std::string>(fallback.status());
     if (fallback_text) {
-      fmt::print(stderr, "weft rank: {} cannot carry the {} order ({}); ranked with {} instead\n", a.format,
-                 ranking::rank_algo_name(used), text.status().message(), ranking::rank_algo_name(own));
+      why = fmt::format("{} cannot carry the {} order ({})", a.format, ranking::rank_algo_name(used),
+                        text.status().message());
       used = own;
       order = std::move(fallback);
       text = std::move(fallback_text);
     }
+  }
+  // One line, for the order written (or refused).
+  if (!why.empty()) {
+    fmt::print(stderr, "weft rank: auto ranks this allocation with {}: {}\n", ranking::rank_algo_name(used), why);
   }
   if (!text) return fail(text.status());
   auto st = emit(a.out, *text);
@@ -143,8 +146,9 @@ void register_rank(CLI::App& app, Registry& reg) {
       "  rail  rail-optimised and multi-plane fabrics: a host's NICs are consecutive ranks,\n"
       "        hosts in leaf-set order, so each inter-host step stays on one rail\n"
       "  naive the input order (the baseline)\n"
-      "  auto  hdrm on a BiGraph; on a rail or multi-plane fabric rail or clos, whichever\n"
-      "        the link-load checker bounds lower for --collective (ties: rail); clos otherwise\n"
+      "  auto  for --collective: ring for the rings; else hdrm on a BiGraph; on a rail or\n"
+      "        multi-plane fabric rail or clos, whichever the link-load checker bounds lower\n"
+      "        (ties: rail); clos otherwise\n"
       "One rank per NIC (subnode). A NIC whose access link is down is named on stderr:\n"
       "no route reaches it, so weft route refuses the order.");
   cmd->add_option("--topology", a.topology, "Topology file (weft topo gen ...)")->required();

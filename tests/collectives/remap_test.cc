@@ -150,6 +150,17 @@ TEST(RemapHybrid, HostsInterleavedInRankOrderMoveAsWholes) {
   EXPECT_EQ(*map, (std::vector<int>{1, 3, 4, 6, 5, 7, 0, 2}));
 }
 
+// Hosts that are not blocks of ranks, and failed links hybrid never talks
+// over: the identity (the group a hybrid route plan's gates bind), not the
+// hosts laid end to end.
+TEST(RemapHybrid, NothingToAvoidIsTheIdentityAlsoOnInterleavedHosts) {
+  for (const auto& failed : {std::vector<std::pair<int, int>>{}, std::vector<std::pair<int, int>>{{0, 3}}}) {
+    auto map = internal::remap_hybrid({0, 1, 0, 1, 2, 3, 2, 3}, failed);
+    ASSERT_TRUE(map) << map.status().to_string();
+    EXPECT_EQ(*map, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7})) << failed.size() << " failed link(s)";
+  }
+}
+
 TEST(RemapHybrid, AFailedLinkBetweenRingNeighboursOfOneHostIsRefusedNamingIt) {
   auto map = internal::remap_hybrid(blocks_of(2, 4), {{5, 6}});
   ASSERT_FALSE(map);

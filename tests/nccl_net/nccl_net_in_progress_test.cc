@@ -48,6 +48,12 @@ TEST(ParkedConnect, IdsAreNeverReusedSoAStaleHandleNamesNothing) {
   EXPECT_NE(second, first);
   EXPECT_EQ(table.resume(first), nullptr);
   EXPECT_EQ(alive, 1);
+  // A freed id was issued (connect names it as given up); bytes no park
+  // wrote were not.
+  EXPECT_TRUE(table.issued(first));
+  EXPECT_TRUE(table.issued(second));
+  EXPECT_FALSE(table.issued(0));
+  EXPECT_FALSE(table.issued(second + 1));
 }
 
 class IdleConnect : public ::testing::TestWithParam<int> {};

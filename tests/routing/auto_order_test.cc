@@ -81,16 +81,16 @@ TEST_P(AutoOnRailFabric, SimRunsWeftsHdCaseOnLeafSetsNoSlowerThanLeafSetsWithEcm
   EXPECT_EQ(c.single_round_bound, *std::max_element(clos.begin(), clos.end()));
 }
 
-// Whatever the collective, auto's order is bounded no higher than leaf
-// sets' (the sum auto_order weighs), and it is the order rank() gives. Flat
-// collectives (HD, rings) take leaf sets; hybrid's inter-host steps join
-// equal local ranks, which both orders keep on one rail, so the tie keeps
-// the rail order (a host's ranks together, as launchers need).
-TEST_P(AutoOnRailFabric, TakesLeafSetsForFlatCollectivesAndKeepsRailForHybridNeverBoundedAboveLeafSets) {
+// HD and hybrid: auto's order is bounded no higher than the other one (the
+// sum auto_order weighs), and it is the order rank() gives. HD takes leaf
+// sets; hybrid's inter-host steps join equal local ranks, which both orders
+// keep on one rail, so the tie keeps the rail order (a host's ranks
+// together, as launchers need). Rings take the ring order, unweighed, as
+// weft sim's (c) runs them.
+TEST_P(AutoOnRailFabric, TakesLeafSetsForHdKeepsRailForHybridAndTheRingOrderForRings) {
   auto f = topo::build_rail(GetParam().spec).value();
   const auto alloc = sim_allocation(f);
-  for (auto c : {Collective::kAllreduceHd, Collective::kAllreduceRing, Collective::kAllreduceHybrid,
-                 Collective::kNcclRing}) {
+  for (auto c : {Collective::kAllreduceHd, Collective::kAllreduceHybrid}) {
     auto chosen = auto_order(f, alloc, c);
     ASSERT_TRUE(chosen) << collective_name(c) << ": " << chosen.status().message();
     EXPECT_EQ(chosen->algo, c == Collective::kAllreduceHybrid ? ranking::RankAlgo::kRail : ranking::RankAlgo::kClos)
@@ -98,9 +98,18 @@ TEST_P(AutoOnRailFabric, TakesLeafSetsForFlatCollectivesAndKeepsRailForHybridNev
     ASSERT_EQ(chosen->weighed.size(), 2u) << collective_name(c);
     EXPECT_EQ(chosen->weighed[0].algo, ranking::RankAlgo::kRail);
     EXPECT_EQ(chosen->weighed[1].algo, ranking::RankAlgo::kClos);
-    const auto& won = chosen->weighed[chosen->algo == ranking::RankAlgo::kClos ? 1 : 0];
-    EXPECT_LE(won.bound_vectors, chosen->weighed[1].bound_vectors) << collective_name(c);
+    const bool clos_won = chosen->algo == ranking::RankAlgo::kClos;
+    const auto& won = chosen->weighed[clos_won ? 1 : 0];
+    const auto& lost = chosen->weighed[clos_won ? 0 : 1];
+    EXPECT_LE(won.bound_vectors, lost.bound_vectors) << collective_name(c);
     EXPECT_EQ(chosen->order, ranking::rank(f, alloc, chosen->algo).value()) << collective_name(c);
+  }
+  for (auto c : {Collective::kAllreduceRing, Collective::kNcclRing}) {
+    auto chosen = auto_order(f, alloc, c);
+    ASSERT_TRUE(chosen) << collective_name(c) << ": " << chosen.status().message();
+    EXPECT_EQ(chosen->algo, ranking::RankAlgo::kRing) << collective_name(c);
+    EXPECT_TRUE(chosen->weighed.empty()) << collective_name(c);
+    EXPECT_EQ(chosen->order, ranking::rank(f, alloc, ranking::RankAlgo::kRing).value()) << collective_name(c);
   }
 }
 

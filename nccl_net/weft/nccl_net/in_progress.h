@@ -62,6 +62,13 @@ class InProgress {
     return erase_if([&](const Parked& p) { return p.owner == owner; });
   }
 
+  // Whether `id` was ever handed out (a connect parked then freed, or
+  // finished, has one; bytes that no park wrote mostly do not).
+  bool issued(std::uint64_t id) {
+    std::lock_guard lock(mu_);
+    return id != 0 && id <= last_id_;
+  }
+
   std::size_t size() {
     std::lock_guard lock(mu_);
     return parked_.size();

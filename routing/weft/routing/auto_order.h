@@ -14,7 +14,8 @@
 // the busiest link's bytes, a time the planned routes are held to. The lower
 // sum wins; on a tie the fabric's candidate stays (rail keeps a host's ranks
 // contiguous, which torchrun and MPICH files need). So auto is never worse
-// than leaf sets on the checker.
+// than leaf sets on the checker. Rings (allreduce-ring, nccl-ring) take the
+// ring order on every fabric, unweighed.
 #pragma once
 
 #include <string>
