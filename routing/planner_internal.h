@@ -144,8 +144,17 @@ struct Chosen {
 int class_rounds(const topo::Fabric& f, const Chosen& c, const std::vector<int>& ids, RoundAssigner& assigner,
                  std::vector<int>& round);
 
+// Whether class `ids` run in `round` (parallel to ids) takes no longer than
+// with every flow at once, counting every link a flow crosses, access links
+// too (rounds.h, "Rounds cost time"): the rounds' busiest-link times summed
+// against the busiest link's total, each flow's bytes over the link's rate.
+bool rounds_take_no_longer(const topo::Fabric& f, const Chosen& c, const std::vector<int>& ids,
+                           const std::vector<int>& round);
+
 // Rounds of one class (planner.h, 5; rounds.h): sets its flows'
-// FlowInfo::round and returns true when it runs in more than one round.
+// FlowInfo::round and returns true when it runs in more than one round,
+// which it does only where the rounds take no longer than sharing
+// (rounds_take_no_longer); else its flows stay in round 0.
 bool assign_class_rounds(const topo::Fabric& f, Chosen& c, const std::vector<int>& ids, RoundAssigner& assigner,
                          std::vector<int>& round);
 

@@ -66,9 +66,52 @@ int class_rounds(const topo::Fabric& f, const Chosen& c, const std::vector<int>&
   return assigner.assign(rf, round);
 }
 
+bool rounds_take_no_longer(const topo::Fabric& f, const Chosen& c, const std::vector<int>& ids,
+                           const std::vector<int>& round) {
+  // (directed link, round) of every link each flow crosses, access links
+  // included: planes.h brings two flows to one port, whatever their rounds.
+  std::vector<std::pair<int, int>> uses;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const FlowInfo& fi = c.flows[static_cast<size_t>(ids[i])];
+    if (in_nic(fi)) continue;
+    const int r = round[i];
+    uses.emplace_back(f.directed_from(f.nic_link(fi.src_nic), f.nic_vertex(fi.src_nic)), r);
+    uses.emplace_back(f.directed_from(f.nic_link(fi.dst_nic), f.switch_vertex(f.nic_switch(fi.dst_nic))), r);
+    const auto sw = c.path(fi);
+    for (size_t k = 0; k + 1 < sw.size(); ++k) {
+      const int from = f.switch_vertex(sw[k]);
+      uses.emplace_back(f.directed_from(*f.link_between(from, f.switch_vertex(sw[k + 1])), from), r);
+    }
+  }
+  std::sort(uses.begin(), uses.end());
+  // Time in units of one flow's bytes at 1 Gbit/s: a link's flows of one
+  // round share it, so that round lasts at least count / rate there.
+  std::vector<double> round_time;
+  double sharing = 0;
+  for (size_t lo = 0; lo < uses.size();) {
+    const int dl = uses[lo].first;
+    const double gbps = f.links[static_cast<size_t>(dl / 2)].gbps;
+    double total = 0;
+    while (lo < uses.size() && uses[lo].first == dl) {
+      size_t hi = lo;
+      while (hi < uses.size() && uses[hi] == uses[lo]) ++hi;
+      const auto r = static_cast<size_t>(uses[lo].second);
+      if (round_time.size() <= r) round_time.resize(r + 1, 0.0);
+      const double t = static_cast<double>(hi - lo) / gbps;
+      round_time[r] = std::max(round_time[r], t);
+      total += t;
+      lo = hi;
+    }
+    sharing = std::max(sharing, total);
+  }
+  double in_rounds = 0;
+  for (double t : round_time) in_rounds += t;
+  return in_rounds <= sharing * (1 + 1e-9);
+}
+
 bool assign_class_rounds(const topo::Fabric& f, Chosen& c, const std::vector<int>& ids, RoundAssigner& assigner,
                          std::vector<int>& round) {
-  if (class_rounds(f, c, ids, assigner, round) == 1) return false;
+  if (class_rounds(f, c, ids, assigner, round) == 1 || !rounds_take_no_longer(f, c, ids, round)) return false;
   for (size_t i = 0; i < ids.size(); ++i) c.flows[static_cast<size_t>(ids[i])].round = round[i];
   return true;
 }

@@ -90,11 +90,8 @@ Status connections_allowed(const RouteArgs& a, routing::Collective coll) {
 }
 
 int run_route(const RouteArgs& a) {
-  auto coll = routing::parse_collective(a.collective);
-  if (!coll) {
-    return fail(invalid_argument(
-        fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring, allreduce-hybrid, nccl-ring)", a.collective)));
-  }
+  auto coll = collective_option(a.collective);
+  if (!coll) return fail(coll.status());
   auto shape = nccl_ring_shape(a.collective, a.channels, a.qps);
   if (!shape) return fail(shape.status());
   if (auto st = connections_allowed(a, *coll); !st) return fail(st);
@@ -227,7 +224,9 @@ void register_route(CLI::App& app, Registry& reg) {
       "carries one flow at a time; the collective library makes a flow wait for the one\n"
       "before it on each of its links (docs/route-plan.md \"Rounds\"). A step in R rounds\n"
       "takes R times as long for its flows, the same as R flows sharing a link, but with no\n"
-      "queue contention. --no-rounds plans such steps with load > 1 instead.\n"
+      "queue contention; where rounds would take longer than sharing (more rounds than the\n"
+      "load, or two flows at one port in a round on a multi-plane fabric) the step runs at\n"
+      "once. --no-rounds plans every such step with load > 1 instead.\n"
       "Listen ports: udp flows go to 4791 (RoCEv2); tcp rank r listens on --dport + k,\n"
       "k = how many ranks precede r on its host.\n"
       "NCCL (docs/nccl.md): --collective nccl-ring plans NCCL's inter-node ring for the weft\n"

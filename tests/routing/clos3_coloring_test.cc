@@ -317,20 +317,26 @@ TEST_P(Clos3Planned, EveryHdStepIsAtTheCheckersBound) {
   for (const auto& st : rep->steps) {
     EXPECT_EQ(st.max_load, st.lower_bound) << "step " << st.step << " (" << st.phase << " d=" << st.distance << ")";
   }
-  // With rounds: load 1 per round, and where leaves and pods are paired no
-  // more rounds than the single-round bound (elsewhere first-fit: printed).
+  // With rounds: load 1 per round. Where leaves and pods are paired, König
+  // gives as many rounds as the single-round bound, always. Elsewhere
+  // first-fit may need more rounds than the load; the planner then runs the
+  // step at once, at the bound (rounds.h, "Rounds cost time": printed).
   auto with_rounds = plan_routes(f, order, s, *table, {});
   ASSERT_TRUE(with_rounds) << with_rounds.status().message();
-  int above = 0;
+  int at_once = 0;
   for (const auto& st : with_rounds->plan.steps) {
-    EXPECT_EQ(st.max_load, 1) << "step " << st.step;
     const int bound = planned->plan.steps[static_cast<size_t>(st.step)].lower_bound;
     if (c.paired) {
       EXPECT_LE(st.rounds, bound) << "step " << st.step;
     }
-    above += st.rounds > bound;
+    if (st.rounds > 1 || bound == 1 || c.paired) {
+      EXPECT_EQ(st.max_load, 1) << "step " << st.step;
+    } else {
+      EXPECT_EQ(st.max_load, st.lower_bound) << "step " << st.step;
+      ++at_once;
+    }
   }
-  if (!c.paired) std::printf("%d of %zu steps in more rounds than their bound\n", above, s.steps.size());
+  if (!c.paired) std::printf("%d of %zu steps at once: first-fit needed more rounds than their load\n", at_once, s.steps.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(

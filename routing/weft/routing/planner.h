@@ -50,7 +50,9 @@
 //      still share a directed switch-to-switch link (a failed link left a
 //      leaf fewer uplinks than flows) is split into rounds: König colouring
 //      where its conflicts are bipartite, first-fit otherwise; every step of
-//      the class gets the same rounds.
+//      the class gets the same rounds. The rounds are kept only where they
+//      take no longer than sharing (rounds.h, "Rounds cost time"): else the
+//      class runs at once, with its load.
 //      nccl-ring plans have none: the NCCL plugin cannot hold one QP back
 //      for another (nccl_ring_schedule.cc).
 //   6. The plan's per-step max_load is counted by the link-load checker over

@@ -14,6 +14,19 @@
 // taken yet. First-fit needs at most (max load - 1) * (links per flow) + 1
 // rounds; the planner reports the rounds it used beside the load a single
 // round would have had (PlanStats).
+//
+// Rounds cost time. A round lasts as long as its busiest link needs for the
+// flows it carries in that round, so R rounds take the sum of those, while
+// the flows all at once take at least the busiest link's total (max-min
+// sharing keeps a bottleneck busy). Rounds with one flow per link and round
+// take exactly that bound; rounds that leave two flows on a link in one
+// round, or more rounds than the load, can take longer: first-fit may need
+// more rounds than the load, and the rounds separate fabric links only, while
+// on a multi-plane fabric two flows can reach one port (planes.h), in one
+// round or not. The planner keeps a class's rounds only where their time,
+// counted over every link the flows cross (access links too, each flow's
+// bytes over the link's rate), is at most the busiest link's total
+// (planner_internal.h, rounds_take_no_longer); else the class runs at once.
 #pragma once
 
 #include <span>
