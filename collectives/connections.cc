@@ -34,6 +34,10 @@ std::vector<bool> Communicator::Impl::setup_peers() {
     if (with_gates) s.gates = &gates;
     for (int g : make(s)->peers()) out[static_cast<size_t>(group[static_cast<size_t>(g)])] = true;
   };
+  // As in execute(): gates bind the plan's algorithm on its own rank order only.
+  auto gates_bind = [&](Algorithm a, const std::vector<int>& group) {
+    return a == gated && !gates.empty() && group == identity_group;
+  };
   // AllReduce by size (and barrier's butterfly), each on its rank map; an
   // algorithm no order of which avoids the failed links fails in its calls.
   const std::pair<Algorithm, MakePlanFn> by_size[] = {{Algorithm::kButterfly, internal::plan_allreduce_butterfly},
@@ -42,8 +46,7 @@ std::vector<bool> Communicator::Impl::setup_peers() {
   for (const auto& [a, make] : by_size) {
     auto map = rank_map(a);
     if (!map) continue;
-    // As in execute(): gates bind the plan's algorithm on its own rank order only.
-    add(make, **map, a == gated && !gates.empty() && **map == identity_group);
+    add(make, **map, gates_bind(a, **map));
   }
   if (auto_picks.uses(Algorithm::kOneShot)) {
     add(internal::plan_allreduce_oneshot, identity_group, false);
@@ -52,9 +55,12 @@ std::vector<bool> Communicator::Impl::setup_peers() {
   add(internal::plan_allgather_ring, identity_group, false);
   if (equal_multi_host) {
     // On its rank map, as execute() runs it: the identity order's partners
-    // may be the pair a failed link joins (remap_hybrid.cc).
+    // may be the pair a failed link joins (remap_hybrid.cc); with its gates
+    // where they bind it (its gate tokens' peers are peers too).
     if (auto_picks.uses(Algorithm::kHybrid)) {
-      if (auto map = rank_map(Algorithm::kHybrid)) add(internal::plan_allreduce_hybrid, **map, false);
+      if (auto map = rank_map(Algorithm::kHybrid)) {
+        add(internal::plan_allreduce_hybrid, **map, gates_bind(Algorithm::kHybrid, **map));
+      }
     }
     add(internal::plan_allgather_hierarchical, identity_group, false);  // kAuto's AllGather there
   }

@@ -28,6 +28,16 @@ std::optional<SimCollective> parse_sim_collective(std::string_view s) {
 
 namespace {
 
+Collective collective_of(SimCollective c) {
+  switch (c) {
+    case SimCollective::kHd: return Collective::kAllreduceHd;
+    case SimCollective::kRing: return Collective::kAllreduceRing;
+    case SimCollective::kHybrid: return Collective::kAllreduceHybrid;
+    case SimCollective::kNcclRing: return Collective::kNcclRing;
+  }
+  return Collective::kAllreduceHd;
+}
+
 struct Job {
   Schedule fabric_part;
   double intra_seconds = 0;  // hybrid: both intra-host phases
@@ -42,9 +52,7 @@ Result<Job> job_for(const topo::Fabric& f, const ranking::RankOrder& order, cons
     j.intra_seconds = 2.0 * static_cast<double>(h.intra_bytes) / (opt.shm_gbps * 1e9 / 8);
     return j;
   }
-  const Collective c = opt.collective == SimCollective::kHd     ? Collective::kAllreduceHd
-                       : opt.collective == SimCollective::kRing ? Collective::kAllreduceRing
-                                                                : Collective::kNcclRing;
+  const Collective c = collective_of(opt.collective);
   WEFT_ASSIGN_OR_RETURN(j.fabric_part, build_schedule(c, order.size(), count, 4,
                                                       c == Collective::kNcclRing ? opt.nccl : NcclRingShape{}));
   return j;
@@ -94,21 +102,11 @@ Result<Comparison> compare_routings(const topo::Fabric& f, const std::vector<int
   out.endpoints = static_cast<int>(allocation.size());
   WEFT_ASSIGN_OR_RETURN(auto input, ranking::rank(f, allocation, ranking::RankAlgo::kNaive));
   WEFT_ASSIGN_OR_RETURN(auto leafsets, ranking::rank(f, allocation, ranking::RankAlgo::kClos));
-  // weft's order for the collective: a ring's (leaf by leaf: its edges stay
-  // under one leaf but one per leaf) for ring collectives, auto's for the
-  // rest, resolved for this collective as weft rank resolves it
-  // (auto_order.h: on rail fabrics leaf sets where HD's bound is lower).
-  // Auto's order under a ring puts every edge across leaves, which the
-  // planner then spreads over rounds.
-  const bool ring = opt.collective == SimCollective::kRing || opt.collective == SimCollective::kNcclRing;
-  ranking::RankOrder weft_order;
-  if (ring) {
-    WEFT_ASSIGN_OR_RETURN(weft_order, ranking::rank(f, allocation, ranking::RankAlgo::kRing));
-  } else {
-    const Collective c = opt.collective == SimCollective::kHybrid ? Collective::kAllreduceHybrid : Collective::kAllreduceHd;
-    WEFT_ASSIGN_OR_RETURN(auto chosen, auto_order(f, allocation, c));
-    weft_order = std::move(chosen.order);
-  }
+  // weft's order for the collective, resolved as weft rank resolves auto
+  // for it (auto_order.h: the ring order for rings, leaf by leaf; on rail
+  // fabrics leaf sets where HD's bound is lower).
+  WEFT_ASSIGN_OR_RETURN(auto chosen, auto_order(f, allocation, collective_of(opt.collective), opt.nccl));
+  const ranking::RankOrder weft_order = std::move(chosen.order);
 
   WEFT_ASSIGN_OR_RETURN(auto model, make_hash(opt.hash, opt.seed));
   WEFT_ASSIGN_OR_RETURN(auto job_a, job_for(f, input, opt));

@@ -38,7 +38,8 @@ struct AutoOrder {
   ranking::RankAlgo algo = ranking::RankAlgo::kClos;  // never kAuto
   ranking::RankOrder order;
   std::vector<AutoCandidate> weighed;  // the candidates judged (empty when there was one)
-  std::string why;                     // one line for weft rank ("" where the fabric's candidate is clos)
+  std::string why;                     // one line for weft rank ("" where the fabric's candidate is clos
+                                       // and the collective is not a ring)
 };
 
 Result<AutoOrder> auto_order(const topo::Fabric& f, const std::vector<int>& allocation, Collective c,
