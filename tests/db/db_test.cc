@@ -12,6 +12,7 @@
 #include "weft/common/file_util.h"
 #include "weft/db/stores.h"
 #include "weft/db/watch_store.h"
+#include "../scratch_name.h"
 
 namespace weft::db {
 namespace internal {
@@ -30,8 +31,7 @@ namespace fs = std::filesystem;
 class DbTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           fmt::format("weft-db-{}-{}", ::getpid(), ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / weft::test::scratch_name("weft-db");
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

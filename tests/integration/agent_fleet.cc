@@ -1,9 +1,11 @@
 #include "agent_fleet.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -29,6 +31,15 @@ std::vector<std::string> split_args(const std::string& s) {
 }
 
 }  // namespace
+
+AgentFleet::~AgentFleet() {
+  if (::testing::Test::HasFailure()) {
+    std::fprintf(stderr, "agent fleet: %s kept (the test failed)\n", dir_.c_str());
+    return;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
 
 std::string AgentFleet::weft() const { return std::string(WEFT_BINARY_DIR) + "/weft"; }
 

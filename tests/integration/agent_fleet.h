@@ -14,9 +14,14 @@ namespace weft::test {
 
 class AgentFleet {
  public:
-  // Starts the agents and waits until each reports its control port.
+  // Starts the agents and waits until each reports its control port. The
+  // fleet owns `dir` (secret, hosts, logs, database): removed when the fleet
+  // goes, unless the test has failed by then (kept for a look, and named).
   static Result<std::unique_ptr<AgentFleet>> start(NetnsFabric& fabric, const std::string& dir,
                                                    const std::vector<std::string>& extra_agent_args = {});
+  ~AgentFleet();
+  AgentFleet(const AgentFleet&) = delete;
+  AgentFleet& operator=(const AgentFleet&) = delete;
   const std::string& secret_path() const { return secret_; }
   const std::string& hosts_path() const { return hosts_; }
   std::string db_path() const { return dir_ + "/fabric.db"; }
@@ -33,6 +38,7 @@ class AgentFleet {
   pid_t probe_async(const std::string& args);
 
  private:
+  AgentFleet() = default;
   NetnsFabric* fabric_ = nullptr;
   std::string dir_, secret_, hosts_;
 };

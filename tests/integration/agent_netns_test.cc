@@ -16,14 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include "agent_fleet.h"
+#include "../scratch_name.h"
 
 namespace weft::test {
 namespace {
 
-std::string test_dir() {
-  return fmt::format("/tmp/weft-agent-test-{}-{}", ::getpid(),
-                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-}
+std::string test_dir() { return "/tmp/" + scratch_name("weft-agent-test"); }
 
 int leaf_of(const std::string& ip) { return std::stoi(ip.substr(5, ip.find('.', 5) - 5)); }
 

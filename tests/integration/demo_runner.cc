@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "weft/common/file_util.h"
+#include "../scratch_name.h"
 
 namespace weft::test {
 
@@ -114,8 +115,7 @@ void expect_clean(const std::string& prefix, const std::string& marker, const st
 }
 
 std::string test_dir() {
-  const std::string d = fmt::format("/tmp/weft-demo-test-{}-{}", ::getpid(),
-                                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  const std::string d = "/tmp/" + scratch_name("weft-demo-test");
   fs::remove_all(d);
   fs::create_directories(d);
   return d;

@@ -10,6 +10,7 @@
 #include "weft/db/stores.h"
 #include "weft/probe/db_path_table.h"
 #include "weft/topology/builders.h"
+#include "../scratch_name.h"
 
 namespace weft::probe {
 namespace {
@@ -19,9 +20,7 @@ namespace fs = std::filesystem;
 class DbPathTableTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = (fs::temp_directory_path() / fmt::format("weft-dbpt-{}-{}.db", ::getpid(),
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name()))
-                .string();
+    path_ = (fs::temp_directory_path() / (weft::test::scratch_name("weft-dbpt") + ".db")).string();
     fs::remove(path_);
     topo::Clos2Spec spec;
     spec.spines = 3;

@@ -30,6 +30,7 @@
 #include "weft/routing/router.h"
 #include "weft/routing/schedule.h"
 #include "weft/topology/builders.h"
+#include "../scratch_name.h"
 
 namespace weft::probe {
 namespace {
@@ -51,10 +52,7 @@ void PrintTo(const DbCase& c, std::ostream* os) { *os << c.name; }
 class DbSecondThread : public ::testing::TestWithParam<DbCase> {
  protected:
   void SetUp() override {
-    std::string name = fmt::format("weft-db2t-{}-{}.db", ::getpid(),
-                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::replace(name.begin(), name.end(), '/', '_');
-    path_ = (fs::temp_directory_path() / name).string();
+    path_ = (fs::temp_directory_path() / (weft::test::scratch_name("weft-db2t") + ".db")).string();
     fs::remove(path_);
   }
   void TearDown() override {

@@ -34,6 +34,7 @@
 #include "weft/routing/schedule.h"
 #include "weft/topology/builders.h"
 #include "weft/common/ipv4.h"
+#include "../scratch_name.h"
 
 namespace weft::probe {
 namespace {
@@ -105,10 +106,7 @@ class Handoff : public ::testing::TestWithParam<Shape> {
   void SetUp() override {
     const Shape& s = GetParam();
     fabric_ = *topo::build_clos2({.spines = s.spines, .leaves = s.leaves, .hosts_per_leaf = s.hosts});
-    std::string name = fmt::format("weft-handoff-{}-{}.db", ::getpid(),
-                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::replace(name.begin(), name.end(), '/', '_');
-    db_path_ = (fs::temp_directory_path() / name).string();
+    db_path_ = (fs::temp_directory_path() / (weft::test::scratch_name("weft-handoff") + ".db")).string();
     fs::remove(db_path_);
     auto db = db::Database::open(db_path_);
     ASSERT_TRUE(db) << db.status().to_string();

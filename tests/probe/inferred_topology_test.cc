@@ -11,6 +11,7 @@
 
 #include "weft/db/stores.h"
 #include "weft/probe/inferred_topology.h"
+#include "../scratch_name.h"
 
 namespace weft::probe {
 namespace {
@@ -20,9 +21,7 @@ namespace fs = std::filesystem;
 class InferredTopologyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = (fs::temp_directory_path() / fmt::format("weft-inftopo-{}-{}.db", ::getpid(),
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name()))
-                .string();
+    path_ = (fs::temp_directory_path() / (weft::test::scratch_name("weft-inftopo") + ".db")).string();
     fs::remove(path_);
     auto db = db::Database::open(path_);
     ASSERT_TRUE(db) << db.status().to_string();

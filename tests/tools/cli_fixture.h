@@ -11,6 +11,7 @@
 #include <string>
 
 #include "weft/common/file_util.h"
+#include "../scratch_name.h"
 
 inline namespace cli_fixture {
 namespace fs = std::filesystem;
@@ -24,8 +25,7 @@ struct CliRun {
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("weft-cli-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / weft::test::scratch_name("weft-cli");
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

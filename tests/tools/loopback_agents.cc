@@ -13,6 +13,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include "../scratch_name.h"
 
 namespace weft::test {
 
@@ -79,8 +80,7 @@ uint16_t free_port(int type) {
 }
 
 void LoopbackAgents::SetUp() {
-  dir_ = fmt::format("/tmp/weft-agents-{}-{}", ::getpid(),
-                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  dir_ = "/tmp/" + weft::test::scratch_name("weft-agents");
   std::filesystem::remove_all(dir_);
   std::filesystem::create_directories(dir_);
   write("secret", fmt::format("weft-loopback-secret-{}\n", ::getpid()));
