@@ -110,6 +110,12 @@ void add_nccl_ring_options(CLI::App& cmd, std::optional<int>& channels, std::opt
                              routing::kMaxNcclQps));
 }
 
+Result<routing::Collective> collective_option(std::string_view s) {
+  if (auto c = routing::parse_collective(s)) return *c;
+  return invalid_argument(
+      fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring, allreduce-hybrid, nccl-ring)", s));
+}
+
 Result<routing::NcclRingShape> nccl_ring_shape(std::string_view collective, std::optional<int> channels,
                                                std::optional<int> qps) {
   if (collective != routing::collective_name(routing::Collective::kNcclRing)) {

@@ -31,6 +31,9 @@ Status emit(const std::string& path, std::string_view text);
 // output path costs a second, not the run. "" and "-" (stdout) are fine.
 Status check_output_path(std::string_view flag, const std::string& path);
 
+// --collective's value, or one line naming the collectives weft plans.
+Result<routing::Collective> collective_option(std::string_view s);
+
 // --channels and --qps of nccl-ring (empty = not given).
 void add_nccl_ring_options(CLI::App& cmd, std::optional<int>& channels, std::optional<int>& qps);
 // nccl-ring's shape from them (1 where not given); other collectives refuse

@@ -62,11 +62,8 @@ std::string report_json(const topo::Fabric& f, const routing::LoadReport& rep) {
 }
 
 int run_check(const CheckArgs& a) {
-  auto coll = routing::parse_collective(a.collective);
-  if (!coll) {
-    return fail(invalid_argument(
-        fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring, allreduce-hybrid, nccl-ring)", a.collective)));
-  }
+  auto coll = collective_option(a.collective);
+  if (!coll) return fail(coll.status());
   auto shape = nccl_ring_shape(a.collective, a.channels, a.qps);
   if (!shape) return fail(shape.status());
   if (a.routes != "ideal" && a.routes != "ecmp" && a.routes != "plan") {

@@ -434,6 +434,13 @@ void register_demo(CLI::App& app, Registry& reg) {
         for (const char* flag : {"--planes", "--rails", "--rail-hosts"}) {
           if (cmd->count(flag) > 0) return fail(invalid_argument(fmt::format("{} needs --fabric rail", flag)));
         }
+        // Else the demo runs its trials and the value is silently unused.
+        for (const char* flag : {"--timeline", "--call-size", "--converge-ms"}) {
+          if (cmd->count(flag) > 0 && fail_during.empty()) {
+            return fail(invalid_argument(fmt::format(
+                "{} needs --fail-during (it shapes the timeline of a link that fails mid-run)", flag)));
+          }
+        }
       }
       auto bytes = parse_size(size);
       if (!bytes) return fail(invalid_argument(fmt::format("bad --size '{}' (e.g. 64MiB)", size)));

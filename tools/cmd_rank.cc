@@ -83,11 +83,8 @@ int run_rank(const RankArgs& a) {
     return fail(invalid_argument(
         fmt::format("unknown --format '{}' (openmpi, mpich, slurm, hccl, torchrun, csv)", a.format)));
   }
-  auto coll = routing::parse_collective(a.collective);
-  if (!coll) {
-    return fail(invalid_argument(fmt::format(
-        "unknown --collective '{}' (allreduce-hd, allreduce-ring, allreduce-hybrid, nccl-ring)", a.collective)));
-  }
+  auto coll = collective_option(a.collective);
+  if (!coll) return fail(coll.status());
   if (a.all == !a.hosts.empty()) return fail(invalid_argument("give exactly one of --hosts FILE or --all"));
   auto fabric = topo::load_topology(a.topology);
   if (!fabric) return fail(fabric.status());

@@ -96,11 +96,9 @@ nlohmann::json to_json(const topo::Fabric& f, const routing::Comparison& c, bool
 }
 
 int run_sim(const SimArgs& a) {
-  auto coll = routing::parse_sim_collective(a.collective);
-  if (!coll) {
-    return fail(invalid_argument(
-        fmt::format("unknown --collective '{}' (allreduce-hd, allreduce-ring, allreduce-hybrid, nccl-ring)", a.collective)));
-  }
+  if (auto c = collective_option(a.collective); !c) return fail(c.status());
+  auto coll = routing::parse_sim_collective(a.collective);  // the same names
+  if (!coll) return fail(internal_error(fmt::format("weft sim does not run --collective {}", a.collective)));
   auto shape = nccl_ring_shape(a.collective, a.channels, a.qps);
   if (!shape) return fail(shape.status());
   auto bytes = parse_size(a.size);

@@ -212,14 +212,14 @@ Result<Fabric> build_clos3(const Clos3Spec& s) {
 }
 
 Result<Fabric> build_bigraph(const BiGraphSpec& s) {
-  WEFT_RETURN_IF_ERROR(check_positive("--switches", s.switches));
-  WEFT_RETURN_IF_ERROR(check_positive("--subnodes", s.subnodes));
-  WEFT_RETURN_IF_ERROR(check_rate("fabric link rate", s.fabric_gbps));
-  WEFT_RETURN_IF_ERROR(check_rate("access link rate", s.access_gbps));
+  // One rule for every count that is not a positive even one (0 too).
   if (s.switches < 2 || s.switches % 2 != 0) {
     return invalid_argument(
         fmt::format("--switches must be even and >= 2: BiGraph splits them into two parts (got {})", s.switches));
   }
+  WEFT_RETURN_IF_ERROR(check_positive("--subnodes", s.subnodes));
+  WEFT_RETURN_IF_ERROR(check_rate("fabric link rate", s.fabric_gbps));
+  WEFT_RETURN_IF_ERROR(check_rate("access link rate", s.access_gbps));
   Fabric f;
   f.kind = FabricKind::kBiGraph;
   f.name = fmt::format("bigraph-{}x{}", s.subnodes, s.switches);

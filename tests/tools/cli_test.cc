@@ -2,6 +2,7 @@
 // input answered by one line on stderr, a non-zero exit and no output file.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_fixture.h"
@@ -245,10 +246,14 @@ TEST_F(Cli, AgentRejectsAMaxRateOutsideItsRange) {
 }
 
 TEST_F(Cli, GenRejectsBadSizesWithoutWriting) {
-  CliRun r = weft("topo gen bigraph --switches 5 --subnodes 2 -o " + path("bg.json"));
-  EXPECT_NE(r.rc, 0);
-  EXPECT_EQ(r.err, "weft: error: --switches must be even and >= 2: BiGraph splits them into two parts (got 5)\n");
-  EXPECT_FALSE(fs::exists(path("bg.json")));
+  // 0 and negatives too: one rule, not a ">= 1" that 1 then also fails.
+  for (const char* n : {"5", "1", "0", "-2"}) {
+    CliRun r = weft(std::string("topo gen bigraph --switches ") + n + " --subnodes 2 -o " + path("bg.json"));
+    EXPECT_NE(r.rc, 0) << n;
+    EXPECT_EQ(r.err, fmt::format("weft: error: --switches must be even and >= 2: BiGraph splits them into two parts "
+                                 "(got {})\n", n));
+    EXPECT_FALSE(fs::exists(path("bg.json"))) << n;
+  }
 }
 
 }  // namespace

@@ -160,7 +160,13 @@ INSTANTIATE_TEST_SUITE_P(
                 "--fail and --fail-during do not go together (one failure at a time)"},
         BadDemo{"NegativeConvergence", "--fail-during 2:3@5s --converge-ms -1", "--converge-ms -1 is not 0..60000"},
         BadDemo{"FailDuringSimulated", "--fail-during 2:3@5s",
-                "--fail-during runs on the emulated fabric only (drop --simulate)"}),
+                "--fail-during runs on the emulated fabric only (drop --simulate)"},
+        BadDemo{"TimelineWithoutFailDuring", "--timeline 10s",
+                "--timeline needs --fail-during (it shapes the timeline of a link that fails mid-run)"},
+        BadDemo{"CallSizeWithoutFailDuring", "--call-size 1MiB",
+                "--call-size needs --fail-during (it shapes the timeline of a link that fails mid-run)"},
+        BadDemo{"ConvergenceWithoutFailDuring", "--converge-ms 100",
+                "--converge-ms needs --fail-during (it shapes the timeline of a link that fails mid-run)"}),
     [](const auto& c) { return std::string(c.param.name); });
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "weft/db/stores.h"
 #include "weft/probe/db_path_table.h"
 #include "weft/probe/inferred_topology.h"
+#include "weft/routing/auto_order.h"
 #include "weft/routing/plan_router.h"
 #include "weft/routing/planner.h"
 #include "weft/routing/simulator.h"
@@ -68,7 +69,9 @@ Result<Orders> rank_orders(const topo::Fabric& f, const std::vector<std::string>
   WEFT_ASSIGN_OR_RETURN(std::vector<int> alloc, ranking::allocation_from_names(f, allocation));
   Orders o;
   o.input = ranking::rank_naive(alloc);
-  WEFT_ASSIGN_OR_RETURN(o.weft, ranking::rank(f, alloc, ranking::RankAlgo::kAuto));
+  // The order weft rank writes for the collective the demo runs (HD).
+  WEFT_ASSIGN_OR_RETURN(auto chosen, routing::auto_order(f, alloc, routing::Collective::kAllreduceHd));
+  o.weft = std::move(chosen.order);
   return o;
 }
 
