@@ -19,16 +19,16 @@
 namespace weft::routing {
 namespace {
 
-struct Shape {
+struct CostShape {
   const char* name;
   topo::Fabric fabric;
 };
 
-void PrintTo(const Shape& s, std::ostream* o) { *o << s.name; }
+void PrintTo(const CostShape& s, std::ostream* o) { *o << s.name; }
 
-class RoundsCost : public ::testing::TestWithParam<Shape> {};
+class RoundsCost : public ::testing::TestWithParam<CostShape> {};
 
-topo::Fabric rail(int hosts, int spines) {
+topo::Fabric multi_plane_rail(int hosts, int spines) {
   return topo::build_rail({.hosts = hosts, .nics_per_host = 2, .leaves_per_rail = 1, .spines = spines, .planes = 2})
       .value();
 }
@@ -94,13 +94,13 @@ TEST_P(RoundsCost, WeftIsNoSlowerThanLeafSetsOverEcmp) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fabrics, RoundsCost,
-    ::testing::Values(Shape{"RailSevenHostsOneSpineTwoPlanes", rail(7, 1)},
-                      Shape{"RailSevenHostsTwoSpinesTwoPlanes", rail(7, 2)},
-                      Shape{"RailFiveHostsOneSpineTwoPlanes", rail(5, 1)},
-                      Shape{"RailNineHostsFourSpinesTwoPlanes", rail(9, 4)},
-                      Shape{"RailThreeHostsOneSpineTwoPlanes", rail(3, 1)},
+    ::testing::Values(CostShape{"RailSevenHostsOneSpineTwoPlanes", multi_plane_rail(7, 1)},
+                      CostShape{"RailSevenHostsTwoSpinesTwoPlanes", multi_plane_rail(7, 2)},
+                      CostShape{"RailFiveHostsOneSpineTwoPlanes", multi_plane_rail(5, 1)},
+                      CostShape{"RailNineHostsFourSpinesTwoPlanes", multi_plane_rail(9, 4)},
+                      CostShape{"RailThreeHostsOneSpineTwoPlanes", multi_plane_rail(3, 1)},
                       // One path per pair: neither ports nor rounds can help.
-                      Shape{"Clos3OneCore", topo::build_clos3({.pods = 2,
+                      CostShape{"Clos3OneCore", topo::build_clos3({.pods = 2,
                                                                .leaves_per_pod = 3,
                                                                .aggs_per_pod = 1,
                                                                .cores = 1,
