@@ -20,6 +20,7 @@ TEST_P(ScratchName, IsOnePathComponentAndRemovingItLeavesNothing) {
   EXPECT_EQ(name, "weft-scratch-" + std::to_string(::getpid()) + "-IsOnePathComponentAndRemovingItLeavesNothing_" +
                       std::to_string(index));
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / name;
+  EXPECT_EQ(dir.parent_path(), std::filesystem::temp_directory_path()) << "one component, not a directory in another";
   std::filesystem::create_directories(dir / "inner");
   std::filesystem::remove_all(dir);
   EXPECT_FALSE(std::filesystem::exists(dir));

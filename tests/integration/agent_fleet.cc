@@ -33,6 +33,7 @@ std::vector<std::string> split_args(const std::string& s) {
 }  // namespace
 
 AgentFleet::~AgentFleet() {
+  if (!started_) return;
   if (::testing::Test::HasFailure()) {
     std::fprintf(stderr, "agent fleet: %s kept (the test failed)\n", dir_.c_str());
     return;
@@ -75,6 +76,7 @@ Result<std::unique_ptr<AgentFleet>> AgentFleet::start(NetnsFabric& fabric, const
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+  f->started_ = true;
   return f;
 }
 

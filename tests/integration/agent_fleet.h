@@ -40,6 +40,7 @@ class AgentFleet {
  private:
   AgentFleet() = default;
   NetnsFabric* fabric_ = nullptr;
+  bool started_ = false;  // a fleet that failed to start keeps its dir: its logs say why
   std::string dir_, secret_, hosts_;
 };
 

@@ -151,11 +151,7 @@ TEST(ProbeReplayWindowNetnsTest, CopiesReplayedAtMaxRateForTheWholeWindowAreRefu
   const std::string dir = fmt::format("/tmp/weft-replay-window-{}", ::getpid());
   auto fleet_or = AgentFleet::start(f, dir, {"--metrics", fmt::format("127.0.0.1:{}", kMetricsPort)});
   ASSERT_TRUE(fleet_or) << fleet_or.status().to_string();
-  AgentFleet& fleet = **fleet_or;
-  const OnExit remove_dir([&] {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  });
+  AgentFleet& fleet = **fleet_or;  // it removes dir unless the test failed
   const FabricHost& sender = f.host("h1-1");
   const FabricHost& attacker = f.host("h2-2");
 

@@ -139,11 +139,7 @@ TEST_P(RailFabricNetns, TopoInferOfAProbeCampaignIsTheRailFabricTopoGenDescribes
   auto fabric = build();
   ASSERT_TRUE(fabric) << fabric.status().to_string();
   NetnsFabric& f = **fabric;
-  const fs::path dir = fs::temp_directory_path() / ("weft-railnet-" + f.prefix());
-  struct Cleanup {
-    fs::path d;
-    ~Cleanup() { fs::remove_all(d); }
-  } cleanup{dir};
+  const fs::path dir = fs::temp_directory_path() / ("weft-railnet-" + f.prefix());  // the fleet's (agent_fleet.h)
   // One agent per NIC address, named "host:nic": the hosts file topo infer reads.
   auto fleet = AgentFleet::start(f, dir.string());
   ASSERT_TRUE(fleet) << fleet.status().to_string();

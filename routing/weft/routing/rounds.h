@@ -19,8 +19,9 @@
 // flows it carries in that round, so R rounds take the sum of those, while
 // the flows all at once take at least the busiest link's total (max-min
 // sharing keeps a bottleneck busy). Rounds with one flow per link and round
-// take exactly that bound; rounds that leave two flows on a link in one
-// round, or more rounds than the load, can take longer: first-fit may need
+// on links of one rate take exactly that bound; rounds that leave two flows
+// on a link in one round, more rounds than the load, or a shared link faster
+// than the access links that bound the step anyway, take longer: first-fit may need
 // more rounds than the load, and the rounds separate fabric links only, while
 // on a multi-plane fabric two flows can reach one port (planes.h), in one
 // round or not. The planner keeps a class's rounds only where their time,
