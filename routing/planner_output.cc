@@ -70,18 +70,14 @@ bool rounds_take_no_longer(const topo::Fabric& f, const Chosen& c, const std::ve
                            const std::vector<int>& round) {
   // (directed link, round) of every link each flow crosses, access links
   // included: planes.h brings two flows to one port, whatever their rounds.
+  PathFinder pf(f);
   std::vector<std::pair<int, int>> uses;
   for (size_t i = 0; i < ids.size(); ++i) {
     const FlowInfo& fi = c.flows[static_cast<size_t>(ids[i])];
     if (in_nic(fi)) continue;
-    const int r = round[i];
-    uses.emplace_back(f.directed_from(f.nic_link(fi.src_nic), f.nic_vertex(fi.src_nic)), r);
-    uses.emplace_back(f.directed_from(f.nic_link(fi.dst_nic), f.switch_vertex(f.nic_switch(fi.dst_nic))), r);
-    const auto sw = c.path(fi);
-    for (size_t k = 0; k + 1 < sw.size(); ++k) {
-      const int from = f.switch_vertex(sw[k]);
-      uses.emplace_back(f.directed_from(*f.link_between(from, f.switch_vertex(sw[k + 1])), from), r);
-    }
+    const auto path = route_path(pf, fi.src_nic, fi.dst_nic, c.path(fi));
+    if (!path) return false;  // emit_plan routes it again and names the error
+    for (int dl : path->dlinks) uses.emplace_back(dl, round[i]);
   }
   std::sort(uses.begin(), uses.end());
   // Time in units of one flow's bytes at 1 Gbit/s: a link's flows of one

@@ -21,10 +21,10 @@
 // sharing keeps a bottleneck busy). Rounds with one flow per link and round
 // on links of one rate take exactly that bound; rounds that leave two flows
 // on a link in one round, more rounds than the load, or a shared link faster
-// than the access links that bound the step anyway, take longer: first-fit may need
-// more rounds than the load, and the rounds separate fabric links only, while
-// on a multi-plane fabric two flows can reach one port (planes.h), in one
-// round or not. The planner keeps a class's rounds only where their time,
+// than the access links that bound the step anyway, take longer: first-fit
+// may need more rounds than the load, and the rounds separate fabric links
+// only, while on a multi-plane fabric two flows can reach one port
+// (planes.h), in one round or not. The planner keeps a class's rounds only where their time,
 // counted over every link the flows cross (access links too, each flow's
 // bytes over the link's rate), is at most the busiest link's total
 // (planner_internal.h, rounds_take_no_longer); else the class runs at once.
