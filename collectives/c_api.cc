@@ -10,7 +10,8 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <tuple>
+#include <set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -76,26 +77,29 @@ Status check_op(const char* fn, weft_op_t op) {
   return invalid_argument(fmt::format("{}: op {} is not a weft_op_t (WEFT_SUM .. WEFT_MAX: 0-3)", fn, static_cast<int>(op)));
 }
 
-// The store prefix of the n-th communicator (n from 0) this process makes
-// for one rank on one store and prefix: "<prefix>", then "<prefix>.1", ...
-// (PyTorch's distributed_c10d numbers its process groups the same way). Two
-// communicators on one store would otherwise read each other's keys: the
-// second one's ranks connect to the first one's shared memory and ports.
-// Only communicators made count: a create that failed on every rank can be
-// tried again under the same prefix.
-using PrefixKey = std::tuple<std::string, std::string, int>;
-std::mutex g_made_mu;
-std::map<PrefixKey, int> g_made;
+// The store prefix of a communicator: the caller's prefix the first time
+// this process asks for it on one store for one rank, then "<prefix>.1",
+// "<prefix>.2", ... (PyTorch's distributed_c10d numbers its process groups
+// the same way), never a name an earlier create took, whoever asked for it
+// ("weft.1" asked for by the caller, then "weft" twice: "weft.1", "weft",
+// "weft.2"). Two communicators on one store would otherwise read each
+// other's keys: the second one's ranks connect to the first one's shared
+// memory and ports. Every create that gets this far takes a name, whatever
+// becomes of it: ranks that make the same calls in the same order (as
+// collective creation requires) agree on every name even where a create
+// failed on some ranks and not on others, and a failed create tried again
+// gets a fresh name on every rank.
+using StoreRank = std::pair<std::string, int>;
+std::mutex g_taken_mu;
+std::map<StoreRank, std::set<std::string>> g_taken;
 
-std::string numbered_prefix(const PrefixKey& key) {
-  std::lock_guard<std::mutex> lock(g_made_mu);
-  const int n = g_made[key];
-  return n == 0 ? std::get<1>(key) : fmt::format("{}.{}", std::get<1>(key), n);
-}
-
-void count_made(const PrefixKey& key) {
-  std::lock_guard<std::mutex> lock(g_made_mu);
-  ++g_made[key];
+std::string take_prefix(const std::string& store, int rank, const std::string& prefix) {
+  std::lock_guard<std::mutex> lock(g_taken_mu);
+  std::set<std::string>& taken = g_taken[{store, rank}];
+  std::string name = prefix;
+  for (int n = 1; taken.count(name); ++n) name = fmt::format("{}.{}", prefix, n);
+  taken.insert(name);
+  return name;
 }
 
 // Checks the whole config before anything is opened: a bad rank must not
@@ -106,10 +110,18 @@ Status create(const weft_comm_config_t* config, weft_comm_t** out) {
   if (!out) return invalid_argument("weft_comm_create: out is NULL");
   const weft_comm_config_t& c = *config;
   if (!c.store) return invalid_argument("weft_comm_create: config.store is NULL (tcp://host:port or file:/dir)");
+  const std::string prefix = c.store_prefix ? c.store_prefix : "weft";
+  if (prefix.empty() || prefix.find('/') != std::string::npos) {
+    return invalid_argument(fmt::format("weft_comm_create: config.store_prefix '{}' must be a non-empty name without '/'",
+                                        prefix));
+  }
+  // Before any check whose outcome may differ between ranks (a plan file,
+  // an interface name): take_prefix says why.
+  CommConfig cfg;
+  cfg.store_prefix = take_prefix(c.store, c.rank, prefix);
   if (c.timeout_ms < 0) {
     return invalid_argument(fmt::format("weft_comm_create: config.timeout_ms {} is negative (0 = 60000)", c.timeout_ms));
   }
-  CommConfig cfg;
   cfg.tcp.listen_address = c.listen_address ? c.listen_address : "";
   cfg.tcp.socket_ifname = c.socket_ifname ? c.socket_ifname : "";
   cfg.rank = c.rank;
@@ -129,24 +141,16 @@ Status create(const weft_comm_config_t* config, weft_comm_t** out) {
     return invalid_argument(fmt::format("weft_comm_create: config.switch_stall_ms {} is negative (0 = 200)", c.switch_stall_ms));
   }
   if (c.switch_stall_ms > 0) cfg.switch_stall = std::chrono::milliseconds(c.switch_stall_ms);
-  const std::string prefix = c.store_prefix ? c.store_prefix : "weft";
-  if (prefix.empty() || prefix.find('/') != std::string::npos) {
-    return invalid_argument(fmt::format("weft_comm_create: config.store_prefix '{}' must be a non-empty name without '/'",
-                                        prefix));
-  }
   // The job the epochs name stays the caller's prefix, not the numbered one.
   if (const char* env = std::getenv("WEFT_JOB"); cfg.job.empty() && !(env && *env)) cfg.job = prefix;
   if (Status s = cfg.validate(); !s) return s.with_context("weft_comm_create: config");
   // Before the store is opened (bootstrap/listen_address.h says why).
   WEFT_RETURN_IF_ERROR(internal::check_listen_overrides(cfg.tcp).with_context(fmt::format("rank {}", c.rank)));
-  const PrefixKey made{c.store, prefix, c.rank};
-  cfg.store_prefix = numbered_prefix(made);
   auto h = std::make_unique<weft_comm>();
   // One deadline for both: a store reached late leaves less for the peers.
   const Deadline deadline = Clock::now() + cfg.timeout;
   WEFT_ASSIGN_OR_RETURN(h->store, open_store(c.store, c.rank, deadline));
   WEFT_ASSIGN_OR_RETURN(h->comm, Communicator::create(cfg, *h->store, deadline));
-  count_made(made);
   *out = h.release();
   return ok_status();
 }

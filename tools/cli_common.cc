@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -135,6 +136,25 @@ Result<routing::NcclRingShape> nccl_ring_shape(std::string_view collective, std:
                                         routing::kMaxNcclQps));
   }
   return shape;
+}
+
+std::vector<int> access_down_nics(const topo::Fabric& f, const std::vector<int>& alloc) {
+  std::vector<int> down;
+  for (int nic : alloc) {
+    if (f.links[static_cast<size_t>(f.nic_link(nic))].state != topo::LinkState::kUp) down.push_back(nic);
+  }
+  return down;
+}
+
+std::string describe_access(const topo::Fabric& f, const std::vector<int>& nics) {
+  std::string out;
+  const size_t shown = std::min<size_t>(nics.size(), 4);
+  for (size_t i = 0; i < shown; ++i) {
+    const int nic = nics[i];
+    out += fmt::format("{}{} (to '{}')", i ? ", " : "", f.nic_qualified_name(nic),
+                       f.switches[static_cast<size_t>(f.nic_switch(nic))].name);
+  }
+  return nics.size() > shown ? out + ", ..." : out;
 }
 
 }  // namespace weft::cli

@@ -5,11 +5,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "weft/common/status.h"
 #include "weft/routing/schedule.h"
+#include "weft/topology/fabric.h"
 
 namespace weft::cli {
 
@@ -40,6 +42,12 @@ void add_nccl_ring_options(CLI::App& cmd, std::optional<int>& channels, std::opt
 // them, naming the option.
 Result<routing::NcclRingShape> nccl_ring_shape(std::string_view collective, std::optional<int> channels,
                                                std::optional<int> qps);
+
+// The NICs of `alloc` whose access link is down: no route reaches them
+// (routing/paths.h check_access_link).
+std::vector<int> access_down_nics(const topo::Fabric& f, const std::vector<int>& alloc);
+// "host:nic (to 'leaf')" for the first four of `nics`, then ", ..." if there are more.
+std::string describe_access(const topo::Fabric& f, const std::vector<int>& nics);
 
 // Every subcommand registers itself here; `run` is set to the chosen command.
 struct Registry {

@@ -36,17 +36,12 @@ std::string first_few(const std::vector<std::string>& names) {
 // it. The rank file is still written, as asked: the allocation is the
 // scheduler's; one line says which NICs and what to do.
 void warn_down_access_links(const topo::Fabric& f, const std::vector<int>& alloc) {
-  std::vector<std::string> down;
-  for (int nic : alloc) {
-    if (f.links[static_cast<size_t>(f.nic_link(nic))].state == topo::LinkState::kUp) continue;
-    down.push_back(fmt::format("{} (to '{}')", f.nic_qualified_name(nic),
-                               f.switches[static_cast<size_t>(f.nic_switch(nic))].name));
-  }
+  const std::vector<int> down = access_down_nics(f, alloc);
   if (down.empty()) return;
   fmt::print(stderr,
              "weft rank: warning: {} allocated NIC(s) have their access link down: {}; no route reaches them, so "
              "weft route refuses this order: leave them out (--hosts) or bring the links up\n",
-             down.size(), first_few(down));
+             down.size(), describe_access(f, down));
 }
 
 // HCCL connects devices by device_ip: a NIC the topology gives no address

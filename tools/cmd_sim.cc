@@ -158,8 +158,15 @@ int run_sim(const SimArgs& a) {
       if (!al) return fail(al.status());
       alloc = std::move(*al);
     } else {
-      // A scheduler's node list has no regard for leaves: shuffled (seeded).
+      // Every NIC a scheduler could hand out: one whose access link is down
+      // has no route, so it is left out (and named). A scheduler's node list
+      // has no regard for leaves: shuffled (seeded).
       alloc = ranking::allocation_all(f);
+      if (const std::vector<int> down = access_down_nics(f, alloc); !down.empty()) {
+        fmt::print(stderr, "weft sim: {}: leaving out {} NIC(s) whose access link is down: {} (--hosts to choose)\n",
+                   f.name, down.size(), describe_access(f, down));
+        std::erase_if(alloc, [&](int nic) { return std::find(down.begin(), down.end(), nic) != down.end(); });
+      }
       std::shuffle(alloc.begin(), alloc.end(), std::mt19937(a.seed));
     }
     if (alloc.size() < 2) {
@@ -219,12 +226,13 @@ void register_sim(CLI::App& app, Registry& reg) {
       "  (a) the allocation's order, ECMP with random ephemeral ports (what you get today)\n"
       "  (b) leaf-set ranking, still ECMP     (c) weft: ranking + planned source ports\n"
       "  (d) an ideal non-blocking switch (the bound)\n"
-      "On --topology (with --hosts, or every NIC), or on generated fabrics (--fabric clos:\n"
-      "2-tier Clos of --spines x L x --hosts-per-leaf; rail: --nics rails of L leaves each)\n"
-      "for each L in --leaves, with --nics NICs per host and --planes planes. Prints a table\n"
-      "and writes an SVG plot of busbw against endpoints, titled with the fabric kind.");
+      "On --topology (with --hosts, or every NIC whose link is up), or on generated\n"
+      "fabrics (--fabric clos: 2-tier Clos of --spines x L x --hosts-per-leaf; rail: --nics\n"
+      "rails of L leaves each) for each L in --leaves, with --nics NICs per host and --planes\n"
+      "planes. Prints a table and writes an SVG plot of busbw against endpoints, titled with\n"
+      "the fabric kind.");
   cmd->add_option("--topology", a.topology, "Topology file (default: a sweep of generated Clos fabrics)");
-  cmd->add_option("--hosts", a.hosts, "Allocation for --topology (default: every NIC, shuffled by --seed)");
+  cmd->add_option("--hosts", a.hosts, "Allocation for --topology (default: every NIC whose access link is up, shuffled by --seed)");
   cmd->add_option("--fabric", a.fabric, "Sweep: clos (2-tier) or rail (rail-optimised: --leaves per rail)")
       ->capture_default_str();
   cmd->add_option("--spines", a.spines, "Sweep: spines (per plane)")->capture_default_str();

@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -104,6 +107,38 @@ std::string serve_address(const std::string& name, const std::string& host, cons
   return host;
 }
 
+// The servers this process runs, by listening address and port: a second
+// store opened to serve a port this process already serves (a communicator
+// made while another one on the same store lives) shares that server instead
+// of failing to bind it; the server lives while a store holds it.
+struct Served {
+  std::weak_ptr<TcpStore::Server> server;
+  std::string secret;
+};
+std::mutex g_served_mu;
+std::map<std::pair<std::string, uint16_t>, Served> g_served;
+
+Result<std::shared_ptr<TcpStore::Server>> serve(const std::string& bind, uint16_t port, const TcpStoreOptions& options) {
+  std::lock_guard<std::mutex> lock(g_served_mu);
+  std::erase_if(g_served, [](const auto& e) { return e.second.server.expired(); });
+  if (port != 0) {
+    if (auto it = g_served.find({bind, port}); it != g_served.end()) {
+      if (it->second.secret != options.secret) {
+        const std::string theirs = it->second.secret.empty() ? "without a secret"
+                                   : options.secret.empty()  ? "with a secret"
+                                                             : "with another secret";
+        return invalid_argument(
+            fmt::format("serving the TCP store on {}:{}: this process serves it already, {}", bind, port, theirs));
+      }
+      return it->second.server.lock();
+    }
+  }
+  auto server = std::make_shared<TcpStore::Server>(options);
+  WEFT_RETURN_IF_ERROR(server->start(bind, port).with_context("serving the TCP store"));
+  g_served[{bind, server->port()}] = Served{server, options.secret};
+  return server;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<TcpStore>> TcpStore::open(const std::string& name, uint16_t port, bool serve,
@@ -119,8 +154,7 @@ Result<std::unique_ptr<TcpStore>> TcpStore::open(const std::string& name, uint16
   s->named_loopback_ = named_loopback(name, host);
   if (serve) {
     const std::string bind = serve_address(name, host, options.bind_address);
-    s->server_ = std::make_unique<Server>(options);
-    WEFT_RETURN_IF_ERROR(s->server_->start(bind, port).with_context("serving the TCP store"));
+    WEFT_ASSIGN_OR_RETURN(s->server_, serve(bind, port, options));
     s->port_ = s->server_->port();
   }
   const std::string where = name == host ? fmt::format("{}:{}", host, s->port_)

@@ -21,6 +21,9 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "epoch_files.h"
 #include "weft/collectives/c_api.h"
 
 namespace {
@@ -377,6 +380,79 @@ TEST(CApi, CommunicatorsMadeOneAfterTheOtherOnOneStoreEachWork) {
     EXPECT_TRUE(std::any_of(keys.begin(), keys.end(), [&](const std::string& k) { return k.rfind(start, 0) == 0; }))
         << "no key of prefix " << p;
   }
+}
+
+// The names in a file store directory's key files (FileStore writes '/' as
+// '%', so a prefix p names keys "p%...").
+bool has_prefix(const std::string& dir, const std::string& p) {
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind(p + "%", 0) == 0) return true;
+  }
+  return false;
+}
+
+// Every create takes a name, a failed one too, and never one an earlier
+// create took: the caller's "weft.1", then a create that fails (a plan file
+// that is not there) takes "weft", then the next gets "weft.2".
+TEST(CApi, EveryCreateTakesANameOfItsOwnAFailedOneToo) {
+  TempDir tmp;
+  const std::string store = "file:" + tmp.dir + "/names";
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      for (const char* prefix : {"weft.1", static_cast<const char*>(nullptr)}) {
+        weft_comm_config_t c = config(r, 2, store.c_str());
+        c.transport = "shm";
+        c.store_prefix = prefix;
+        c.timeout_ms = 20000;
+        weft_comm_t* comm = nullptr;
+        if (prefix == nullptr) {
+          weft_comm_config_t bad_plan = c;
+          bad_plan.plan_path = "/nonexistent/weft-plan.json";
+          EXPECT_NE(weft_comm_create(&bad_plan, &comm), WEFT_OK);
+        }
+        ASSERT_EQ(weft_comm_create(&c, &comm), WEFT_OK) << weft_last_error();
+        std::vector<int64_t> v(17, r + 1);
+        EXPECT_EQ(weft_allreduce(comm, v.data(), v.data(), v.size(), WEFT_I64, WEFT_SUM), WEFT_OK) << weft_last_error();
+        EXPECT_EQ(v[16], 3);
+        EXPECT_EQ(weft_comm_destroy(comm), WEFT_OK);
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  const std::string dir = tmp.dir + "/names";
+  EXPECT_TRUE(has_prefix(dir, "weft.1"));
+  EXPECT_FALSE(has_prefix(dir, "weft")) << "the failed create's name was given again";
+  EXPECT_TRUE(has_prefix(dir, "weft.2"));
+}
+
+// Two communicators alive at once on one tcp:// store, used in turns: rank
+// 0's process serves the store once for both (the second create used to
+// fail binding the port the first one's server held).
+TEST(CApi, CommunicatorsAliveAtOnceOnOneTcpStoreEachWork) {
+  const std::string store = fmt::format("tcp://127.0.0.1:{}", weft::coll::testing::free_ports(1).at(0));
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      weft_comm_t* comms[2] = {nullptr, nullptr};
+      const char* transports[2] = {"tcp", "shm"};
+      for (int k = 0; k < 2; ++k) {
+        weft_comm_config_t c = config(r, 3, store.c_str());
+        c.transport = transports[k];
+        c.timeout_ms = 20000;
+        ASSERT_EQ(weft_comm_create(&c, &comms[k]), WEFT_OK) << "communicator " << k << ": " << weft_last_error();
+      }
+      for (int call = 0; call < 3; ++call) {
+        const int k = call % 2;
+        std::vector<float> v(1001, static_cast<float>(r + 1 + call));
+        EXPECT_EQ(weft_allreduce(comms[k], v.data(), v.data(), v.size(), WEFT_F32, WEFT_SUM), WEFT_OK)
+            << "call " << call << ": " << weft_last_error();
+        EXPECT_EQ(v[1000], static_cast<float>(6 + 3 * call));
+      }
+      for (weft_comm_t* c : comms) EXPECT_EQ(weft_comm_destroy(c), WEFT_OK);
+    });
+  }
+  for (auto& t : ranks) t.join();
 }
 
 TEST(CApi, StatusNamesCoverEveryCodeAndSayUnknownOutsideTheEnum) {

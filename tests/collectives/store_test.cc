@@ -1,7 +1,7 @@
 // The TCP rendezvous store (store.h): waiting gets, size limits (the client
 // refuses, the server answers and skips), the store filling up, the shared
-// secret both ways, the options from the environment and the address the
-// server listens on.
+// secret both ways, one port served twice in one process, the options from
+// the environment and the address the server listens on.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -196,6 +196,59 @@ INSTANTIATE_TEST_SUITE_P(
         SecretCase{"", "correct horse battery",
                    "refused: this process has a store secret but the store was started without one (give rank 0 "
                    "the same WEFT_STORE_SECRET or WEFT_STORE_SECRET_FILE)"}));
+
+// Rank 0 of two communicators alive at once on one store opens it twice:
+// the second shares the server the first started (binding the port again
+// would fail), the server lives while either store does, and the port is
+// free once both are gone.
+TEST(TcpStore, TwoStoresServingOnePortInOneProcessShareOneServer) {
+  auto first = serve();
+  ASSERT_TRUE(first) << first.status().to_string();
+  const uint16_t port = (*first)->port();
+  auto second = TcpStore::open("127.0.0.1", port, true, Clock::now() + 10s);
+  ASSERT_TRUE(second) << second.status().to_string();
+  EXPECT_EQ((*second)->port(), port);
+  ASSERT_TRUE((*first)->set("k", "one"));
+  auto v = (*second)->get("k", Clock::now() + 5s);
+  ASSERT_TRUE(v) << v.status().to_string();
+  EXPECT_EQ(*v, "one");
+  EXPECT_EQ((*second)->counters().accepted, 2u);  // both clients, one server
+  first->reset();
+  ASSERT_TRUE((*second)->set("k", "two"));
+  auto other = store_client(port);
+  ASSERT_TRUE(other) << other.status().to_string();
+  v = (*other)->get("k", Clock::now() + 5s);
+  ASSERT_TRUE(v) << v.status().to_string();
+  EXPECT_EQ(*v, "two");
+  other->reset();
+  second->reset();
+  // A new server on the port: nothing of the old one's keys.
+  auto again = TcpStore::open("127.0.0.1", port, true, Clock::now() + 10s);
+  ASSERT_TRUE(again) << again.status().to_string();
+  EXPECT_EQ((*again)->counters().accepted, 1u);
+  EXPECT_EQ((*again)->get("k", Clock::now() + 100ms).status().code(), StatusCode::kDeadlineExceeded);
+}
+
+TEST(TcpStore, ServingAPortThisProcessServesWithAnotherSecretIsRefused) {
+  TcpStoreOptions secret;
+  secret.secret = "correct horse battery";
+  auto first = serve(secret);
+  ASSERT_TRUE(first) << first.status().to_string();
+  const uint16_t port = (*first)->port();
+  auto bare = TcpStore::open("127.0.0.1", port, true, Clock::now() + 10s);
+  ASSERT_FALSE(bare);
+  EXPECT_EQ(bare.status().message(),
+            fmt::format("serving the TCP store on 127.0.0.1:{}: this process serves it already, with a secret", port));
+  TcpStoreOptions other;
+  other.secret = "another horse battery";
+  auto wrong = TcpStore::open("127.0.0.1", port, true, Clock::now() + 10s, other);
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.status().message(),
+            fmt::format("serving the TCP store on 127.0.0.1:{}: this process serves it already, with another secret",
+                        port));
+  auto same = TcpStore::open("127.0.0.1", port, true, Clock::now() + 10s, secret);
+  ASSERT_TRUE(same) << same.status().to_string();
+}
 
 TEST(TcpStore, ASecretShorterThan16BytesIsRejected) {
   TcpStoreOptions o;

@@ -35,6 +35,8 @@ TEST_F(Cli, DemoSimulatesTheSameFabricAndReportsTheRatioAndTheIdeal) {
   EXPECT_NEAR(t["busbw_b_Bps"].get<double>(), 200e6 / 8, 1e3);
   EXPECT_NEAR(t["ideal_Bps"].get<double>(), 200e6 / 8, 1e3);
   EXPECT_GE(t["ratio"].get<double>(), 1.5) << "ECMP collisions cost the shuffled order at least a third";
+  // The run's wall time, as the emulated demo's: simulating takes some.
+  EXPECT_GT(j["seconds"].get<double>(), 0.0);
   const std::string svg = weft::read_file(path("d.svg")).value();
   EXPECT_NE(svg.find("(a) input order, ECMP (simulated)"), std::string::npos);
   EXPECT_NE(svg.find("(b) weft order + plan (simulated)"), std::string::npos);

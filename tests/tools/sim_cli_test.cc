@@ -36,6 +36,24 @@ TEST_F(Cli, SimJsonGivesPerLinkUtilisationForOneFabric) {
   EXPECT_FALSE(fs::exists(path("weft-sim.svg")));
 }
 
+// A NIC whose access link is down has no route: the default allocation
+// (every NIC) leaves it out and names it, rather than failing on its flows.
+TEST_F(Cli, SimLeavesOutANicWhoseAccessLinkIsDownAndNamesIt) {
+  ASSERT_EQ(weft("topo gen clos --spines 2 --leaves 2 --hosts 2 -o " + path("f.json")).rc, 0);
+  auto topo = nlohmann::json::parse(weft::read_file(path("f.json")).value());
+  for (auto& l : topo["links"]) {
+    if (l["a"] == "h1-1:eth0") l["state"] = "down";
+  }
+  ASSERT_TRUE(weft::write_file_atomic(path("down.json"), topo.dump()));
+  CliRun r = weft("sim --topology " + path("down.json") + " --size 1MiB --svg '' --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err, "weft sim: clos2-2x2x2x1: leaving out 1 NIC(s) whose access link is down: h1-1:eth0 (to 'l1') "
+                   "(--hosts to choose)\n");
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["endpoints"], 3);
+}
+
 class SimCliRail : public Cli, public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(SimCliRail, ComparesFourWaysOnDualPlaneRailFabricsAndNamesTheKindInThePlot) {

@@ -3,6 +3,8 @@
 // with the emulated demo's table, link utilisation, SVG and JSON.
 #include "demo_sim.h"
 
+#include <chrono>
+
 #include <fmt/format.h>
 
 #include "../cli_common.h"
@@ -15,6 +17,7 @@
 namespace weft::cli::demo {
 
 Status run_simulated(const DemoConfig& cfg) {
+  const auto t0 = std::chrono::steady_clock::now();
   const double gbps = cfg.rate_mbit / 1000.0;
   WEFT_ASSIGN_OR_RETURN(topo::Fabric f, topo::build_clos2({.spines = cfg.spines, .leaves = cfg.leaves,
                                                            .hosts_per_leaf = cfg.hosts_per_leaf,
@@ -105,7 +108,7 @@ Status run_simulated(const DemoConfig& cfg) {
     WEFT_RETURN_IF_ERROR(emit(cfg.svg, fabric_svg(f, panels)));
     fmt::print("wrote {}\n", cfg.svg);
   }
-  if (!cfg.json.empty()) WEFT_RETURN_IF_ERROR(emit(cfg.json, results_json(cfg, results, 0)));
+  if (!cfg.json.empty()) WEFT_RETURN_IF_ERROR(emit(cfg.json, results_json(cfg, results, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())));
   return ok_status();
 }
 

@@ -92,10 +92,14 @@ typedef struct {
   int in_call_switch_off;
   int switch_stall_ms;
   /* Every key this communicator writes to the store starts with it; NULL =
-   * "weft". The second and later communicators a process makes for one rank
-   * on one store and prefix add ".1", ".2", ... (as PyTorch numbers its
-   * process groups), so every rank must create them in the same order. A
-   * file store directory an earlier job wrote needs a prefix of its own. */
+   * "weft". Each weft_comm_create of a rank on one store takes a name of its
+   * own: the prefix, or if an earlier create of the process took it (failed
+   * or not, still alive or destroyed), the first free of "<prefix>.1",
+   * "<prefix>.2", ... (as PyTorch numbers its process groups). So every
+   * rank must create its communicators in the same order, and a create that
+   * failed is tried again by every rank. Communicators may be alive at once
+   * on one tcp:// store (rank 0's process serves it once). A file store
+   * directory an earlier job wrote needs a prefix of its own. */
   const char* store_prefix;
 } weft_comm_config_t;
 

@@ -160,7 +160,10 @@ struct TcpStoreCounters {
 class TcpStore final : public Store {
  public:
   // serve: this process listens on port (rank 0); port 0 picks a free one
-  // (port() says which). Clients retry connecting until the deadline.
+  // (port() says which). A port this process serves already (a TcpStore
+  // opened to serve it is still open: two communicators on one store at
+  // once) is shared, not bound again, if the secrets agree. Clients retry
+  // connecting until the deadline.
   static Result<std::unique_ptr<TcpStore>> open(const std::string& host, uint16_t port, bool serve,
                                                 std::chrono::steady_clock::time_point deadline,
                                                 const TcpStoreOptions& options = {});
@@ -186,7 +189,7 @@ class TcpStore final : public Store {
   Status handshake(const std::string& where, std::chrono::steady_clock::time_point deadline);
   Result<std::string> exchange(const std::string& request, const std::string& what,
                                std::chrono::steady_clock::time_point deadline);
-  std::unique_ptr<Server> server_;
+  std::shared_ptr<Server> server_;  // shared by the stores this process opens to serve one port
   TcpStoreOptions options_;
   uint16_t port_ = 0;
   int fd_ = -1;
