@@ -74,8 +74,8 @@ class Communicator::Impl {
   Status failed;  // first failure; the communicator is unusable after it
   std::atomic<bool> has_failed{false};
 
-  // Plan epochs (epoch_switch.cc; docs/collectives.md "Plan epochs"); null
-  // without a plan epochs file, and then a call never looks.
+  // Plan epochs (epoch_switch.cc; docs/collectives-routes.md "Plan
+  // epochs"); null without a plan epochs file, and then a call never looks.
   struct Epochs {
     explicit Epochs(internal::PlanEpochFile f) : file(std::move(f)) {}
     internal::PlanEpochFile file;
@@ -128,10 +128,11 @@ class Communicator::Impl {
   Status connect_plan_peers(const internal::Plan& p, const std::vector<int>& group, Deadline deadline,
                             std::chrono::milliseconds timeout);
   void link(int peer);
-  // In-call plan switches (in_call_switch.cc; docs/collectives.md "Plan
-  // epochs"): null unless plan epochs, CommConfig::in_call_switch and every
-  // peer over TCP. Each collective call that execute runs is recorded (the
-  // last two), an AllReduce with a copy of its input.
+  // In-call plan switches (in_call_switch.cc; docs/collectives-routes.md
+  // "Inside a stalled call"): null unless plan epochs,
+  // CommConfig::in_call_switch and every peer over TCP. Each collective call
+  // that execute runs is recorded (the last two), an AllReduce with a copy of
+  // its input.
   struct CallRecord {
     int coll = -1;
     Algorithm a = Algorithm::kAuto;

@@ -1,5 +1,5 @@
-// Switching to a new plan epoch mid-job (docs/collectives.md "Plan epochs"):
-// every rank at the same call, or none.
+// Switching to a new plan epoch mid-job (docs/collectives-routes.md "Plan
+// epochs"): every rank at the same call, or none.
 //
 // Ranks see the file at different moments (a host's file system, the
 // poll interval, a rank busy in a long call), and a rank that runs a call
@@ -181,7 +181,7 @@ Status Communicator::Impl::adopt(internal::PlanEpoch next) {
     }
     if (name == "verbs" && moved) {
       spdlog::warn("weft: rank {}: plan epoch {} moves udp flows, but the verbs transport keeps its queue pairs' "
-                   "source ports (docs/collectives.md \"Plan epochs\")",
+                   "source ports (docs/collectives-routes.md \"Plan epochs\")",
                    me, next.epoch);
     }
     Status s = transports[t]->reroute(routes, inbound, deadline);

@@ -1,6 +1,6 @@
-// In-call plan switches (docs/collectives.md "Plan epochs"): a call that a
-// cut link stalls is abandoned by every rank and run again, exactly, on the
-// newer plan epoch the watcher published.
+// In-call plan switches (docs/collectives-routes.md "Inside a stalled call"):
+// a call that a cut link stalls is abandoned by every rank and run again,
+// exactly, on the newer plan epoch the watcher published.
 //
 // Why inside the call: a cut link is a gray failure. The connections whose
 // planned ports cross it stay open while TCP retransmits into the void, so

@@ -1,7 +1,7 @@
-// Plan epochs (internal; docs/route-plan.md "Plan epochs", docs/collectives.md
-// "Plan epochs"): reading the file a job names, and which of its versions a
-// communicator may switch to. The agreement between ranks is
-// epoch_switch.cc's.
+// Plan epochs (internal; docs/route-plan.md "Plan epochs",
+// docs/collectives-routes.md "Plan epochs"): reading the file a job names,
+// and which of its versions a communicator may switch to. The agreement
+// between ranks is epoch_switch.cc's.
 #pragma once
 
 #include <sys/types.h>

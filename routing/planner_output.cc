@@ -181,9 +181,9 @@ Status emit_plan(const topo::Fabric& f, const ranking::RankOrder& order, const S
     pf.conn = fi.conn, pf.qp = fi.qp;
     // The NCCL plugin finds its QPs by NIC address (docs/nccl.md); on a
     // multi-plane fabric a rank owns an address per plane and the library
-    // connects from and to the flow's plane's (docs/collectives.md "Several
-    // addresses, several planes"): dn is already the port on the source's
-    // plane (planes.h).
+    // connects from and to the flow's plane's (docs/collectives-setup.md
+    // "Several addresses, several planes"): dn is already the port on the
+    // source's plane (planes.h).
     const bool planes = f.nic_plane(fi.src_nic) >= 0;
     if (s.collective == Collective::kNcclRing || planes) pf.src_addr = sn.address, pf.dst_addr = dn.address;
     pf.steps = std::move(fi.steps);

@@ -1,6 +1,6 @@
 // Which of its addresses a rank's connection leaves from, and which of the
-// peer's it goes to (internal; docs/collectives.md "Several addresses,
-// several planes").
+// peer's it goes to (internal; docs/collectives-setup.md "Several
+// addresses, several planes").
 //
 // A rank may listen on several addresses: one per plane port of its NIC on
 // a multi-plane fabric (docs/topology-format.md "Rails and planes"), listed

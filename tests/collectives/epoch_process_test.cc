@@ -1,6 +1,6 @@
-// Plan epochs with ranks as processes (docs/collectives.md "Plan epochs"):
-// a rank that dies while the ranks switch makes every survivor fail, naming
-// it, within the call timeout — no survivor hangs.
+// Plan epochs with ranks as processes (docs/collectives-routes.md "Plan
+// epochs"): a rank that dies while the ranks switch makes every survivor
+// fail, naming it, within the call timeout — no survivor hangs.
 #include <signal.h>
 
 #include <chrono>

@@ -1,8 +1,8 @@
-// In-call plan switches (docs/collectives.md "Plan epochs"): a call stalled
-// by a connection whose packets are dropped (TcpOptions::test_silent_sports,
-// a gray failure on that flow's path) is abandoned by every rank and run
-// again on the newer epoch, every result exact; without a newer epoch the
-// call fails within its timeout as before.
+// In-call plan switches (docs/collectives-routes.md "Inside a stalled call"):
+// a call stalled by a connection whose packets are dropped
+// (TcpOptions::test_silent_sports, a gray failure on that flow's path) is
+// abandoned by every rank and run again on the newer epoch, every result
+// exact; without a newer epoch the call fails within its timeout as before.
 #include <stdlib.h>
 
 #include <algorithm>

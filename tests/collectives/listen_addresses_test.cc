@@ -1,10 +1,10 @@
-// A rank with several listen addresses (TcpOptions::listen_address as a
-// comma list: one per plane port of its NIC, docs/collectives.md "Several
+// A rank with several listen addresses (TcpOptions::listen_address as a comma
+// list: one per plane port of its NIC, docs/collectives-setup.md "Several
 // addresses, several planes"): each address of the list is checked, the
-// address pair of a connection is chosen by the plan, else by subnet, else
-// by position (collectives/tcp/address_choice.h), and a plan address that
-// is not the rank's fails create() naming the pair. On a real dual-plane
-// fabric: tests/integration/planes_netns_test.cc.
+// address pair of a connection is chosen by the plan, else by subnet, else by
+// position (collectives/tcp/address_choice.h), and a plan address that is not
+// the rank's fails create() naming the pair. On a real dual-plane fabric:
+// tests/integration/planes_netns_test.cc.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,6 +1,6 @@
-// Plan epochs that a communicator must refuse (docs/collectives.md "Plan
-// epochs"): another job's, a stale one, one whose plan does not match the
-// communicator (ranks, collective, a dport), garbage — each counted once,
+// Plan epochs that a communicator must refuse (docs/collectives-routes.md
+// "Plan epochs"): another job's, a stale one, one whose plan does not match
+// the communicator (ranks, collective, a dport), garbage — each counted once,
 // no call fails, the job keeps its plan; a valid epoch after them is still
 // adopted. And the parser's and the match's messages.
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-// Plan epochs (docs/collectives.md "Plan epochs"): ranks that see a new
-// epoch at different moments switch at the same call, reconnect the TCP
+// Plan epochs (docs/collectives-routes.md "Plan epochs"): ranks that see a
+// new epoch at different moments switch at the same call, reconnect the TCP
 // flows whose planned source port changed (getsockname shows the new plan's
 // ports), keep every result exact, and go back (A -> B -> A); bad epochs are
 // refused, counted, and change nothing.

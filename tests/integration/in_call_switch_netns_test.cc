@@ -1,12 +1,12 @@
-// In-call plan switches on the emulated fabric (docs/collectives.md "Plan
-// epochs", "Inside a stalled call"): 4 ranks on hosts under 4 leaves run
-// back-to-back verified AllReduce calls over TCP with a route plan; a link
-// that a planned flow crosses is cut (a gray failure: packets dropped, no
-// route changes) while they run. As the watcher would, the test publishes
+// In-call plan switches on the emulated fabric (docs/collectives-routes.md
+// "Plan epochs", "Inside a stalled call"): 4 ranks on hosts under 4 leaves
+// run back-to-back verified AllReduce calls over TCP with a route plan; a
+// link that a planned flow crosses is cut (a gray failure: packets dropped,
+// no route changes) while they run. As the watcher would, the test publishes
 // epoch 1 ~500 ms after the cut, with every flow (and its ACKs) off the cut
 // link: the stalled call is abandoned and run again on it, every rank runs
-// epoch 1 within 2 s of the cut, and every result is exact. After the link
-// is mended, epoch 2 (the first plan) is taken at a call boundary.
+// epoch 1 within 2 s of the cut, and every result is exact. After the link is
+// mended, epoch 2 (the first plan) is taken at a call boundary.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 

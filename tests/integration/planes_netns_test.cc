@@ -1,4 +1,4 @@
-// Ranks that own a port on every plane (docs/collectives.md "Several
+// Ranks that own a port on every plane (docs/collectives-setup.md "Several
 // addresses, several planes") on an emulated dual-plane rail fabric
 // (scripts/netns-fabric.sh up-rail 2 2 2 1: 2 planes x 2 rails x 2 hosts, one
 // spine per plane). One rank per NIC port, 8 ranks; each listens on both
@@ -193,7 +193,7 @@ TEST_P(PlanesNetns, RanksOwningAPortPerPlaneRunAPlanExactlyOnThePlannedFourTuple
   for (const std::string& p : planned) EXPECT_EQ(seen.count(p), 1u) << "no connection " << p;
   // The others carry no planned flow: the reverse of a ring's pair (a pair
   // connects both ways, data goes one) and the round gates' tokens
-  // (docs/collectives.md "Rounds"). They leave from an ephemeral port, never
+  // (docs/route-plan.md "Rounds"). They leave from an ephemeral port, never
   // a planned one, and stay on one plane.
   std::set<std::string> sports;
   for (const auto& fl : plan->flows) sports.insert(std::to_string(fl.sport));

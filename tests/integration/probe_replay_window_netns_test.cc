@@ -179,7 +179,8 @@ TEST(ProbeReplayWindowNetnsTest, CopiesReplayedAtMaxRateForTheWholeWindowAreRefu
   // The attacker: from the first capture until every copy is more than 30 s
   // old, kAttackPps copies a second over all copies so far, each from 2 ms
   // after its capture (after the original arrived: a copy that overtook its
-  // original would be the original, docs/probe.md "Replays").
+  // original would be the original, docs/probe.md "Wire protocol", on
+  // replays).
   const auto before = reflector_counters(f);
   const int64_t drops_before = udp_rcvbuf_errors(f);
   AttackCounts sent;

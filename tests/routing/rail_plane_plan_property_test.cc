@@ -157,7 +157,7 @@ INSTANTIATE_TEST_SUITE_P(
     case_name);
 
 // The library connects from and to a flow's plane's addresses (docs/
-// collectives.md "Several addresses, several planes"): a plan of a
+// collectives-setup.md "Several addresses, several planes"): a plan of a
 // multi-plane fabric carries the ports' addresses, one plane's pair per
 // flow; a single-plane fabric's plans stay as they were.
 class PlaneAddresses : public ::testing::TestWithParam<std::tuple<int, Collective>> {};

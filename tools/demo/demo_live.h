@@ -4,7 +4,7 @@
 // Before the timeline, a UDP (DSCP) campaign over the job's hosts gives
 // `weft watch` its paths; the watcher then runs on the first host with the
 // job's plan and `--publish`, and every rank names the same plan epochs file
-// (docs/collectives.md "Plan epochs"). The cut, the withdrawal and the
+// (docs/collectives-routes.md "Plan epochs"). The cut, the withdrawal and the
 // restore are the same FaultSchedule as (a) and (b). What the watcher prints
 // (cmd_watch.cc: `down`, `published epoch`, `up`) and the epoch every call
 // ended on become the run's events:

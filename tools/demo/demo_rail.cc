@@ -66,7 +66,8 @@ Result<RailPlan> plan_rail(const topo::Fabric& f, const ranking::RankOrder& orde
   WEFT_RETURN_IF_ERROR(routing::validate(opt, f, order));
   // Every pair of equal NIC ports of two hosts (hybrid's inter-host pairs
   // are among them), to the listen port of the destination's rank: dport +
-  // its position among its host's ranks (docs/route-plan.md "Listen ports").
+  // its position among its host's ranks (docs/route-plan.md "Ports and
+  // protocols", on listen ports).
   std::map<int, int> local;
   std::map<int, int> seen;
   for (int nic : order.nics) local[nic] = seen[f.nics[static_cast<size_t>(nic)].host]++;

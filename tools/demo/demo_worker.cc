@@ -35,8 +35,9 @@ struct Job {
   bool series = false;
   std::string start_file;
   double duration_s = 0;
-  // The plan epochs file a watcher publishes to (docs/collectives.md "Plan
-  // epochs"), and the job id its epochs must name; empty: the plan is fixed.
+  // The plan epochs file a watcher publishes to (docs/collectives-routes.md
+  // "Plan epochs"), and the job id its epochs must name; empty: the plan is
+  // fixed.
   std::string plan_epochs, job_id;
   // "hd" (default) or "hybrid"; connect_on_demand: CommConfig's (a rail
   // fabric's planes share nothing, so not every pair of ranks has a route).

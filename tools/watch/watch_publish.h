@@ -1,6 +1,6 @@
 // `weft watch --publish PATH`: re-plans the job on the fabric without the
 // failed link and hands the plan to the running job as its next plan epoch
-// (the file format the collective library reads: docs/watch.md, "Plan
+// (the file format the collective library reads: docs/route-plan.md "Plan
 // epochs"); when the link comes back, the job's full plan is the next epoch.
 //
 // The fabric is the one the newest probe campaign inferred (probe's

@@ -82,8 +82,8 @@ typedef struct {
    * address on the route to the store's host. At most one of the two. */
   const char* listen_address; /* an IPv4 address of this host, or a comma list (one per plane port) */
   const char* socket_ifname;  /* interfaces, as NCCL_SOCKET_IFNAME: "eth1", "^docker,lo" */
-  /* Plan epochs (docs/collectives.md "Plan epochs"): the file newer plans
-   * are published in; needs plan_path. NULL: WEFT_PLAN_EPOCHS, else none. */
+  /* Plan epochs (docs/collectives-routes.md "Plan epochs"): the file newer
+   * plans are published in; needs plan_path. NULL: WEFT_PLAN_EPOCHS, else none. */
   const char* plan_epochs;
   const char* job;  /* the job the epochs name; NULL: WEFT_JOB, else "weft" */
   /* In-call plan switches (CommConfig::in_call_switch, switch_stall):

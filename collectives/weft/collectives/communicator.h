@@ -192,8 +192,9 @@ struct CollectiveOptions {
 // One observable event of an algorithm: tests compare the flows that really
 // moved with routing's schedule (routing/weft/routing/schedule.h).
 // kEpoch: the communicator switched to plan epoch `epoch` before its
-// collective call number `call` (0 = the first call; docs/collectives.md
-// "Plan epochs"): every rank reports the same call.
+// collective call number `call` (0 = the first call;
+// docs/collectives-routes.md "Plan epochs"): every rank reports the same
+// call.
 struct TraceEvent {
   enum Kind { kStep, kSend, kEpoch } kind = kStep;
   std::string_view phase;  // kStep: "fold", "rs", "ag", "unfold", "ring-rs", "ring-ag", ...; kEpoch: "plan-epoch"
@@ -206,7 +207,7 @@ struct TraceEvent {
 
 // What a communicator did with the plan epochs file (CommConfig::
 // plan_epochs): the epoch it runs, and each refusal counted once per
-// version of the file (docs/collectives.md "Plan epochs").
+// version of the file (docs/collectives-routes.md "Plan epochs").
 struct PlanEpochCounters {
   uint64_t epoch = 0;               // the plan epoch the communicator runs (0: CommConfig::plan)
   uint64_t switches = 0;            // plan epochs adopted
@@ -257,24 +258,24 @@ struct CommConfig {
   // demand; a call that needs more grows it.
   size_t scratch_reserve_bytes = 0;
   std::function<void(int rank, const TraceEvent&)> trace;  // tests and debugging
-  // Plan epochs (docs/collectives.md "Plan epochs"): a file the watcher
-  // replaces (rename(2)) with newer plans for this job; every rank switches
-  // to a newer one at the same call. "" = $WEFT_PLAN_EPOCHS if set, else
-  // none. Needs `plan` (the epoch 0); from the environment without a plan
-  // it is ignored. Every rank must have one, or none.
+  // Plan epochs (docs/collectives-routes.md "Plan epochs"): a file the
+  // watcher replaces (rename(2)) with newer plans for this job; every rank
+  // switches to a newer one at the same call. "" = $WEFT_PLAN_EPOCHS if set,
+  // else none. Needs `plan` (the epoch 0); from the environment without a
+  // plan it is ignored. Every rank must have one, or none.
   std::string plan_epochs;
   // The job the epochs must name: "" = $WEFT_JOB if set, else store_prefix.
   std::string job;
   // The file is looked at (stat(2)) at most this often, and ranks agree on
   // the epoch about this often (1 ms .. 1 min).
   std::chrono::milliseconds plan_poll{100};
-  // In-call switches (docs/collectives.md "Plan epochs"): with a plan
-  // epochs file and every peer over TCP, an AllReduce whose wait has moved
-  // nothing for `switch_stall` looks at the file (one stat(2)); a newer
-  // epoch there makes every rank abandon the call, reconnect on the new
-  // epoch and run the call again, with its result exact. Each AllReduce
-  // then keeps a copy of its input (its bytes, two calls' worth of memory).
-  // false: a stalled call waits for its timeout, and no copy is made.
+  // In-call switches (docs/collectives-routes.md "Inside a stalled call"):
+  // with a plan epochs file and every peer over TCP, an AllReduce whose wait
+  // has moved nothing for `switch_stall` looks at the file (one stat(2)); a
+  // newer epoch there makes every rank abandon the call, reconnect on the new
+  // epoch and run the call again, with its result exact. Each AllReduce then
+  // keeps a copy of its input (its bytes, two calls' worth of memory). false:
+  // a stalled call waits for its timeout, and no copy is made.
   // $WEFT_IN_CALL_SWITCH=0/1 and $WEFT_SWITCH_STALL_MS, if set, win.
   bool in_call_switch = true;
   std::chrono::milliseconds switch_stall{200};  // 10 ms .. 60 s, below timeout

@@ -142,7 +142,7 @@ struct TcpOptions {
   // plane; a connection leaves from and goes to the addresses of its plan
   // flow (PeerRoute::src_addr/dst_addr), else to a peer address on one
   // subnet with one of this rank's, else at the same position in both
-  // lists (docs/collectives.md "Several addresses, several planes").
+  // lists (docs/collectives-setup.md "Several addresses, several planes").
   // "" = the communicator chooses, first match wins:
   //   1. socket_ifname (below), if set;
   //   2. the environment: WEFT_LISTEN_ADDR (an address), or
@@ -310,7 +310,7 @@ class Transport {
   // peer was connected at setup; a peer that was not is an error.
   virtual Status connect_peers(const std::vector<int>& peers, Deadline deadline);
 
-  // A new plan epoch (docs/collectives.md "Plan epochs"): `routes` (by
+  // A new plan epoch (docs/collectives-routes.md "Plan epochs"): `routes` (by
   // rank, as TransportConfig::routes) replace this rank's routes, and
   // `inbound` are the connected peers whose route towards this rank
   // changed. Each connected pair whose route changed in either direction
@@ -378,9 +378,9 @@ class Transport {
   }
   static constexpr int kNoStallNotice = -2;
 
-  // In-call plan switches (docs/collectives.md "Plan epochs", collectives/
-  // in_call_switch.cc): a call stalled on a cut link is abandoned by every
-  // rank and run again on a newer plan epoch.
+  // In-call plan switches (docs/collectives-routes.md "Inside a stalled
+  // call", collectives/in_call_switch.cc): a call stalled on a cut link is
+  // abandoned by every rank and run again on a newer plan epoch.
   //   set_switch_probe(after, grace, probe)  a wait of this transport that
   //       moved nothing for `after` calls probe() (at most once per
   //       `after`); a nonzero epoch it returns is posted to every peer

@@ -60,7 +60,7 @@ struct TransportCost {
   }
   // HD AllReduce over this transport runs in consecutive pieces of at most
   // this many bytes (0 = the whole vector; else >= kMinHdPieceBytes):
-  // docs/collectives.md "HD in pieces". Not fitted by --calibrate.
+  // docs/collectives.md "Algorithms" (pieces.cc). Not fitted by --calibrate.
   size_t hd_piece_bytes = 0;
   bool operator==(const TransportCost&) const = default;
 };
