@@ -151,10 +151,11 @@ Status connect_qps(Comm& c, const Hello& peer) {
   return arm(c);
 }
 
-Hello hello_of(const Comm& c, std::uint32_t serial) {
+Hello hello_of(const Comm& c, std::uint32_t serial, int traffic_class) {
   Hello h;
   h.nic_ipv4 = c.dev->ipv4;
   h.serial = serial;
+  h.traffic_class = traffic_class;
   std::uint32_t depth = c.is_send ? kSenderCreditBufs : kRecvDepth;
   for (const auto& qp : c.qps) h.qps.push_back(local_record(*c.dev, qp, depth));
   return h;
@@ -189,7 +190,7 @@ struct Connecting {
       }
       WEFT_ASSIGN_OR_RETURN(comm, make_comm(dev, true, Net::get().settings().qps, handle.nic_ipv4, handle.serial,
                                             traffic_class));
-      out = encode_hello(hello_of(*comm, handle.serial));
+      out = encode_hello(hello_of(*comm, handle.serial, traffic_class));
       stage = kHello;
     }
     if (stage == kHello) {
@@ -228,7 +229,12 @@ InProgress<Connecting>& connects() {
 constexpr auto kAbandonedAfter = std::chrono::minutes(5);
 
 // A connection accepted but not yet through its handshake: dropped after
-// kHandshakeLimit, or (oldest first) when kMaxPending are waiting.
+// kHandshakeLimit, or (oldest first) when kMaxPending are waiting. Not on
+// time once this side has replied: the connector holds a working comm as
+// soon as it reads the reply (it sends the ready byte and returns, unseen
+// by this side), however late its proxy polls; dropping then would leave
+// it sending into QPs that are gone while accept() waits forever. A peer
+// that dies instead closes the socket, which drops it at once.
 constexpr auto kHandshakeLimit = std::chrono::seconds(30);
 constexpr std::size_t kMaxPending = 64;
 
@@ -256,7 +262,7 @@ struct ListenComm::Accepting {
         return data_loss(fmt::format("peer {} connects to connection {}, this listener is {}",
                                      ipv4_string(hello.nic_ipv4), hello.serial, l.serial));
       }
-      auto made = make_comm(l.dev, false, nqps, hello.nic_ipv4, l.serial, NCCL_NET_TRAFFIC_CLASS_UNDEF);
+      auto made = make_comm(l.dev, false, nqps, hello.nic_ipv4, l.serial, hello.traffic_class);
       if (!made) {
         local_fault = true;
         return made.status();
@@ -273,7 +279,7 @@ struct ListenComm::Accepting {
         local_fault = true;
         return st;
       }
-      out = encode_hello(hello_of(*comm, l.serial));
+      out = encode_hello(hello_of(*comm, l.serial, hello.traffic_class));
       stage = kReply;
     }
     if (stage == kReply) {
@@ -432,7 +438,7 @@ ncclResult_t do_accept(void* listen_comm, void** recv_comm) {
     }
     if (!r) {
       drop(i, r.status().message());
-    } else if (now - a->since > kHandshakeLimit) {
+    } else if (a->stage != ListenComm::Accepting::kReady && now - a->since > kHandshakeLimit) {
       drop(i, fmt::format("no handshake within {} s", kHandshakeLimit.count()));
     } else {
       ++i;

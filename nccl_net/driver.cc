@@ -47,6 +47,7 @@ Driver::Driver(Driver&& o) noexcept
       dl_(std::exchange(o.dl_, nullptr)),
       table_(o.table_),
       ctx_(std::exchange(o.ctx_, nullptr)),
+      traffic_class_(o.traffic_class_),
       counters_(o.counters_) {}
 
 Driver::~Driver() {
@@ -65,8 +66,10 @@ Driver::~Driver() {
 
 const char* Driver::name() const { WEFT_SAME(t.name) }
 
-ncclResult_t Driver::init(ncclDebugLogger_t log) {
-  WEFT_DISPATCH(t.init(log), t.init(log), t.init(log, nullptr), t.init(&ctx_, 42, nullptr, log, nullptr))
+ncclResult_t Driver::init(ncclDebugLogger_t log, int traffic_class) {
+  traffic_class_ = traffic_class;
+  ncclNetCommConfig_v11_t cfg{traffic_class};
+  WEFT_DISPATCH(t.init(log), t.init(log), t.init(log, nullptr), t.init(&ctx_, 42, &cfg, log, nullptr))
 }
 ncclResult_t Driver::devices(int* n) { WEFT_SAME(t.devices(n)) }
 
@@ -105,7 +108,7 @@ ncclResult_t Driver::listen(int dev, void* handle, void** lc) {
 }
 ncclResult_t Driver::connect(int dev, void* handle, void** sc) {
   ncclNetDeviceHandle_v8_t* none = nullptr;
-  ncclNetCommConfig_v10_t cfg{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+  ncclNetCommConfig_v10_t cfg{traffic_class_};
   WEFT_DISPATCH(t.connect(dev, handle, sc, &none), t.connect(dev, handle, sc, &none),
                 t.connect(dev, &cfg, handle, sc, &none), t.connect(ctx_, dev, handle, sc, &none))
 }

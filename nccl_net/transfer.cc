@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "weft/nccl_net/comm.h"
+#include "weft/nccl_net/qp_share.h"
 #include "weft/verbs/error.h"
 
 namespace weft::nccl_net {
@@ -209,10 +210,10 @@ ncclResult_t do_isend(void* send_comm, void* data, std::size_t size, int tag, vo
   Request* r = free_request(c);
   if (r == nullptr) return ncclSuccess;
   auto* mh = static_cast<MemHandle*>(mhandle);
-  const std::uint64_t nq = c.qps.size(), chunk = (size + nq - 1) / nq;
+  const std::uint64_t nq = c.qps.size();
   const auto req_index = static_cast<std::uint32_t>(r - c.reqs.data());
   for (std::uint64_t q = 0; q < nq; ++q) {
-    std::uint64_t off = std::min<std::uint64_t>(size, q * chunk), len = std::min<std::uint64_t>(chunk, size - off);
+    const auto [off, len] = qp_share(size, nq, q);
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(data) + off, static_cast<std::uint32_t>(len),
                 len > 0 ? mh->mr->lkey : 0};
     ibv_send_wr wr{};

@@ -21,7 +21,8 @@ std::uint64_t get(const std::uint8_t* p, int bytes) {
 // serial 12..15, zeros 16..127.
 enum : int { kHMagic = 0, kHVersion = 4, kHPort = 6, kHAddr = 8, kHSerial = 12, kHEnd = 16 };
 // Hello layout: magic 0..3, version 4..5, QP count 6..7, address 8..11,
-// serial 12..15, then the QPs' 64-byte records.
+// serial 12..15, traffic class 16..17 (0x100 | class, or 0: none), zeros
+// 18..19, then the QPs' 64-byte records.
 inline constexpr std::uint32_t kHelloMagic = 0x57464E48;  // "WFNH"
 
 }  // namespace
@@ -65,6 +66,7 @@ std::vector<std::uint8_t> encode_hello(const Hello& h) {
   put(b.data() + 6, h.qps.size(), 2);
   put(b.data() + 8, h.nic_ipv4, 4);
   put(b.data() + 12, h.serial, 4);
+  put(b.data() + 16, h.traffic_class >= 0 && h.traffic_class <= 255 ? 0x100 | h.traffic_class : 0, 2);
   for (std::size_t i = 0; i < h.qps.size(); ++i) {
     std::memcpy(b.data() + kHelloHeaderBytes + i * sizeof(verbs::EndpointWire), h.qps[i].bytes,
                 sizeof(verbs::EndpointWire));
@@ -89,6 +91,12 @@ Result<Hello> decode_hello(const std::uint8_t* b, std::size_t size) {
   Hello h;
   h.nic_ipv4 = static_cast<std::uint32_t>(get(b + 8, 4));
   h.serial = static_cast<std::uint32_t>(get(b + 12, 4));
+  const auto tc = get(b + 16, 2);
+  if ((tc != 0 && (tc >> 8) != 1) || get(b + 18, 2) != 0) {
+    return data_loss(fmt::format("peer's hello has {:#06x} {:#06x} where a traffic class and zeros belong", tc,
+                                 get(b + 18, 2)));
+  }
+  h.traffic_class = tc == 0 ? -1 : static_cast<int>(tc & 0xFF);
   h.qps.resize(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
     std::memcpy(h.qps[static_cast<std::size_t>(i)].bytes,

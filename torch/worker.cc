@@ -111,6 +111,7 @@ bool Worker::run_next(const WeftWork* until, bool first_thread) {
   c10::intrusive_ptr<WeftWork> work = std::move(q.work);
   const Job job = std::move(q.job);
   std::optional<std::string> error;
+  bool thrown = false;  // by torch, not a Status of the library
   {
     const at::ThreadLocalStateGuard caller(q.tls);
     const c10::AutoGradMode no_autograd(false);
@@ -119,8 +120,20 @@ bool Worker::run_next(const WeftWork* until, bool first_thread) {
       if (!s) error = s.to_string();
     } catch (const std::exception& e) {
       error = message_of(e);
+      thrown = true;
     } catch (...) {
       error = "unknown exception";
+      thrown = true;
+    }
+    // A job throws from torch's side (a staging copy or scratch tensor that
+    // cannot be had, an in-place divide refused), on this rank only, before
+    // or after its library call: peers already inside the call would wait
+    // out the whole timeout. Aborting tells them now, as the library does
+    // for its own rank-local errors (a Status: it has failed the
+    // communicator where the peers need to know); a group one rank failed
+    // a collective of cannot go on anyway.
+    if (thrown) {
+      comm_->abort(fmt::format("{} failed: {}", op_name(work->retrieveOpType()), *error));
     }
   }
   lock.lock();

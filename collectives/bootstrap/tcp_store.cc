@@ -118,7 +118,8 @@ struct Served {
 std::mutex g_served_mu;
 std::map<std::pair<std::string, uint16_t>, Served> g_served;
 
-Result<std::shared_ptr<TcpStore::Server>> serve(const std::string& bind, uint16_t port, const TcpStoreOptions& options) {
+Result<std::shared_ptr<TcpStore::Server>> serve_port(const std::string& bind, uint16_t port,
+                                                     const TcpStoreOptions& options) {
   std::lock_guard<std::mutex> lock(g_served_mu);
   std::erase_if(g_served, [](const auto& e) { return e.second.server.expired(); });
   if (port != 0) {
@@ -154,7 +155,7 @@ Result<std::unique_ptr<TcpStore>> TcpStore::open(const std::string& name, uint16
   s->named_loopback_ = named_loopback(name, host);
   if (serve) {
     const std::string bind = serve_address(name, host, options.bind_address);
-    WEFT_ASSIGN_OR_RETURN(s->server_, serve(bind, port, options));
+    WEFT_ASSIGN_OR_RETURN(s->server_, serve_port(bind, port, options));
     s->port_ = s->server_->port();
   }
   const std::string where = name == host ? fmt::format("{}:{}", host, s->port_)

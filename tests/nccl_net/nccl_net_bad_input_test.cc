@@ -17,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -384,10 +385,12 @@ std::string strangers(const VerbsEnv& env, int version) {
     keep ? kept.push_back(fd) : void(::close(fd));
     return true;
   };
-  // Hello layout (nccl_net/wire.cc): magic "WFNH", version 1, 1 QP, address,
-  // the serial (the handle's bytes 12..15), then one 64-byte QP record.
-  std::string hello = {'W', 'F', 'N', 'H', 0, 1, 0, 1, 10, 0, 0, 99};
+  // Hello layout (nccl_net/wire.cc): magic "WFNH", version 2, 1 QP, address,
+  // the serial (the handle's bytes 12..15), no traffic class and two zero
+  // bytes, then one 64-byte QP record.
+  std::string hello = {'W', 'F', 'N', 'H', 0, 2, 0, 1, 10, 0, 0, 99};
   hello.append(reinterpret_cast<const char*>(handle) + 12, 4);
+  hello.append(4, '\0');
   hello.append(64, '\xff');
   const bool ok = stranger("", true) && stranger("GET / HTTP/1.0\r\n\r\n", false) && stranger("", false) &&
                   stranger(hello, true);
@@ -419,6 +422,50 @@ std::string strangers(const VerbsEnv& env, int version) {
 TEST_P(BadInput, StrangersOnTheListenPortAreDroppedAndThePeerBehindThemConnects) {
   WEFT_REQUIRE_VERBS_ENV(env);
   EXPECT_EQ(in_child([&] { return strangers(env, GetParam()); }), 0);
+}
+
+// A connector whose proxy stops polling connect() after its hello, for
+// longer than the listener's 30 s handshake limit, while the listener has
+// replied and waits for the ready byte: both sides still complete (the
+// listener used to drop it at 30 s; the connector then got a comm whose
+// peer QPs were gone, and accept() never completed).
+std::string slow_connector(const VerbsEnv& env) {
+  setenv("WEFT_NCCL_DEVICES", env.dev_a.c_str(), 1);
+  setenv("WEFT_NCCL_QPS", "1", 1);
+  unsetenv("WEFT_PLAN");
+  auto d = Driver::load(11);
+  if (!d) return d.status().message();
+  if (d->init(collect_log) != ncclSuccess) return "init";
+  std::uint8_t handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+  if (d->listen(0, handle, &lc) != ncclSuccess) return "listen";
+  using std::chrono::steady_clock;
+  auto poll_for = [&](std::chrono::milliseconds span, bool connect, bool accept) -> std::string {
+    for (const auto end = steady_clock::now() + span; steady_clock::now() < end;) {
+      if (connect && sc == nullptr && d->connect(0, handle, &sc) != ncclSuccess) return "connect";
+      if (accept && rc == nullptr && d->accept(lc, &rc) != ncclSuccess) return "accept";
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return "";
+  };
+  // The hello goes out, the listener replies; then 31 s of accept() alone.
+  if (auto e = poll_for(std::chrono::milliseconds(300), true, false); !e.empty()) return e;
+  if (auto e = poll_for(std::chrono::milliseconds(300), false, true); !e.empty()) return e;
+  if (sc != nullptr || rc != nullptr) return "a side completed before the other had replied";
+  if (auto e = poll_for(std::chrono::seconds(31), false, true); !e.empty()) return e;
+  if (auto e = poll_for(std::chrono::seconds(10), true, true); !e.empty()) return e;
+  if (sc == nullptr || rc == nullptr) return fmt::format("connect {}, accept {} after the stall", sc ? "done" : "NULL",
+                                                         rc ? "done" : "NULL");
+  if (said("dropped") != 0) return "the listener dropped the connection it had replied to";
+  d->close_send(sc);
+  d->close_recv(rc);
+  d->close_listen(lc);
+  return d->finalize() == ncclSuccess ? "" : "finalize";
+}
+
+TEST(SlowConnector, ThatPollsAgainAfterTheHandshakeLimitStillConnects) {
+  WEFT_REQUIRE_VERBS_ENV(env);
+  EXPECT_EQ(in_child([&] { return slow_connector(env); }), 0);
 }
 
 class DmaBuf : public ::testing::TestWithParam<int> {};

@@ -39,7 +39,8 @@ void PrintTo(const RingCase& c, std::ostream* os) {
 }
 
 // Runs the ring; the child prints its failure, the parent reports codes.
-void run_ring(const VerbsEnv& env, const RingCase& rc, const std::string& plan, int planned_qps_per_rank) {
+void run_ring(const VerbsEnv& env, const RingCase& rc, const std::string& plan, int planned_qps_per_rank,
+              int traffic_class = -1) {
   std::vector<std::size_t> payloads = {0, 1, 4099, std::size_t{1} << 20};
   if (rc.with_64mib) payloads.push_back(std::size_t{64} << 20);
   Children kids = fork_children(rc.nranks, [&](int rank, std::uint16_t port) {
@@ -54,6 +55,7 @@ void run_ring(const VerbsEnv& env, const RingCase& rc, const std::string& plan, 
     r.store_port = port;
     r.payloads = payloads;
     r.expect_planned_qps = planned_qps_per_rank;
+    r.traffic_class = traffic_class;
     std::string err = run_ring_rank(r);
     if (!err.empty()) std::fprintf(stderr, "%s\n", err.c_str());
     return err.empty() ? 0 : 1;
@@ -148,6 +150,39 @@ TEST(PlannedPorts, EveryDataPacketOfEveryQpLeavesOnItsPlannedPort) {
   }
   std::printf("%d data packets, %zu packets in all\n", writes, seen.size());
 }
+
+// NCCL's traffic class (v10: connect's config, v11: init's) on every RoCE
+// packet of the connections, both ways: the connector's writes, and the
+// listener's ACKs and credit SENDs, which NCCL's IB receiver also sends in
+// the sender's class (else they travel best-effort, outside the lossless
+// class the data is in).
+class TrafficClass : public ::testing::TestWithParam<int> {};
+
+TEST_P(TrafficClass, EveryPacketBothWaysCarriesNcclsClass) {
+  WEFT_REQUIRE_VERBS_ENV(env);
+  constexpr int kTc = 104;  // DSCP 26 (AF31), ECN bits 0
+  verbs::testing::RoceCapture cap;
+  auto dev = verbs::Device::open(verbs::testing::device_named(env.dev_a));
+  ASSERT_TRUE(dev) << dev.status().message();
+  Status started = cap.start(verbs::testing::netdev_of(*dev));
+  ASSERT_TRUE(started.is_ok()) << started.message();
+  run_ring(env, RingCase{GetParam(), 2, 2}, "", 0, kTc);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the last ACKs
+  const auto seen = cap.stop();
+  std::map<int, int> by_kind;  // 0 write, 1 ACK, 2 SEND
+  for (const auto& p : seen) {
+    const int kind = p.opcode == 0x11 ? 1 : p.opcode <= 0x05 ? 2 : p.opcode <= 0x0B ? 0 : -1;
+    EXPECT_EQ(p.tos, kTc) << "opcode " << int{p.opcode} << " to " << p.dst_ip << " QP " << p.dest_qpn;
+    ++by_kind[kind];
+  }
+  EXPECT_GT(by_kind[0], 0) << "no RDMA WRITE seen";
+  EXPECT_GT(by_kind[1], 0) << "no ACK seen";
+  EXPECT_GT(by_kind[2], 0) << "no credit SEND seen";
+  std::printf("%d writes, %d ACKs, %d SENDs, %zu packets in all\n", by_kind[0], by_kind[1], by_kind[2], seen.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(V, TrafficClass, ::testing::Values(10, 11),
+                         [](const auto& p) { return fmt::format("v{}", p.param); });
 
 }  // namespace
 }  // namespace weft::nccl_net::testing

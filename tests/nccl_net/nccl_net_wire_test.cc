@@ -45,7 +45,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, MalformedHandle,
     ::testing::Values(
         Malformed{0, 0x00, "connection handle has magic 0x00464e43, not weft's 0x57464e43 (another plugin's handle?)"},
-        Malformed{5, 0x02, "connection handle version 2, this plugin speaks 1"},
+        Malformed{5, 0x01, "connection handle version 1, this plugin speaks 2"},
         Malformed{119, 0x01, "connection handle byte 119 is 0x01, must be 0"},
         Malformed{16, 0xFF, "connection handle byte 16 is 0xff, must be 0"}));
 
@@ -64,9 +64,35 @@ TEST(Hello, RoundTripsAndRefusesAWrongQpCount) {
   ASSERT_TRUE(back) << back.status().message();
   EXPECT_EQ(back->serial, 5u);
   EXPECT_EQ(back->qps[2].bytes[63], 9);
-  EXPECT_EQ(decode_hello(b.data(), b.size() - 1).status().message(), "peer's hello is 207 bytes, 3 QPs need 208");
+  EXPECT_EQ(back->traffic_class, -1);
+  EXPECT_EQ(decode_hello(b.data(), b.size() - 1).status().message(), "peer's hello is 211 bytes, 3 QPs need 212");
   b[7] = 17;
   EXPECT_EQ(hello_qp_count(b.data()).status().message(), "peer's hello announces 17 QPs (1..16)");
+}
+
+// The connector's traffic class reaches the listener, which gives its QPs
+// (ACKs, credits) the same class; any class 0..255, or none.
+TEST(Hello, CarriesTheTrafficClassOrNone) {
+  for (int tc : {-1, 0, 106, 255}) {
+    Hello h{ipv4_value("10.78.0.1"), 2, std::vector<verbs::EndpointWire>(1), tc};
+    auto b = encode_hello(h);
+    auto back = decode_hello(b.data(), b.size());
+    ASSERT_TRUE(back) << back.status().message();
+    EXPECT_EQ(back->traffic_class, tc);
+  }
+  Hello h{ipv4_value("10.78.0.1"), 2, std::vector<verbs::EndpointWire>(1), 106};
+  auto b = encode_hello(h);
+  b[16] = 2;  // neither 0 nor 0x100 | class
+  EXPECT_EQ(decode_hello(b.data(), b.size()).status().message(),
+            "peer's hello has 0x026a 0x0000 where a traffic class and zeros belong");
+  b[16] = 1;
+  b[19] = 1;
+  EXPECT_EQ(decode_hello(b.data(), b.size()).status().message(),
+            "peer's hello has 0x016a 0x0001 where a traffic class and zeros belong");
+  b[19] = 0;
+  b[5] = 1;  // a version-1 peer (no traffic class in its hello)
+  EXPECT_EQ(hello_qp_count(b.data()).status().message(),
+            "peer's hello has magic 0x57464e48 version 1, expected 0x57464e48 version 2");
 }
 
 routing::RoutePlan plan_of(std::vector<routing::PlanFlow> flows) {

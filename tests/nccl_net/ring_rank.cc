@@ -58,7 +58,7 @@ std::string run_ring_rank(const RingRank& r) {
   RING_CHECK(store, "store: {}", store.status().message());
   auto d = Driver::load(r.version);
   RING_CHECK(d, "{}", d.status().message());
-  RING_CALL(d->init(nullptr));
+  RING_CALL(d->init(nullptr, r.traffic_class));
   int ndev = 0;
   RING_CALL(d->devices(&ndev));
   RING_CHECK(ndev == 1, "{} devices with WEFT_NCCL_DEVICES={}", ndev, r.device);

@@ -24,6 +24,7 @@ struct RingRank {
   std::uint16_t store_port = 0;
   std::vector<std::size_t> payloads;  // one message each, then one grouped receive of 8
   int expect_planned_qps = 0;         // the plugin's "planned" counter at the end
+  int traffic_class = -1;             // NCCL's config (v10: connect's, v11: init's)
 };
 
 // "" when every step worked and every byte matched; else the first failure.

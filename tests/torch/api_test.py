@@ -372,6 +372,24 @@ def group_dropped_by_its_callback(rank, size):
     return True
 
 
+def a_rank_local_error(rank, size):
+    """Rank 1's float16 AVG throws in torch before its library call (an
+    in-place divide of an inference tensor outside inference mode): the
+    other ranks, already in the call, fail within seconds naming rank 1 and
+    its error, not at the group's timeout."""
+    harness.init("weft", rank, size, timeout_s=60)
+    warm = torch.ones(4)
+    dist.all_reduce(warm)  # every pair connected
+    if rank == 1:
+        with torch.inference_mode():
+            t = torch.ones(4, dtype=torch.float16)
+    else:
+        t = torch.ones(4, dtype=torch.float16)
+    t0 = time.monotonic()
+    msg = raises(lambda: dist.all_reduce(t, op=dist.ReduceOp.AVG), "failed")
+    return time.monotonic() - t0, msg
+
+
 GROUP_TIMEOUT_S = 3.0
 
 
@@ -441,6 +459,14 @@ class Collectives(unittest.TestCase):
 
     def test_calls_under_inference_mode_run_as_the_caller_would(self):
         harness.run(self, inference_mode, 2, timeout=90)
+
+    def test_a_rank_that_fails_a_call_in_torch_fails_it_on_every_rank_at_once(self):
+        for r in harness.run(self, a_rank_local_error, 3, timeout=90):
+            took, msg = r.value
+            self.assertIn("inference tensor", msg, f"rank {r.rank}")
+            if r.rank != 1:
+                self.assertIn("rank 1", msg)
+                self.assertLess(took, 10.0, f"rank {r.rank} waited for rank 1: {msg}")
 
     def test_a_new_group_with_a_member_missing_fails_within_its_timeout(self):
         for r in harness.run(self, new_group_member_missing, 3, timeout=90):

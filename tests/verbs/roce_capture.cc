@@ -19,6 +19,7 @@ bool parse_roce(const std::uint8_t* p, std::size_t n, RocePacket* out) {
   out->sport = static_cast<std::uint16_t>(udp[0] << 8 | udp[1]);
   out->dest_qpn = static_cast<std::uint32_t>(bth[5] << 16 | bth[6] << 8 | bth[7]);
   out->opcode = bth[0];
+  out->tos = ip[1];
   char buf[INET_ADDRSTRLEN] = {};
   inet_ntop(AF_INET, ip + 16, buf, sizeof buf);
   out->dst_ip = buf;

@@ -20,6 +20,7 @@ struct RocePacket {
   std::uint32_t dest_qpn = 0;  // BTH destination QP: QPNs are per device, so
   std::string dst_ip;          // a QP is named by (destination address, QPN)
   std::uint8_t opcode = 0;     // BTH opcode: RC RDMA WRITE is 0x06..0x0B, ACK 0x11
+  std::uint8_t tos = 0;        // IPv4 TOS: the GRH traffic class (DSCP << 2 | ECN)
 };
 
 // Parses a captured frame; false if it is not a RoCE v2 packet.

@@ -37,7 +37,9 @@ class Driver {
 
   int version() const { return version_; }
   const char* name() const;
-  ncclResult_t init(ncclDebugLogger_t log);
+  // traffic_class: what NCCL's config gives the QPs (v11: init's config, v10:
+  // connect's; v8 and v9 have none); -1 = NCCL_NET_TRAFFIC_CLASS_UNDEF.
+  ncclResult_t init(ncclDebugLogger_t log, int traffic_class = -1);
   ncclResult_t devices(int* n);
   ncclResult_t properties(int dev, Props* p);
   ncclResult_t listen(int dev, void* handle, void** lc);
@@ -67,6 +69,7 @@ class Driver {
   void* dl_ = nullptr;
   const void* table_ = nullptr;
   void* ctx_ = nullptr;  // v11's init context
+  int traffic_class_ = -1;
   weft_nccl_net_counters_fn counters_ = nullptr;
 };
 

@@ -25,7 +25,7 @@ namespace weft::nccl_net {
 
 inline constexpr std::size_t kHandleBytes = 128;  // NCCL_NET_HANDLE_MAXSIZE
 inline constexpr std::uint32_t kHandleMagic = 0x57464E43;  // "WFNC"
-inline constexpr std::uint16_t kWireVersion = 1;
+inline constexpr std::uint16_t kWireVersion = 2;  // 2: the hello carries a traffic class
 inline constexpr std::size_t kHandleStateOffset = kHandleBytes - 8;
 inline constexpr int kMaxQps = 16;  // QPs per connection (WEFT_NCCL_QPS)
 
@@ -41,14 +41,19 @@ std::array<std::uint8_t, kHandleBytes> encode_handle(const ListenHandle& h);
 Result<ListenHandle> decode_handle(const std::uint8_t* bytes);
 
 // Connector -> listener: who is calling, on which connection, with how many
-// QPs, and each QP's endpoint record (weft/verbs/rc_qp.h).
-// Listener -> connector: its QPs' records, one per connector QP.
+// QPs, the traffic class NCCL gave the connect (the listener's QPs take it
+// too, as NCCL's IB receiver takes the sender's: its ACKs and credits then
+// travel in the same class as the data), and each QP's endpoint record
+// (weft/verbs/rc_qp.h).
+// Listener -> connector: its QPs' records, one per connector QP (and the
+// class it took).
 struct Hello {
   std::uint32_t nic_ipv4 = 0;
   std::uint32_t serial = 0;
   std::vector<verbs::EndpointWire> qps;
+  int traffic_class = -1;  // 0..255, or -1: none given (NCCL_NET_TRAFFIC_CLASS_UNDEF)
 };
-inline constexpr std::size_t kHelloHeaderBytes = 16;
+inline constexpr std::size_t kHelloHeaderBytes = 20;
 std::vector<std::uint8_t> encode_hello(const Hello& h);
 // The QP count from a hello's header (to know how much more to read).
 Result<int> hello_qp_count(const std::uint8_t* header);
