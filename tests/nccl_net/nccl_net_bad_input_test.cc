@@ -137,7 +137,7 @@ std::string bad_input(const VerbsEnv& env, int version) {
   const std::vector<Malformed> malformed = {
       {"another plugin's magic", 0, {0x4E, 0x43, 0x43, 0x4C},
        "NET/weft: connect: connection handle has magic 0x4e43434c, not weft's 0x57464e43 (another plugin's handle?)"},
-      {"another wire version", 4, {0x00, 0x63}, "NET/weft: connect: connection handle version 99, this plugin speaks 1"},
+      {"another wire version", 4, {0x00, 0x63}, "NET/weft: connect: connection handle version 99, this plugin speaks 2"},
       {"port 0", 6, {0x00, 0x00}, "NET/weft: connect: connection handle names no address or port"},
       {"a reserved byte set", 100, {0x01}, "NET/weft: connect: connection handle byte 100 is 0x01, must be 0"},
       {"garbage in the connect state", 120, {0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41},
@@ -392,8 +392,8 @@ std::string strangers(const VerbsEnv& env, int version) {
   hello.append(reinterpret_cast<const char*>(handle) + 12, 4);
   hello.append(4, '\0');
   hello.append(64, '\xff');
-  const bool ok = stranger("", true) && stranger("GET / HTTP/1.0\r\n\r\n", false) && stranger("", false) &&
-                  stranger(hello, true);
+  const bool ok = stranger("", true) && stranger("GET / HTTP/1.1\r\nHost: probe\r\n\r\n", false) &&
+                  stranger("", false) && stranger(hello, true);
   struct Closer {
     std::vector<int>& fds;
     ~Closer() {
@@ -441,7 +441,7 @@ std::string slow_connector(const VerbsEnv& env) {
   if (d->listen(0, handle, &lc) != ncclSuccess) return "listen";
   using std::chrono::steady_clock;
   auto poll_for = [&](std::chrono::milliseconds span, bool connect, bool accept) -> std::string {
-    for (const auto end = steady_clock::now() + span; steady_clock::now() < end;) {
+    for (const auto end = steady_clock::now() + span; steady_clock::now() < end && (sc == nullptr || rc == nullptr);) {
       if (connect && sc == nullptr && d->connect(0, handle, &sc) != ncclSuccess) return "connect";
       if (accept && rc == nullptr && d->accept(lc, &rc) != ncclSuccess) return "accept";
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
