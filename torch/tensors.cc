@@ -73,6 +73,21 @@ coll::DataType reduce_type(const at::Tensor& t, std::string_view op) {
               " tensors (the weft backend reduces float32, float64, float16, bfloat16, int32, int64, uint8)");
 }
 
+namespace {
+
+// As Python names it (torch.distributed.ReduceOp).
+std::string reduce_op_name(c10d::ReduceOp::RedOpType op) {
+  switch (op) {
+    case c10d::ReduceOp::BAND: return "ReduceOp.BAND";
+    case c10d::ReduceOp::BOR: return "ReduceOp.BOR";
+    case c10d::ReduceOp::BXOR: return "ReduceOp.BXOR";
+    case c10d::ReduceOp::PREMUL_SUM: return "ReduceOp.PREMUL_SUM";
+    default: return "ReduceOp " + std::to_string(static_cast<int>(op));
+  }
+}
+
+}  // namespace
+
 Reduction reduction(const c10d::ReduceOp& op, const at::Tensor& t, std::string_view what) {
   const coll::DataType dt = reduce_type(t, what);
   switch (op.op_) {
@@ -86,8 +101,8 @@ Reduction reduction(const c10d::ReduceOp& op, const at::Tensor& t, std::string_v
       return {coll::ReduceOp::kSum, true, dt == coll::DataType::kF16};
     default: break;
   }
-  TORCH_CHECK(false, "weft: ", what, " does not support ReduceOp ", static_cast<int>(op.op_),
-              " (BAND, BOR, BXOR, PREMUL_SUM); the weft backend reduces with SUM, PRODUCT, MIN, MAX and AVG");
+  TORCH_CHECK(false, "weft: ", what, " does not support ", reduce_op_name(op.op_),
+              "; the weft backend reduces with SUM, PRODUCT, MIN, MAX and AVG");
 }
 
 Staged::Staged(const at::Tensor& t) : user_(t), buf_(t.is_contiguous() ? t : t.contiguous()) {

@@ -117,7 +117,7 @@ def refusals(rank, size):
     raises(lambda: dist.all_reduce(torch.eye(3).to_sparse()), "dense (strided) tensors only")
     raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)), "cannot reduce torch.int16")
     raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool)), "cannot reduce torch.bool")
-    raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=dist.ReduceOp.BAND), "does not support ReduceOp")
+    raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=dist.ReduceOp.BAND), "does not support ReduceOp.BAND;")
     raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int64), op=dist.ReduceOp.AVG), "floating-point")
     raises(lambda: dist.all_to_all_single(torch.empty(2 * size), torch.ones(2 * size)), "not supported", "gloo")
     raises(lambda: dist.send(torch.ones(2), dst=1 - rank), "not supported", "gloo")
