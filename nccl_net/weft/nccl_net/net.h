@@ -51,7 +51,9 @@ struct NetDevice {
   int max_qp = 0;
   std::uint32_t ipv4 = 0;  // of the chosen GID, host order
   // The device takes dma-buf registrations (ibv_reg_dmabuf_mr(3)): probed
-  // once at init; ptrSupport has NCCL_PTR_DMABUF only then.
+  // once at init; regMrDmaBuf of a dma-buf works only then. ptrSupport
+  // never has NCCL_PTR_DMABUF (docs/nccl.md, regMrDmaBuf: NCCL would then
+  // receive into GPU memory, which needs an iflush this plugin does not post).
   bool dmabuf = false;
   std::string dmabuf_refusal;  // why not, when it does not
 };
