@@ -164,6 +164,7 @@ Hello hello_of(const Comm& c, std::uint32_t serial, int traffic_class) {
 }  // namespace
 
 struct Connecting {
+  Held held;
   NetDevice* dev = nullptr;
   ListenHandle handle;
   int traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF;
@@ -215,13 +216,13 @@ struct Connecting {
   }
 };
 
-// The connects NCCL is polling (in_progress.h). A function-local static,
-// made by the first connect, which follows init: it is destroyed before
-// the Net (net.cc Net::get), so parked QPs close while their device is
-// still open.
+// The connects NCCL is polling (in_progress.h). Made by the first connect,
+// which follows init: it is deleted before the Net (net.cc Net::get), so
+// parked QPs close while their device is still open; neither is deleted
+// while NCCL holds anything of the plugin's (net.h Lasting).
 InProgress<Connecting>& connects() {
-  static InProgress<Connecting> c;
-  return c;
+  static Lasting<InProgress<Connecting>> c;
+  return c.get();
 }
 
 // NCCL polls a connect it waits for without pause; one not polled for this

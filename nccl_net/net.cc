@@ -123,11 +123,23 @@ Result<Settings> settings_from_env() {
   return s;
 }
 
+namespace {
+// Constant-initialized and trivially destructible: valid in every
+// destructor that runs at unload or exit.
+std::atomic<std::int64_t> held_objects{0};
+}  // namespace
+
+Held::Held() noexcept { held_objects.fetch_add(1, std::memory_order_relaxed); }
+Held::Held(const Held&) noexcept { held_objects.fetch_add(1, std::memory_order_relaxed); }
+Held::~Held() { held_objects.fetch_sub(1, std::memory_order_relaxed); }
+std::int64_t Held::count() noexcept { return held_objects.load(std::memory_order_acquire); }
+
 Net& Net::get() {
-  // Destroyed when the library is unloaded (NCCL dlclose()s its plugin at
-  // the end) or at exit: the devices close with it.
-  static Net net;
-  return net;
+  // Made after every namespace-scope object of the library and before the
+  // connects table (connect.cc), so deleted after it: a parked connect's
+  // QPs close while their device is still open.
+  static Lasting<Net> net;
+  return net.get();
 }
 
 void Net::emit(ncclDebugLogLevel level, const std::string& msg) {

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -32,6 +33,7 @@ struct RingCase {
   int nranks;
   int qps;
   bool with_64mib = false;  // one more payload of 64 MiB
+  bool exit_with_live_comms = false;  // RingRank's; each rank's stderr is checked
 };
 // Stable ctest names (the default printer shows the struct's padding bytes).
 void PrintTo(const RingCase& c, std::ostream* os) {
@@ -43,8 +45,16 @@ void run_ring(const VerbsEnv& env, const RingCase& rc, const std::string& plan, 
               int traffic_class = -1) {
   std::vector<std::size_t> payloads = {0, 1, 4099, std::size_t{1} << 20};
   if (rc.with_64mib) payloads.push_back(std::size_t{64} << 20);
+  // Named by the parent's pid, which the children share.
+  const auto stderr_path = [parent = getpid()](int rank) {
+    return fmt::format("/tmp/weft-nccl-exit-{}-{}.log", parent, rank);
+  };
   Children kids = fork_children(rc.nranks, [&](int rank, std::uint16_t port) {
     if (port == 0) return 2;
+    if (rc.exit_with_live_comms) {
+      FILE* f = std::fopen(stderr_path(rank).c_str(), "w");
+      if (f == nullptr || dup2(fileno(f), STDERR_FILENO) < 0) return 3;
+    }
     RingRank r;
     r.version = rc.version;
     r.rank = rank;
@@ -56,6 +66,7 @@ void run_ring(const VerbsEnv& env, const RingCase& rc, const std::string& plan, 
     r.payloads = payloads;
     r.expect_planned_qps = planned_qps_per_rank;
     r.traffic_class = traffic_class;
+    r.exit_with_live_comms = rc.exit_with_live_comms;
     std::string err = run_ring_rank(r);
     if (!err.empty()) std::fprintf(stderr, "%s\n", err.c_str());
     return err.empty() ? 0 : 1;
@@ -64,7 +75,18 @@ void run_ring(const VerbsEnv& env, const RingCase& rc, const std::string& plan, 
   const std::uint16_t port = store ? (*store)->port() : 0;
   std::vector<int> codes = release_and_wait(kids, port, std::chrono::seconds(150));
   ASSERT_TRUE(store) << store.status().message();
-  for (int i = 0; i < rc.nranks; ++i) EXPECT_EQ(codes[i], 0) << "rank " << i << " (124 = timed out)";
+  for (int i = 0; i < rc.nranks; ++i) {
+    EXPECT_EQ(codes[i], 0) << "rank " << i << " (124 = timed out, 128 + n = killed by signal n)";
+    if (!rc.exit_with_live_comms) continue;
+    std::ifstream in(stderr_path(i));
+    std::string line, all;
+    while (std::getline(in, line)) {
+      all += line + "\n";
+      EXPECT_EQ(line.find("cleanup"), std::string::npos) << "rank " << i << ": " << line;
+    }
+    std::printf("rank %d's stderr:\n%s", i, all.c_str());
+    std::remove(stderr_path(i).c_str());
+  }
 }
 
 class Ring : public ::testing::TestWithParam<RingCase> {};
@@ -86,6 +108,18 @@ INSTANTIATE_TEST_SUITE_P(V, Ring,
                                               p.param.with_64mib ? "_64MiB" : "");
                          });
 
+
+// A job that exits without ncclCommDestroy (exit(3) with every comm, memory
+// handle and request open) while NCCL's proxy thread still polls a request:
+// the process ends with status 0 and nothing of the plugin is torn down
+// under the thread (no verbs cleanup error: the devices stay open until the
+// process is gone, as NCCL's own IB transport leaves them).
+TEST(ExitWithoutClosing, EndsWithStatusZeroAndTearsNothingDownUnderAPollingThread) {
+  WEFT_REQUIRE_VERBS_ENV(env);
+  RingCase c{11, 2, 2};
+  c.exit_with_live_comms = true;
+  run_ring(env, c, "", 0);
+}
 
 // Two ranks, 4 QPs per connection, a plan giving each QP its own port: every
 // data packet (RDMA WRITE) of every QP leaves on its planned port, and each

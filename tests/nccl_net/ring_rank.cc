@@ -1,6 +1,7 @@
 #include "ring_rank.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -226,6 +227,26 @@ std::string run_ring_rank(const RingRank& r) {
   RING_CHECK((*store)->set(fmt::format("done/{}", r.rank), "1").is_ok(), "set done");
   for (int peer_rank : {to, from}) {
     RING_CHECK((*store)->get(fmt::format("done/{}", peer_rank), deadline), "rank {} never finished", peer_rank);
+  }
+  if (r.exit_with_live_comms) {
+    static std::vector<std::uint8_t> never(4096, kUntouched);  // the thread outlives this frame
+    void* mh = nullptr;
+    RING_CALL(d->reg_mr(rc, never.data(), never.size(), NCCL_PTR_HOST, &mh));
+    void* data = never.data();
+    std::size_t size = never.size();
+    int tag = 1;
+    void* req = nullptr;
+    while (req == nullptr) {
+      RING_CALL(d->irecv(rc, 1, &data, &size, &tag, &mh, &req));
+      RING_CHECK(Clock::now() < deadline, "irecv stays NULL");
+    }
+    Driver* driver = &*d;  // exit(3) unwinds no stack: it stays valid
+    static std::atomic<long> test_calls{0};
+    std::thread([driver, req] {
+      for (int done = 0, n = 0; driver->test(req, &done, &n) == ncclSuccess && !done;) test_calls.fetch_add(1);
+    }).detach();
+    while (test_calls.load() < 1000) std::this_thread::yield();
+    std::exit(0);
   }
   RING_CALL(d->close_send(sc));
   RING_CALL(d->close_recv(rc));

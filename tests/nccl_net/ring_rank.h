@@ -25,6 +25,10 @@ struct RingRank {
   std::vector<std::size_t> payloads;  // one message each, then one grouped receive of 8
   int expect_planned_qps = 0;         // the plugin's "planned" counter at the end
   int traffic_class = -1;             // NCCL's config (v10: connect's, v11: init's)
+  // After the ring, exit(0) with every comm open and a thread polling a
+  // receive nobody sends to, as a job that skips ncclCommDestroy while
+  // NCCL's proxy thread runs: run_ring_rank then returns only a failure.
+  bool exit_with_live_comms = false;
 };
 
 // "" when every step worked and every byte matched; else the first failure.

@@ -5,9 +5,10 @@
 // the sender a credit (SEND on QP 0) naming each of its n buffers (address,
 // rkey, size, tag); isend waits (returns a NULL request, as the API allows)
 // until a credit with its tag has arrived, then writes its data straight
-// into that buffer with RDMA WRITE WITH IMMEDIATE, split evenly over the
-// connection's QPs (one write per QP, zero-length ones included, so every
-// QP carries every message and the receiver knows how many to expect). The
+// into that buffer with RDMA WRITE WITH IMMEDIATE, split over the
+// connection's QPs (qp_share.h; one write per QP, zero-length ones
+// included, so every QP carries every message and the receiver knows how
+// many to expect). The
 // immediate names the credit slot and buffer; the receive completion's
 // byte count is what test() reports.
 #pragma once
@@ -46,6 +47,7 @@ struct Credit {
 static_assert(sizeof(Credit) == 8 + 24 * kMaxRecvs, "a credit is sent as its bytes");
 
 struct MemHandle {
+  Held held;
   verbs::MrHandle mr;
 };
 
@@ -62,6 +64,7 @@ struct Request {
 
 // A sending or receiving comm, connected.
 struct Comm {
+  Held held;
   NetDevice* dev = nullptr;
   bool is_send = false;
   int fd = -1;
@@ -94,6 +97,7 @@ Status arm(Comm& c);
 // A listening comm and the connections it is accepting: each is advanced on
 // every accept() call, so a silent or slow stranger never holds the peer back.
 struct ListenComm {
+  Held held;
   NetDevice* dev = nullptr;
   int dev_index = 0;
   int fd = -1;

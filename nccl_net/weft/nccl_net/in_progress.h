@@ -10,7 +10,8 @@
 //   - when its NCCL context is finalized (v11: finalize(ctx) ends that
 //     communicator's use of the plugin),
 //   - when it has not been polled for `idle` (checked on each connect),
-//   - at the latest when the plugin is unloaded (this table's destructor).
+//   - at the latest when the plugin is unloaded (this table's destructor;
+//     not while NCCL holds a comm: net.h Lasting).
 // An id is never reused in the process: a stale handle polled after its
 // connect was freed names no connect, and is refused, never aliased.
 #pragma once

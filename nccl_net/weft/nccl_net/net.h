@@ -65,6 +65,42 @@ struct Counters {
   std::atomic<std::uint64_t> errors{0};       // calls that returned an error
 };
 
+// Counts the objects of this plugin that NCCL holds: comms, listen comms,
+// memory handles and connects in progress each carry a Held member.
+class Held {
+ public:
+  Held() noexcept;
+  Held(const Held&) noexcept;
+  Held& operator=(const Held&) noexcept { return *this; }
+  ~Held();
+  static std::int64_t count() noexcept;
+};
+
+// A process-wide T, made on first use and deleted when the library is
+// unloaded (NCCL dlclose()s its plugin once its last communicator is gone)
+// or the process exits -- unless NCCL still holds something of the plugin's
+// (Held::count() > 0), when it is left alone. A process that exits without
+// ncclCommDestroy runs the library's destructors under NCCL's running proxy
+// thread (exit(3) stops no thread), which may be polling a request at that
+// moment; NCCL's own IB transport never frees its devices for that reason.
+// Left alone, every call stays valid until the process is gone, and the
+// kernel closes the devices (and a connect that NCCL gave up without
+// finalizing its context) with it.
+template <typename T>
+class Lasting {
+ public:
+  T& get() { return *p_; }
+  Lasting() = default;
+  Lasting(const Lasting&) = delete;
+  Lasting& operator=(const Lasting&) = delete;
+  ~Lasting() {
+    if (Held::count() == 0) delete p_;
+  }
+
+ private:
+  T* p_ = new T;
+};
+
 class Net {
  public:
   static Net& get();
