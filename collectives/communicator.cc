@@ -504,6 +504,9 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommConfig& con
     const long ms = std::strtol(env, &end, 10);
     if (*end != '\0' || ms <= 0) return invalid_argument(fmt::format("WEFT_SWITCH_STALL_MS must be a number of ms (got '{}')", env));
     c.switch_stall = std::chrono::milliseconds(ms);
+    if (ms < 10 || ms > 60000) {
+      return invalid_argument(fmt::format("WEFT_SWITCH_STALL_MS must be in [10, 60000] ms (got '{}')", env));
+    }
   }
   WEFT_RETURN_IF_ERROR(c.validate());
   auto impl = std::make_unique<Impl>();

@@ -153,14 +153,26 @@ Result<std::unique_ptr<TcpStore>> TcpStore::open(const std::string& name, uint16
   s->options_ = options;
   s->port_ = port;
   s->named_loopback_ = named_loopback(name, host);
+  // Where this client connects: the store's host, except on rank 0 when
+  // WEFT_STORE_BIND names one address that is not it (the host's name maps
+  // to 127.0.1.1 here and the store listens on the address the others
+  // resolve it to): there, where the server listens.
+  std::string reach = host;
   if (serve) {
     const std::string bind = serve_address(name, host, options.bind_address);
-    WEFT_ASSIGN_OR_RETURN(s->server_, serve_port(bind, port, options));
+    auto server = serve_port(bind, port, options);
+    if (!server && !options.bind_address.empty()) return server.status().with_context("WEFT_STORE_BIND");
+    if (!server) return server.status();
+    s->server_ = std::move(*server);
     s->port_ = s->server_->port();
+    if (bind != "0.0.0.0" && bind != host) {
+      reach = bind;
+      s->named_loopback_ = false;
+    }
   }
-  const std::string where = name == host ? fmt::format("{}:{}", host, s->port_)
-                                         : fmt::format("{}:{} ({})", name, s->port_, host);
-  auto fd = tcp::connect_to(tcp::Endpoint{host, s->port_}, "0.0.0.0", 0, 1 << 16, deadline);
+  const std::string where = name == reach ? fmt::format("{}:{}", reach, s->port_)
+                                          : fmt::format("{}:{} ({})", name, s->port_, reach);
+  auto fd = tcp::connect_to(tcp::Endpoint{reach, s->port_}, "0.0.0.0", 0, 1 << 16, deadline);
   if (!fd) return fd.status().with_context(fmt::format("TCP store at {} (MASTER_ADDR:MASTER_PORT)", where));
   s->fd_ = fd->release();
   WEFT_RETURN_IF_ERROR(s->handshake(where, deadline).with_context(fmt::format("TCP store at {}", where)));

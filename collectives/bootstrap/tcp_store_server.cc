@@ -191,8 +191,8 @@ Status TcpStore::Server::start(const std::string& address, uint16_t port) {
   if (!ec) l.acceptor.set_option(Tcp::acceptor::reuse_address(true), ec);
   if (!ec) l.acceptor.bind(ep, ec);
   if (ec == boost::system::errc::address_not_available) {
-    return unavailable(fmt::format("bind {}:{}: {} (the store listens on MASTER_ADDR, which must be an address of "
-                                   "rank 0's host; WEFT_STORE_BIND=0.0.0.0 listens on every address)",
+    return unavailable(fmt::format("bind {}:{}: {} (the store listens on MASTER_ADDR or WEFT_STORE_BIND, which must "
+                                   "be an address of rank 0's host; WEFT_STORE_BIND=0.0.0.0 listens on every address)",
                                    address, port, ec.message()));
   }
   if (!ec) l.acceptor.listen(asio::socket_base::max_listen_connections, ec);

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "harness.h"
 
 namespace weft::coll::testing {
@@ -85,6 +87,27 @@ TEST(Config, InvalidValuesAreRejectedWithAMessage) {
   EXPECT_EQ(Communicator::create(c, store).status().message(),
             "communicator: the route plan is for 'nccl-ring'; the library runs plans of allreduce-hd, allreduce-ring or "
             "allreduce-hybrid");
+}
+
+// The in-call switch variables win over the config; a bad value names the
+// variable, not the config field it sets.
+TEST(Config, SwitchVariablesOutOfRangeNameTheVariable) {
+  MemoryStore store;
+  CommConfig c;
+  c.transport = "loopback";
+  for (const char* bad : {"5", "60001", "0", "x"}) {
+    ::setenv("WEFT_SWITCH_STALL_MS", bad, 1);
+    const std::string want = std::string(bad) == "0" || std::string(bad) == "x"
+                                 ? fmt::format("WEFT_SWITCH_STALL_MS must be a number of ms (got '{}')", bad)
+                                 : fmt::format("WEFT_SWITCH_STALL_MS must be in [10, 60000] ms (got '{}')", bad);
+    EXPECT_EQ(Communicator::create(c, store).status().message(), want);
+  }
+  ::setenv("WEFT_SWITCH_STALL_MS", "10", 1);
+  EXPECT_TRUE(Communicator::create(c, store).is_ok());
+  ::unsetenv("WEFT_SWITCH_STALL_MS");
+  ::setenv("WEFT_IN_CALL_SWITCH", "yes", 1);
+  EXPECT_EQ(Communicator::create(c, store).status().message(), "WEFT_IN_CALL_SWITCH must be 0 or 1 (got 'yes')");
+  ::unsetenv("WEFT_IN_CALL_SWITCH");
 }
 
 TEST(LaunchEnv, TorchrunVariablesGiveRankSizeAndStore) {

@@ -79,7 +79,9 @@ typedef struct {
   /* Where TCP peers connect to this rank (TcpOptions::listen_address in
    * transport.h has the rules). NULL: WEFT_LISTEN_ADDR or WEFT_SOCKET_IFNAME
    * from the environment, else loopback on one host and, across hosts, the
-   * address on the route to the store's host. At most one of the two. */
+   * address on the route to the store's host, else (a file store, or a
+   * store host that is loopback here) the first interface that is up and
+   * neither loopback nor docker*. At most one of the two. */
   const char* listen_address; /* an IPv4 address of this host, or a comma list (one per plane port) */
   const char* socket_ifname;  /* interfaces, as NCCL_SOCKET_IFNAME: "eth1", "^docker,lo" */
   /* Plan epochs (docs/collectives-routes.md "Plan epochs"): the file newer
