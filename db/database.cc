@@ -207,7 +207,10 @@ int latest_schema_version() {
 }
 
 // Each migration runs in its own transaction together with the user_version
-// bump, so a crash mid-migration leaves the previous version intact.
+// bump, so a crash mid-migration leaves the previous version intact. The
+// version is read again once the transaction holds the write lock: another
+// process (weft watch and weft probe started together on a file an older
+// weft wrote) may have migrated it while this one waited for the lock.
 Status Database::migrate() {
   size_t n = 0;
   const internal::Migration* m = internal::migrations(&n);
@@ -215,6 +218,8 @@ Status Database::migrate() {
   if (have < 0) return failed_precondition(fmt::format("schema version {} is not one weft wrote", have));
   for (size_t i = static_cast<size_t>(have); i < n; ++i) {
     WEFT_ASSIGN_OR_RETURN(Transaction tx, begin());
+    WEFT_ASSIGN_OR_RETURN(const int now, schema_version());
+    if (now >= m[i].version) continue;  // done meanwhile; tx rolls back nothing
     WEFT_RETURN_IF_ERROR(exec(m[i].sql).with_context(fmt::format("migration {} ({})", m[i].version, m[i].what)));
     WEFT_RETURN_IF_ERROR(exec(fmt::format("PRAGMA user_version = {}", m[i].version)));
     WEFT_RETURN_IF_ERROR(tx.commit());

@@ -21,8 +21,12 @@ std::string CampaignSpec::fingerprint() const {
                      sport_count, probes_per_port, probe_dscp.value_or(-1), targeted ? 1 : 0, h);
 }
 
-Result<int64_t> upsert_host(Database& db, const HostRow& host) {
-  if (host.name.empty() || host.ip.empty()) return invalid_argument("a host needs a name and an ip");
+namespace {
+Result<int64_t> upsert_host_at(Database& db, const HostRow& host) {
+  WEFT_ASSIGN_OR_RETURN(Statement moved, db.prepare(
+      "UPDATE hosts SET ip = 'moved:' || ip || '#' || id WHERE ip = ?1 AND name <> ?2"));
+  WEFT_RETURN_IF_ERROR(moved.bind_all(host.ip, host.name));
+  WEFT_RETURN_IF_ERROR(moved.step_done());
   WEFT_ASSIGN_OR_RETURN(Statement st, db.prepare(
       "INSERT INTO hosts(name, ip, agent) VALUES(?1, ?2, NULLIF(?3, '')) "
       "ON CONFLICT(name) DO UPDATE SET ip = excluded.ip, agent = COALESCE(excluded.agent, hosts.agent) "
@@ -31,6 +35,25 @@ Result<int64_t> upsert_host(Database& db, const HostRow& host) {
   WEFT_ASSIGN_OR_RETURN(bool row, st.step());
   if (!row) return internal_error("upsert of host " + host.name + " returned no id");
   return st.column_int(0);
+}
+}  // namespace
+
+// A host is its name; its ip is where it is now. An address another host
+// held (readdressed, two hosts swapped, a retired host's address reused)
+// moves to this one: the other row keeps its id and history, its ip becomes
+// "moved:<ip>#<id>" (unique, and no address) until that host is listed again.
+// A savepoint, not a transaction: the caller may hold one.
+Result<int64_t> upsert_host(Database& db, const HostRow& host) {
+  if (host.name.empty() || host.ip.empty()) return invalid_argument("a host needs a name and an ip");
+  WEFT_RETURN_IF_ERROR(db.exec("SAVEPOINT weft_upsert_host"));
+  auto id = upsert_host_at(db, host);
+  if (!id) {
+    (void)db.exec("ROLLBACK TO weft_upsert_host");
+    (void)db.exec("RELEASE weft_upsert_host");
+    return id.status();
+  }
+  WEFT_RETURN_IF_ERROR(db.exec("RELEASE weft_upsert_host"));
+  return id;
 }
 
 Result<std::vector<HostRow>> list_hosts(Database& db) {

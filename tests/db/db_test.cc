@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <chrono>
 #include <filesystem>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -116,6 +119,31 @@ TEST_F(DbTest, RefusesAFileFromANewerWeft) {
   EXPECT_EQ(db.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(db.status().message().find("schema version 99 is newer than this weft (3)"), std::string::npos)
       << db.status().message();
+}
+
+// Two processes opening a file an older weft wrote (weft watch and weft
+// probe started together): the one that waited for the write lock finds the
+// migration done and does not run it again.
+TEST_F(DbTest, AMigrationAnotherConnectionRanWhileThisOneWaitedIsNotRunAgain) {
+  size_t n = 0;
+  const auto* m = internal::migrations(&n);
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path().c_str(), &raw), SQLITE_OK);
+  const auto run = [raw](const std::string& sql) { return sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr); };
+  ASSERT_EQ(run("PRAGMA journal_mode = WAL"), SQLITE_OK);
+  ASSERT_EQ(run(m[0].sql), SQLITE_OK);
+  ASSERT_EQ(run("PRAGMA user_version = 1"), SQLITE_OK);
+  ASSERT_EQ(run("BEGIN IMMEDIATE"), SQLITE_OK);
+  std::optional<Result<Database>> opened;
+  std::thread opener([&] { opened.emplace(Database::open(path())); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // it read version 1 and waits for the lock
+  for (size_t i = 1; i < n; ++i) ASSERT_EQ(run(m[i].sql), SQLITE_OK) << m[i].what;
+  ASSERT_EQ(run(fmt::format("PRAGMA user_version = {}", n)), SQLITE_OK);
+  ASSERT_EQ(run("COMMIT"), SQLITE_OK);
+  opener.join();
+  sqlite3_close(raw);
+  ASSERT_TRUE(*opened) << opened->status().to_string();
+  EXPECT_EQ((*opened)->schema_version().value(), static_cast<int>(n));
 }
 
 TEST_F(DbTest, ReadOnlyOpenOfAnUnmigratedFileIsRefused) {
@@ -282,6 +310,40 @@ TEST_F(DbTest, InferenceRoundTripsAndIsReplaced) {
   ASSERT_TRUE(save_inference(*db, c, f).is_ok());
   EXPECT_EQ(load_inference(*db, c)->links.size(), 2u);
   EXPECT_EQ(*db->query_int("SELECT COUNT(*) FROM switches"), 6);
+}
+
+// A host is its name: an address another host held moves to the host
+// listed with it now (readdressed, swapped, reused), in a transaction of
+// the caller's or alone, and the other row keeps its id with no address.
+TEST_F(DbTest, AnAddressAnotherHostHeldMovesToTheHostListedWithItNow) {
+  auto db = Database::open(path());
+  ASSERT_TRUE(db) << db.status().to_string();
+  int64_t campaign = 0;
+  const auto ids = seed(*db, 2, &campaign);  // h0 10.0.0.1, h1 10.0.0.2
+  const auto hosts = [&] {
+    std::vector<std::string> out;
+    auto rows = list_hosts(*db);
+    if (!rows) return std::vector<std::string>{rows.status().to_string()};
+    for (const auto& h : *rows) out.push_back(fmt::format("{} {} {}", h.id, h.name, h.ip));
+    return out;
+  };
+  auto swapped = upsert_host(*db, {0, "h0", "10.0.0.2", ""});
+  ASSERT_TRUE(swapped) << swapped.status().to_string();
+  EXPECT_EQ(*swapped, ids[0]);
+  EXPECT_EQ(hosts(), (std::vector<std::string>{"1 h0 10.0.0.2", "2 h1 moved:10.0.0.2#2"}));
+  {
+    auto tx = db->begin();
+    ASSERT_TRUE(tx);
+    auto back = upsert_host(*db, {0, "h1", "10.0.0.1", ""});
+    ASSERT_TRUE(back) << back.status().to_string();
+    EXPECT_EQ(*back, ids[1]);
+    ASSERT_TRUE(tx->commit().is_ok());
+  }
+  EXPECT_EQ(hosts(), (std::vector<std::string>{"1 h0 10.0.0.2", "2 h1 10.0.0.1"}));
+  auto reused = upsert_host(*db, {0, "h2", "10.0.0.1", ""});
+  ASSERT_TRUE(reused) << reused.status().to_string();
+  EXPECT_EQ(*reused, 3);
+  EXPECT_EQ(hosts(), (std::vector<std::string>{"1 h0 10.0.0.2", "2 h1 moved:10.0.0.1#2", "3 h2 10.0.0.1"}));
 }
 
 TEST_F(DbTest, RejectionsAccumulateByReason) {
