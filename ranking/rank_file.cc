@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <map>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -98,10 +99,21 @@ std::string write_openmpi(const topo::Fabric& f, const RankOrder& o) {
   return out;
 }
 
-std::string write_mpich(const topo::Fabric& f, const RankOrder& o) {
+// Hydra merges a hostfile line into the node before it only when the host
+// is the same (HYDU_add_to_node_list, MPICH src/pm/hydra/lib/utils); a
+// host's second block of ranks becomes another node, whose first process
+// is again local rank 0: it would drive the device the first block's did.
+Result<std::string> write_mpich(const topo::Fabric& f, const RankOrder& o) {
   std::string out = "# MPICH/Hydra hostfile written by weft: mpiexec -f FILE\n";
+  std::set<int> done;
   for (int r = 0; r < o.size();) {
     int host = f.nics[o.nics[r]].host;
+    if (!done.insert(host).second) {
+      return invalid_argument(fmt::format(
+          "mpich cannot express this order: host '{}' gets two separate blocks of ranks (again at rank {}), and "
+          "Hydra starts each block as a node of its own whose first rank is local rank 0; use --format {}",
+          f.hosts[host].name, r, check_host_only(f, o, RankFormat::kSlurm) ? "slurm, hccl or csv" : "hccl or csv"));
+    }
     int count = 0;
     while (r < o.size() && f.nics[o.nics[r]].host == host) ++r, ++count;
     out += fmt::format("{}:{}\n", f.hosts[host].name, count);
@@ -184,9 +196,9 @@ Result<std::string> write_torchrun(const topo::Fabric& f, const RankOrder& o) {
     if (count != per_node) {
       return invalid_argument(fmt::format(
           "torchrun cannot express this order: host '{}' gets {} consecutive ranks from rank {}, but "
-          "torchrun runs the same --nproc_per_node ({}) on every node; use --format openmpi{}",
+          "torchrun runs the same --nproc_per_node ({}) on every node; use --format {}",
           f.hosts[host].name, count, start, per_node,
-          check_host_only(f, o, RankFormat::kSlurm) ? " or slurm" : ", hccl or csv"));
+          check_host_only(f, o, RankFormat::kSlurm) ? "openmpi or slurm" : "hccl or csv"));
     }
     for (int h : node_hosts) {
       if (h == host) {
@@ -201,9 +213,11 @@ Result<std::string> write_torchrun(const topo::Fabric& f, const RankOrder& o) {
   // takes both spellings.
   std::string out = fmt::format(
       "# torchrun node order written by weft: on the host in line K run\n"
-      "#   torchrun --nnodes={} --nproc_per_node={} --node_rank=K ...\n"
+      "#   torchrun --nnodes={} --nproc_per_node={} --node_rank=K --rdzv_backend=static --master_addr={} "
+      "--master_port=PORT ...\n"
+      "# (static rendezvous: the only one that numbers nodes by --node_rank)\n"
       "# nproc_per_node={}\n",
-      node_hosts.size(), per_node, per_node);
+      node_hosts.size(), per_node, f.hosts[node_hosts[0]].name, per_node);
   for (size_t k = 0; k < node_hosts.size(); ++k) out += fmt::format("{} {}\n", k, f.hosts[node_hosts[k]].name);
   return out;
 }
@@ -235,12 +249,23 @@ Result<RankOrder> read_openmpi(const topo::Fabric& f, std::string_view text) {
 Result<RankOrder> read_mpich(const topo::Fabric& f, std::string_view text) {
   HostCursor cur(f);
   RankOrder o;
+  std::set<std::string, std::less<>> earlier;  // hosts of lines before the previous host's
+  std::string_view previous;
   auto lines = lines_of(text);
   for (size_t i = 0; i < lines.size(); ++i) {
     auto line = trim(lines[i]);
     if (line.empty() || line[0] == '#') continue;
     auto colon = line.find(':');
-    std::string_view host = line.substr(0, colon);
+    std::string_view host = trim(line.substr(0, colon));
+    if (host != previous) {
+      if (earlier.count(host) > 0) {
+        return invalid_argument(fmt::format("line {}: host '{}' again after other hosts: Hydra starts it as another "
+                                            "node, whose first rank is local rank 0 again",
+                                            i + 1, host));
+      }
+      earlier.emplace(previous);
+      previous = host;
+    }
     long count = 1;
     if (colon != std::string_view::npos) {
       auto c = to_long(trim(line.substr(colon + 1)));
@@ -428,7 +453,7 @@ Status check_host_only(const topo::Fabric& f, const RankOrder& o, RankFormat fmt
     if (reads_as == o.nics[r]) continue;
     return invalid_argument(fmt::format(
         "{} cannot express this order: it names hosts only, and a host's k-th rank runs on its k-th NIC, so rank {} "
-        "would run on {}:{} where the order puts {}:{}; use --format csv, openmpi or hccl, which name each rank's NIC",
+        "would run on {}:{} where the order puts {}:{}; use --format csv or hccl, which name each rank's NIC",
         rank_format_name(fmt), r, host.name, f.nics[reads_as].name, host.name, nic.name));
   }
   return ok_status();
@@ -438,7 +463,11 @@ Result<std::string> format_rank_file(const topo::Fabric& f, const RankOrder& ord
   WEFT_RETURN_IF_ERROR(validate_order(f, order));
   switch (fmt) {
     case RankFormat::kOpenMpi: return write_openmpi(f, order);
-    case RankFormat::kMpich: WEFT_RETURN_IF_ERROR(check_host_only(f, order, fmt)); return write_mpich(f, order);
+    case RankFormat::kMpich: {
+      WEFT_ASSIGN_OR_RETURN(std::string text, write_mpich(f, order));  // its blocks first: the plainer reason
+      WEFT_RETURN_IF_ERROR(check_host_only(f, order, fmt));
+      return text;
+    }
     case RankFormat::kSlurm: WEFT_RETURN_IF_ERROR(check_host_only(f, order, fmt)); return write_slurm(f, order);
     case RankFormat::kHccl: return write_hccl(f, order);
     case RankFormat::kTorchrun: {

@@ -35,13 +35,20 @@ std::string first_few(const std::vector<std::string>& names) {
 // check_access_link), so `weft route` and `weft check` refuse an order with
 // it. The rank file is still written, as asked: the allocation is the
 // scheduler's; one line says which NICs and what to do.
-void warn_down_access_links(const topo::Fabric& f, const std::vector<int>& alloc) {
+void warn_down_access_links(const topo::Fabric& f, const std::vector<int>& alloc, ranking::RankFormat format) {
   const std::vector<int> down = access_down_nics(f, alloc);
   if (down.empty()) return;
+  // A host-only format gives a host's k-th rank its k-th NIC: leaving one
+  // NIC out of a host makes the others unexpressible there.
+  const std::string leave = ranking::format_carries_nics(format)
+                                ? "leave them out (--hosts)"
+                                : fmt::format("leave their hosts out (--hosts; {} names hosts only, so a host goes "
+                                              "whole)",
+                                              ranking::rank_format_name(format));
   fmt::print(stderr,
              "weft rank: warning: {} allocated NIC(s) have their access link down: {}; no route reaches them, so "
-             "weft route refuses this order: leave them out (--hosts) or bring the links up\n",
-             down.size(), describe_access(f, down));
+             "weft route refuses this order: {} or bring the links up\n",
+             down.size(), describe_access(f, down), leave);
 }
 
 // HCCL connects devices by device_ip: a NIC the topology gives no address
@@ -86,7 +93,7 @@ int run_rank(const RankArgs& a) {
   auto alloc = a.all ? Result<std::vector<int>>(ranking::allocation_all(*fabric))
                      : ranking::load_allocation(*fabric, a.hosts);
   if (!alloc) return fail(alloc.status());
-  warn_down_access_links(*fabric, *alloc);
+  warn_down_access_links(*fabric, *alloc, *format);
   ranking::RankAlgo used = *algo;
   std::string why;
   auto order = rank_as_asked(*fabric, *alloc, *coll, used, why);
@@ -138,7 +145,8 @@ void register_rank(CLI::App& app, Registry& reg) {
       "  rail  rail-optimised and multi-plane fabrics: a host's NICs are consecutive ranks,\n"
       "        hosts in leaf-set order, so each inter-host step stays on one rail\n"
       "  naive the input order (the baseline)\n"
-      "  auto  for --collective: ring for the rings; else hdrm on a BiGraph; on a rail or\n"
+      "  auto  for --collective: ring for the rings; else hdrm on a BiGraph where the\n"
+      "        allocation fits it (docs/ranking.md), else clos; on a rail or\n"
       "        multi-plane fabric rail or clos, whichever the link-load checker bounds lower\n"
       "        (ties: rail); clos otherwise\n"
       "One rank per NIC (subnode). A NIC whose access link is down is named on stderr:\n"

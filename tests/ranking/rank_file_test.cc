@@ -83,15 +83,45 @@ TEST_P(TorchrunUnevenBlocks, AreRefusedSuggestingOnlyFormatsThatCanWriteTheOrder
   ASSERT_FALSE(text);
   EXPECT_EQ(text.status().message(),
             std::string("torchrun cannot express this order: host 'h1-2' gets 2 consecutive ranks from rank 1, but "
-                        "torchrun runs the same --nproc_per_node (1) on every node; use --format openmpi") +
+                        "torchrun runs the same --nproc_per_node (1) on every node; use --format ") +
                 GetParam().then);
   EXPECT_EQ(format_rank_file(*f, RankOrder{GetParam().order}, RankFormat::kSlurm).is_ok(),
-            std::string(GetParam().then) == " or slurm");
+            std::string(GetParam().then) == "openmpi or slurm");
 }
 
 INSTANTIATE_TEST_SUITE_P(Orders, TorchrunUnevenBlocks,
-                         ::testing::Values(TorchrunUneven{"NicsInOrder", {0, 2, 3}, " or slurm"},
-                                           TorchrunUneven{"NicsSwapped", {0, 3, 2}, ", hccl or csv"}),
+                         ::testing::Values(TorchrunUneven{"NicsInOrder", {0, 2, 3}, "openmpi or slurm"},
+                                           TorchrunUneven{"NicsSwapped", {0, 3, 2}, "hccl or csv"}),
+                         [](const auto& p) { return std::string(p.param.name); });
+
+// Hydra starts each block of a hostfile as a node of its own (the first
+// process of each is local rank 0): an order that returns to a host is
+// refused for mpich, naming the formats that can write it.
+struct MpichSplit {
+  const char* name;
+  std::vector<int> order;  // NICs of 2 hosts x 2 NICs: 0, 1 on h1-1; 2, 3 on h1-2
+  const char* then;
+};
+std::ostream& operator<<(std::ostream& o, const MpichSplit& c) { return o << c.name; }
+class MpichSplitHosts : public ::testing::TestWithParam<MpichSplit> {};
+
+TEST_P(MpichSplitHosts, AreRefusedSuggestingOnlyFormatsThatCanWriteTheOrder) {
+  auto f = topo::build_clos2({.spines = 2, .leaves = 1, .hosts_per_leaf = 2, .nics_per_host = 2});
+  ASSERT_TRUE(f);
+  auto text = format_rank_file(*f, RankOrder{GetParam().order}, RankFormat::kMpich);
+  ASSERT_FALSE(text);
+  EXPECT_EQ(text.status().message(),
+            std::string("mpich cannot express this order: host 'h1-1' gets two separate blocks of ranks (again at "
+                        "rank 2), and Hydra starts each block as a node of its own whose first rank is local rank 0; "
+                        "use --format ") +
+                GetParam().then);
+  EXPECT_EQ(format_rank_file(*f, RankOrder{GetParam().order}, RankFormat::kSlurm).is_ok(),
+            std::string(GetParam().then) == "slurm, hccl or csv");
+}
+
+INSTANTIATE_TEST_SUITE_P(Orders, MpichSplitHosts,
+                         ::testing::Values(MpichSplit{"NicsInOrder", {0, 2, 1, 3}, "slurm, hccl or csv"},
+                                           MpichSplit{"NicsSwapped", {0, 3, 1, 2}, "hccl or csv"}),
                          [](const auto& p) { return std::string(p.param.name); });
 
 // Host-only formats give a host's k-th rank its k-th NIC: an order that
@@ -114,8 +144,8 @@ TEST_P(HostOnlyFormats, RefuseAnOrderThatWouldReadBackOnOtherNics) {
   ASSERT_FALSE(text);
   EXPECT_EQ(text.status().message(),
             fmt::format("{} cannot express this order: it names hosts only, and a host's k-th rank runs on its k-th "
-                        "NIC, so rank {} would run on {} where the order puts {}; use --format csv, openmpi or hccl, "
-                        "which name each rank's NIC",
+                        "NIC, so rank {} would run on {} where the order puts {}; use --format csv or hccl, which "
+                        "name each rank's NIC",
                         rank_format_name(format), c.rank, c.reads_as, c.ranked));
   for (auto carries : {RankFormat::kCsv, RankFormat::kOpenMpi, RankFormat::kHccl}) {
     auto ok = format_rank_file(*f, RankOrder{c.order}, carries);
@@ -237,7 +267,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadRankFile{"h1-1\nh1-1\n", "slurm rank file: line 2: host 'h1-1' has 1 NIC(s) but gets more ranks"},
         BadRankFile{"rank,host,nic,switch\n0,h1-1,eth0,l2\n",
                     "csv rank file: line 2: h1-1:eth0 attaches to 'l1', not 'l2'"},
-        BadRankFile{"h1-1:x\n", "mpich rank file: line 1: expected 'host:count'"}));
+        BadRankFile{"h1-1:x\n", "mpich rank file: line 1: expected 'host:count'"},
+        BadRankFile{"h1-1:1\n# a comment\nh1-2:1\nh1-1:1\n",
+                    "mpich rank file: line 4: host 'h1-1' again after other hosts: Hydra starts it as another node, "
+                    "whose first rank is local rank 0 again"}));
 
 }  // namespace
 }  // namespace weft::ranking

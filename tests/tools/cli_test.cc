@@ -122,8 +122,8 @@ INSTANTIATE_TEST_SUITE_P(
                      "links": [{"a": "s1", "b": "l1"}]})",
                  "h1:eth1\nh2\n", "--format slurm --algo naive",
                  "slurm cannot express this order: it names hosts only, and a host's k-th rank runs on its k-th NIC, "
-                 "so rank 0 would run on h1:eth0 where the order puts h1:eth1; use --format csv, openmpi or hccl, "
-                 "which name each rank's NIC"},
+                 "so rank 0 would run on h1:eth0 where the order puts h1:eth1; use --format csv or hccl, which "
+                 "name each rank's NIC"},
         BadInput{"hdrm_on_clos", "", "h1-1\n", "--algo hdrm",
                  "hdrm needs a BiGraph fabric: h1-1:eth0 attaches to switch 'l1', which is in neither part (use "
                  "--algo clos)"},

@@ -17,7 +17,7 @@
 //          (routing/weft/routing/auto_order.h), which this library cannot
 //          call: rail loses to clos for halving-doubling.
 //
-//   auto alloc = allocation_from_hosts(fabric, {"h1-1", "h2-1"}).value();
+//   auto alloc = allocation_from_names(fabric, {"h1-1", "h2-1"}).value();
 //   RankOrder order = rank(fabric, alloc, RankAlgo::kClos).value();
 #pragma once
 
