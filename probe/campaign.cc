@@ -49,6 +49,11 @@ class Pacer {
   uint64_t sent_ = 0;
 };
 
+// Whether sequence a was sent before b: serial number arithmetic (RFC 1982),
+// so a campaign whose sequences wrap past 2^32 - 1 to 0 keeps its order as
+// long as fewer than 2^31 probes lie between the two.
+bool sequence_before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
+
 void record_answer(Flow& f, const ProbeAnswer& a) {
   FlowResult& r = f.r;
   ++r.answered;
@@ -143,13 +148,18 @@ Result<CampaignOutcome> run_campaign(SenderBackend& backend, const CampaignPlan&
     }
     if (flows.empty()) continue;
     WEFT_RETURN_IF_ERROR(backend.open_ports(static_cast<uint16_t>(p0), w));
-    std::unordered_map<uint32_t, size_t> sent_seq;  // sequence -> flow, every attempt of this window
+    // Sequence -> flow, every attempt of the current round only: an earlier
+    // round's sequences are told apart by number (below), so the map never
+    // holds more than (retries + 1) probes per flow of the window.
+    std::unordered_map<uint32_t, size_t> sent_seq;
     std::vector<ProbeAnswer> answers;
+    const uint32_t window_first = seq;
     // A cancel inside the window ends the campaign; its flows are not reported
     // (they were not probed as the plan says).
     for (int round = 0; round < plan.probes_per_port && !out.cancelled; ++round) {
       std::vector<char> settled(flows.size(), 0);
       const uint32_t round_first = seq;
+      sent_seq.clear();
       size_t open = flows.size();
       for (int attempt = 0; attempt <= plan.retries && open > 0 && !out.cancelled; ++attempt) {
         std::vector<ProbeSend> batch;
@@ -180,13 +190,13 @@ Result<CampaignOutcome> run_campaign(SenderBackend& backend, const CampaignPlan&
           answers.clear();
           WEFT_RETURN_IF_ERROR(backend.poll(static_cast<int>(std::min<int64_t>(left, 20)), answers));
           for (const ProbeAnswer& a : answers) {
+            if (sequence_before(a.sequence, round_first) && !sequence_before(a.sequence, window_first)) {
+              out.stats.reject(Reject::kLate);  // an earlier round's answer, after its timeout
+              continue;
+            }
             auto it = sent_seq.find(a.sequence);
             if (it == sent_seq.end()) {  // not a probe of this window
               out.stats.reject(Reject::kUnexpected);
-              continue;
-            }
-            if (a.sequence < round_first) {  // an earlier round's answer, after its timeout
-              out.stats.reject(Reject::kLate);
               continue;
             }
             Flow& f = flows[it->second];

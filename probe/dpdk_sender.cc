@@ -262,10 +262,11 @@ class DpdkSender final : public SenderBackend {
     for (;;) {
       const uint16_t got = receive(out);
       if (got == 0 && out.size() > before) return ok_status();  // drained after answers came
-      if (got == 0) {
-        if (Clock::now() >= deadline) return ok_status();
-        std::this_thread::sleep_for(std::chrono::microseconds(50));  // poll mode, without burning a core
-      }
+      // Also while frames keep coming: the packet socket sees all of the
+      // interface's traffic, and a ring that never empties (a flood) must not
+      // keep the campaign from its deadlines and a cancel (campaign.cc).
+      if (Clock::now() >= deadline) return ok_status();
+      if (got == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));  // poll mode, without burning a core
     }
   }
 
@@ -416,7 +417,7 @@ class DpdkSender final : public SenderBackend {
       a.dst_ip = ip.src;
       a.sport = sport;
       a.dscp_seen = h.dscp_seen;
-      a.spine = h.spine == kSpineUnknown ? -1 : h.spine;
+      a.spine = spine_of_answer(h.dscp_seen, cfg_.probe_dscp);
       a.rtt_ns = now > h.send_time_ns ? now - h.send_time_ns : 0;
       out.push_back(a);
     } else if (ip.proto == IPPROTO_ICMP && cfg_.method == Method::kTtl && ip.len >= sizeof(rte_icmp_hdr)) {

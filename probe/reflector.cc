@@ -185,10 +185,13 @@ void Reflector::udp_loop() {
   };
   std::array<Control, kBatch> ctl;
   std::array<mmsghdr, kBatch> msgs;
+  // Batches read before running_ is looked at again: under a flood the
+  // socket never empties, and stop() waits for this thread (it joins it).
+  constexpr int kBatchesPerCheck = 16;
   pollfd fds[2] = {{udp_.get(), POLLIN, 0}, {stop_fd_.get(), POLLIN, 0}};
   while (running_) {
     if (::poll(fds, 2, 200) <= 0 || (fds[1].revents & POLLIN)) continue;
-    for (;;) {
+    for (int pass = 0; pass < kBatchesPerCheck && running_; ++pass) {
       for (int i = 0; i < kBatch; ++i) {
         iov[i] = {rb[i].data(), rb[i].size()};
         msgs[i] = mmsghdr{};

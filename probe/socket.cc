@@ -23,6 +23,7 @@
 
 #include "weft/probe/backend.h"
 #include "weft/probe/fd.h"
+#include "weft/probe/send_loop.h"
 #include "weft/probe/validate.h"
 #include "weft/common/ipv4.h"
 
@@ -56,6 +57,39 @@ std::string interface_of(uint32_t ip) {
 uint8_t spine_from_dscp(uint8_t dscp_seen, uint8_t probe_dscp) {
   if (dscp_seen < probe_dscp || dscp_seen > 63) return kSpineUnknown;
   return static_cast<uint8_t>(dscp_seen - probe_dscp);
+}
+
+int spine_of_answer(uint8_t dscp_seen, uint8_t probe_dscp) {
+  const uint8_t spine = spine_from_dscp(dscp_seen, probe_dscp);
+  return spine == kSpineUnknown ? -1 : spine;
+}
+
+SendLoopTally send_until_done(size_t n, int spin_budget, const std::function<int(size_t done)>& send_from) {
+  SendLoopTally t;
+  size_t done = 0;
+  int spins = 0, pending_errors = 0;
+  while (done < n) {
+    const int r = send_from(done);
+    if (r > 0) {
+      done += static_cast<size_t>(r);
+      t.sent += static_cast<uint64_t>(r);
+      pending_errors = 0;
+      spins = 0;  // the budget is for one stall, not for the whole group
+    } else if (r < 0 && (errno == EAGAIN || errno == ENOBUFS) && ++spins < spin_budget) {
+      continue;  // the socket buffer drains at line rate; retry briefly
+    } else if (r < 0 && (errno == EHOSTUNREACH || errno == ENETUNREACH || errno == ECONNREFUSED) &&
+               ++pending_errors < 3) {
+      // With IP_RECVERR every ICMP error (the TTL method's time-exceeded
+      // included) also sets sk_err, which the next send returns once and
+      // clears (udp(7), ip(7) IP_RECVERR) without sending: send it again.
+      continue;
+    } else {
+      ++t.errors;  // this probe cannot leave; the next may
+      ++done;
+      pending_errors = 0;
+    }
+  }
+  return t;
 }
 
 namespace {
@@ -133,28 +167,11 @@ class UdpSender final : public SenderBackend {
         msgs_[i].msg_hdr.msg_iov = &iovs_[i];
         msgs_[i].msg_hdr.msg_iovlen = 1;
       }
-      size_t done = 0;
-      int spins = 0, pending_errors = 0;
-      while (done < n) {
-        const int r = ::sendmmsg(socks_[idx].get(), msgs_.data() + done, static_cast<unsigned>(n - done), 0);
-        if (r > 0) {
-          done += static_cast<size_t>(r);
-          stats_.sent += static_cast<uint64_t>(r);
-          pending_errors = 0;
-        } else if (r < 0 && (errno == EAGAIN || errno == ENOBUFS) && ++spins < 1000) {
-          continue;  // the socket buffer drains at line rate; retry briefly
-        } else if (r < 0 && (errno == EHOSTUNREACH || errno == ENETUNREACH || errno == ECONNREFUSED) &&
-                   ++pending_errors < 3) {
-          // With IP_RECVERR every ICMP error (the TTL method's time-exceeded
-          // included) also sets sk_err, which the next send returns once and
-          // clears (udp(7), ip(7) IP_RECVERR) without sending: send it again.
-          continue;
-        } else {
-          ++stats_.send_errors;  // this probe cannot leave; the next may
-          ++done;
-          pending_errors = 0;
-        }
-      }
+      const SendLoopTally t = send_until_done(n, kSendSpins, [&](size_t done) {
+        return ::sendmmsg(socks_[idx].get(), msgs_.data() + done, static_cast<unsigned>(n - done), 0);
+      });
+      stats_.sent += t.sent;
+      stats_.send_errors += t.errors;
     }
     return ok_status();
   }
@@ -174,13 +191,22 @@ class UdpSender final : public SenderBackend {
 
  private:
   static constexpr int kBatch = 64;
+  // Batches read from one socket per poll(): a socket that never empties (a
+  // flood of packets to a probe port) must not keep poll() from returning to
+  // the campaign, which checks its deadline and a cancel between polls
+  // (campaign.cc). What is left is read at the next poll (epoll is level-
+  // triggered, epoll(7)).
+  static constexpr int kBatchesPerPoll = 16;
+  // sendmmsg(2) attempts that may fail with EAGAIN/ENOBUFS in a row before
+  // a probe is given up (counted in send_errors).
+  static constexpr int kSendSpins = 1000;
 
   void drain(uint32_t idx, std::vector<ProbeAnswer>& out) {
     std::array<std::array<uint8_t, 256>, kBatch> rb;
     std::array<iovec, kBatch> iov;
     std::array<sockaddr_in, kBatch> from;
     std::array<mmsghdr, kBatch> msgs{};
-    for (;;) {
+    for (int pass = 0; pass < kBatchesPerPoll; ++pass) {
       for (int i = 0; i < kBatch; ++i) {
         iov[i] = {rb[i].data(), rb[i].size()};
         msgs[i] = mmsghdr{};
@@ -205,7 +231,7 @@ class UdpSender final : public SenderBackend {
         a.dst_ip = ntohl(from[i].sin_addr.s_addr);
         a.sport = static_cast<uint16_t>(first_ + idx);
         a.dscp_seen = h.dscp_seen;
-        a.spine = h.spine == kSpineUnknown ? -1 : h.spine;
+        a.spine = spine_of_answer(h.dscp_seen, cfg_.probe_dscp);
         a.rtt_ns = now > h.send_time_ns ? now - h.send_time_ns : 0;
         if (h.sport != a.sport) {
           stats_.reject(Reject::kUnexpected);  // a valid reply for another port: not ours to use
@@ -218,7 +244,7 @@ class UdpSender final : public SenderBackend {
   }
 
   void drain_errors(uint32_t idx, std::vector<ProbeAnswer>& out) {
-    for (;;) {
+    for (int n = 0; n < kBatch * kBatchesPerPoll; ++n) {  // bounded like drain()
       uint8_t payload[256];
       alignas(cmsghdr) uint8_t control[512];
       sockaddr_in target{};

@@ -128,6 +128,7 @@ class TcpSynSender final : public SenderBackend {
         if (r > 0) {
           done += static_cast<size_t>(r);
           stats_.sent += static_cast<uint64_t>(r);
+          spins = 0;  // the budget is for one stall, not for the whole batch
         } else if (r < 0 && (errno == EAGAIN || errno == ENOBUFS) && ++spins < 1000) {
           continue;
         } else {
@@ -144,7 +145,11 @@ class TcpSynSender final : public SenderBackend {
     const int n = ::poll(&fd, 1, timeout_ms);
     if (n < 0) return errno == EINTR ? ok_status() : io_error("poll", errno);
     if (n == 0) return ok_status();
-    for (;;) {
+    // At most kReadsPerPoll datagrams: a reply port that never empties (a
+    // flood) must not keep poll() from returning to the campaign, which
+    // checks its deadline and a cancel between polls (campaign.cc); the rest
+    // is read at the next poll.
+    for (int reads = 0; reads < kReadsPerPoll; ++reads) {
       uint8_t buf[256];
       sockaddr_in from{};
       socklen_t fl = sizeof from;
@@ -162,14 +167,16 @@ class TcpSynSender final : public SenderBackend {
       a.dst_ip = ntohl(from.sin_addr.s_addr);
       a.sport = h.sport;
       a.dscp_seen = h.dscp_seen;
-      a.spine = h.spine == kSpineUnknown ? -1 : h.spine;
+      a.spine = spine_of_answer(h.dscp_seen, cfg_.probe_dscp);
       const uint64_t now = realtime_ns();
       a.rtt_ns = now > h.send_time_ns ? now - h.send_time_ns : 0;
       out.push_back(a);
     }
+    return ok_status();
   }
 
  private:
+  static constexpr int kReadsPerPoll = 1024;
   SenderConfig cfg_;
   UniqueFd raw_, udp_;
   uint16_t reply_port_ = 0;

@@ -148,6 +148,97 @@ TEST(CampaignTest, ResumeSkipsRecordedFiveTuples) {
   EXPECT_EQ(flows, 11);
 }
 
+// Sequences are serial numbers (RFC 1982): a campaign whose sequences pass
+// 2^32 - 1 mid-round must take the answers of 0, 1, ... as its own.
+TEST(CampaignTest, SequencesThatWrapPastUint32MaxMidRoundAreAnswers) {
+  ScriptedBackend be(4, 0);
+  CampaignPlan plan;
+  plan.targets = {20};
+  plan.sport_count = 3;
+  plan.probes_per_port = 2;
+  plan.rate_pps = 0;
+  plan.timeout_ms = 5;
+  plan.first_sequence = 0xfffffffe;  // round 0: 0xfffffffe, 0xffffffff, 0; round 1: 1, 2, 3
+  std::map<uint16_t, FlowResult> got;
+  auto out = run_campaign(be, plan, [&](const FlowResult& f) { got[f.sport] = f; });
+  ASSERT_TRUE(out) << out.status().message();
+  ASSERT_EQ(got.size(), 3u);
+  for (const auto& [sport, f] : got) {
+    EXPECT_EQ(f.sent, 2) << sport;
+    EXPECT_EQ(f.answered, 2) << sport;
+    EXPECT_EQ(f.spine, be.spine_of(20, sport)) << sport;
+  }
+  EXPECT_EQ(out->stats.answered, 6u);
+  EXPECT_EQ(out->stats.timed_out, 0u);
+  EXPECT_EQ(out->stats.rejected_for(Reject::kLate), 0u);
+  EXPECT_EQ(out->stats.retried, 0u);
+}
+
+// Answers every probe, but those of round 0 only after round 1 was sent,
+// with the long round trip a late answer has: they arrive first.
+class WrapLateRoundBackend final : public SenderBackend {
+ public:
+  std::string_view name() const override { return "late-round"; }
+  Status open_ports(uint16_t, uint16_t) override { return ok_status(); }
+  Status send(std::span<const ProbeSend> probes) override {
+    std::vector<ProbeAnswer> now;
+    for (const auto& p : probes) {
+      ++stats_.sent;
+      ProbeAnswer a;
+      a.sequence = p.sequence;
+      a.dst_ip = p.dst_ip;
+      a.sport = p.sport;
+      a.spine = 1;
+      a.dscp_seen = 9;
+      a.rtt_ns = sends_ == 0 ? 900000 : 1000;
+      now.push_back(a);
+    }
+    if (sends_++ == 0) {
+      held_ = std::move(now);
+    } else {
+      queue_.insert(queue_.end(), held_.begin(), held_.end());
+      held_.clear();
+      queue_.insert(queue_.end(), now.begin(), now.end());
+    }
+    return ok_status();
+  }
+  Status poll(int, std::vector<ProbeAnswer>& out) override {
+    out.insert(out.end(), queue_.begin(), queue_.end());
+    queue_.clear();
+    return ok_status();
+  }
+
+ private:
+  int sends_ = 0;
+  std::vector<ProbeAnswer> held_, queue_;
+};
+
+// Round 0 (0xfffffffd..0xffffffff) times out; its answers arrive in round 1
+// (0, 1, 2), after the wrap, and are late: round 1's own answers count.
+TEST(CampaignTest, AnEarlierRoundsAnswerAfterTheSequenceWrapIsLate) {
+  WrapLateRoundBackend be;
+  CampaignPlan plan;
+  plan.targets = {20};
+  plan.sport_count = 3;
+  plan.probes_per_port = 2;
+  plan.retries = 0;
+  plan.rate_pps = 0;
+  plan.timeout_ms = 5;
+  plan.first_sequence = 0xfffffffd;
+  std::vector<FlowResult> got;
+  auto out = run_campaign(be, plan, [&](const FlowResult& f) { got.push_back(f); });
+  ASSERT_TRUE(out) << out.status().message();
+  ASSERT_EQ(got.size(), 3u);
+  for (const auto& f : got) {
+    EXPECT_EQ(f.sent, 2) << f.sport;
+    EXPECT_EQ(f.answered, 1) << f.sport;
+    EXPECT_EQ(f.min_rtt_ns, 1000u) << f.sport;
+  }
+  EXPECT_EQ(out->stats.timed_out, 3u);
+  EXPECT_EQ(out->stats.rejected_for(Reject::kLate), 3u);
+  EXPECT_EQ(out->stats.rejected_for(Reject::kUnexpected), 0u);
+}
+
 // Sends into the void; poll() returns at once, or (waits) after its timeout.
 class Silent final : public SenderBackend {
  public:

@@ -10,9 +10,13 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
+#include <span>
 #include <thread>
+#include <vector>
 
+#include "weft/probe/backend.h"
 #include "weft/probe/fd.h"
 #include "weft/probe/reflector.h"
 
@@ -148,6 +152,81 @@ TEST_F(ReflectorLoopbackTest, TheReplyLeavesFromTheAddressTheRequestWasSentTo) {
   EXPECT_EQ(h.tuple.dst_ip, kLo3);
   EXPECT_EQ(h.tuple.sport, port_);
   EXPECT_EQ(sender_stats_.rejected_total(), 0u);
+}
+
+// Under a flood its socket never empties: the receive loop must still look
+// at stop() between batches. Two threads resend captured requests (each a
+// replay, refused after its MAC is checked) as fast as sendmmsg(2) goes.
+TEST_F(ReflectorLoopbackTest, StopReturnsPromptlyWhileItsPortIsFlooded) {
+  constexpr int kFloodBatch = 64;
+  std::atomic<bool> flooding{true};
+  std::atomic<uint64_t> flooded{0};
+  std::vector<std::thread> flooders;
+  for (int t = 0; t < 2; ++t) {
+    flooders.emplace_back([&, t] {
+      const Client c = bound(kLo1);
+      const auto captured = request(c, kLo1, 1000 + static_cast<uint32_t>(t));
+      sockaddr_in to = addr(kLo1, port_);
+      std::array<iovec, kFloodBatch> iov;
+      std::array<mmsghdr, kFloodBatch> msgs{};
+      for (int i = 0; i < kFloodBatch; ++i) {
+        iov[i] = {const_cast<uint8_t*>(captured.data()), captured.size()};
+        msgs[i].msg_hdr.msg_name = &to;
+        msgs[i].msg_hdr.msg_namelen = sizeof to;
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+      }
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+      while (flooding && std::chrono::steady_clock::now() < until) {
+        const int r = ::sendmmsg(c.fd.get(), msgs.data(), kFloodBatch, 0);
+        if (r > 0) flooded += static_cast<uint64_t>(r);
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto t0 = std::chrono::steady_clock::now();
+  reflector_->stop();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  flooding = false;
+  for (auto& f : flooders) f.join();
+  EXPECT_GT(flooded.load(), 0u);
+  EXPECT_GT(reflector_->stats().rejected_for(Reject::kReplayed), 0u);
+  EXPECT_LT(took, std::chrono::seconds(1)) << "stop() waited for the flood to end";
+}
+
+// The reflector's X (8 here) names the reply's spine field; a campaign whose
+// probes leave with another X (`weft probe --probe-dscp`) must read the spine
+// from the DSCP the reflector saw and its own X. On loopback no spine rewrites
+// the DSCP, so every answer is the same leaf: spine 0, whatever the two X are.
+TEST_F(ReflectorLoopbackTest, TheSenderReadsTheSpineWithItsCampaignsDscpNotTheReflectors) {
+  struct {
+    uint8_t campaign_x;
+    int dscp_seen;
+    int spine;
+  } const cases[] = {{10, 10, 0}, {6, 6, 0}};  // the reflector's reading: spine 2; unknown (6 < 8)
+  uint32_t seq = 40;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "campaign X " << int{c.campaign_x});
+    SenderConfig sc;
+    sc.local_ip = kLo1;
+    sc.dport = port_;
+    sc.probe_dscp = c.campaign_x;
+    sc.run = kReflectorRun;
+    sc.key = key_;
+    auto tx = make_sender("udp", sc);
+    ASSERT_TRUE(tx) << tx.status().to_string();
+    const uint16_t sport = bound(kLo1).port;  // a port free a moment ago; the socket is closed again
+    ASSERT_TRUE((*tx)->open_ports(sport, 1).is_ok());
+    const ProbeSend probe{.dst_ip = kLo1, .sport = sport, .sequence = ++seq};
+    ASSERT_TRUE((*tx)->send(std::span<const ProbeSend>(&probe, 1)).is_ok());
+    std::vector<ProbeAnswer> got;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (got.empty() && std::chrono::steady_clock::now() < until) ASSERT_TRUE((*tx)->poll(20, got).is_ok());
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].sequence, seq);
+    EXPECT_EQ(got[0].dscp_seen, c.dscp_seen);
+    EXPECT_EQ(got[0].spine, c.spine);
+  }
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ struct ProbeAnswer {
   uint32_t dst_ip = 0;      // the probed destination
   uint16_t sport = 0;
   int dscp_seen = -1;       // DSCP at the reflector; -1 = not reached (TTL method)
-  int spine = -1;           // from the DSCP: 0 = same leaf; -1 = unknown
+  int spine = -1;           // from dscp_seen and the campaign's X (spine_of_answer): 0 = same leaf; -1 = unknown
   uint32_t hop_ip = 0;      // TTL method: source of the ICMP time-exceeded
   uint64_t rtt_ns = 0;
 };
@@ -101,5 +101,12 @@ std::string interface_of(uint32_t ip);
 // The spine a received DSCP names, given the probe's X: 0 when it is X (no spine
 // crossed), N when X+N, kSpineUnknown otherwise.
 uint8_t spine_from_dscp(uint8_t dscp_seen, uint8_t probe_dscp);
+
+// A sender's reading of a reply (ProbeAnswer::spine): spine_from_dscp of the
+// DSCP the reflector saw and the X this campaign's probes left with, -1 when
+// it names none. The reply's own spine field is the reflector's reading with
+// the reflector's X (`weft agent --probe-dscp`), which need not be the
+// campaign's (`weft probe --probe-dscp`): every sender ignores it.
+int spine_of_answer(uint8_t dscp_seen, uint8_t probe_dscp);
 
 }  // namespace weft::probe

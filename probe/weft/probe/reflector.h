@@ -32,7 +32,7 @@ namespace weft::probe {
 struct ReflectorConfig {
   uint32_t bind_ip = 0;      // host order; 0 = any
   uint16_t udp_port = 4791;  // UDP probes arrive here; TCP probes are answered from here
-  uint8_t probe_dscp = 8;    // X, to turn the received DSCP into a spine number
+  uint8_t probe_dscp = 8;    // X: the reply's spine field (senders read dscp_seen with their campaign's X instead)
   uint8_t reply_dscp = 4;    // Y, the DSCP of answers (never rewritten by spines)
   uint16_t tcp_port = 0;     // > 0: capture TCP SYN probes to this port (libpcap)
   std::string pcap_device;   // "" = the interface that holds bind_ip, else "any"

@@ -12,7 +12,9 @@
 // Layout (64 bytes, network byte order, the UDP payload / TCP SYN data):
 //   0 magic "WFPB"  4 version (2)  5 type  6 flags  7 dscp_seen
 //   8 campaign     12 sequence 16 sport 18 dport (the probed 5-tuple's ports)
-//  20 spine        21 protocol (this packet's: 17 UDP, 6 TCP)
+//  20 spine (the reflector's reading with its own X; senders recompute it from
+//     dscp_seen and their campaign's X, backend.h spine_of_answer)
+//  21 protocol (this packet's: 17 UDP, 6 TCP)
 //  22 reply_port (0 = answer the packet's source port; TCP probes name a UDP port)
 //  24 send_time_ns (sender's CLOCK_REALTIME)
 //  32 src_ip  36 dst_ip  40 src_port  42 dst_port (this packet's own, as sent)
