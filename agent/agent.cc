@@ -107,10 +107,10 @@ struct Agent::Impl {
     return internal::accept_each(acceptor, [this](tcp::socket s) {
       boost::system::error_code ec;
       s.set_option(tcp::no_delay(true), ec);
-      auto ss = std::make_shared<Session>(std::move(s), cfg.idle_timeout_ms);
-      ss->on_stalled = [this, peer = ss->peer] {
+      auto ss = std::make_shared<Session>(std::move(s), cfg.idle_timeout_ms, cfg.max_queued_bytes);
+      ss->on_stalled = [this, peer = ss->peer](const std::string& why) {
         count(ControlReject::kNotReading);
-        spdlog::warn("control: {} took no frame for {} ms; session closed", peer.to_string(), cfg.idle_timeout_ms);
+        spdlog::warn("control: {} {}; session closed", peer.to_string(), why);
       };
       admit(ss);
       asio::co_spawn(io, session(ss), asio::detached);
@@ -304,9 +304,13 @@ struct Agent::Impl {
       std::shared_ptr<std::atomic<bool>> before = take_over_monitor(ss, run);
       auto next_sequence = monitors[run].next_sequence;  // a new run's entry starts at sequence 1
       auto finished = start_thread(ss, [this, ss, key, before, next_sequence, cmd = std::move(cmd)] {
-        // The run's arrivals and probe sockets belong to one monitor at a time.
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        while (before && !before->load() && std::chrono::steady_clock::now() < until) {
+        // The run's arrivals, probe sockets and sequence numbers belong to
+        // one monitor at a time: this one starts from where the old one
+        // stopped, which it publishes when it returns (its session is
+        // closed: it returns at its next poll). Two at once would send the
+        // same sequences, which the reflectors refuse as replayed.
+        while (before && !before->load()) {
+          if (ss->cancel->load()) return;
           std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
         internal::run_monitor_order(cfg, cmd, key, *reflector, [&](json j) { asio::post(io, [ss, j = std::move(j)] { ss->send(j); }); },
@@ -543,6 +547,10 @@ Status AgentConfig::validate() const {
   }
   if (handshake_timeout_ms < 1 || idle_timeout_ms < 1 || sweep_heartbeat_ms < 1) {
     return invalid_argument("timeouts must be >= 1 ms");
+  }
+  if (max_queued_bytes < kMaxFrame) {
+    return invalid_argument(fmt::format("max queued bytes must be >= {} (one frame), got {}", kMaxFrame,
+                                        max_queued_bytes));
   }
   return ok_status();
 }

@@ -7,7 +7,8 @@
 
 namespace weft::agent::internal {
 
-Session::Session(tcp::socket s, int write_timeout) : sock(std::move(s)), wake(sock.get_executor()), write_timeout_ms(write_timeout) {
+Session::Session(tcp::socket s, int write_timeout, std::size_t max_queued_bytes)
+    : sock(std::move(s)), wake(sock.get_executor()), write_timeout_ms(write_timeout), max_queued(max_queued_bytes) {
   boost::system::error_code ec;
   const auto ep = sock.remote_endpoint(ec);
   if (!ec) peer = ep.address();
@@ -16,6 +17,12 @@ Session::Session(tcp::socket s, int write_timeout) : sock(std::move(s)), wake(so
 void Session::send(const nlohmann::json& j) {
   if (closed) return;
   out.push_back(sealer ? sealer->seal(j) : frame(j));
+  queued += out.back().size();
+  if (queued > max_queued) {
+    if (on_stalled) on_stalled(fmt::format("left {} bytes unread (more than {})", queued, max_queued));
+    close();
+    return;
+  }
   wake.cancel();
 }
 
@@ -39,9 +46,11 @@ asio::awaitable<void> Session::writer() {
       co_await asio::async_write(sock, asio::buffer(out.front()), asio::redirect_error(asio::use_awaitable, ec));
       expired = d.expired();
     }
+    queued -= out.front().size();
     out.pop_front();
     if (expired) {
-      if (on_stalled) on_stalled();  // before close(): the reader may see its read cancelled first
+      // before close(): the reader may see its read cancelled first
+      if (on_stalled) on_stalled(fmt::format("took no frame for {} ms", write_timeout_ms));
       close();
     } else if (ec) {
       close();  // the peer is gone (reset, or TCP gave up): its sweeps stop too

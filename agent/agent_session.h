@@ -30,20 +30,23 @@ using asio::ip::tcp;
 // thread. Frames leave through one writer coroutine in the order send() queued
 // them, so the sealer's counters match the order on the wire.
 //
-// A peer that stops reading cannot make the agent hoard for long: a frame
-// the socket does not take within `write_timeout_ms` closes the session
-// and calls `on_stalled` (counted as not_reading). A peer
-// that reads, however slowly, is never closed for it: results have no
-// other flow control.
+// A peer that stops reading cannot make the agent hoard: a frame the socket
+// does not take within `write_timeout_ms`, or more than `max_queued` bytes
+// waiting for it, closes the session and calls `on_stalled` with why
+// (counted as not_reading). A peer that reads, however slowly, and keeps
+// up with less than `max_queued` behind is never closed for it: results
+// have no other flow control.
 struct Session : std::enable_shared_from_this<Session> {
-  Session(tcp::socket s, int write_timeout_ms);
+  Session(tcp::socket s, int write_timeout_ms, std::size_t max_queued);
 
   tcp::socket sock;
   asio::ip::address peer;
   asio::steady_timer wake;  // the writer sleeps on it while `out` is empty
   std::deque<std::string> out;
+  std::size_t queued = 0;  // bytes in `out`
   int write_timeout_ms;
-  std::function<void()> on_stalled;
+  std::size_t max_queued;
+  std::function<void(const std::string& why)> on_stalled;
   bool closed = false;
   bool close_when_drained = false;
   std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);  // sweeps watch it

@@ -53,6 +53,20 @@ Status ProbeRunConfig::validate() const {
     return invalid_argument(fmt::format("probe DSCP {} + {} spines > 63: DSCP cannot name them; use --method ttl",
                                         probe_dscp, stop_at_spines));
   }
+  // The ranges every agent holds a campaign order to (control.cc
+  // decode_campaign): a run the agents would refuse is refused here, before a
+  // 'running' campaign row exists for it, naming the option of `weft probe`.
+  const auto outside = [](const char* option, auto v, auto lo, auto hi) {
+    return invalid_argument(fmt::format("{} {} is outside {}..{} (what an agent accepts)", option, v, lo, hi));
+  };
+  if (dport < 1) return outside("--dport", dport, 1, 65535);
+  if (probes_per_port < 1 || probes_per_port > 1000) return outside("--probes", probes_per_port, 1, 1000);
+  if (!(rate_pps >= 0 && rate_pps <= 1e9)) return outside("--rate", rate_pps, 0, "1e9");
+  if (timeout_ms < 1 || timeout_ms > 60000) return outside("--timeout-ms", timeout_ms, 1, 60000);
+  if (retries < 0 || retries > 100) return outside("--retries", retries, 0, 100);
+  if (port_window < 1 || port_window > 4096) return outside("--port-window", port_window, 1, 4096);
+  if (stop_at_spines < 0 || stop_at_spines > 63) return outside("--spines", stop_at_spines, 0, 63);
+  if (ports_per_spine > 4096) return outside("--ports-per-spine", ports_per_spine, 0, 4096);
   if (batch_rows < 1) return invalid_argument("batch rows must be >= 1");
   if (keep_open_ms < 1) return invalid_argument(fmt::format("keep-open interval {} ms must be >= 1", keep_open_ms));
   probe::CampaignPlan p;

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -65,6 +66,19 @@ auto on_exception(Fail fail) {
       fail(internal_error("unexpected exception"));
     }
   };
+}
+
+// How long the controller waits for a sweep's next frame before it takes the
+// agent for lost: four times the longest a window may take to settle (every
+// round's attempts each waiting out the timeout), at least 30 s. In int64_t:
+// the largest plan an agent accepts (control.cc decode_campaign: timeout_ms
+// 60000, retries 100, probes 1000) gives 2.4e10 ms, past INT_MAX. Capped at
+// a day: an agent sends an empty "results" frame every sweep_heartbeat_ms
+// (agent.h) while it sweeps, so a longer silence is a lost agent anyway.
+inline int sweep_silence_ms(const probe::CampaignPlan& p) {
+  constexpr int64_t kFloorMs = 30000, kCapMs = 24LL * 3600 * 1000;
+  const int64_t window_ms = int64_t{p.timeout_ms} * (int64_t{p.retries} + 1) * int64_t{p.probes_per_port};
+  return static_cast<int>(std::clamp<int64_t>(4 * window_ms, kFloorMs, kCapMs));
 }
 
 inline asio::awaitable<Status> write_msg(Conn& c, const json& j, int timeout_ms) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 
@@ -34,10 +35,21 @@ struct Run {
   Clock::time_point start = Clock::now();
   int pairs_done = 0, pairs_total = 0;
 
+  // Closes every session: called once, on the first failure.
+  std::function<void()> stop_all;
+
   Run(db::Database& d, const ProbeRunConfig& c) : db(d), cfg(c), writer(d) {}
 
+  // The first failure ends the run at once: every session is closed, so the
+  // other hosts' sweeps stop (an agent cancels its sweeps when the
+  // controller goes) instead of probing on, perhaps for hours, into rows
+  // this run no longer stores, or towards an agent that is gone, whose
+  // unanswered probes a resume would take as measured. What was stored
+  // before stays; rerunning the command resumes from it.
   void fail(Status st) {
-    if (failure.is_ok()) failure = std::move(st);
+    if (!failure.is_ok()) return;
+    failure = std::move(st);
+    if (stop_all) stop_all();
   }
 
   void flush() {
@@ -114,8 +126,7 @@ asio::awaitable<void> sweep(Conn& c, Run& run, CampaignCommand cmd, ProbeSummary
     run.fail(st);
     co_return;
   }
-  // A sweep reports at least every 100 ms while it runs; allow for a slow window.
-  const int silence_ms = std::max(30000, 4 * cmd.plan.timeout_ms * (cmd.plan.retries + 1) * cmd.plan.probes_per_port);
+  const int silence_ms = sweep_silence_ms(cmd.plan);
   for (;;) {
     auto m = co_await read_msg(c, silence_ms);
     if (!m) {
@@ -299,6 +310,12 @@ Result<ProbeSummary> run_probe(db::Database& db, const std::vector<HostEntry>& h
     c->done = true;
     conns.push_back(std::move(c));
   }
+  run.stop_all = [&conns] {
+    for (auto& c : conns) {
+      boost::system::error_code ec;
+      c->sock.close(ec);
+    }
+  };
   run.pairs_total = sum.pairs;
   run.expected = static_cast<int64_t>(sum.pairs) * cfg.sport_count - recorded;
 

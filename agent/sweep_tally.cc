@@ -35,6 +35,15 @@ void PathTally::add(const probe::FlowResult& f) {
   }
 }
 
+void PathTally::add(const PathTally& o) {
+  flows += o.flows;
+  probes_sent += o.probes_sent;
+  probes_answered += o.probes_answered;
+  rtt_count += o.rtt_count;
+  rtt_sum_seconds += o.rtt_sum_seconds;
+  for (size_t b = 0; b < rtt_buckets.size(); ++b) rtt_buckets[b] += o.rtt_buckets[b];
+}
+
 std::string path_label(const probe::FlowResult& f) {
   if (f.answered == 0) return kNoPathLabel;
   if (f.spine >= 0) return std::to_string(f.spine);
@@ -57,6 +66,22 @@ SweepTally::Sweep SweepTally::start(uint64_t planned) {
   return Sweep(this, planned);
 }
 
+PathTally& SweepTally::peer(const std::string& label) {
+  std::map<std::string, PathTally>& m = s_.peers;
+  peer_updated_[label] = ++updates_;
+  if (auto it = m.find(label); it != m.end()) return it->second;
+  if (m.size() - m.count(kOtherLabel) >= kMaxPeers) {
+    auto oldest = peer_updated_.end();
+    for (auto it = peer_updated_.begin(); it != peer_updated_.end(); ++it) {
+      if (it->first != label && (oldest == peer_updated_.end() || it->second < oldest->second)) oldest = it;
+    }
+    m[kOtherLabel].add(m.at(oldest->first));
+    m.erase(oldest->first);
+    peer_updated_.erase(oldest);
+  }
+  return m[label];
+}
+
 SweepTallySnapshot SweepTally::snapshot() const {
   std::lock_guard lock(mu_);
   return s_;
@@ -68,7 +93,7 @@ void SweepTally::Sweep::flow(const probe::FlowResult& f) {
   ++settled_;
   ++s.flows_settled;
   ++s.running_settled;
-  bounded(s.peers, ipv4_str(f.dst_ip), kMaxPeers).add(f);
+  t_->peer(ipv4_str(f.dst_ip)).add(f);
   bounded(s.paths, path_label(f), kMaxPaths).add(f);
 }
 

@@ -76,6 +76,13 @@ int run_agent(const AgentArgs& a, const Reread& reread) {
   if (a.probe_dscp < 0 || a.probe_dscp > 63 || a.reply_dscp < 0 || a.reply_dscp > 63) {
     return fail(invalid_argument("DSCP values are 0..63 (6 bits)"));
   }
+  // Port 0 would bind the reflector to an ephemeral port that no controller
+  // knows: every probe to --dport would go unanswered. (Tests that want any
+  // free port start an Agent or a Reflector in-process with udp_port 0.)
+  // Checked here, after the file, so its value is refused too.
+  if (a.udp_port == 0) {
+    return fail(invalid_argument("--udp-port must be the port probes arrive at (4791 for RoCEv2), not 0"));
+  }
   cfg.probe_ip = *probe_ip;
   cfg.max_rate_pps = a.max_rate;
   cfg.name = a.name;
@@ -166,7 +173,7 @@ void register_agent(CLI::App& app, Registry& reg) {
         return ok ? std::string() : fmt::format("{} is not a rate in (0, 1e9] probes/s", v);
       }, "RATE"));
   cmd->add_option("--name", a.name, "Name reported to the controller (default: hostname)");
-  cmd->add_option("--udp-port", a.udp_port, "UDP port probes arrive at (RoCEv2: 4791)")->capture_default_str();
+  cmd->add_option("--udp-port", a.udp_port, "UDP port probes arrive at (RoCEv2: 4791; not 0)")->capture_default_str();
   cmd->add_option("--tcp-port", a.tcp_port, "Capture TCP SYN probes to this data port (0 = off)")->capture_default_str();
   cmd->add_option("--probe-dscp", a.probe_dscp, "X: spine N rewrites DSCP X to X+N")
       ->capture_default_str()->check(CLI::Range(0, 63));

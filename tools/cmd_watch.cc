@@ -14,6 +14,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <fmt/format.h>
 
+#include "agent_config.h"
 #include "cli_common.h"
 #include "fleet_args.h"
 #include "watch/watch_metrics.h"
@@ -32,6 +33,13 @@ namespace weft::cli {
 namespace {
 
 namespace asio = boost::asio;
+
+// What WatchState judges by (watch_state.h on_wall_clock).
+uint64_t monotonic_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
 
 struct WatchArgs {
   FleetArgs fleet;
@@ -105,13 +113,12 @@ int run_watch(WatchArgs& a) {
   std::optional<int64_t> open_event;
   std::unique_ptr<agent::MetricsServer> metrics;
   if (!a.metrics.empty()) {
-    const auto colon = a.metrics.rfind(':');
-    if (colon == std::string::npos) return fail(invalid_argument(fmt::format("--metrics '{}' is not ADDR:PORT", a.metrics)));
-    agent::MetricsServerConfig mc{.ip = a.metrics.substr(0, colon),
-                                  .port = static_cast<uint16_t>(std::atoi(a.metrics.c_str() + colon + 1))};
+    auto ep = parse_address_port(a.metrics, "--metrics");  // checked when parsed too (register_watch)
+    if (!ep) return fail(ep.status());
+    agent::MetricsServerConfig mc{.ip = ep->first, .port = ep->second};
     auto srv = agent::MetricsServer::start(mc, [&] {
       std::lock_guard lock(mu);
-      return render_watch_metrics(state.counts(probe::realtime_ns()), totals);
+      return render_watch_metrics(state.counts(monotonic_ns()), totals);
     });
     if (!srv) return fail(srv.status());
     metrics = std::move(*srv);
@@ -227,14 +234,14 @@ int run_watch(WatchArgs& a) {
       *hosts, per_host, *secret, a.cfg,
       [&](size_t host, uint64_t, std::vector<probe::TupleTally> rows, std::vector<agent::Arrival> arrivals) {
         std::lock_guard lock(mu);
-        const uint64_t now = probe::realtime_ns();
+        const uint64_t now = monotonic_ns();
         state.update(static_cast<int>(host), rows, now);
         state.arrived(static_cast<int>(host), arrivals, now);
         for (LinkEvent& e : state.evaluate(now)) {
           const bool explain = e.kind == LinkEvent::Kind::kAmbiguous || e.kind == LinkEvent::Kind::kUnexplained;
           WatchCounts c = state.counts(e.at_ns);
           std::string unhealthy = explain ? state.describe_unhealthy(e.at_ns) : std::string();
-          Pending p{std::move(e), c, std::move(unhealthy)};
+          Pending p{on_wall_clock(std::move(e), now, probe::realtime_ns()), c, std::move(unhealthy)};
           asio::post(events, [&act, p = std::move(p)] { act(p); });
         }
       },
@@ -253,7 +260,7 @@ int run_watch(WatchArgs& a) {
   events.join();  // every event found is recorded before the summary
   if (!st) return fail(st);
   if (!db_error) return fail(db_error.with_context("recording link events"));
-  const WatchCounts c = state.counts(probe::realtime_ns());
+  const WatchCounts c = state.counts(monotonic_ns());
   fmt::print("stopped: {} probes sent, {} answered, {} lost; {} links down, {} restored\n", c.sent, c.answered, c.lost,
              totals.down_events, totals.up_events);
   return 0;
@@ -285,7 +292,14 @@ void register_watch(CLI::App& app, Registry& reg) {
                               "connection may cross a failed link); default: four report intervals");
   cmd->add_option("--confirm-ms", a.confirm_ms, "How long a verdict must hold before it is acted on")
       ->capture_default_str();
-  cmd->add_option("--metrics", a.metrics, "Serve Prometheus metrics on ADDR:PORT");
+  // The same check as `weft agent --metrics` (cmd_agent.cc): a port that is
+  // not a number 0..65535 is refused, not read as atoi(3) would (0, or 70000
+  // wrapped to 4464).
+  cmd->add_option("--metrics", a.metrics, "Serve Prometheus metrics on ADDR:PORT")
+      ->check(CLI::Validator([](std::string& v) {
+        auto ep = parse_address_port(v, "--metrics");
+        return ep ? std::string() : ep.status().message();
+      }, "ADDR:PORT"));
   cmd->add_option("--publish", a.publish,
                   "On a link down, re-plan the job (--plan) without it and write the plan epoch to this file; "
                   "on its restore, the job's plan as the next epoch");

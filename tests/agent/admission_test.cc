@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -274,18 +276,23 @@ TEST(AgentProcessTest, ListensOnTheIpAddressByDefault) {
 }
 
 // A controller that keeps sending commands but never reads their answers:
-// the agent closes it at its write deadline, counts not_reading (where the
-// deadline fires, whichever of the session's reads and writes it cancels
-// first), and serves the next controller.
+// the agent closes it at its write deadline, or once more than
+// max_queued_bytes wait for it however long the deadline, counts
+// not_reading (where the deadline fires, whichever of the session's reads
+// and writes it cancels first), and serves the next controller.
 struct StalledCase {
   const char* name;
   int idle_timeout_ms;
+  std::size_t max_queued_bytes = AgentConfig{}.max_queued_bytes;
 };
 
 class StalledReaderTest : public AdmissionTest, public ::testing::WithParamInterface<StalledCase> {};
 
 TEST_P(StalledReaderTest, AControllerThatStopsReadingIsClosedAndCounted) {
-  start([](AgentConfig& c) { c.idle_timeout_ms = GetParam().idle_timeout_ms; });
+  start([](AgentConfig& c) {
+    c.idle_timeout_ms = GetParam().idle_timeout_ms;
+    c.max_queued_bytes = GetParam().max_queued_bytes;
+  });
   Client c(own_ip(1), a_->port());
   ASSERT_TRUE(c.authenticate(test_secret(), {kA, kB}));
   // A send blocks while the agent reads slower than this (under a sanitizer
@@ -313,7 +320,8 @@ TEST_P(StalledReaderTest, AControllerThatStopsReadingIsClosedAndCounted) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Bounds, StalledReaderTest,
-                         ::testing::Values(StalledCase{"ShortDeadline", 300}, StalledCase{"LongerDeadline", 1500}),
+                         ::testing::Values(StalledCase{"ShortDeadline", 300}, StalledCase{"LongerDeadline", 1500},
+                                           StalledCase{"QueueBoundBeforeADeadlineOf10Minutes", 600000, kMaxFrame}),
                          [](const auto& p) { return std::string(p.param.name); });
 
 // The controller sends nothing on a session while it waits for a sweep's
@@ -360,6 +368,41 @@ TEST_P(LongSweepTest, ASweepLongerThanTheIdleTimeoutCompletes) {
 INSTANTIATE_TEST_SUITE_P(Hosts, LongSweepTest,
                          ::testing::Values(LongSweep{"BothSweep", true}, LongSweep{"OneOnlyReflects", false}),
                          [](const auto& p) { return std::string(p.param.name); });
+
+// An agent that goes away mid-campaign ends the run at once: the other
+// host's sweep (here 16 ports at 2 probes/s, 8 s) stops with it instead of
+// probing on towards the agent that is gone, and the campaign stays
+// 'running' for a resume.
+TEST_F(AdmissionTest, AnAgentLostMidCampaignStopsTheOtherSweepsAtOnce) {
+  start();
+  const std::string path = fmt::format("/tmp/weft-admission-lost-agent-{}.db", ::getpid());
+  {
+    auto db = db::Database::open(path);
+    ASSERT_TRUE(db) << db.status().to_string();
+    ProbeRunConfig cfg = quick_campaign();
+    cfg.sport_count = 16;
+    cfg.rate_pps = 2;
+    cfg.keep_open_ms = 150;
+    std::optional<Result<ProbeSummary>> run;
+    const auto t0 = Clock::now();
+    std::thread controller([&] {
+      run.emplace(run_probe(*db, {{"a", own_ip(1), a_->port()}, {"b", own_ip(2), b_->port()}}, test_secret(), cfg));
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    b_.reset();  // its sessions close with it
+    controller.join();
+    const auto took = Clock::now() - t0;
+    ASSERT_TRUE(run && !*run);
+    EXPECT_NE(run->status().message().find("mid-campaign (rerun the same command to resume)"), std::string::npos)
+        << run->status().message();
+    EXPECT_LT(took, std::chrono::milliseconds(5000));
+    auto state = db->query_int("SELECT COUNT(*) FROM campaigns WHERE state = 'running'");
+    ASSERT_TRUE(state) << state.status().to_string();
+    EXPECT_EQ(*state, 1);
+  }
+  for (const char* ext : {"", "-wal", "-shm"}) std::remove((path + ext).c_str());
+  EXPECT_TRUE(eventually([&] { return counters().authenticated == 0; }));
+}
 
 }  // namespace
 }  // namespace weft::agent::testing

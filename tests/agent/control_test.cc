@@ -1,8 +1,17 @@
 // Control-plane messages: validation, round trips, handshake proofs.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <limits>
+
+#include "../scratch_name.h"
+#include "controller_internal.h"
 #include "weft/agent/channel.h"
 #include "weft/agent/control.h"
+#include "weft/agent/controller.h"
+#include "weft/db/database.h"
 
 namespace weft::agent {
 namespace {
@@ -114,6 +123,75 @@ TEST(ControlTest, CampaignFieldsAreRangeChecked) {
   j = encode_campaign(sample());
   j["ports_per_spine"] = 0;
   EXPECT_EQ(decode_campaign(j).status().message(), "field 'ports_per_spine' = 0 is outside 1..4096");
+}
+
+// What `weft probe` lets through, every agent accepts (decode_campaign's
+// ranges): a run the agents would refuse stops before it has a campaign row,
+// naming the option to change.
+struct ProbeRunOutsideAgentRange {
+  const char* name;
+  std::function<void(ProbeRunConfig&)> set;
+  const char* message;
+};
+
+class ProbeRunRangeTest : public ::testing::TestWithParam<ProbeRunOutsideAgentRange> {};
+
+TEST_P(ProbeRunRangeTest, IsRefusedNamingTheOptionBeforeACampaignRowExists) {
+  ProbeRunConfig cfg;
+  cfg.connect_timeout_ms = 500;
+  GetParam().set(cfg);
+  EXPECT_EQ(cfg.validate().message(), GetParam().message);
+  const auto path = std::filesystem::temp_directory_path() / (test::scratch_name("weft-probe-range") + ".db");
+  std::filesystem::remove(path);
+  {
+    auto db = db::Database::open(path.string());
+    ASSERT_TRUE(db) << db.status().message();
+    // Port 1 of loopback: nothing listens, so a run that got past validation
+    // would fail at connect, after creating its campaign row.
+    auto hosts = parse_hosts("a 127.0.0.1 1\nb 127.0.0.2 1\n", "hosts");
+    ASSERT_TRUE(hosts) << hosts.status().message();
+    auto run = run_probe(*db, *hosts, probe::MacKey::from_string("a shared secret of some length"), cfg);
+    EXPECT_EQ(run.status().message(), GetParam().message);
+    EXPECT_EQ(*db->query_int("SELECT COUNT(*) FROM campaigns"), 0);
+  }
+  std::filesystem::remove(path);
+  std::filesystem::remove(path.string() + "-wal");
+  std::filesystem::remove(path.string() + "-shm");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Options, ProbeRunRangeTest,
+    ::testing::Values(
+        ProbeRunOutsideAgentRange{"Probes", [](ProbeRunConfig& c) { c.probes_per_port = 1001; },
+                                  "--probes 1001 is outside 1..1000 (what an agent accepts)"},
+        ProbeRunOutsideAgentRange{"TimeoutMs", [](ProbeRunConfig& c) { c.timeout_ms = 60001; },
+                                  "--timeout-ms 60001 is outside 1..60000 (what an agent accepts)"},
+        ProbeRunOutsideAgentRange{"Retries", [](ProbeRunConfig& c) { c.retries = 101; },
+                                  "--retries 101 is outside 0..100 (what an agent accepts)"},
+        ProbeRunOutsideAgentRange{"Rate", [](ProbeRunConfig& c) { c.rate_pps = 2e9; },
+                                  "--rate 2000000000 is outside 0..1e9 (what an agent accepts)"},
+        ProbeRunOutsideAgentRange{"RateNaN", [](ProbeRunConfig& c) { c.rate_pps = std::nan(""); },
+                                  "--rate nan is outside 0..1e9 (what an agent accepts)"},
+        ProbeRunOutsideAgentRange{"PortWindow", [](ProbeRunConfig& c) { c.port_window = 4097; },
+                                  "--port-window 4097 is outside 1..4096 (what an agent accepts)"},
+        ProbeRunOutsideAgentRange{"PortsPerSpine", [](ProbeRunConfig& c) { c.ports_per_spine = 4097; },
+                                  "--ports-per-spine 4097 is outside 0..4096 (what an agent accepts)"}),
+    [](const auto& p) { return std::string(p.param.name); });
+
+// The controller's wait for a sweep's next frame, for the largest plan an
+// agent accepts: 4 x 60000 ms x 101 attempts x 1000 rounds overflowed int (to
+// a negative product, so the 30 s floor); it is capped at a day.
+TEST(ControlTest, TheSilenceAllowedASweepIsComputedWithoutOverflowAndCapped) {
+  probe::CampaignPlan p;
+  p.timeout_ms = 250;
+  p.retries = 2;
+  p.probes_per_port = 1;
+  EXPECT_EQ(internal::sweep_silence_ms(p), 30000);
+  p.timeout_ms = 60000;
+  EXPECT_EQ(internal::sweep_silence_ms(p), 720000);  // 4 x 60000 x 3
+  p.retries = 100;
+  p.probes_per_port = 1000;
+  EXPECT_EQ(internal::sweep_silence_ms(p), 86400000);
 }
 
 // A skip set of any size crosses in frames of at most the given number of

@@ -93,14 +93,28 @@ TEST(SweepTallyTest, RunningSweepsCountUntilTheyEndAndAFailureIsCounted) {
   EXPECT_EQ(s.paths.at("none").rtt_count, 0u);
 }
 
-// 300 destinations: the first kMaxPeers get a series each, the other 44 one between them.
-TEST(SweepTallyTest, PeersBeyondTheCapShareOneSeries) {
+// 300 destinations: the last kMaxPeers get a series each, the 44 updated
+// longest ago one between them; a peer that comes back takes the slot of
+// the one updated longest ago then, whose totals join _other.
+TEST(SweepTallyTest, PeersBeyondTheCapShareOneSeriesTheOldestFirst) {
   SweepTally t;
-  auto sw = t.start(300);
+  auto sw = t.start(302);
   for (uint32_t i = 1; i <= 300; ++i) sw.flow(flow(0x0a000000 + i, 1, 1, static_cast<int>(i % 70), 1000));
   auto s = t.snapshot();
   EXPECT_EQ(s.peers.size(), kMaxPeers + 1);
   EXPECT_EQ(s.peers.at(kOtherLabel).flows, 300u - kMaxPeers);
+  EXPECT_EQ(s.peers.count("10.0.0.44"), 0u);
+  EXPECT_EQ(s.peers.at("10.0.0.45").flows, 1u);
+  sw.flow(flow(0x0a000000 + 2, 1, 1, 1, 1000));  // 10.0.0.2 again: 10.0.0.45 makes room
+  sw.flow(flow(0x0a000000 + 2, 1, 1, 1, 1000));
+  s = t.snapshot();
+  EXPECT_EQ(s.peers.size(), kMaxPeers + 1);
+  EXPECT_EQ(s.peers.at("10.0.0.2").flows, 2u);
+  EXPECT_EQ(s.peers.count("10.0.0.45"), 0u);
+  EXPECT_EQ(s.peers.at(kOtherLabel).flows, 300u - kMaxPeers + 1);
+  uint64_t all = 0;
+  for (const auto& [label, p] : s.peers) all += p.flows;
+  EXPECT_EQ(all, 302u);
   // Spines 1..64 are seen first; 0 and 65..69 (6 of every 70 ports, 4 times) share _other.
   EXPECT_EQ(s.paths.size(), kMaxPaths + 1);
   EXPECT_EQ(s.paths.at(kOtherLabel).flows, 24u);

@@ -1,6 +1,7 @@
 // weft agent --config: every flag can be set in the TOML file, the file and
 // the flag give the same effective configuration (--print-config), the command
-// line wins, and bad files are refused naming the file and the key.
+// line wins, and bad files are refused naming the file and the key. Also the
+// address and port flags that weft agent and weft watch check when parsed.
 #include <sys/stat.h>
 
 #include <map>
@@ -157,6 +158,52 @@ TEST_F(AgentConfigFile, ADrainTimeoutThatIsNotANumberIsRefused) {
   EXPECT_NE(file.err.find("drain timeout must be 0..3600 s, got nan"), std::string::npos) << file.err;
   EXPECT_EQ(file.out, "");
 }
+
+// Port 0 would bind the reflector to an ephemeral port that no controller
+// knows: every probe to --dport would go unanswered.
+TEST_F(AgentConfigFile, AUdpPortOfZeroIsRefusedFromTheFlagOrTheFile) {
+  const std::string want = "weft: error: --udp-port must be the port probes arrive at (4791 for RoCEv2), not 0\n";
+  const CliRun flag = print(base() + " --udp-port 0");
+  EXPECT_EQ(flag.rc, 1);
+  EXPECT_EQ(flag.err, want);
+  EXPECT_EQ(flag.out, "");
+  write("agent.toml", "udp-port = 0\n");
+  const CliRun file = print(base() + " --config " + path("agent.toml"));
+  EXPECT_EQ(file.rc, 1);
+  EXPECT_EQ(file.err, want);
+  EXPECT_EQ(file.out, "");
+}
+
+// `weft watch --metrics` is checked as `weft agent --metrics` is: a port that
+// is no number 0..65535 is refused when the command line is read (atoi(3)
+// made "abc" port 0 and 70000 port 4464).
+struct WatchMetricsAddress {
+  const char* name;
+  const char* address;
+  const char* message;
+};
+
+class WatchMetricsFlag : public Cli, public ::testing::WithParamInterface<WatchMetricsAddress> {};
+
+TEST_P(WatchMetricsFlag, IsRefusedNamingThePart) {
+  const CliRun r = weft(std::string("watch --metrics ") + GetParam().address);
+  EXPECT_EQ(r.rc, 105);  // CLI11's ValidationError
+  EXPECT_EQ(r.err, std::string("weft: error: --metrics: ") + GetParam().message +
+                       " (weft watch --help lists the options)\n");
+  EXPECT_EQ(r.out, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Addresses, WatchMetricsFlag,
+    ::testing::Values(
+        WatchMetricsAddress{"PortNotANumber", "127.0.0.1:abc",
+                            "--metrics port 'abc' in '127.0.0.1:abc' is not a number 0..65535"},
+        WatchMetricsAddress{"PortOver65535", "127.0.0.1:70000",
+                            "--metrics port '70000' in '127.0.0.1:70000' is not a number 0..65535"},
+        WatchMetricsAddress{"NoPort", "127.0.0.1", "--metrics '127.0.0.1' is not ADDR:PORT"},
+        WatchMetricsAddress{"NotAnAddress", "localhost:9741",
+                            "--metrics address 'localhost' is not an IPv4 address"}),
+    [](const auto& p) { return std::string(p.param.name); });
 
 TEST_F(AgentConfigFile, AMissingFileIsAnError) {
   const CliRun r = print(base() + " --config " + path("absent.toml"));

@@ -63,6 +63,25 @@ class WatchStateTest : public ::testing::Test {
   }
 };
 
+// An event's monotonic times become wall-clock stamps from one reading of
+// both clocks: their difference is kept exactly, whatever the realtime clock
+// did meanwhile; none (0) stays none.
+TEST(WatchWallClock, AnEventsTimesKeepTheirMonotonicDifference) {
+  LinkEvent e;
+  e.first_loss_ns = 5'000 * kMs;
+  e.at_ns = 5'250 * kMs;
+  const LinkEvent w = on_wall_clock(e, 5'400 * kMs, 1'700'000'000'000 * kMs);
+  EXPECT_EQ(w.first_loss_ns, (1'700'000'000'000 - 400) * kMs);
+  EXPECT_EQ(w.at_ns, (1'700'000'000'000 - 150) * kMs);
+  EXPECT_EQ(w.at_ns - w.first_loss_ns, 250 * kMs);
+  LinkEvent up;
+  up.kind = LinkEvent::Kind::kUp;
+  up.at_ns = 5'400 * kMs;
+  const LinkEvent u = on_wall_clock(up, 5'400 * kMs, 1'700'000'000'000 * kMs);
+  EXPECT_EQ(u.first_loss_ns, 0u);
+  EXPECT_EQ(u.at_ns, 1'700'000'000'000 * kMs);
+}
+
 TEST_F(WatchStateTest, ALinkIsDownOnceConfirmedAndUpOnceHealed) {
   report(0, 5, {0, 0, 0}, {0, 0});
   arrived(0, 5, 5, 5, 5, 5);

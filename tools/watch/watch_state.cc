@@ -37,6 +37,17 @@ std::vector<probe::MonitorTuple> WatchState::tuples_of(int host) const {
   return out;
 }
 
+LinkEvent on_wall_clock(LinkEvent e, uint64_t monotonic_now_ns, uint64_t realtime_now_ns) {
+  const auto wall = [&](uint64_t t) -> uint64_t {
+    if (t == 0) return 0;
+    const uint64_t ago = monotonic_now_ns > t ? monotonic_now_ns - t : 0;
+    return realtime_now_ns > ago ? realtime_now_ns - ago : 1;
+  };
+  e.first_loss_ns = wall(e.first_loss_ns);
+  e.at_ns = wall(e.at_ns);
+  return e;
+}
+
 void WatchState::update(int host, std::span<const probe::TupleTally> rows, uint64_t now_ns) {
   if (host < 0 || static_cast<size_t>(host) >= by_host_.size()) return;
   const auto& mine = by_host_[static_cast<size_t>(host)];

@@ -57,6 +57,14 @@ struct LinkEvent {
   uint64_t at_ns = 0;              // when the verdict was reached
 };
 
+// WatchState judges intervals (a stale report, a confirmed loss) on
+// CLOCK_MONOTONIC (clock_gettime(2)), which no step of the realtime clock
+// moves: a step back made every report read as stale and a link localised
+// before its first loss, which the database refuses. An event's times
+// become wall-clock stamps (unix ns) here, both from one reading of the two
+// clocks, so their difference is the monotonic one; 0 stays 0 (none).
+LinkEvent on_wall_clock(LinkEvent e, uint64_t monotonic_now_ns, uint64_t realtime_now_ns);
+
 struct WatchCounts {
   size_t tuples = 0, healthy = 0, failing = 0, unknown = 0;
   uint64_t sent = 0, answered = 0, lost = 0;

@@ -54,6 +54,12 @@ struct AgentConfig {
   int max_sessions = 64;             // authenticated sessions
   int max_strangers = 128;           // unauthenticated sessions, all sources
   int max_strangers_per_source = 8;  // unauthenticated sessions from one address
+  // Bytes a session may have queued for a peer that does not read them (a
+  // watcher stopped, or its path black-holed while TCP holds): beyond it the
+  // session is closed and counted as not_reading, whatever the idle timeout.
+  // Reports are cumulative and sealed in order, so none can be dropped
+  // instead. Memory for sessions is at most max_sessions times this.
+  std::size_t max_queued_bytes = std::size_t{64} << 20;
   // Probes per second a campaign may ask of this host: a faster rate, or 0
   // (unpaced), is capped to it (counted in rate_capped).
   double max_rate_pps = 100000;

@@ -11,7 +11,10 @@
 //
 // Thread-safe: sweeps run on their own threads, the endpoint reads snapshots.
 // Label sets are bounded: at most kMaxPeers peers and kMaxPaths paths get a
-// series of their own; the rest are summed under kOtherLabel.
+// series of their own; the rest are summed under kOtherLabel. Peers come
+// and go over an agent's months (hosts replaced, readdressed): a new peer
+// beyond the cap takes the slot of the one updated longest ago, whose
+// totals move into kOtherLabel (every sum over peers stays monotonic).
 #pragma once
 
 #include <array>
@@ -44,6 +47,7 @@ struct PathTally {
   std::array<uint64_t, kRttBuckets.size()> rtt_buckets{};  // not cumulative
 
   void add(const probe::FlowResult& f);
+  void add(const PathTally& o);
 };
 
 struct SweepTallySnapshot {
@@ -92,8 +96,14 @@ class SweepTally {
   SweepTallySnapshot snapshot() const;
 
  private:
+  // The tally of peer `label` (under mu_), evicting the least recently
+  // updated peer into kOtherLabel when all kMaxPeers slots are taken.
+  PathTally& peer(const std::string& label);
+
   mutable std::mutex mu_;
   SweepTallySnapshot s_;
+  std::map<std::string, uint64_t> peer_updated_;  // label -> update count at its last flow
+  uint64_t updates_ = 0;
 };
 
 }  // namespace weft::agent
