@@ -99,8 +99,7 @@ awk '/: Skipped$/ { getline reason } /^\[  SKIPPED \] .* \([0-9]+ ms\)$/ { print
 # The perf tests first, with nothing beside them: some check CPU time
 # against a bound (bench/rail_bench.cc: planning < 2 s of CPU), which a
 # process on the other vCPU inflates even in the idle class (they share a
-# core's caches, or the core itself): on a 2096 MHz VM of this class the
-# rail plan took 1.67 s of CPU alone and 2.25 s beside two fuzzers.
+# core's caches, or the core itself).
 stage "perf tests, optimised build, one at a time, nothing beside them"
 ctest --test-dir build --output-on-failure -L perf -LE netns --timeout 900
 

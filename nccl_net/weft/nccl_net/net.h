@@ -82,7 +82,7 @@ class Held {
 // (Held::count() > 0), when it is left alone. A process that exits without
 // ncclCommDestroy runs the library's destructors under NCCL's running proxy
 // thread (exit(3) stops no thread), which may be polling a request at that
-// moment; NCCL's own IB transport never frees its devices for that reason.
+// moment. NCCL's own IB transport never frees its devices.
 // Left alone, every call stays valid until the process is gone, and the
 // kernel closes the devices (and a connect that NCCL gave up without
 // finalizing its context) with it.
