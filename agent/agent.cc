@@ -297,6 +297,15 @@ struct Agent::Impl {
         std::lock_guard lock(mu);
         ++counters.rate_capped;
       }
+      if (running_here(ss, cmd.run)) {
+        // Two monitors of one run would send the same sequences, which the
+        // reflectors refuse as replayed: a watcher orders a run once per
+        // session, and a new session takes the run over.
+        count(ControlReject::kBadMessage);
+        ss->send({{"type", "error"}, {"run", cmd.run},
+                  {"message", fmt::format("monitor {} refused: it already runs on this session", cmd.run)}});
+        return;
+      }
       const probe::MacKey key = campaign_key(cfg.secret, cmd.run, cmd.nonce);
       keys.set(cmd.run, key);
       ss->send({{"type", "ok"}, {"run", cmd.run}, {"rate", cmd.plan.rate_pps}});
@@ -373,8 +382,13 @@ struct Agent::Impl {
     return counters;
   }
 
-  // Runs `body` on a thread of its own that the session's cancel flag stops
-  // and drain() waits for (a sweep or a monitor).
+  // Whether `ss` itself runs a monitor of `run` that has not ended.
+  bool running_here(const std::shared_ptr<Session>& ss, uint32_t run) const {
+    auto it = monitors.find(run);
+    return it != monitors.end() && it->second.session.lock() == ss && it->second.finished &&
+           !it->second.finished->load();
+  }
+
   // A monitor order for a run another session still holds: that session is
   // the same watcher's, cut off (control.h "monitor"); it is closed and the
   // caller's monitor starts once the old one's thread has finished (returned).
@@ -387,7 +401,7 @@ struct Agent::Impl {
     auto it = monitors.find(run);
     if (it == monitors.end()) return nullptr;
     auto old = it->second.session.lock();
-    if (old == ss) return nullptr;  // the same session orders twice: both run, as before
+    if (old == ss) return nullptr;  // its monitor of the run has ended (running_here)
     if (old) {
       spdlog::info("monitor {}: ordered again on a new session; closing the old one", run);
       old->close();
@@ -395,6 +409,8 @@ struct Agent::Impl {
     return it->second.finished;
   }
 
+  // Runs `body` on a thread of its own that the session's cancel flag stops
+  // and drain() waits for (a sweep or a monitor).
   std::shared_ptr<std::atomic<bool>> start_thread(const std::shared_ptr<Session>& ss, std::function<void()> body) {
     std::lock_guard lock(mu);
     for (auto it = sweeps.begin(); it != sweeps.end();) {  // reap finished sweeps

@@ -43,13 +43,14 @@ std::string header(uint32_t n) {
 class AdmissionTest : public ::testing::Test {
  protected:
   void start(const std::function<void(AgentConfig&)>& tweak = {}) {
-    const uint16_t udp = free_udp_port();
-    a_ = LoopbackAgent::start(own_ip(1), udp, tweak);
-    b_ = LoopbackAgent::start(own_ip(2), udp);
+    udp_ = free_udp_port();
+    a_ = LoopbackAgent::start(own_ip(1), udp_, tweak);
+    b_ = LoopbackAgent::start(own_ip(2), udp_);
     ASSERT_TRUE(a_ && b_);
   }
   AgentCounters counters() const { return a_->agent().counters(); }
   std::unique_ptr<LoopbackAgent> a_, b_;
+  uint16_t udp_ = 0;  // both reflectors' UDP port
 };
 
 TEST_F(AdmissionTest, APreAuthFrameOverOneKibIsRefusedUnread) {
@@ -175,6 +176,45 @@ TEST_F(AdmissionTest, ACampaignTargetOutsideTheHostListIsRefused) {
   c.send(encode_campaign(campaign_to(kB, 4, 1000)));  // the session goes on
   EXPECT_EQ(until_done(c).value("type", ""), "done");
   EXPECT_EQ(counters().campaigns, 1u);
+}
+
+// A watcher orders a run once per session (a new session takes it over):
+// a second order of a running monitor on the same session would send the
+// same probe sequences again, which the reflectors refuse as replayed.
+TEST_F(AdmissionTest, AMonitorOrderedTwiceOnOneSessionIsRefusedAndTheFirstRunsOn) {
+  start();
+  Client c(own_ip(1), a_->port());
+  ASSERT_TRUE(c.authenticate(test_secret(), {kA, kB}));
+  MonitorCommand cmd;
+  cmd.run = 77;
+  cmd.nonce = std::string(32, 'e');
+  cmd.dport = udp_;
+  cmd.plan.tuples = {{kB, 52001}, {kB, 52002}};
+  cmd.plan.rate_pps = 100;
+  cmd.plan.report_ms = 50;
+  Client to_b(own_ip(2), b_->port());  // B's reflector needs the run's key
+  ASSERT_TRUE(to_b.authenticate(test_secret(), {kA, kB}));
+  ASSERT_TRUE(to_b.send({{"type", "announce"}, {"run", cmd.run}, {"nonce", cmd.nonce}}));
+  ASSERT_EQ(to_b.read().value("type", ""), "ok");
+  ASSERT_TRUE(c.send(encode_monitor(cmd)));
+  EXPECT_EQ(c.read().value("type", ""), "ok");
+  ASSERT_TRUE(c.send(encode_monitor(cmd)));
+  json m;
+  do m = c.read();
+  while (m.is_object() && m.value("type", "") == "monitor_report");
+  EXPECT_EQ(m.value("type", ""), "error") << m.dump();
+  EXPECT_EQ(m.value("message", ""), "monitor 77 refused: it already runs on this session");
+  EXPECT_EQ(a_->rejected(ControlReject::kBadMessage), 1u);
+  // The first monitor reports on, every probe answered: no replayed sequence.
+  uint64_t answered = 0;
+  for (int i = 0; i < 100 && answered < 8; ++i) {
+    m = c.read();
+    ASSERT_EQ(m.value("type", ""), "monitor_report") << m.dump();
+    answered = 0;
+    for (const auto& row : m["rows"]) answered += decode_tally(row)->answered;
+  }
+  EXPECT_GE(answered, 8u);
+  EXPECT_EQ(b_->agent().reflector_stats().rejected_total(), 0u);
 }
 
 // A sweep reports when a window of ports settles; at a low rate that takes

@@ -104,7 +104,8 @@ nlohmann::json encode_campaign(const CampaignCommand& c);
 // are lost. An order with no tuples only reports arrivals. The same run
 // ordered on a new session (a watcher that lost its connection and came
 // back) takes the run over: the older session is closed and the new monitor
-// starts once the old one has stopped.
+// starts once the old one has stopped. Ordered again on the session that
+// runs it, it is refused with an "error".
 struct MonitorCommand {
   uint32_t run = 0;
   std::string nonce;  // hex; with the secret and run it gives the probes' key
