@@ -135,9 +135,12 @@ void Reflector::pcap_loop() {
     if (!s.p) {
       if (stop_within(stop_fd_.get(), retry)) continue;
       ++attempts;
+      // The address may have moved to an interface of another name (a bond
+      // or VLAN made again): the device is looked up again unless configured.
+      if (cfg_.pcap_device.empty()) s.dev = device_for(cfg_.bind_ip);
       if (Status st = s.open(); !st) {
-        // The first failed attempt says why at warn level (a device renamed or
-        // gone for good needs the operator); the retries after it are quiet.
+        // The first failed attempt says why at warn level (a device gone for
+        // good needs the operator); the retries after it are quiet.
         if (attempts == 1) spdlog::warn("reflector: reopening the TCP-SYN capture: {}; retrying", st.message());
         else spdlog::debug("reflector: reopening the TCP-SYN capture: {}", st.message());
         retry = std::min(retry * 2, kMaxRetry);

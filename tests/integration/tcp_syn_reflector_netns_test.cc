@@ -50,12 +50,13 @@ class VethPair {
                                    tx_, rx_));
     return r ? make() : r.status();
   }
-  // The pair again, after `ip link del` (which takes both ends).
-  Status make() {
+  // The pair again, after `ip link del` (which takes both ends); the
+  // reflector's end named `rx_name`.
+  Status make(const std::string& rx_name = "wfr") {
     auto r = run_shell(fmt::format(
-        "ip -n {0} link add wfs type veth peer name wfr netns {1} && ip -n {0} addr add 192.0.2.1/24 dev wfs && "
-        "ip -n {1} addr add 192.0.2.2/24 dev wfr && ip -n {0} link set wfs up && ip -n {1} link set wfr up",
-        tx_, rx_));
+        "ip -n {0} link add wfs type veth peer name {2} netns {1} && ip -n {0} addr add 192.0.2.1/24 dev wfs && "
+        "ip -n {1} addr add 192.0.2.2/24 dev {2} && ip -n {0} link set wfs up && ip -n {1} link set {2} up",
+        tx_, rx_, rx_name));
     return r ? ok_status() : r.status();
   }
   Status rx_shell(const std::string& cmd) {
@@ -187,6 +188,18 @@ TEST_F(TcpSynReflector, AnswersAgainAfterItsInterfaceWasDeletedAndMadeAgain) {
   const auto t0 = Clock::now();
   reflector_->stop();
   EXPECT_LT(Clock::now() - t0, 250ms);
+}
+
+// The address comes back on an interface of another name (a bond or VLAN
+// made again): the capture follows the address, not the old name.
+TEST_F(TcpSynReflector, AnswersAgainWhenItsAddressComesBackOnAnotherInterface) {
+  expect_answered(3s, "before the move");
+  ASSERT_TRUE(net_.rx_shell("link del wfr").is_ok());
+  std::this_thread::sleep_for(300ms);  // the capture breaks and its first reopen fails
+  const Status made = net_.make("wfr2");
+  ASSERT_TRUE(made.is_ok()) << made.to_string();
+  expect_answered(6s, "on wfr2");
+  EXPECT_EQ(reflector_->stats().rejected_total(), 0u);
 }
 
 }  // namespace
