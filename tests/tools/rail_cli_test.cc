@@ -85,7 +85,8 @@ TEST_F(Cli, CheckNamesAFlowWhoseDestinationNicHasNoPortOnTheSourcePlane) {
   EXPECT_EQ(route.rc, 1);
   EXPECT_EQ(route.err,
             "weft: error: no path rank 14 (h1-2:eth0p1, plane 1) -> rank 13 (h1-2:eth1p0, plane 0): host 'h1-2' has "
-            "no NIC on plane 1 at that NIC's position, and planes share no switch\n");
+            "no port of that NIC on plane 1 (ports bound to the same GPUs, matched by position), and planes share "
+            "no switch\n");
   EXPECT_FALSE(fs::exists(path("p.json")));
 }
 

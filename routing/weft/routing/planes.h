@@ -6,16 +6,18 @@
 // share no switch, so a flow can only reach ports of its own plane. The rule
 // every router, the checker, the planner and the simulator follow: a flow
 // rides the plane of its source port and arrives at the destination NIC's
-// port on that plane. The destination NIC's port on plane k is the host's
-// NIC on plane k at the same position among that host's plane-k NICs as the
-// destination port holds among its own plane's (the same NIC index g on a
-// generated fabric: `eth<g>p<k>`).
+// port on that plane. The ports of one NIC are bound to the same GPUs
+// (`nics[].gpus`; both ports of NIC g to GPU g on a generated fabric): the
+// destination NIC's port on plane k is, among the host's ports with the
+// destination port's binding, the one on plane k at the position the
+// destination port holds among those on its own plane (`eth<g>p<k>` on a
+// generated fabric). Where the two planes hold unequally many such ports, a
+// port is missing and a position could name another NIC's: there is none.
 //
 // Two consequences: a flow between two ports of one NIC arrives at its own
 // source port — it never enters the fabric (an in-NIC flow: no path, no
-// link load, no time); and a flow whose destination host has no NIC at that
-// position on the source's plane still has no route (a cross-plane flow,
-// counted by the checker).
+// link load, no time); and a flow whose destination NIC has no port on the
+// source's plane has no route (a cross-plane flow, counted by the checker).
 #pragma once
 
 #include "weft/common/status.h"
