@@ -7,7 +7,9 @@
 // otherwise, and ctest fails on it): every step's max load — counted by the
 // link-load checker over the paths the planned ports hash to in a fresh
 // model table — equals the checker's lower bound, no flow crosses planes,
-// planning takes < 2 s of CPU, and the simulated planned busbw is >= 0.95 x
+// planning takes at most 32 x the CPU time of that check in the same run
+// (an absolute bound follows the machine's speed, not the planner's:
+// bench/results), and the simulated planned busbw is >= 0.95 x
 // that of an ideal non-blocking switch. ECMP (one seed, same rank order) is
 // simulated and reported beside them.
 #include <benchmark/benchmark.h>
@@ -30,7 +32,9 @@ using namespace weft;
 using bench::cpu_seconds;
 
 constexpr uint64_t kBytes = 64u << 20;  // per rank
-constexpr double kMaxPlanCpuS = 2.0;
+// Planning's CPU time against the link-load check of the same flows in the
+// same run (a baseline that runs as fast or slow as the machine does).
+constexpr double kMaxPlanVsCheck = 32;
 constexpr double kMinBusbwVsIdeal = 0.95;
 
 std::string verify(const topo::Fabric& f, const ranking::RankOrder& order, const routing::Schedule& s,
@@ -62,7 +66,7 @@ void BM_PlanHybridRailDualPlane16384Gpus(benchmark::State& state) {
   if (!hybrid) return state.SkipWithError(std::string(hybrid.status().message()).c_str());
   const routing::Schedule& s = hybrid->inter_host;
   const double intra_s = 2.0 * static_cast<double>(hybrid->intra_bytes) / (1600e9 / 8);  // NVLink-class, as weft sim
-  double plan_cpu = 0, plan_wall = 0, planned_bw = 0, ideal_bw = 0, ecmp_bw = 0;
+  double plan_cpu = 0, plan_wall = 0, check_cpu = 0, planned_bw = 0, ideal_bw = 0, ecmp_bw = 0;
   int steps = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -76,7 +80,9 @@ void BM_PlanHybridRailDualPlane16384Gpus(benchmark::State& state) {
     auto fresh = routing::make_model_path_table(*f, *routing::make_hash("crc32", 1));
     auto replay = routing::make_table_router(*f, *order, planned->plan, *fresh);
     if (!replay) return state.SkipWithError(std::string(replay.status().message()).c_str());
+    const double v0 = cpu_seconds();
     if (auto why = verify(*f, *order, s, **replay); !why.empty()) return state.SkipWithError(why.c_str());
+    check_cpu = cpu_seconds() - v0;
     auto crossbar = routing::make_crossbar_router(*f, *order);
     auto ecmp = routing::make_ecmp_router(*f, *order, {.seed = 1}).value();
     auto p = busbw(*f, *order, s, intra_s, **replay);
@@ -88,14 +94,18 @@ void BM_PlanHybridRailDualPlane16384Gpus(benchmark::State& state) {
   }
   state.counters["plan_cpu_s"] = plan_cpu;
   state.counters["plan_s"] = plan_wall;
+  state.counters["check_cpu_s"] = check_cpu;
+  state.counters["plan_vs_check"] = plan_cpu / check_cpu;
   state.counters["steps_at_bound"] = steps;
   state.counters["busbw_planned_GBps"] = planned_bw / 1e9;
   state.counters["busbw_ecmp_GBps"] = ecmp_bw / 1e9;
   state.counters["busbw_ideal_GBps"] = ideal_bw / 1e9;
   state.counters["planned_vs_ideal"] = planned_bw / ideal_bw;
   state.counters["ecmp_vs_ideal"] = ecmp_bw / ideal_bw;
-  if (plan_cpu >= kMaxPlanCpuS) {
-    return state.SkipWithError(("planning took " + std::to_string(plan_cpu) + " s of CPU (limit 2 s)").c_str());
+  if (plan_cpu > kMaxPlanVsCheck * check_cpu) {
+    return state.SkipWithError(("planning took " + std::to_string(plan_cpu) + " s of CPU, " +
+                                std::to_string(plan_cpu / check_cpu) + " x the link-load check (limit 32 x)")
+                                   .c_str());
   }
   if (planned_bw < kMinBusbwVsIdeal * ideal_bw) {
     return state.SkipWithError(("planned busbw is " + std::to_string(planned_bw / ideal_bw) + " x ideal (< 0.95)").c_str());
