@@ -99,10 +99,10 @@ ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE 'perf|netns|rdma|
 awk '/: Skipped$/ { getline reason } /^\[  SKIPPED \] .* \([0-9]+ ms\)$/ { print "skipped: " $4 ": " reason; reason = "" }' \
   build-asan/Testing/Temporary/LastTest.log | sort -u
 
-# The perf tests first, with nothing beside them: some check CPU time
-# against a bound (bench/rail_bench.cc: planning < 2 s of CPU), which a
-# process on the other vCPU inflates even in the idle class (they share a
-# core's caches, or the core itself).
+# The perf tests first, with nothing beside them: they measure CPU time
+# (bench/rail_bench.cc: planning against the link-load check of the same
+# flows), which a process on the other vCPU inflates even in the idle class
+# (they share a core's caches, or the core itself), and not evenly.
 stage "perf tests, optimised build, one at a time, nothing beside them"
 ctest --test-dir build --output-on-failure -L perf -LE netns --timeout 900
 
