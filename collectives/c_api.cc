@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "bootstrap/config_env.h"
 #include "bootstrap/listen_address.h"
 #include "weft/collectives/communicator.h"
 
@@ -143,6 +144,9 @@ Status create(const weft_comm_config_t* config, weft_comm_t** out) {
   if (c.switch_stall_ms > 0) cfg.switch_stall = std::chrono::milliseconds(c.switch_stall_ms);
   // The job the epochs name stays the caller's prefix, not the numbered one.
   if (const char* env = std::getenv("WEFT_JOB"); cfg.job.empty() && !(env && *env)) cfg.job = prefix;
+  // A bad variable fails here, before rank 0 serves a store its peers would
+  // then lose without a word.
+  if (Status s = internal::apply_environment(cfg); !s) return s.with_context(fmt::format("rank {}", c.rank));
   if (Status s = cfg.validate(); !s) return s.with_context("weft_comm_create: config");
   // Before the store is opened (bootstrap/listen_address.h says why).
   WEFT_RETURN_IF_ERROR(internal::check_listen_overrides(cfg.tcp).with_context(fmt::format("rank {}", c.rank)));

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 #include <fmt/ranges.h>
 
+#include "bootstrap/config_env.h"
 #include "bootstrap/listen_address.h"
 #include "bootstrap/store_allgather.h"
 #include "communicator_impl.h"
@@ -180,6 +181,7 @@ Status Communicator::Impl::setup(Store& store, Deadline deadline) {
     }
     tc.store_prefix = cfg.store_prefix;
     tc.ranks_on_host = static_cast<int>(local.size());
+    tc.local_index = static_cast<int>(std::find(local.begin(), local.end(), me) - local.begin());
     tc.tcp = cfg.tcp;
     tc.shm = cfg.shm;
     tc.verbs = cfg.verbs;
@@ -483,31 +485,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const CommConfig& con
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const CommConfig& config, Store& store, Deadline deadline) {
   CommConfig c = config;
-  // The environment names a job's plan epochs file where the code that
-  // makes the communicator does not (torch, launchers). Without a plan it
-  // has nothing to start from: ignored.
-  if (const char* env = std::getenv("WEFT_PLAN_EPOCHS"); c.plan_epochs.empty() && env && *env && c.plan) c.plan_epochs = env;
-  // A plan of Q connections per pair (weft route --qps-per-connection Q)
-  // sets connections_per_peer where the caller left the default of 1: the C
-  // API and the torch backend have no other way to say it.
-  if (c.plan && c.tcp.connections_per_peer == 1) c.tcp.connections_per_peer = internal::plan_connections(*c.plan);
-  if (const char* env = std::getenv("WEFT_JOB"); c.job.empty() && env && *env) c.job = env;
-  if (c.job.empty()) c.job = c.store_prefix;
-  if (const char* env = std::getenv("WEFT_IN_CALL_SWITCH"); env && *env) {
-    if (std::string_view(env) != "0" && std::string_view(env) != "1") {
-      return invalid_argument(fmt::format("WEFT_IN_CALL_SWITCH must be 0 or 1 (got '{}')", env));
-    }
-    c.in_call_switch = *env == '1';
-  }
-  if (const char* env = std::getenv("WEFT_SWITCH_STALL_MS"); env && *env) {
-    char* end = nullptr;
-    const long ms = std::strtol(env, &end, 10);
-    if (*end != '\0' || ms <= 0) return invalid_argument(fmt::format("WEFT_SWITCH_STALL_MS must be a number of ms (got '{}')", env));
-    c.switch_stall = std::chrono::milliseconds(ms);
-    if (ms < 10 || ms > 60000) {
-      return invalid_argument(fmt::format("WEFT_SWITCH_STALL_MS must be in [10, 60000] ms (got '{}')", env));
-    }
-  }
+  WEFT_RETURN_IF_ERROR(internal::apply_environment(c));
   WEFT_RETURN_IF_ERROR(c.validate());
   auto impl = std::make_unique<Impl>();
   impl->cfg = std::move(c);

@@ -65,6 +65,10 @@ Status TransportConfig::validate() const {
   if (rank < 0 || rank >= size) {
     return invalid_argument(fmt::format("transport: rank {} is outside [0, {})", rank, size));
   }
+  if (local_index < -1 || local_index >= size) {
+    return invalid_argument(fmt::format("transport: local_index must be -1 (unknown) or in 0..{} (got {})", size - 1,
+                                        local_index));
+  }
   if (ranks_on_host < 0 || ranks_on_host > size) {
     return invalid_argument(fmt::format("transport: ranks_on_host must be in 0..{} (got {})", size, ranks_on_host));
   }
@@ -128,6 +132,11 @@ Status TransportConfig::validate() const {
     if (d.empty()) return invalid_argument("verbs: an empty name in the device list");
   }
   return ok_status();
+}
+
+std::string VerbsOptions::device_for(int local_index) const {
+  if (!device.empty() || devices.empty()) return device;
+  return devices[static_cast<size_t>(std::max(local_index, 0)) % devices.size()];
 }
 
 bool register_transport(const std::string& name, TransportFactory factory) {

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "bootstrap/config_env.h"
 #include "bootstrap/listen_address.h"
 #include "tcp/socket.h"
 #include "weft/collectives/store.h"
@@ -12,13 +13,10 @@
 namespace weft::coll {
 namespace {
 
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
+using internal::env_value;
 
 Result<int> env_int(const char* name, int lo) {
-  const char* v = env(name);
+  const char* v = env_value(name);
   char* end = nullptr;
   long x = std::strtol(v, &end, 10);
   if (*end != '\0' || x < lo || x > (1 << 24)) {
@@ -41,10 +39,10 @@ Result<LaunchInfo> launch_info_from_env() {
   LaunchInfo info;
   bool found = false;
   for (const Source& s : sources) {
-    if (!env(s.rank) || !env(s.size)) continue;
+    if (!env_value(s.rank) || !env_value(s.size)) continue;
     WEFT_ASSIGN_OR_RETURN(info.rank, env_int(s.rank, 0));
     WEFT_ASSIGN_OR_RETURN(info.size, env_int(s.size, 1));
-    if (env(s.local)) {
+    if (env_value(s.local)) {
       WEFT_ASSIGN_OR_RETURN(info.local_rank, env_int(s.local, 0));
     }
     if (info.rank >= info.size) {
@@ -60,21 +58,21 @@ Result<LaunchInfo> launch_info_from_env() {
   // A listen-address override that names nothing on this host fails here,
   // before the rank opens the store (listen_address.h says why).
   WEFT_RETURN_IF_ERROR(internal::check_listen_overrides(TcpOptions{}).with_context("environment"));
-  if (const char* st = env("WEFT_STORE")) {
+  if (const char* st = env_value("WEFT_STORE")) {
     info.store = st;
-  } else if (env("MASTER_ADDR") && env("MASTER_PORT")) {
+  } else if (env_value("MASTER_ADDR") && env_value("MASTER_PORT")) {
     // torchrun's elastic agent keeps its own c10d store listening on
     // MASTER_PORT for the whole job and tells its workers so: rank 0 could
     // not serve there (EADDRINUSE) and every other rank would meet a store
     // that speaks another protocol. Said at once, the same on every rank.
-    if (const char* agent = env("TORCHELASTIC_USE_AGENT_STORE"); agent && std::string_view(agent) == "True") {
+    if (const char* agent = env_value("TORCHELASTIC_USE_AGENT_STORE"); agent && std::string_view(agent) == "True") {
       return failed_precondition(fmt::format(
           "environment: torchrun's agent serves its own store on MASTER_PORT={} (TORCHELASTIC_USE_AGENT_STORE=True); "
           "give weft one of its own: WEFT_STORE=tcp://{}:PORT with a free PORT, the same on every rank (or use weft "
           "through torch.distributed)",
-          env("MASTER_PORT"), env("MASTER_ADDR")));
+          env_value("MASTER_PORT"), env_value("MASTER_ADDR")));
     }
-    info.store = fmt::format("tcp://{}:{}", env("MASTER_ADDR"), env("MASTER_PORT"));
+    info.store = fmt::format("tcp://{}:{}", env_value("MASTER_ADDR"), env_value("MASTER_PORT"));
   } else {
     return not_found("no rendezvous: set MASTER_ADDR and MASTER_PORT, or WEFT_STORE=tcp://host:port or file:/shared/dir");
   }
@@ -83,9 +81,9 @@ Result<LaunchInfo> launch_info_from_env() {
 
 Result<TcpStoreOptions> tcp_store_options_from_env() {
   TcpStoreOptions o;
-  if (const char* b = env("WEFT_STORE_BIND")) o.bind_address = b;
-  const char* secret = env("WEFT_STORE_SECRET");
-  const char* file = env("WEFT_STORE_SECRET_FILE");
+  if (const char* b = env_value("WEFT_STORE_BIND")) o.bind_address = b;
+  const char* secret = env_value("WEFT_STORE_SECRET");
+  const char* file = env_value("WEFT_STORE_SECRET_FILE");
   if (secret && file) return invalid_argument("environment: set WEFT_STORE_SECRET or WEFT_STORE_SECRET_FILE, not both");
   if (secret) {
     o.secret = secret;

@@ -11,15 +11,12 @@
 
 #include <fmt/format.h>
 
+#include "bootstrap/config_env.h"
+
 namespace weft::coll::internal {
 namespace {
 
 constexpr const char* kLoopback = "127.0.0.1";
-
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
 
 // "lo 127.0.0.1, eth0 10.0.1.1 (down)", for errors.
 std::string describe(const std::vector<NetInterface>& ifs) {
@@ -109,8 +106,8 @@ Result<ListenOverrides> listen_overrides(const TcpOptions& tcp) {
     o.address = tcp.listen_address, o.address_from = "listen_address";
     o.ifname = tcp.socket_ifname, o.ifname_from = "socket_ifname";
   } else {
-    if (const char* a = env("WEFT_LISTEN_ADDR")) o.address = a, o.address_from = "WEFT_LISTEN_ADDR";
-    if (const char* i = env("WEFT_SOCKET_IFNAME")) o.ifname = i, o.ifname_from = "WEFT_SOCKET_IFNAME";
+    if (const char* a = env_value("WEFT_LISTEN_ADDR")) o.address = a, o.address_from = "WEFT_LISTEN_ADDR";
+    if (const char* i = env_value("WEFT_SOCKET_IFNAME")) o.ifname = i, o.ifname_from = "WEFT_SOCKET_IFNAME";
   }
   if (!o.address.empty() && !o.ifname.empty()) {
     return invalid_argument(fmt::format("{}='{}' and {}='{}' both choose the listen address: set one", o.address_from,

@@ -425,10 +425,7 @@ Result<std::unique_ptr<coll::Transport>> make_verbs_transport(const coll::Transp
                                                               Deadline deadline) {
   const coll::VerbsOptions& o = config.verbs;
   ContextConfig cc;
-  cc.device.name = o.device;
-  if (cc.device.name.empty() && !o.devices.empty()) {
-    cc.device.name = o.devices[static_cast<std::size_t>(config.rank) % o.devices.size()];
-  }
+  cc.device.name = o.device_for(config.local_index >= 0 ? config.local_index : config.rank);
   cc.device.port = o.port;
   if (o.gid_index >= 0) cc.device.gid_index = static_cast<std::uint32_t>(o.gid_index);
   cc.cq.spin_polls = o.spin_polls;

@@ -455,6 +455,45 @@ TEST(CApi, CommunicatorsAliveAtOnceOnOneTcpStoreEachWork) {
   for (auto& t : ranks) t.join();
 }
 
+// A malformed variable the communicator reads fails create before the store
+// is opened: rank 0 would otherwise serve a store and drop it, and the other
+// hosts would see a lost store instead of the reason.
+struct BadVariable {
+  const char* name;
+  const char* value;
+};
+
+class CApiBadVariable : public ::testing::TestWithParam<BadVariable> {};
+
+TEST_P(CApiBadVariable, FailsCreateNamingItBeforeTheStoreIsOpened) {
+  const BadVariable& v = GetParam();
+  const char* old = ::getenv(v.name);
+  const std::string saved = old ? old : "";
+  ::setenv(v.name, v.value, 1);
+  TempDir tmp;
+  const std::string dir = tmp.dir + "/store";
+  const std::string store = "file:" + dir;
+  weft_comm_config_t c = config(0, 2, store.c_str());
+  c.transport = "tcp";
+  weft_comm_t* comm = nullptr;
+  EXPECT_EQ(weft_comm_create(&c, &comm), WEFT_INVALID_ARGUMENT);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_NE(std::string(weft_last_error()).find(fmt::format("{} must", v.name)), std::string::npos) << weft_last_error();
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "the store was opened";
+  if (old) {
+    ::setenv(v.name, saved.c_str(), 1);
+  } else {
+    ::unsetenv(v.name);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Environment, CApiBadVariable,
+                         ::testing::Values(BadVariable{"WEFT_SWITCH_STALL_MS", "5"},
+                                           BadVariable{"WEFT_SWITCH_STALL_MS", "200ms"},
+                                           BadVariable{"WEFT_IN_CALL_SWITCH", "yes"},
+                                           BadVariable{"WEFT_VERBS_DEVICES", "mlx5_0,"}),
+                         [](const ::testing::TestParamInfo<BadVariable>& p) { return fmt::format("{}_{}", p.param.name, p.index); });
+
 TEST(CApi, StatusNamesCoverEveryCodeAndSayUnknownOutsideTheEnum) {
   EXPECT_STREQ(weft_status_name(WEFT_OK), "ok");
   EXPECT_STREQ(weft_status_name(WEFT_INVALID_ARGUMENT), "invalid argument");

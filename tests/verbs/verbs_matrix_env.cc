@@ -49,7 +49,10 @@ class VerbsMatrixEnvironment : public ::testing::Environment {
     // the rank count (harness.h), and rxe-vm.sh passes it in (docs/verbs.md).
     h.configure = [devs = std::vector<std::string>{env->dev_a, env->dev_b}](coll::CommConfig& c) {
       c.transport = "verbs";
-      c.verbs.devices = devs;
+      // By rank, not by the rank's index on its pretend host (the library's
+      // rule, VerbsOptions::device_for): with one rank per pretend host that
+      // would put every rank on rxe1 and no message on the veth.
+      c.verbs.device = devs[static_cast<std::size_t>(c.rank) % devs.size()];
       // Up to 13 ranks share the VM's 2 vCPUs with the kernel's rxe work: a
       // rank that spins long steals the CPU the one it waits for needs.
       c.verbs.spin_polls = 64;

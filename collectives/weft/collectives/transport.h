@@ -234,9 +234,12 @@ struct ShmOptions {
 // collectives/verbs/weft/verbs/verbs_transport.h). Plain data here so that
 // configs can be written without verbs headers.
 struct VerbsOptions {
-  // This rank's RDMA device: `device` if set, else devices[rank % size] if
-  // the list is non-empty (several NICs on one host), else the first device
-  // with an active RoCE v2 port.
+  // This rank's RDMA device: `device` if set, else devices[i % size] if the
+  // list is non-empty (several NICs on one host), where i is the rank's
+  // index among the ranks of its host (its local rank, as NCCL pairs a
+  // host's GPUs with its NICs), else the first device with an active RoCE v2
+  // port. A communicator given neither reads the list from
+  // WEFT_VERBS_DEVICES (comma-separated names).
   std::string device;
   std::vector<std::string> devices;
   uint8_t port = 1;
@@ -254,6 +257,10 @@ struct VerbsOptions {
   uint8_t ack_timeout = 20;
   // Where this rank's bootstrap socket listens (IPv4); "" = the GID's address.
   std::string bootstrap_address;
+
+  // The device the rank with this local index opens, by the rule above; ""
+  // = the first device with an active RoCE v2 port.
+  std::string device_for(int local_index) const;
 };
 
 struct TransportConfig {
@@ -279,6 +286,11 @@ struct TransportConfig {
   // a loaded host); with more, it yields the CPU between polls after a few
   // microseconds, so that the rank it waits for can run (collectives/idle_wait.h).
   int ranks_on_host = 0;
+  // This rank's index among the ranks of its host, in rank order; -1 =
+  // unknown, taken to be `rank` (every rank local). It picks the rank's NIC
+  // (VerbsOptions::device_for): with ranks placed on hosts in any order (a
+  // rank file), `rank % NICs` can put two ranks of one host on one NIC.
+  int local_index = -1;
   // Rejects values no backend can use (ranks out of range, routes of the
   // wrong length, non-positive sizes), with a message.
   Status validate() const;
