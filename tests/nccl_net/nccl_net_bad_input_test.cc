@@ -244,8 +244,8 @@ std::string dmabuf(const VerbsEnv& env, int version) {
   return d->finalize() == ncclSuccess ? "" : "finalize";
 }
 
-// A plan whose entry for QP 0 cannot be applied (49152 needs flow label 0,
-// which means "hash") and which lists no QP 1: each is one log line and a
+// A plan whose entry for QP 0 cannot be applied (port 40000: no flow label
+// gives a port below 49152) and which lists no QP 1: each is one log line and a
 // counter, and the connection still works (on label 0). One process
 // connects to its own listener on one device.
 // What reaches fd 2 while it lives: a temporary file, read back whole.
@@ -272,7 +272,7 @@ struct StderrToFile {
 
 std::string unapplicable_entries(const VerbsEnv& env) {
   const std::string ip = ip_of(env.dev_a);
-  const std::string plan_path = save_one_flow_plan(ip, ip, 49152, "unapplicable");
+  const std::string plan_path = save_one_flow_plan(ip, ip, 40000, "unapplicable");
   if (plan_path.empty()) return "save_plan";
   setenv("WEFT_NCCL_DEVICES", env.dev_a.c_str(), 1);
   setenv("WEFT_NCCL_QPS", "2", 1);

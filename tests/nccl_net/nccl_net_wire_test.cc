@@ -132,8 +132,18 @@ TEST(ChoosePort, APlannedQpGetsSportMinus0xC000) {
   EXPECT_EQ(choose_port(&p, "10.0.0.1", "10.0.0.2", 2, 0).flow_label, 0x3FFFu);
 }
 
+// Label 0 means "hash the QP numbers": the lowest port gets 0x4001, which
+// the kernel folds to it.
+TEST(ChoosePort, TheLowestPortIsPlannedWithANonZeroLabel) {
+  auto p = plan_of({flow("10.0.0.1", "10.0.0.2", 0, 0, 49152)});
+  PortChoice c = choose_port(&p, "10.0.0.1", "10.0.0.2", 0, 0);
+  EXPECT_EQ(c.kind, PortChoice::kPlanned);
+  EXPECT_EQ(c.flow_label, 0x4001u);
+  EXPECT_EQ(c.sport, 49152);
+}
+
 TEST(ChoosePort, AMissingOrUnapplicableEntrySaysWhy) {
-  auto p = plan_of({flow("10.0.0.1", "10.0.0.2", 0, 0, 49152), flow("10.0.0.1", "10.0.0.2", 0, 1, 50000, "tcp")});
+  auto p = plan_of({flow("10.0.0.1", "10.0.0.2", 0, 0, 40000), flow("10.0.0.1", "10.0.0.2", 0, 1, 50000, "tcp")});
   PortChoice low = choose_port(&p, "10.0.0.1", "10.0.0.2", 0, 0);
   EXPECT_EQ(low.kind, PortChoice::kUnapplicable);
   EXPECT_EQ(low.flow_label, 0u);

@@ -16,10 +16,11 @@ namespace {
 
 TEST(SourcePorts, EveryQpCarriesItsPlannedPortInBothDirections) {
   WEFT_REQUIRE_VERBS_ENV(env);
-  // Awkward plans on purpose: the lowest expressible port, the highest, and
-  // ports in between; each side of a connection has its own.
-  const std::vector<std::uint32_t> plan_a = {49153, 55555, 65535};
-  const std::vector<std::uint32_t> plan_b = {61234, 49999, 50001};
+  // Awkward plans on purpose: the lowest port (flow label 0x4001, not 0:
+  // source_port.h), the next, the highest, and ports in between; each side
+  // of a connection has its own.
+  const std::vector<std::uint32_t> plan_a = {49152, 55555, 65535};
+  const std::vector<std::uint32_t> plan_b = {61234, 49153, 50001};
   ConnectionConfig base;
   base.queue_depth = 4;
   auto p = connect_pair(env, plan_a, plan_b, base);

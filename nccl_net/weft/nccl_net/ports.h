@@ -2,14 +2,14 @@
 //
 // A QP is planned by (local NIC address, remote NIC address, connection
 // serial, QP index): the plan's flow with those src_addr, dst_addr, conn and
-// qp (routing/weft/routing/plan.h). The label is (sport - 0xC000), which
-// rxe and the other kernel RoCE providers turn back into exactly that UDP
-// source port (collectives/verbs/weft/verbs/source_port.h).
+// qp (routing/weft/routing/plan.h). The label is (sport - 0xC000), or
+// 0x4001 for 49152, which rxe and the other kernel RoCE providers turn back
+// into exactly that UDP source port (collectives/verbs/weft/verbs/source_port.h).
 //
 // Without a plan every QP gets label 0, which is what NCCL's own IB
 // transport sets: the kernel then hashes the two QP numbers into the port.
 // With a plan, a QP the plan does not list, or a flow that cannot be applied
-// (not udp, a port below 49153), also gets label 0; the caller logs that
+// (not udp, a port below 49152), also gets label 0; the caller logs that
 // once per QP and counts it (weft_nccl_net_counters), so a fallback is never
 // silent. So is a planned port the device refuses to set where it is set
 // directly (mlx5dv_modify_qp_udp_sport(3), collectives/verbs rc_qp.h): the

@@ -23,7 +23,7 @@ struct RcQpConfig {
   std::uint32_t max_send_wr = 128;
   std::uint32_t max_recv_wr = 128;
   std::uint32_t max_inline = 0;
-  // 0 = let the provider choose; else 49153..65535 (source_port.h).
+  // 0 = let the provider choose; else 49152..65535 (source_port.h).
   std::uint32_t planned_sport = 0;
   std::uint8_t traffic_class = 0;  // DSCP << 2 | ECN
   std::uint8_t hop_limit = 64;

@@ -9,10 +9,11 @@
 //   rdma_get_udp_sport(fl, lqpn, rqpn): fl == 0 -> fl = rdma_calc_flow_label(lqpn, rqpn)
 //
 // (used by rxe since Linux 5.18, and by hns and irdma). For fl < 0x4000 the
-// XOR term is 0, so fl = sport - 0xC000 yields exactly sport. Ports below
-// 0xC000 cannot be produced at all, and 0xC000 itself would need fl = 0, which
-// the kernel reads as "no flow label, hash the QPNs": both are rejected. mlx5
-// NICs instead take the port directly (mlx5dv_modify_qp_udp_sport(3), in RTS).
+// XOR term is 0, so fl = sport - 0xC000 yields exactly sport. 0xC000 itself
+// would take fl = 0 that way, which the kernel reads as "no flow label, hash
+// the QPNs"; fl = 0x4001 folds to it instead (1 ^ 1 = 0). Ports below 0xC000
+// cannot be produced at all and are rejected. mlx5 NICs instead take the
+// port directly (mlx5dv_modify_qp_udp_sport(3), in RTS).
 #pragma once
 
 #include <cstdint>

@@ -12,7 +12,7 @@
 // without "bye" means the peer died: rxe and many NICs raise no completion
 // error for a dead peer while nothing is outstanding, the socket always
 // tells. Routes: TransportConfig::routes[peer].sport becomes the QP's UDP
-// source port (flow label at RTR, source_port.h; 49153..65535).
+// source port (flow label at RTR, source_port.h; 49152..65535).
 //
 // Options: TransportConfig::verbs (coll::VerbsOptions: device or device
 // list, port, GID index, queue depth, spin polls, ACK timeout), set through
