@@ -13,6 +13,11 @@ Status validate(const PlannerOptions& opt, const topo::Fabric& f, const ranking:
   if (opt.sports.size() == 0 || opt.sports.lo == 0) {
     return invalid_argument(fmt::format("source port range {}-{} is empty", opt.sports.lo, opt.sports.hi));
   }
+  if (opt.protocol == "udp" && opt.sports.lo < kRoceSportMin) {
+    return invalid_argument(fmt::format("source port range {}-{} reaches below {}: a RoCE v2 (udp) source port is "
+                                        "derived from the QP's flow label and is always in {}-65535",
+                                        opt.sports.lo, opt.sports.hi, kRoceSportMin, kRoceSportMin));
+  }
   if (opt.ports_per_pair < 1) return invalid_argument(fmt::format("ports per pair must be >= 1 (got {})", opt.ports_per_pair));
   if (opt.first_ports < 0) return invalid_argument(fmt::format("first ports must be >= 0 (got {})", opt.first_ports));
   if (opt.budget < 0) return invalid_argument("the search budget must be >= 0");

@@ -49,7 +49,7 @@ struct RouteArgs {
   std::string protocol = "udp";
   std::string sports = "49152-65535";
   int ports_per_pair = 0;  // 0: 64 from a model, every probed port (up to 1024) from a database
-  int dport = 29500;
+  std::optional<int> dport;  // tcp only (udp is RoCE v2: 4791); 29500 when not given
   bool no_rounds = false;
   bool one_thread = false;
   std::optional<int> channels;  // nccl-ring (cli_common.h)
@@ -97,7 +97,12 @@ int run_route(const RouteArgs& a) {
   if (auto st = connections_allowed(a, *coll); !st) return fail(st);
   auto range = parse_port_range(a.sports);
   if (!range) return fail(range.status().with_context("--sport-range"));
-  if (a.dport < 1 || a.dport > 65535) return fail(invalid_argument(fmt::format("--dport {} is not a port (1-65535)", a.dport)));
+  if (a.dport && a.protocol != "tcp") {
+    return fail(invalid_argument(fmt::format("--dport is for --protocol tcp: {} flows go to RoCE v2's port 4791",
+                                             a.protocol)));
+  }
+  const int dport = a.dport.value_or(29500);
+  if (dport < 1 || dport > 65535) return fail(invalid_argument(fmt::format("--dport {} is not a port (1-65535)", dport)));
   if (a.ports_per_pair < 0) return fail(invalid_argument("--ports-per-pair must be >= 1 (0 = auto)"));
   // A database knows only the ports it probed: offer the planner all of them
   // (a targeted campaign gathers per spine as many as a host has flows).
@@ -106,7 +111,7 @@ int run_route(const RouteArgs& a) {
   routing::PlannerOptions opt{.protocol = a.protocol,
                               .sports = *range,
                               .ports_per_pair = ports_per_pair,
-                              .tcp_dport = static_cast<uint16_t>(a.dport),
+                              .tcp_dport = static_cast<uint16_t>(dport),
                               .rounds = !a.no_rounds && a.qps_per_connection == 1,
                               .second_thread = !a.one_thread};
   auto fabric = topo::load_topology(a.topology);
@@ -253,13 +258,14 @@ void register_route(CLI::App& app, Registry& reg) {
       ->capture_default_str();
   cmd->add_option("--seed", a.model.seed, "Model: switch hash seed (Linux: fib_multipath_hash_seed)")->capture_default_str();
   cmd->add_option("--protocol", a.protocol, "udp (RoCEv2) or tcp (one connection per direction)")->capture_default_str();
-  cmd->add_option("--sport-range", a.sports, "Source ports to choose from, LO-HI (RoCEv2: flow label = port - 0xC000)")
+  cmd->add_option("--sport-range", a.sports,
+                  "Source ports to choose from, LO-HI (udp, RoCE v2: within 49152-65535, flow label = port - 0xC000)")
       ->capture_default_str();
   cmd->add_option("--ports-per-pair", a.ports_per_pair,
                   "Candidate source ports per host pair (0 = 64 from the model, every probed port up to 1024 from a "
                   "database)")->capture_default_str();
-  cmd->add_option("--dport", a.dport, "tcp: listen port of each host's first rank (then +1 per rank on the host)")
-      ->capture_default_str();
+  cmd->add_option("--dport", a.dport,
+                  "tcp: listen port of each host's first rank (then +1 per rank on the host); default 29500");
   cmd->add_option("--qps-per-connection", a.qps_per_connection,
                   "tcp: Q connections per directed pair (the library's connections_per_peer = Q), each a flow on "
                   "a planned port of its own; 1..64. Q > 1 plans no rounds: a pair's connections run at once")

@@ -182,6 +182,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadOptions{opts("sctp", 64, {}, 29500), "unknown protocol 'sctp' (udp, tcp)"},
         BadOptions{opts("udp", 0, {}, 29500), "ports per pair must be >= 1 (got 0)"},
+        BadOptions{opts("udp", 64, {1024, 4000}, 29500),
+                   "source port range 1024-4000 reaches below 49152: a RoCE v2 (udp) source port is derived from "
+                   "the QP's flow label and is always in 49152-65535"},
+        BadOptions{opts("udp", 64, {49151, 65535}, 29500),
+                   "source port range 49151-65535 reaches below 49152: a RoCE v2 (udp) source port is derived from "
+                   "the QP's flow label and is always in 49152-65535"},
         BadOptions{opts("tcp", 64, {29000, 30000}, 29500),
                    "listen port 29500 lies inside the source port range 29000-30000"},
         BadOptions{opts("udp", 64, {49152, 49153}, 29500),

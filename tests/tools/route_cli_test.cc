@@ -251,6 +251,10 @@ INSTANTIATE_TEST_SUITE_P(
                  "each on a source port of its own, and every port model crc32 holds for this pair on a usable route "
                  "is taken (ports per route: s4 1, s1 1); the source port range 49152-49153 holds 2 ports: widen it "
                  "by at least 2 (--sport-range)"},
+        BadRoute{"dport_with_udp", "--dport 1234", "--dport is for --protocol tcp: udp flows go to RoCE v2's port 4791"},
+        BadRoute{"udp_ports_below_roce", "--sport-range 1024-4000",
+                 "source port range 1024-4000 reaches below 49152: a RoCE v2 (udp) source port is derived from the "
+                 "QP's flow label and is always in 49152-65535"},
         BadRoute{"listen_port_in_range", "--protocol tcp --dport 50000",
                  "listen port 50000 lies inside the source port range 49152-65535"},
         BadRoute{"unknown_hash", "--hash fnv", "unknown hash model 'fnv' (crc32, crc32-qp, linux-l4, linux-l3)"},

@@ -100,9 +100,11 @@ struct PairQuery {
 };
 
 // An inclusive range of source ports. The default is the dynamic range
-// 49152-65535 (RFC 6335), which RoCEv2 also uses: a QP's UDP source port is
-// derived from its flow label, sport = 0xC000 | (flow label & 0x3FFF)
-// (IBTA RoCEv2 annex A17; rdma_get_udp_sport), so flow label = port - 0xC000.
+// 49152-65535 (RFC 6335), which is also every port a RoCEv2 QP can have:
+// the kernel derives it from the flow label, sport = 0xC000 | ((fl & 0x3FFF)
+// ^ (fl >> 14 & 0x3F)) (rdma_flow_label_to_udp_sport, include/rdma/ib_verbs.h),
+// so flow label port - 0xC000 gives 49153..65535 and 0x4001 gives 49152.
+inline constexpr uint16_t kRoceSportMin = 0xC000;
 struct PortRange {
   uint16_t lo = 49152;
   uint16_t hi = 65535;
