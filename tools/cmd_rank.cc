@@ -9,6 +9,8 @@
 #include "cli_common.h"
 #include "weft/ranking/rank_file.h"
 #include "weft/routing/auto_order.h"
+#include "weft/routing/hybrid_schedule.h"
+#include "weft/routing/planner.h"
 #include "weft/topology/topology_file.h"
 
 namespace weft::cli {
@@ -77,6 +79,15 @@ Result<ranking::RankOrder> rank_as_asked(const topo::Fabric& f, const std::vecto
   return std::move(chosen.order);
 }
 
+// The order is for `weft route --collective` of the same job: an order that
+// command would refuse (nccl-ring: one rank per host; hybrid: as many ranks
+// on every host) is refused here, with its words, before a launcher uses it.
+Status routable(const topo::Fabric& f, const ranking::RankOrder& order, routing::Collective c) {
+  if (c == routing::Collective::kNcclRing) return routing::validate_nccl_ring(f, order, routing::PlannerOptions{});
+  if (c != routing::Collective::kAllreduceHybrid) return ok_status();
+  return routing::build_fabric_schedule(f, order, c, static_cast<uint64_t>(order.size()) * 1024).status();
+}
+
 int run_rank(const RankArgs& a) {
   auto algo = ranking::parse_rank_algo(a.algo);
   if (!algo) return fail(invalid_argument(fmt::format("unknown --algo '{}' (auto, clos, hdrm, ring, rail, naive)", a.algo)));
@@ -121,6 +132,9 @@ int run_rank(const RankArgs& a) {
     fmt::print(stderr, "weft rank: auto ranks this allocation with {}: {}\n", ranking::rank_algo_name(used), why);
   }
   if (!text) return fail(text.status());
+  if (auto st = routable(*fabric, *order, *coll); !st) {
+    return fail(st.with_context(fmt::format("--collective {}: weft route would refuse this order", a.collective)));
+  }
   auto st = emit(a.out, *text);
   if (!st) return fail(st);
   if (*format == ranking::RankFormat::kHccl) warn_missing_addresses(*fabric, *order);

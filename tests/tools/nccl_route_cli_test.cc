@@ -4,6 +4,7 @@
 // check at its lower bound; and weft sim comparing it with ECMP.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
@@ -126,6 +127,42 @@ TEST_F(NcclRouteCli, SimComparesThePlannedRingWithEcmp) {
   EXPECT_NEAR(planned["busbw_GBps"].get<double>(), ideal["busbw_GBps"].get<double>(),
               1e-6 * ideal["busbw_GBps"].get<double>());
 }
+
+// weft rank refuses an order that weft route --collective of the same job
+// would refuse, in route's words, and writes no file.
+struct UnroutableOrder {
+  const char* name;
+  const char* hosts;  // the allocation file
+  const char* collective;
+  const char* error;
+};
+
+class RankForRoute : public Cli, public ::testing::WithParamInterface<UnroutableOrder> {};
+
+TEST_P(RankForRoute, AnOrderRouteWouldRefuseIsRefusedByRank) {
+  ASSERT_EQ(weft("topo gen clos --spines 2 --leaves 2 --hosts 2 --nics 2 -o " + path("f.json")).rc, 0);
+  write("alloc", GetParam().hosts);
+  CliRun r = weft("rank --topology " + path("f.json") + " --hosts " + path("alloc") + " --collective " +
+                  GetParam().collective + " -o " + path("r.txt"));
+  EXPECT_NE(r.rc, 0);
+  // Its last line (auto may say first which order it took).
+  const std::string want = std::string("weft: error: --collective ") + GetParam().collective +
+                           ": weft route would refuse this order: " + GetParam().error + "\n";
+  ASSERT_GE(r.err.size(), want.size()) << r.err;
+  EXPECT_EQ(r.err.substr(r.err.size() - want.size()), want);
+  EXPECT_TRUE(r.err.size() == want.size() || r.err[r.err.size() - want.size() - 1] == '\n') << r.err;
+  EXPECT_FALSE(std::filesystem::exists(path("r.txt")));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, RankForRoute,
+    ::testing::Values(
+        UnroutableOrder{"nccl_ring_two_nics_of_a_host", "h1-1\nh2-1\n", "nccl-ring",
+                        "nccl-ring needs one rank per host: ranks 0 and 1 both run on 'h1-1' (NCCL joins the GPUs of "
+                        "one host inside it; rank each host's NIC once)"},
+        UnroutableOrder{"hybrid_host_given_in_part", "h1-1\nh2-1:eth1\n", "allreduce-hybrid",
+                        "hybrid allreduce needs the same number of ranks on every host: 'h1-1' has 2, 'h2-1' has 1"}),
+    [](const auto& p) { return std::string(p.param.name); });
 
 TEST_F(NcclRouteCli, SimRefusesChannelsForOtherCollectives) {
   CliRun r = weft("sim --topology " + path("f.json") + " --collective allreduce-hybrid --qps 2 --svg ''");
