@@ -184,6 +184,11 @@ Result<Fabric> from_json(const json& root) {
       nic.host = static_cast<int>(i);
       nic.index_on_host = static_cast<int>(k);
       WEFT_ASSIGN_OR_RETURN(nic.name, n.str("name", fmt::format("eth{}", k)));
+      // Rank files and --hosts lines carry it after the host's name.
+      if (nic.name.empty()) return n.bad("name", "a NIC's name must not be empty");
+      if (const std::string why = host_name_fault(nic.name); !why.empty()) {
+        return n.bad("name", fmt::format("'{}': {}", nic.name, why));
+      }
       for (int other : host.nics) {
         if (f.nics[other].name == nic.name) return n.bad("name", fmt::format("duplicate NIC '{}'", nic.name));
       }

@@ -106,7 +106,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "h1,h2", "nics": [{"switch": "l1"}]}]})",
                 "/hosts/0/name: 'h1,h2': ',' is not allowed (letters, digits, '-', '.' and '_' are)"},
         BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "h1\nh2", "nics": [{"switch": "l1"}]}]})",
-                "/hosts/0/name: 'h1\nh2': byte 0x0a is not allowed (letters, digits, '-', '.' and '_' are)"}));
+                "/hosts/0/name: 'h1\nh2': byte 0x0a is not allowed (letters, digits, '-', '.' and '_' are)"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "h1", "nics": [{"name": "e,0", "switch": "l1"}]}]})",
+                "/hosts/0/nics/0/name: 'e,0': ',' is not allowed (letters, digits, '-', '.' and '_' are)"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "h1", "nics": [{"name": "e 0", "switch": "l1"}]}]})",
+                "/hosts/0/nics/0/name: 'e 0': ' ' is not allowed (letters, digits, '-', '.' and '_' are)"},
+        BadFile{R"({"switches": [{"name": "l1"}], "hosts": [{"name": "h1", "nics": [{"name": "", "switch": "l1"}]}]})",
+                "/hosts/0/nics/0/name: a NIC's name must not be empty"}));
 
 // An access link listed beside its NIC (as `weft topo show --json` writes
 // it): down in either place is down, a rate given in one place holds.

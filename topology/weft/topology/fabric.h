@@ -168,8 +168,8 @@ class Fabric {
   std::unordered_map<uint64_t, int> link_by_pair_;
 };
 
-// Why `name` cannot be a host's ("" when it can): letters, digits, '-', '.'
-// and '_' only (rank files carry it to launchers).
+// Why `name` cannot be a host's or a NIC's ("" when it can): letters,
+// digits, '-', '.' and '_' only (rank files carry it to launchers).
 std::string host_name_fault(std::string_view name);
 
 }  // namespace weft::topo
