@@ -103,10 +103,15 @@ std::vector<pid_t> processes_with(const std::string& marker) {
   return out;
 }
 
-// Everything gone: namespaces (the reaper may still be at it: wait a little).
+// Everything gone: namespaces and processes. The reaper may still be at it
+// (its own shell and the fabric script's `down` name the work directory
+// too, and `down` removes the state directory after the last namespace):
+// wait a little for both.
 void expect_clean(const std::string& prefix, const std::string& marker, const std::string& owned_dir) {
   const auto deadline = Clock::now() + std::chrono::seconds(30);
-  while (!namespaces_with(prefix).empty() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  while ((!namespaces_with(prefix).empty() || !processes_with(marker).empty()) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   EXPECT_EQ(namespaces_with(prefix), std::vector<std::string>{}) << "namespaces left behind";
   EXPECT_EQ(processes_with(marker), std::vector<pid_t>{}) << "processes left behind";
   if (!owned_dir.empty()) {
