@@ -13,6 +13,12 @@ if(WEFT_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
                       -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
+  # Executables without PIE: a sanitized PIE carries a dynamic relocation
+  # for every check site's source record and every global's descriptor
+  # (millions in the weft binary), which the loader applies, page by page,
+  # at every start, and the tests start weft and their own programs many
+  # times. Non-PIE resolves them at link time (ld(1) -no-pie).
+  add_link_options($<$<STREQUAL:$<TARGET_PROPERTY:TYPE>,EXECUTABLE>:-no-pie>)
 endif()
 
 # weft_library(NAME SOURCES... DEPS ...): one library per stage folder,
