@@ -24,9 +24,12 @@
 #include <fmt/format.h>
 
 #include "epoch_files.h"
+#include "scoped_env.h"
 #include "weft/collectives/c_api.h"
 
 namespace {
+
+using weft::coll::testing::ScopedEnv;
 
 // A directory of its own, removed afterwards.
 struct TempDir {
@@ -467,9 +470,7 @@ class CApiBadVariable : public ::testing::TestWithParam<BadVariable> {};
 
 TEST_P(CApiBadVariable, FailsCreateNamingItBeforeTheStoreIsOpened) {
   const BadVariable& v = GetParam();
-  const char* old = ::getenv(v.name);
-  const std::string saved = old ? old : "";
-  ::setenv(v.name, v.value, 1);
+  ScopedEnv env(v.name, v.value);
   TempDir tmp;
   const std::string dir = tmp.dir + "/store";
   const std::string store = "file:" + dir;
@@ -480,11 +481,6 @@ TEST_P(CApiBadVariable, FailsCreateNamingItBeforeTheStoreIsOpened) {
   EXPECT_EQ(comm, nullptr);
   EXPECT_NE(std::string(weft_last_error()).find(fmt::format("{} must", v.name)), std::string::npos) << weft_last_error();
   EXPECT_FALSE(std::filesystem::exists(dir)) << "the store was opened";
-  if (old) {
-    ::setenv(v.name, saved.c_str(), 1);
-  } else {
-    ::unsetenv(v.name);
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Environment, CApiBadVariable,

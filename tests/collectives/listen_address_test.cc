@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 
 #include "bootstrap/listen_address.h"
+#include "scoped_env.h"
 #include "tcp/socket.h"
 #include "weft/collectives/c_api.h"
 #include "weft/collectives/communicator.h"
@@ -169,31 +170,15 @@ INSTANTIATE_TEST_SUITE_P(
         DefaultCase{"file store, first interface down", 2, "", {kHost[0], kHost[3], {"ens5", "10.5.0.1", true, false}},
                     "10.5.0.1"}));
 
+using weft::coll::testing::ScopedEnv;
+
 // Sets or clears the two variables for one test, restoring them after.
 class ListenEnv {
  public:
-  ListenEnv(const char* addr, const char* ifname) {
-    for (const char* v : kVars) {
-      const char* old = ::getenv(v);
-      saved_.emplace_back(old ? old : "", old != nullptr);
-    }
-    set("WEFT_LISTEN_ADDR", addr);
-    set("WEFT_SOCKET_IFNAME", ifname);
-  }
-  ~ListenEnv() {
-    for (size_t i = 0; i < 2; ++i) set(kVars[i], saved_[i].second ? saved_[i].first.c_str() : nullptr);
-  }
+  ListenEnv(const char* addr, const char* ifname) : addr_("WEFT_LISTEN_ADDR", addr), ifname_("WEFT_SOCKET_IFNAME", ifname) {}
 
  private:
-  static void set(const char* name, const char* value) {
-    if (value) {
-      ::setenv(name, value, 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  static constexpr const char* kVars[2] = {"WEFT_LISTEN_ADDR", "WEFT_SOCKET_IFNAME"};
-  std::vector<std::pair<std::string, bool>> saved_;
+  ScopedEnv addr_, ifname_;
 };
 
 TEST(ListenOverridesTest, TheConfigWinsOverTheEnvironmentAndOneSourceSetsOneOfTheTwo) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "scoped_env.h"
 #include "weft/collectives/transport.h"
 
 namespace weft::coll::testing {
@@ -48,33 +49,6 @@ std::vector<Seen> run_on_hosts(const std::vector<std::string>& hosts, const std:
   });
   return g_seen;
 }
-
-// Sets (value) or unsets (nullptr) a variable for a test, restoring it
-// after; no rank thread runs while it changes.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = ::getenv(name);
-    if (old) old_ = old;
-    had_ = old != nullptr;
-    set(value);
-  }
-  ~ScopedEnv() { set(had_ ? old_.c_str() : nullptr); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  void set(const char* value) const {
-    if (value) {
-      ::setenv(name_, value, 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
 
 struct NicCase {
   std::string name;
