@@ -44,7 +44,13 @@ Result<std::vector<std::string>> store_allgather(Store& store, const std::string
     std::vector<std::string> values(static_cast<size_t>(size));
     values[0] = mine;
     for (int r = 1; r < size; ++r) {
-      WEFT_ASSIGN_OR_RETURN(values[static_cast<size_t>(r)], store.get(fmt::format("{}/{}", prefix, r), deadline));
+      auto v = store.get(fmt::format("{}/{}", prefix, r), deadline);
+      if (!v) {
+        return v.status().with_context(fmt::format(
+            "rank {} of {} did not join (is it running, with the same store and world size, and a rank of its own?)", r,
+            size));
+      }
+      values[static_cast<size_t>(r)] = std::move(*v);
     }
     const std::string list = encode_values(values);
     size_t chunks = 0;

@@ -195,6 +195,17 @@ Status TcpStore::Server::start(const std::string& address, uint16_t port) {
                                    "be an address of rank 0's host; WEFT_STORE_BIND=0.0.0.0 listens on every address)",
                                    address, port, ec.message()));
   }
+  if (ec == boost::system::errc::address_in_use) {
+    // The port is served by another process: another job's store, or a
+    // second process that also took rank 0, as every process does that reads
+    // a launcher's variables outside the launcher (a Slurm batch script's own
+    // SLURM_PROCID is 0 in each process it starts without srun).
+    return unavailable(fmt::format("bind {}:{}: {} (another process serves this port: another job's store, so pick "
+                                   "another port, or a second process that also took rank 0: each process needs "
+                                   "its own RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID, as torchrun, mpirun and "
+                                   "srun give them)",
+                                   address, port, ec.message()));
+  }
   if (!ec) l.acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return unavailable(fmt::format("bind {}:{}: {}", address, port, ec.message()));
   port_ = l.acceptor.local_endpoint().port();

@@ -93,7 +93,9 @@ TEST(StoreAllgather, RankZeroNamesTheRankThatDidNotComeAndTheOthersSayWhoTheyWai
   t1.join();
   ASSERT_FALSE(zero);
   EXPECT_EQ(zero.status().code(), StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(zero.status().message(), "store: key 'p/host/2' was not set in time");
+  EXPECT_EQ(zero.status().message(),
+            "rank 2 of 3 did not join (is it running, with the same store and world size, and a rank of its own?): "
+            "store: key 'p/host/2' was not set in time");
   ASSERT_FALSE(one);
   EXPECT_EQ(one.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_EQ(one.status().message(),

@@ -405,6 +405,32 @@ TEST(TcpStoreBind, AnAddressThatIsNotThisHostsSaysWhatToSet) {
             "WEFT_STORE_BIND=0.0.0.0 listens on every address)");
 }
 
+// A port another process listens on (a listening socket of this test, which
+// the store's server does not know): the usual cause is a second process
+// that took rank 0, which the message names with the variables to check.
+TEST(TcpStoreBind, APortAnotherProcessServesNamesASecondRankZero) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const uint16_t port = ntohs(a.sin_port);
+  auto s = TcpStore::open("127.0.0.1", port, true, Clock::now() + 1s);
+  ::close(fd);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(s.status().message(),
+            fmt::format("serving the TCP store: bind 127.0.0.1:{}: Address already in use (another process serves "
+                        "this port: another job's store, so pick another port, or a second process that also took "
+                        "rank 0: each process needs its own RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID, as torchrun, "
+                        "mpirun and srun give them)",
+                        port));
+}
+
 // WEFT_STORE_BIND naming another address of rank 0's host than the store's
 // (its name maps to 127.0.1.1 there, while the other hosts resolve it to its
 // network address, which the store is bound to): rank 0's own client
