@@ -40,7 +40,7 @@ std::optional<Status> Communicator::Impl::butterfly_lane(const std::vector<int>&
   // Where a message must wait for room in the ring, the peer's vector lands
   // in scratch until this rank's has left (shm_transport.cc, queued_exchange).
   if (Status s = ensure_scratch(bytes); !s) return fail_call(s, internal::kAllreduce, Algorithm::kButterfly, count, t, op);
-  const auto timeout = o.timeout.count() > 0 ? o.timeout : cfg.timeout;
+  const auto timeout = call_timeout(o);
   const Deadline deadline = internal::coarse_now() + timeout;  // Impl::execute says why coarse
   HostMemory mem(data, bytes);
   const internal::ExchangePair::Reduction red{static_cast<char*>(data), t, op};

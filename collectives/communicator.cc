@@ -411,7 +411,7 @@ constexpr const char* kCollName[] = {"allreduce", "reduce_scatter", "allgather",
 Status Communicator::Impl::execute(int coll, Algorithm a, MakePlanFn make, const std::vector<int>& group,
                                    size_t count, int root, void* data, size_t bytes, DataType t, ReduceOp op,
                                    const CollectiveOptions& o) {
-  const auto timeout = o.timeout.count() > 0 ? o.timeout : cfg.timeout;
+  const auto timeout = call_timeout(o);
   // The deadline is seconds away: the coarse clock is precise enough and a
   // fifth of the cost of a small shared-memory call less (idle_wait.h).
   const Deadline deadline = internal::coarse_now() + timeout;
@@ -480,13 +480,14 @@ Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 Communicator::~Communicator() = default;
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const CommConfig& config, Store& store) {
-  return create(config, store, Clock::now() + config.timeout);
+  return create(config, store, Clock::now() + std::min(config.timeout, kLongestTimeout));
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const CommConfig& config, Store& store, Deadline deadline) {
   CommConfig c = config;
   WEFT_RETURN_IF_ERROR(internal::apply_environment(c));
   WEFT_RETURN_IF_ERROR(c.validate());
+  c.timeout = std::min(c.timeout, kLongestTimeout);  // every deadline is made of it
   auto impl = std::make_unique<Impl>();
   impl->cfg = std::move(c);
   Status s = impl->setup(store, deadline);

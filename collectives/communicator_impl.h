@@ -2,6 +2,7 @@
 // plans, running a plan) and collectives.cc (the collective calls).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <map>
@@ -111,6 +112,10 @@ class Communicator::Impl {
                                        DataType t, ReduceOp op, const CollectiveOptions& o);
   // fail() with the call named: "rank R: allreduce (hd, N x f32, sum)".
   Status fail_call(const Status& s, int coll, Algorithm a, size_t count, DataType t, ReduceOp op);
+  // A call's own timeout, else the communicator's; at most kLongestTimeout.
+  std::chrono::milliseconds call_timeout(const CollectiveOptions& o) const {
+    return o.timeout.count() > 0 ? std::min(o.timeout, kLongestTimeout) : cfg.timeout;
+  }
   Status setup(Store& store, Deadline deadline);
   Status agree_on_picks(Store& store, Deadline deadline);
   Status choose_auto();

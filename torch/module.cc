@@ -1,6 +1,7 @@
 // The Python extension weft_torch._C: ProcessGroupWeft as a subclass of
 // torch.distributed.ProcessGroup. weft_torch/__init__.py registers it as the
 // backend "weft".
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <utility>
@@ -66,8 +67,10 @@ PYBIND11_MODULE(_C, m) {
   py::class_<ProcessGroupWeft, weft::pt::GilFreeHolder<ProcessGroupWeft>>(m, "ProcessGroupWeft", base)
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeout_ms,
                        std::vector<int64_t> global_ranks, std::string group_name) {
+             // timedelta.max and the like ("no timeout"): the longest a
+             // deadline can be made of.
              weft::pt::GroupInfo group{std::move(group_name), std::move(global_ranks),
-                                       std::chrono::milliseconds(timeout_ms)};
+                                       std::min(std::chrono::milliseconds(timeout_ms), weft::coll::kLongestTimeout)};
              auto options = weft::pt::backend_options_from_env();
              if (!options) {
                weft::pt::hold_until_every_rank_failed(store, size, std::chrono::steady_clock::now() + group.timeout);

@@ -31,6 +31,9 @@ std::string python_name(at::ScalarType t) {
     case at::kBool: return "torch.bool";
     case at::kComplexFloat: return "torch.complex64";
     case at::kComplexDouble: return "torch.complex128";
+    case at::kQUInt8: return "torch.quint8";
+    case at::kQInt8: return "torch.qint8";
+    case at::kQInt32: return "torch.qint32";
     default: return std::string("torch.") + c10::toString(t);
   }
 }
@@ -41,6 +44,12 @@ void check_tensor(const at::Tensor& t, std::string_view op) {
               ": the weft backend moves CPU tensors only (use the nccl backend for CUDA tensors, or .cpu() them)");
   TORCH_CHECK(t.layout() == at::kStrided, "weft: ", op, " was given a ", t.layout(),
               " tensor: the weft backend moves dense (strided) tensors only");
+  // The backend moves a tensor's memory, and a quantized tensor's values
+  // need its scale and zero point too, which would stay behind (Gloo
+  // refuses these types). Conjugate and negative views come resolved
+  // (torch's dispatcher materialises them before a backend runs).
+  TORCH_CHECK(!t.is_quantized(), "weft: ", op, " was given a quantized tensor (", python_name(t.scalar_type()),
+              "): the weft backend moves plain values only; dequantize() it first");
 }
 
 void check_tensors(const std::vector<at::Tensor>& ts, std::string_view op, bool same_size) {

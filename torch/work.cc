@@ -1,5 +1,6 @@
 #include "work.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <c10/util/Exception.h>
@@ -34,6 +35,9 @@ bool WeftWork::wait(std::chrono::milliseconds timeout) {
   const auto started = std::chrono::steady_clock::now();
   std::shared_ptr<Worker> w = runner_.lock();
   if (w && timeout == kNoTimeout) w->run_here(this);
+  // At most coll::kLongestTimeout: a longer one would overflow a deadline,
+  // here and in c10d::Work::wait's condition_variable::wait_for.
+  if (timeout != kNoTimeout) timeout = std::min(timeout, coll::kLongestTimeout);
   const bool done = c10d::Work::wait(timeout);
   if (!w || !done) return done;
   if (timeout == kNoTimeout) return w->wait_completed_before(seq_);

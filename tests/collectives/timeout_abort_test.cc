@@ -38,6 +38,30 @@ TEST_P(Deadlines, AnAbsentPeerIsATimeoutNamingIt) {
       [&](CommConfig& c) { c.transport = GetParam(); });
 }
 
+// "No timeout" as it is often written: a timeout too long for a deadline
+// (steady_clock counts nanoseconds in 64 bits, about 292 years) counts as
+// kLongestTimeout instead of wrapping into the past and failing at once.
+TEST_P(Deadlines, ATimeoutTooLongForTheClockCountsAsTheLongestAndCallsSucceed) {
+  const std::chrono::milliseconds years300 = std::chrono::hours(24) * 365 * 300;
+  for (const auto timeout : {std::chrono::milliseconds::max(), years300, kLongestTimeout}) {
+    run_ranks(
+        3,
+        [&](Communicator& comm) {
+          std::vector<float> v(1000, static_cast<float>(comm.rank() + 1));
+          EXPECT_TRUE(comm.allreduce(v.data(), v.data(), v.size(), DataType::kF32, ReduceOp::kSum).is_ok());
+          CollectiveOptions o;
+          o.timeout = timeout;
+          Status s = comm.allreduce(v.data(), v.data(), v.size(), DataType::kF32, ReduceOp::kSum, o);
+          EXPECT_TRUE(s.is_ok()) << s.to_string();
+          EXPECT_EQ(v[999], 18.0f);  // (1 + 2 + 3) * 3
+        },
+        [&](CommConfig& c) {
+          c.transport = GetParam();
+          c.timeout = timeout;
+        });
+  }
+}
+
 TEST_P(Deadlines, AbortFromAnotherThreadEndsAWaitingCall) {
   std::atomic<bool> done{false};
   run_ranks(

@@ -123,6 +123,16 @@ def refusals(rank, size):
     raises(lambda: dist.send(torch.ones(2), dst=1 - rank), "not supported", "gloo")
     raises(lambda: dist.recv(torch.ones(2), src=1 - rank), "not supported", "gloo")
     raises(lambda: dist.reduce_scatter_tensor(torch.empty(3), torch.ones(3 * size + 1)), "must hold")
+    # A quantized tensor's values need its scale, which would stay behind.
+    q = torch.quantize_per_tensor(torch.ones(4), 0.1, 0, torch.quint8)
+    raises(lambda: dist.broadcast(q, 0), "quantized tensor (torch.quint8)", "dequantize()")
+    # Conjugate and negative views arrive resolved (torch's dispatcher
+    # materialises them): the values they show are the values moved.
+    z = torch.tensor([1 + 2j, 3 - 4j])
+    for shown, want in ((z.conj(), z.conj().resolve_conj()), (z.conj().imag, torch.tensor([-2.0, 4.0]))):
+        x = shown if rank == 0 else torch.zeros_like(want)
+        dist.broadcast(x, 0)
+        assert torch.equal(x, want), (x, want)
     # A refused call moved nothing: the group still works.
     t = torch.ones(5)
     dist.all_reduce(t)
@@ -226,6 +236,16 @@ def new_groups(rank, size):
     u = torch.full((5,), float(rank + 1))
     dist.all_reduce(u, group=gloo)
     dist.all_reduce(t)  # the default group, after the others
+    # "No timeout" written as a thousand years: longer than any deadline the
+    # clock can hold (torch itself overflows at timedelta.max), it counts
+    # as the longest one, not as one long past.
+    ages = timedelta(days=365 * 1000)
+    forever = dist.new_group(list(range(size)), timeout=ages)
+    v = torch.full((3,), float(rank + 1))
+    dist.all_reduce(v, group=forever)
+    assert torch.equal(v, torch.full((3,), float(size * (size + 1) // 2))), v
+    work = dist.all_reduce(v, group=forever, async_op=True)
+    assert work.wait(ages) is True
     return True
 
 

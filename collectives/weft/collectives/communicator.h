@@ -181,9 +181,15 @@ AllreducePicks select_allreduce(const Selection& s, const Tuning& tuning, const 
 // picks compare; HUGE_VAL where `a` cannot run on it.
 double predict_allreduce_us(Algorithm a, const Tuning& tuning, const SelectionInput& in, size_t bytes);
 
+// The longest timeout a deadline is made of: one further away (as "no
+// timeout" is often written: milliseconds::max(), Python's timedelta.max)
+// would overflow the nanoseconds of std::chrono::steady_clock. Longer
+// timeouts count as this one.
+inline constexpr std::chrono::milliseconds kLongestTimeout = std::chrono::hours(24) * 365 * 100;
+
 struct CollectiveOptions {
   Algorithm algorithm = Algorithm::kAuto;
-  std::chrono::milliseconds timeout{0};  // 0: CommConfig::timeout
+  std::chrono::milliseconds timeout{0};  // 0: CommConfig::timeout; at most kLongestTimeout counts
   // Pipelining unit of ring-based algorithms, bytes; 0 = the default. Tests
   // set it small to force the multi-segment paths on small vectors.
   size_t segment_bytes = 0;
@@ -230,7 +236,9 @@ struct CommConfig {
   // This rank's host identity; ranks with equal host share memory (shm,
   // hybrid). "" = gethostname(). Tests give several "hosts" on one machine.
   std::string host;
-  std::chrono::milliseconds timeout{60000};  // setup and every collective call
+  // Setup and every collective call; longer than kLongestTimeout counts as
+  // kLongestTimeout.
+  std::chrono::milliseconds timeout{60000};
   // Planned routes (weft route). Applied to the TCP transport: the
   // connection rank -> peer binds the flow's sport before connect; this
   // rank listens on the dport of the flows into it. Flows of other protocols
