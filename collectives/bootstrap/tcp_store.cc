@@ -56,6 +56,13 @@ Status check_sizes(const TcpStoreLimits& limits, size_t key_bytes, size_t value_
 Result<std::string> ipv4_of(const std::string& host, Deadline deadline) {
   in_addr a{};
   if (::inet_pton(AF_INET, host.c_str(), &a) == 1) return host;
+  // An IPv6 address (bare or in brackets, as in a URL) or a name with IPv6
+  // addresses only never resolves to IPv4: said at once, not at the deadline.
+  const auto ipv6_only = [&](std::string_view why) {
+    return invalid_argument(fmt::format("TCP store host '{}' is {}: the store speaks IPv4 only (give rank 0's IPv4 "
+                                        "address, or a name that resolves to one)", host, why));
+  };
+  if (host.find(':') != std::string::npos) return ipv6_only("an IPv6 address");
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -70,6 +77,16 @@ Result<std::string> ipv4_of(const std::string& host, Deadline deadline) {
       return std::string(buf);
     }
     if (res) ::freeaddrinfo(res);
+    addrinfo any{};
+    any.ai_family = AF_UNSPEC;
+    any.ai_socktype = SOCK_STREAM;
+    addrinfo* res6 = nullptr;
+    bool v4 = false, v6 = false;  // v4: it resolves now, so asking again finds it
+    if (::getaddrinfo(host.c_str(), nullptr, &any, &res6) == 0) {
+      for (const addrinfo* r = res6; r != nullptr; r = r->ai_next) (r->ai_family == AF_INET ? v4 : v6) = true;
+    }
+    if (res6) ::freeaddrinfo(res6);
+    if (v6 && !v4) return ipv6_only("a name with IPv6 addresses only");
     const std::string why = rc != 0 ? ::gai_strerror(rc) : "no address";
     const bool transient = rc == EAI_AGAIN || rc == EAI_NONAME || rc == EAI_NODATA || rc == 0;
     if (!transient) {

@@ -405,6 +405,27 @@ TEST(TcpStoreBind, AnAddressThatIsNotThisHostsSaysWhatToSet) {
             "WEFT_STORE_BIND=0.0.0.0 listens on every address)");
 }
 
+// The store speaks IPv4: an IPv6 address, bare or in a URL's brackets, is
+// refused at once, not asked again until the deadline.
+class StoreIpv6 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StoreIpv6, AnIpv6HostIsRefusedAtOnceNamingIt) {
+  for (const bool serve : {false, true}) {
+    const auto t0 = Clock::now();
+    auto s = TcpStore::open(GetParam(), 29500, serve, Clock::now() + 10s);
+    ASSERT_FALSE(s);
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.status().message(),
+              fmt::format("TCP store host '{}' is an IPv6 address: the store speaks IPv4 only (give rank 0's IPv4 "
+                          "address, or a name that resolves to one)",
+                          GetParam()));
+    EXPECT_LT(Clock::now() - t0, 1s);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Hosts, StoreIpv6, ::testing::Values("::1", "[::1]", "fd00::1", "[fd00::1]", "::ffff:10.0.0.1"),
+                         [](const auto& p) { return fmt::format("host{}", p.index); });
+
 // A port another process listens on (a listening socket of this test, which
 // the store's server does not know): the usual cause is a second process
 // that took rank 0, which the message names with the variables to check.
