@@ -173,8 +173,14 @@ Result<std::unique_ptr<TcpStore>> TcpStore::open(const std::string& name, uint16
   // Where this client connects: the store's host, except on rank 0 when
   // WEFT_STORE_BIND names one address that is not it (the host's name maps
   // to 127.0.1.1 here and the store listens on the address the others
-  // resolve it to): there, where the server listens.
+  // resolve it to): there, where the server listens. So too on the other
+  // ranks of rank 0's host, whose name maps to loopback here as there.
   std::string reach = host;
+  const std::string& bind_to = options.bind_address;
+  if (!serve && s->named_loopback_ && !bind_to.empty() && bind_to != "0.0.0.0") {
+    reach = bind_to;
+    s->named_loopback_ = false;
+  }
   if (serve) {
     const std::string bind = serve_address(name, host, options.bind_address);
     auto server = serve_port(bind, port, options);

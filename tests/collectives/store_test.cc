@@ -530,5 +530,36 @@ TEST(TcpStoreBind, AHostNameThisHostMapsToLoopbackIsServedOnEveryAddress) {
   EXPECT_EQ(*v, "v");
 }
 
+// The same name with WEFT_STORE_BIND set (every rank reads it): rank 0
+// listens there only, and the other ranks of its host, where the name maps
+// to loopback too, connect there instead of to a loopback nobody serves.
+TEST(TcpStoreBind, RanksOnRankZerosHostReachAStoreBoundAwayFromTheLoopbackTheNameMapsTo) {
+  char name[256] = {};
+  ASSERT_EQ(::gethostname(name, sizeof name - 1), 0);
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(name, nullptr, &hints, &res) != 0 || !res) GTEST_SKIP() << "this host's name '" << name << "' does not resolve";
+  const uint32_t first = ntohl(reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr.s_addr);
+  ::freeaddrinfo(res);
+  if (first != 0x7f000001 && first != 0x7f000101) {
+    GTEST_SKIP() << "this host's name '" << name << "' does not resolve to 127.0.0.1 or 127.0.1.1";
+  }
+  TcpStoreOptions o;
+  o.bind_address = "127.0.0.2";  // stands for the address the other hosts know this one by
+  auto rank0 = serve_on_a_quiet_port(name, o);
+  ASSERT_TRUE(rank0) << rank0.status().to_string();
+  const uint16_t port = (*rank0)->port();
+  EXPECT_FALSE(accepts(first == 0x7f000001 ? "127.0.0.1" : "127.0.1.1", port));
+  const auto t0 = Clock::now();
+  auto local = TcpStore::open(name, port, false, Clock::now() + 3s, o);
+  ASSERT_TRUE(local) << local.status().to_string();
+  EXPECT_LT(Clock::now() - t0, 1s);
+  ASSERT_TRUE((*local)->set("k", "v"));
+  auto v = (*rank0)->get("k", Clock::now() + 10s);
+  ASSERT_TRUE(v) << v.status().to_string();
+  EXPECT_EQ(*v, "v");
+}
+
 }  // namespace
 }  // namespace weft::coll::testing
