@@ -21,6 +21,8 @@
 
 struct weft_comm {
   std::unique_ptr<weft::coll::Store> store;
+  std::string store_spec;  // as given: "tcp://host:port" or "file:/dir"
+  bool serves = false;     // rank 0 of a tcp:// store on a port of its own choosing
   std::unique_ptr<weft::coll::Communicator> comm;
   // Registrations by handle: a handle is an id, never an address, so a stale
   // or foreign handle is found missing instead of being dereferenced.
@@ -154,12 +156,27 @@ Status create(const weft_comm_config_t* config, weft_comm_t** out) {
   // One deadline for both: a store reached late leaves less for the peers.
   const Deadline deadline = Clock::now() + cfg.timeout;
   WEFT_ASSIGN_OR_RETURN(h->store, open_store(c.store, c.rank, deadline));
+  h->store_spec = c.store;
+  h->serves = c.rank == 0 && h->store_spec.rfind("tcp://", 0) == 0 && !h->store_spec.ends_with(":0");
   WEFT_ASSIGN_OR_RETURN(h->comm, Communicator::create(cfg, *h->store, deadline));
   *out = h.release();
   return ok_status();
 }
 
 std::atomic<uintptr_t> g_last_reg{0};  // handles are unique in the process, across communicators
+
+// Rank 0's TCP store outlives its communicator, for the life of the process
+// (one per store, the last): the other ranks make their next communicator
+// on the same store as soon as their own is done, which may be before this
+// rank destroys its own, and a server closed under their new client would
+// fail their create. Never destroyed (a process that exits leaves its
+// server thread with it), so no static destructor runs one at exit.
+void keep_serving(weft_comm& c) {
+  static std::mutex mu;
+  static auto* kept = new std::map<std::string, std::unique_ptr<weft::coll::Store>>;
+  std::lock_guard<std::mutex> lock(mu);
+  (*kept)[c.store_spec] = std::move(c.store);
+}
 
 }  // namespace
 
@@ -191,6 +208,10 @@ weft_status_t weft_comm_create_from_env(weft_comm_t** out) {
 weft_status_t weft_comm_destroy(weft_comm_t* c) {
   return guarded([&] {
     WEFT_RETURN_IF_ERROR(need_comm("weft_comm_destroy", c));
+    // The communicator first: it may still tell its peers goodbye.
+    c->regs.clear();
+    c->comm.reset();
+    if (c->serves) keep_serving(*c);
     delete c;
     return ok_status();
   });

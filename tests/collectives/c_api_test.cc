@@ -429,6 +429,33 @@ TEST(CApi, EveryCreateTakesANameOfItsOwnAFailedOneToo) {
   EXPECT_TRUE(has_prefix(dir, "weft.2"));
 }
 
+// Communicators made one after the other on one tcp:// store, each rank at
+// its own pace: the others make their next one while rank 0 still holds its
+// last (it destroys late), so their new client reaches the server of rank
+// 0's last communicator. That server lives on for the process (it used to
+// close with the communicator and fail their create).
+TEST(CApi, CommunicatorsMadeOneAfterTheOtherOnOneTcpStoreWhileRankZeroDestroysLate) {
+  const std::string store = fmt::format("tcp://127.0.0.1:{}", weft::coll::testing::free_ports(1).at(0));
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      for (int round = 0; round < 3; ++round) {
+        weft_comm_config_t c = config(r, 3, store.c_str());
+        c.transport = "tcp";
+        c.timeout_ms = 20000;
+        weft_comm_t* comm = nullptr;
+        ASSERT_EQ(weft_comm_create(&c, &comm), WEFT_OK) << "rank " << r << ", round " << round << ": " << weft_last_error();
+        std::vector<int32_t> v(77, r + 1 + round);
+        EXPECT_EQ(weft_allreduce(comm, v.data(), v.data(), v.size(), WEFT_I32, WEFT_SUM), WEFT_OK) << weft_last_error();
+        EXPECT_EQ(v[76], 6 + 3 * round);
+        if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        EXPECT_EQ(weft_comm_destroy(comm), WEFT_OK);
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+}
+
 // Two communicators alive at once on one tcp:// store, used in turns: rank
 // 0's process serves the store once for both (the second create used to
 // fail binding the port the first one's server held).
