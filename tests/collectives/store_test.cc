@@ -14,6 +14,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -508,15 +509,23 @@ TEST(TcpStoreBind, ANameThatDoesNotResolveIsAskedAgainUntilTheDeadline) {
 // Debian and Ubuntu map a host's own name to 127.0.1.1 in /etc/hosts, while
 // the other hosts of a job resolve it to the host's address on the network:
 // served on loopback, the store would be unreachable from every other host.
-TEST(TcpStoreBind, AHostNameThisHostMapsToLoopbackIsServedOnEveryAddress) {
+// This host's name and the first IPv4 address it resolves to here, host
+// order (0: it does not resolve).
+std::pair<std::string, uint32_t> this_hosts_name() {
   char name[256] = {};
-  ASSERT_EQ(::gethostname(name, sizeof name - 1), 0);
+  if (::gethostname(name, sizeof name - 1) != 0) return {"", 0};
   addrinfo hints{};
   hints.ai_family = AF_INET;
   addrinfo* res = nullptr;
-  if (::getaddrinfo(name, nullptr, &hints, &res) != 0 || !res) GTEST_SKIP() << "this host's name '" << name << "' does not resolve";
+  if (::getaddrinfo(name, nullptr, &hints, &res) != 0 || !res) return {name, 0};
   const uint32_t first = ntohl(reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr.s_addr);
   ::freeaddrinfo(res);
+  return {name, first};
+}
+
+TEST(TcpStoreBind, AHostNameThisHostMapsToLoopbackIsServedOnEveryAddress) {
+  const auto [name, first] = this_hosts_name();
+  if (first == 0) GTEST_SKIP() << "this host's name '" << name << "' does not resolve";
   if (first >> 24 != 127) GTEST_SKIP() << "this host's name '" << name << "' resolves to an address on the network";
   auto s = serve_on_a_quiet_port(name);
   ASSERT_TRUE(s) << s.status().to_string();
@@ -534,14 +543,7 @@ TEST(TcpStoreBind, AHostNameThisHostMapsToLoopbackIsServedOnEveryAddress) {
 // listens there only, and the other ranks of its host, where the name maps
 // to loopback too, connect there instead of to a loopback nobody serves.
 TEST(TcpStoreBind, RanksOnRankZerosHostReachAStoreBoundAwayFromTheLoopbackTheNameMapsTo) {
-  char name[256] = {};
-  ASSERT_EQ(::gethostname(name, sizeof name - 1), 0);
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  addrinfo* res = nullptr;
-  if (::getaddrinfo(name, nullptr, &hints, &res) != 0 || !res) GTEST_SKIP() << "this host's name '" << name << "' does not resolve";
-  const uint32_t first = ntohl(reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr.s_addr);
-  ::freeaddrinfo(res);
+  const auto [name, first] = this_hosts_name();
   if (first != 0x7f000001 && first != 0x7f000101) {
     GTEST_SKIP() << "this host's name '" << name << "' does not resolve to 127.0.0.1 or 127.0.1.1";
   }
